@@ -1,0 +1,102 @@
+import type { Liquid, Template } from "liquidjs";
+
+/**
+ * Renders one small liquid template ("fragment") once per item — a backend, a server line, a
+ * routing rule — tens of thousands of times per config.
+ *
+ * liquidjs costs microseconds per tag, which at 10,000 backends × 10 servers is over a second
+ * (DESIGN §5). Most fragments only print fields and test fields for truthiness; for those the
+ * output is a fixed sequence of literal text and field values once the truthiness of every field
+ * is known. So we let liquidjs render the fragment once per truthiness pattern with sentinel
+ * values, split its output at the sentinels, and afterwards join literal parts and field values
+ * directly. The result is byte-identical to liquidjs by construction; fragments that do anything
+ * else (filters, loops, comparisons, other variables) are rendered by liquidjs for every item.
+ */
+export type Fragment<T> = (item: T) => string;
+
+type Scalar = string | number | boolean | null | undefined;
+
+const TAG = /\{\{-?\s*([^}]*?)\s*-?\}\}|\{%-?\s*([^%]*?)\s*-?%\}/g;
+const SENTINEL = /\u0001(\d+)\u0002/g;
+
+/** Fields the fragment reads, or null when it uses anything beyond `{{ v.f }}` and `{% if/unless v.f %}`. */
+export function plainFields(source: string, variable: string): string[] | null {
+  const field = new RegExp(`^${variable}\\.([A-Za-z_][A-Za-z0-9_]*)$`);
+  const fields = new Set<string>();
+  for (const m of source.matchAll(TAG)) {
+    const output = m[1];
+    const tag = m[2];
+    if (output !== undefined) {
+      const f = field.exec(output);
+      if (!f) return null;
+      fields.add(f[1]!);
+      continue;
+    }
+    const words = (tag ?? "").split(/\s+/);
+    const [name, arg, ...rest] = words;
+    if (name === "else" || name === "endif" || name === "endunless") {
+      if (arg !== undefined) return null;
+      continue;
+    }
+    if ((name !== "if" && name !== "unless" && name !== "elsif") || arg === undefined || rest.length > 0) return null;
+    const f = field.exec(arg);
+    if (!f) return null;
+    fields.add(f[1]!);
+  }
+  return [...fields];
+}
+
+interface Shape {
+  literals: string[];
+  fields: string[];
+}
+
+export function compileFragment<T extends object>(liquid: Liquid, source: string, variable: string): Fragment<T> {
+  const template: Template[] = liquid.parse(source);
+  const slow: Fragment<T> = (item) => liquid.renderSync(template, { [variable]: item }) as string;
+  const fields = plainFields(source, variable);
+  if (fields === null) return slow;
+
+  const shapes = new Map<string, Shape | null>();
+  const shapeFor = (item: Record<string, unknown>, key: string): Shape | null => {
+    const probe: Record<string, unknown> = {};
+    fields.forEach((f, i) => {
+      const v = item[f];
+      probe[f] = v === false || v === null || v === undefined ? v : `\u0001${i}\u0002`;
+    });
+    const out = liquid.renderSync(template, { [variable]: probe }) as string;
+    const literals: string[] = [];
+    const used: string[] = [];
+    let last = 0;
+    for (const m of out.matchAll(SENTINEL)) {
+      literals.push(out.slice(last, m.index));
+      used.push(fields[Number(m[1])]!);
+      last = m.index! + m[0].length;
+    }
+    literals.push(out.slice(last));
+    // A stray sentinel byte means the engine transformed a value: not safe to specialise.
+    const shape = literals.some((l) => l.includes("\u0001") || l.includes("\u0002")) ? null : { literals, fields: used };
+    shapes.set(key, shape);
+    return shape;
+  };
+
+  return (item) => {
+    const rec = item as Record<string, Scalar>;
+    let key = "";
+    for (const f of fields) {
+      const v = rec[f];
+      if (typeof v === "object" && v !== null) return slow(item);
+      key += v === false || v === null || v === undefined ? "0" : "1";
+    }
+    const shape = shapes.has(key) ? shapes.get(key)! : shapeFor(rec, key);
+    if (shape === null) return slow(item);
+    const { literals, fields: used } = shape;
+    let out = literals[0]!;
+    for (let i = 0; i < used.length; i++) {
+      const v = rec[used[i]!];
+      if (typeof v === "string" && (v.includes("\u0001") || v.includes("\u0002"))) return slow(item);
+      out += String(v) + literals[i + 1]!;
+    }
+    return out;
+  };
+}

@@ -1,0 +1,71 @@
+import type { Algorithm, HostMatch } from "./annotations.js";
+import type { RenderOptions } from "./options.js";
+
+/**
+ * The validated, render-ready description of the load balancer. Every string in it has passed a
+ * grammar (Kubernetes names, annotation grammars, option schemas), so templates may place values
+ * without escaping them, except the default page body, which is quoted by the renderer.
+ */
+export interface ServerSlot {
+  /** Stable slot name within its backend (s1…sN). */
+  name: string;
+  /** `ip:port` / `[ipv6]:port`, or null for a free slot kept for runtime additions. */
+  address: string | null;
+  /** Cookie value for cookie stickiness: derived from the endpoint address, so it follows the pod. */
+  cookie: string | null;
+}
+
+export type Affinity = { kind: "none" } | { kind: "source"; timeoutSeconds: number } | { kind: "cookie" };
+
+export interface Backend {
+  name: string;
+  namespace: string;
+  service: string;
+  servicePort: number;
+  mode: "http" | "tcp";
+  algorithm: Algorithm;
+  affinity: Affinity;
+  servers: ServerSlot[];
+  /** Path prefix removed before the request reaches the pod; not for requests routed by host. */
+  strip: { prefix: string; unlessHost: HostMatch | null } | null;
+}
+
+export type RouteMatch = { kind: "host"; host: HostMatch } | { kind: "path"; prefix: string };
+
+export interface HttpRoute {
+  backend: string;
+  match: RouteMatch;
+  /** "https-redirect": the Service terminates TLS, so plain HTTP requests are redirected. */
+  action: "route" | "https-redirect";
+}
+
+export interface TcpFrontend {
+  name: string;
+  port: number;
+  backend: string;
+}
+
+export interface Warning {
+  service: string;
+  port?: number;
+  annotation?: string;
+  message: string;
+}
+
+export interface Skipped {
+  service: string;
+  port?: number;
+  reason: string;
+}
+
+export interface Model {
+  revision: string;
+  options: RenderOptions;
+  httpRoutes: HttpRoute[];
+  httpsRoutes: HttpRoute[];
+  tcpFrontends: TcpFrontend[];
+  backends: Backend[];
+  defaultPage: { status: number; body: string };
+  warnings: Warning[];
+  skipped: Skipped[];
+}

@@ -1,0 +1,132 @@
+import { z } from "zod";
+import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
+import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
+
+/**
+ * Every setting that shapes the rendered config, in one table. The CLI builds its flags from it,
+ * the functions read the same names from the environment (SERVICELB_<UPPER_SNAKE>), so a flag and
+ * its variable can never drift apart. Values arrive as strings (flags, env) or typed (config file);
+ * each schema accepts both.
+ */
+export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
+
+const bool = z.union([z.boolean(), z.stringbool()]);
+const port = z.coerce.number().int().min(1).max(65535);
+const duration = z
+  .string()
+  .regex(/^[0-9]{1,9}(us|ms|s|m|h|d)$/, "a duration such as 500ms, 2s, 5m or 1h");
+// Paths end up unquoted in haproxy.cfg: refuse anything that could split or comment a line.
+const path = z
+  .string()
+  .regex(/^[A-Za-z0-9._\/@:+-]{1,1024}$/, "a file path of letters, digits and . _ / @ : + - only");
+const bindAddress = z
+  .string()
+  .regex(/^(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\])$/, "* or an IPv4 address or a bracketed IPv6 address");
+
+const tcpServices = z.string().transform((text, ctx) => {
+  const out: Array<{ ref: string; port: number }> = [];
+  for (const raw of text.split(",")) {
+    const entry = raw.trim();
+    if (entry === "") continue;
+    const m = /^([^:]+):([0-9]{1,5})$/.exec(entry);
+    const p = m ? Number(m[2]) : 0;
+    if (!m || !m[1] || p < 1 || p > 65535 || !parseServiceRef(m[1], "default")) {
+      ctx.addIssue({ code: "custom", message: `"${entry}" is not name:port or namespace/name:port` });
+      return z.NEVER;
+    }
+    out.push({ ref: m[1], port: p });
+  }
+  return out;
+});
+
+const selector = z.string().transform((text, ctx): LabelSelector => {
+  try {
+    return parseLabelSelector(text);
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+
+export const optionSpecs = {
+  namespace: { schema: z.string().regex(DNS1123_LABEL, "a namespace name").optional(), help: "only this namespace (default: all namespaces)" },
+  selector: { schema: selector.optional(), help: "only Services whose labels match (k=v,k!=v,k,!k)" },
+  targetService: {
+    schema: z.string().refine((s) => parseServiceRef(s, "default") !== null, "name or namespace/name").optional(),
+    help: "only this Service (name in any namespace, or namespace/name)",
+  },
+  tcpServices: { schema: tcpServices.default([]), help: "comma list of name:port or namespace/name:port served as TCP on that port" },
+  forwardServices: { schema: bool.default(false), help: "balance to the Service ClusterIP:port instead of pod endpoints" },
+  exposeSystem: { schema: bool.default(false), help: "also expose kube-system Services and default/kubernetes" },
+  bindAddress: { schema: bindAddress.default("*"), help: "address every frontend binds to" },
+  httpPort: { schema: port.default(80), help: "HTTP frontend port" },
+  httpsPort: { schema: port.default(443), help: "HTTPS frontend port (with --ssl-cert)" },
+  statsPort: { schema: port.default(1936), help: "HAProxy stats page port" },
+  statsBind: { schema: bindAddress.default("127.0.0.1"), help: "address the stats page binds to" },
+  statsUser: {
+    schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "letters, digits, . _ -").optional(),
+    help: "require this user on the stats page; its password is read by HAProxy from SERVICELB_STATS_PASSWORD on the node",
+  },
+  sslCert: { schema: path.optional(), help: "PEM (cert+key) path on the HAProxy node; enables the HTTPS frontend" },
+  sslCaCert: { schema: path.optional(), help: "CA bundle path: clients must present a certificate it signed" },
+  hstsMaxAge: { schema: z.coerce.number().int().min(0).max(63072000).default(0), help: "HSTS max-age in seconds on HTTPS responses (0: off)" },
+  balanceAlgorithm: { schema: z.enum(ALGORITHMS).default("roundrobin"), help: `default balance algorithm (${ALGORITHMS.join(", ")})` },
+  defaultReturnCode: { schema: z.coerce.number().int().min(200).max(599).default(404), help: "status for requests no Service matches" },
+  errorPage: { schema: path.optional(), help: "file whose body is served with --default-return-code (embedded in the config)" },
+  syslog: { schema: bool.default(false), help: "HAProxy logs to stdout (the agent forwards them)" },
+  checkInterval: { schema: duration.default("2s"), help: "health-check interval" },
+  hardStopAfter: { schema: duration.default("5m"), help: "longest an old HAProxy worker lives after a reload" },
+  minServerSlots: {
+    schema: z.coerce.number().int().min(1).max(1024).default(4),
+    help: "server slots per backend (rounded up to a power of two) so endpoint changes apply without a reload",
+  },
+  statsSocket: { schema: path.default("/var/run/haproxy/admin.sock"), help: "HAProxy runtime API socket path" },
+  serverStateFile: { schema: path.default("/var/lib/haproxy/server-state"), help: "file HAProxy loads server state from after a reload" },
+} as const;
+
+type Specs = typeof optionSpecs;
+export type RenderOptions = { [K in keyof Specs]: z.output<Specs[K]["schema"]> };
+export type RenderOptionsInput = { [K in keyof Specs]?: z.input<Specs[K]["schema"]> };
+
+export const renderOptionsSchema = z
+  .object(Object.fromEntries(Object.entries(optionSpecs).map(([k, v]) => [k, v.schema])) as { [K in keyof Specs]: Specs[K]["schema"] })
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.sslCaCert && !o.sslCert) ctx.addIssue({ code: "custom", path: ["sslCaCert"], message: "--ssl-ca-cert needs --ssl-cert" });
+    const ports = [o.httpPort, ...(o.sslCert ? [o.httpsPort] : []), o.statsPort];
+    if (new Set(ports).size !== ports.length) ctx.addIssue({ code: "custom", path: ["httpPort"], message: "--http-port, --https-port and --stats-port must differ" });
+  });
+
+export class OptionsError extends Error {
+  override name = "OptionsError";
+}
+
+export function flagName(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+export function envName(key: string): string {
+  return `SERVICELB_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+}
+
+/** Validates raw option values; the error names each bad option the way the user spelled it (as a flag). */
+export function parseRenderOptions(input: RenderOptionsInput | Record<string, unknown>): RenderOptions {
+  const result = renderOptionsSchema.safeParse(input);
+  if (result.success) return result.data as RenderOptions;
+  const lines = result.error.issues.map((i) => {
+    const key = String(i.path[0] ?? "");
+    return key ? `--${flagName(key)}: ${i.message}` : i.message;
+  });
+  throw new OptionsError(lines.join("\n"));
+}
+
+/** Options from SERVICELB_* environment variables; unknown SERVICELB_ variables are left to other readers. */
+export function renderOptionsFromEnv(env: NodeJS.ProcessEnv): RenderOptionsInput {
+  const out: Record<string, string> = {};
+  for (const key of Object.keys(optionSpecs)) {
+    const value = env[envName(key)];
+    if (value !== undefined) out[key] = value;
+  }
+  return out as RenderOptionsInput;
+}
+

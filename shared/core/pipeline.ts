@@ -1,0 +1,38 @@
+import { buildModel, type BuildInputs } from "./build-model.js";
+import type { Skipped, Warning } from "./model.js";
+import type { RenderOptions } from "./options.js";
+import type { Renderer } from "./render.js";
+import type { Snapshot } from "./snapshot.js";
+
+export interface RenderResult {
+  config: string;
+  revision: string;
+  warnings: Warning[];
+  skipped: Skipped[];
+  stats: { services: number; backends: number; servers: number; bytes: number; buildMs: number; renderMs: number };
+}
+
+/** Snapshot → model → config: the one path every way in (CLI, render, reconcile) goes through. */
+export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, renderer: Renderer, inputs: BuildInputs = {}): RenderResult {
+  const t0 = performance.now();
+  const model = buildModel(snapshot, options, inputs);
+  const t1 = performance.now();
+  const config = renderer.render(model);
+  const t2 = performance.now();
+  let servers = 0;
+  for (const b of model.backends) for (const s of b.servers) if (s.address !== null) servers++;
+  return {
+    config,
+    revision: model.revision,
+    warnings: model.warnings,
+    skipped: model.skipped,
+    stats: {
+      services: snapshot.services.length,
+      backends: model.backends.length,
+      servers,
+      bytes: Buffer.byteLength(config),
+      buildMs: Math.round((t1 - t0) * 100) / 100,
+      renderMs: Math.round((t2 - t1) * 100) / 100,
+    },
+  };
+}

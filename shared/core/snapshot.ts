@@ -1,0 +1,172 @@
+import { parseAllDocuments } from "yaml";
+import { z } from "zod";
+
+/**
+ * A cluster snapshot: the Services and endpoints servicelb reads, in Kubernetes' own JSON shape,
+ * exactly as `kubectl get services,endpointslices -A -o json` prints it. Items are validated one
+ * by one so that one malformed object is reported and skipped instead of failing the whole render.
+ */
+const meta = z.object({
+  name: z.string().min(1),
+  namespace: z.string().min(1).default("default"),
+  labels: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
+  annotations: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
+  resourceVersion: z.string().optional(),
+});
+
+const servicePort = z.object({
+  name: z.string().nullish().transform((v) => v ?? ""),
+  protocol: z.string().nullish().transform((v) => v ?? "TCP"),
+  port: z.number().int().min(1).max(65535),
+  targetPort: z.union([z.number().int().min(1).max(65535), z.string().min(1)]).nullish(),
+});
+
+export const serviceSchema = z.object({
+  metadata: meta,
+  spec: z.object({
+    type: z.string().nullish().transform((v) => v ?? "ClusterIP"),
+    clusterIP: z.string().nullish(),
+    ports: z.array(servicePort).nullish().transform((v) => v ?? []),
+    sessionAffinity: z.string().nullish(),
+    sessionAffinityConfig: z
+      .object({ clientIP: z.object({ timeoutSeconds: z.number().int().min(1).max(86400).nullish() }).nullish() })
+      .nullish(),
+  }),
+});
+
+const endpointPort = z.object({
+  name: z.string().nullish().transform((v) => v ?? ""),
+  protocol: z.string().nullish().transform((v) => v ?? "TCP"),
+  port: z.number().int().min(1).max(65535).nullish(),
+});
+
+export const endpointSliceSchema = z.object({
+  metadata: meta,
+  addressType: z.string(),
+  ports: z.array(endpointPort).nullish().transform((v) => v ?? []),
+  endpoints: z
+    .array(
+      z.object({
+        addresses: z.array(z.string()),
+        conditions: z.object({ ready: z.boolean().nullish() }).nullish(),
+      }),
+    )
+    .nullish()
+    .transform((v) => v ?? []),
+});
+
+export const endpointsSchema = z.object({
+  metadata: meta,
+  subsets: z
+    .array(
+      z.object({
+        addresses: z.array(z.object({ ip: z.string() })).nullish().transform((v) => v ?? []),
+        ports: z.array(endpointPort).nullish().transform((v) => v ?? []),
+      }),
+    )
+    .nullish()
+    .transform((v) => v ?? []),
+});
+
+export type Service = z.output<typeof serviceSchema>;
+export type EndpointSlice = z.output<typeof endpointSliceSchema>;
+export type Endpoints = z.output<typeof endpointsSchema>;
+
+export interface Snapshot {
+  services: Service[];
+  endpointSlices: EndpointSlice[];
+  endpoints: Endpoints[];
+  /** Highest resourceVersion seen (list or item), as a decimal string; "0" when none is numeric. */
+  revision: string;
+  /** Items that were not understood; reported, never fatal. */
+  problems: string[];
+}
+
+export class SnapshotError extends Error {
+  override name = "SnapshotError";
+}
+
+const LIST_KINDS = new Set(["List", "ServiceList", "EndpointSliceList", "EndpointsList"]);
+const ITEM_KINDS: Record<string, string> = { ServiceList: "Service", EndpointSliceList: "EndpointSlice", EndpointsList: "Endpoints" };
+
+/** Parses JSON or YAML text (one or more documents) into documents, with a clear error on bad syntax. */
+export function parseSnapshotText(text: string): unknown[] {
+  const trimmed = text.trimStart();
+  if (trimmed.startsWith("{") || trimmed.startsWith("[")) {
+    try {
+      return [JSON.parse(text)];
+    } catch (err) {
+      throw new SnapshotError(`snapshot is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  const docs = parseAllDocuments(text);
+  const list = Array.isArray(docs) ? docs : [docs];
+  const out: unknown[] = [];
+  for (const doc of list) {
+    if (doc.errors.length > 0) throw new SnapshotError(`snapshot is not valid YAML: ${doc.errors[0]!.message}`);
+    const value = doc.toJS({ maxAliasCount: 100 });
+    if (value !== null && value !== undefined) out.push(value);
+  }
+  if (out.length === 0) throw new SnapshotError("snapshot is empty: expected a Kubernetes List");
+  return out;
+}
+
+function revisionOf(value: unknown): bigint {
+  return typeof value === "string" && /^[0-9]{1,30}$/.test(value) ? BigInt(value) : 0n;
+}
+
+/** Builds a Snapshot from parsed documents: Lists (List, ServiceList, …) or single objects. */
+export function snapshotFromDocuments(docs: unknown[]): Snapshot {
+  const snap: Snapshot = { services: [], endpointSlices: [], endpoints: [], revision: "0", problems: [] };
+  let revision = 0n;
+  const add = (item: unknown, kindHint: string | undefined, where: string) => {
+    if (typeof item !== "object" || item === null) {
+      snap.problems.push(`${where}: not an object`);
+      return;
+    }
+    const rec = item as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown; resourceVersion?: unknown } };
+    const kind = typeof rec.kind === "string" ? rec.kind : kindHint;
+    const id = `${kind ?? "object"} ${String(rec.metadata?.namespace ?? "default")}/${String(rec.metadata?.name ?? "?")}`;
+    const schema = kind === "Service" ? serviceSchema : kind === "EndpointSlice" ? endpointSliceSchema : kind === "Endpoints" ? endpointsSchema : undefined;
+    if (!schema) {
+      // Other kinds in a mixed `kubectl get` are legitimate; they just do not concern us.
+      return;
+    }
+    const parsed = schema.safeParse(item);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      snap.problems.push(`${where} (${id}): ${issue.path.join(".") || "item"}: ${issue.message}`);
+      return;
+    }
+    const rv = revisionOf(rec.metadata?.resourceVersion);
+    if (rv > revision) revision = rv;
+    if (kind === "Service") snap.services.push(parsed.data as Service);
+    else if (kind === "EndpointSlice") snap.endpointSlices.push(parsed.data as EndpointSlice);
+    else snap.endpoints.push(parsed.data as Endpoints);
+  };
+  docs.forEach((doc, d) => {
+    if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+      throw new SnapshotError(`document ${d + 1} is not a Kubernetes object: expected kind List with items`);
+    }
+    const obj = doc as { kind?: unknown; items?: unknown; metadata?: { resourceVersion?: unknown } };
+    if (typeof obj.kind === "string" && LIST_KINDS.has(obj.kind)) {
+      if (!Array.isArray(obj.items)) throw new SnapshotError(`document ${d + 1} (${obj.kind}) has no items array`);
+      const rv = revisionOf(obj.metadata?.resourceVersion);
+      if (rv > revision) revision = rv;
+      obj.items.forEach((item, i) => add(item, ITEM_KINDS[obj.kind as string], `items[${i}]`));
+    } else if (obj.kind === "Service" || obj.kind === "EndpointSlice" || obj.kind === "Endpoints") {
+      add(obj, undefined, `document ${d + 1}`);
+    } else {
+      throw new SnapshotError(
+        `document ${d + 1} has kind ${JSON.stringify(obj.kind ?? null)}: expected a List, ServiceList, EndpointSliceList, EndpointsList, Service, EndpointSlice or Endpoints`,
+      );
+    }
+  });
+  snap.revision = revision.toString();
+  return snap;
+}
+
+export function parseSnapshot(text: string): Snapshot {
+  return snapshotFromDocuments(parseSnapshotText(text));
+}
+
