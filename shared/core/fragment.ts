@@ -86,7 +86,8 @@ export function compileFragment<T extends object>(liquid: Liquid, source: string
     for (const f of fields) {
       const v = rec[f];
       if (typeof v === "object" && v !== null) return slow(item);
-      key += v === false || v === null || v === undefined ? "0" : "1";
+      // false prints "false" but null prints "": falsy values of different kinds are different shapes.
+      key += v === false ? "f" : v === null || v === undefined ? "n" : "1";
     }
     const shape = shapes.has(key) ? shapes.get(key)! : shapeFor(rec, key);
     if (shape === null) return slow(item);

@@ -46,3 +46,10 @@ export function matchesSelector(selector: LabelSelector, labels: Readonly<Record
     }
   });
 }
+
+/** The selector in the API server's `labelSelector` syntax. */
+export function formatLabelSelector(selector: LabelSelector): string {
+  return selector
+    .map((t) => (t.op === "eq" ? `${t.key}=${t.value}` : t.op === "neq" ? `${t.key}!=${t.value}` : t.op === "exists" ? t.key : `!${t.key}`))
+    .join(",");
+}

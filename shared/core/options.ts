@@ -85,6 +85,9 @@ export const optionSpecs = {
 } as const;
 
 type Specs = typeof optionSpecs;
+export type OptionKey = keyof Specs;
+/** Options that are switches: given as bare flags on the command line. */
+export const BOOLEAN_OPTIONS: ReadonlySet<OptionKey> = new Set(["forwardServices", "exposeSystem", "syslog"]);
 export type RenderOptions = { [K in keyof Specs]: z.output<Specs[K]["schema"]> };
 export type RenderOptionsInput = { [K in keyof Specs]?: z.input<Specs[K]["schema"]> };
 
@@ -120,13 +123,18 @@ export function parseRenderOptions(input: RenderOptionsInput | Record<string, un
   throw new OptionsError(lines.join("\n"));
 }
 
-/** Options from SERVICELB_* environment variables; unknown SERVICELB_ variables are left to other readers. */
-export function renderOptionsFromEnv(env: NodeJS.ProcessEnv): RenderOptionsInput {
+/** Values of `keys` found in SERVICELB_* environment variables; other variables are left to other readers. */
+export function optionsFromEnv(env: Readonly<Record<string, string | undefined>>, keys: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const key of Object.keys(optionSpecs)) {
+  for (const key of keys) {
     const value = env[envName(key)];
     if (value !== undefined) out[key] = value;
   }
-  return out as RenderOptionsInput;
+  return out;
+}
+
+/** Keeps the render options of a merged option record (flags, env and config file carry others too). */
+export function pickRenderOptions(all: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  return Object.fromEntries(Object.keys(optionSpecs).filter((k) => all[k] !== undefined).map((k) => [k, all[k]]));
 }
 

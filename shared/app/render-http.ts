@@ -1,0 +1,68 @@
+import type { Request, Response } from "@google-cloud/functions-framework";
+import { SnapshotError, parseSnapshot, type Snapshot } from "../core/snapshot.js";
+import { OptionsError } from "../core/options.js";
+import { ClusterError } from "../adapters/cluster.js";
+import { checkConfig } from "../adapters/haproxy/check.js";
+import { readLiveSnapshot } from "../adapters/snapshot-source.js";
+import type { Logger } from "../adapters/log.js";
+import type { FunctionSettings } from "./function-options.js";
+import { RenderContext, renderJson } from "./render-context.js";
+
+function fail(res: Response, status: number, error: string): void {
+  res.status(status).type("application/json").send(`${JSON.stringify({ error })}\n`);
+}
+
+/**
+ * The manual dry run over HTTP: POST a snapshot (JSON or YAML List) to render it, GET to render
+ * the live cluster. Publishes nothing. `?format=json` adds warnings and stats; `?check=1` runs
+ * `haproxy -c` where HAProxy is installed.
+ */
+export function createRenderHandler(settings: FunctionSettings, log: Logger): (req: Request, res: Response) => Promise<void> {
+  const ctx = new RenderContext(settings.options, { template: settings.template });
+  return async (req, res) => {
+    if (req.method !== "GET" && req.method !== "POST") {
+      res.setHeader("Allow", "GET, POST");
+      fail(res, 405, `method ${req.method} not allowed: POST a snapshot or GET the live cluster`);
+      return;
+    }
+    let snapshot: Snapshot;
+    try {
+      if (req.method === "POST") {
+        const declared = Number(req.headers["content-length"] ?? 0);
+        const body = req.rawBody ?? Buffer.alloc(0);
+        if (declared > settings.maxBodyBytes || body.length > settings.maxBodyBytes) {
+          fail(res, 413, `snapshot is larger than ${settings.maxBodyBytes} bytes (SERVICELB_MAX_BODY_BYTES)`);
+          return;
+        }
+        if (body.length === 0) {
+          fail(res, 400, "empty body: POST a Kubernetes List (kubectl get services,endpointslices -A -o json)");
+          return;
+        }
+        snapshot = parseSnapshot(body.toString("utf8"));
+      } else {
+        snapshot = await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context });
+      }
+      const result = ctx.render(snapshot);
+      if (req.query.check === "1" || req.query.check === "true") {
+        const check = await checkConfig(result.config);
+        if (!check.ok) {
+          fail(res, 422, `haproxy -c rejected the rendered config: ${check.errors.join("; ")}`);
+          return;
+        }
+      }
+      log.info({ method: req.method, revision: result.revision, ...result.stats, warnings: result.warnings.length }, "dry run rendered");
+      if (req.query.format === "json") res.status(200).type("application/json").send(renderJson(result));
+      else res.status(200).type("text/plain; charset=utf-8").send(result.config);
+    } catch (err) {
+      if (err instanceof SnapshotError || err instanceof OptionsError) {
+        fail(res, 400, err.message);
+      } else if (err instanceof ClusterError) {
+        log.warn({ err: err.message, kind: err.kind }, "dry run could not list the cluster");
+        fail(res, err.transient ? 503 : 502, err.message);
+      } else {
+        log.error({ err }, "dry run failed");
+        fail(res, 500, (err as Error).message);
+      }
+    }
+  };
+}

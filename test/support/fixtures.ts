@@ -1,0 +1,77 @@
+/** Builders for Kubernetes objects in their wire JSON shape, for snapshots in tests and benchmarks. */
+export interface PortSpec {
+  port: number;
+  name?: string;
+  targetPort?: number | string;
+  protocol?: string;
+}
+
+export interface ServiceSpec {
+  namespace?: string;
+  type?: string;
+  clusterIP?: string;
+  sessionAffinity?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  resourceVersion?: string;
+}
+
+export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {}): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: {
+      name,
+      namespace: spec.namespace ?? "default",
+      labels: spec.labels,
+      annotations: spec.annotations,
+      resourceVersion: spec.resourceVersion ?? "1",
+    },
+    spec: {
+      type: spec.type ?? "ClusterIP",
+      clusterIP: spec.clusterIP ?? "10.96.0.1",
+      sessionAffinity: spec.sessionAffinity ?? "None",
+      ports: ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.targetPort ?? p.port, protocol: p.protocol ?? "TCP" })),
+    },
+  };
+}
+
+export interface SliceEndpoint {
+  ip: string;
+  ready?: boolean;
+}
+
+/** One EndpointSlice of a Service: `ports` are the slice ports (named after the Service ports). */
+export function slice(
+  serviceName: string,
+  ports: Array<{ name?: string; port: number; protocol?: string }>,
+  endpoints: Array<string | SliceEndpoint>,
+  opts: { namespace?: string; name?: string; addressType?: string; resourceVersion?: string } = {},
+): Record<string, unknown> {
+  return {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    metadata: {
+      name: opts.name ?? `${serviceName}-${Math.abs(hash(JSON.stringify(endpoints))).toString(36)}`,
+      namespace: opts.namespace ?? "default",
+      labels: { "kubernetes.io/service-name": serviceName },
+      resourceVersion: opts.resourceVersion ?? "1",
+    },
+    addressType: opts.addressType ?? "IPv4",
+    ports: ports.map((p) => ({ name: p.name ?? "", port: p.port, protocol: p.protocol ?? "TCP" })),
+    endpoints: endpoints.map((e) => {
+      const ep = typeof e === "string" ? { ip: e } : e;
+      return { addresses: [ep.ip], conditions: { ready: ep.ready ?? true } };
+    }),
+  };
+}
+
+export function list(items: unknown[], resourceVersion = "100"): Record<string, unknown> {
+  return { apiVersion: "v1", kind: "List", metadata: { resourceVersion }, items };
+}
+
+function hash(s: string): number {
+  let h = 0;
+  for (let i = 0; i < s.length; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0;
+  return h;
+}

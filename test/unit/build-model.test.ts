@@ -1,0 +1,240 @@
+import { describe, expect, it } from "vitest";
+import { buildModel } from "../../shared/core/build-model.js";
+import type { Model } from "../../shared/core/model.js";
+import { parseRenderOptions, type RenderOptionsInput } from "../../shared/core/options.js";
+import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { list, service, slice } from "../support/fixtures.js";
+
+function build(items: unknown[], options: RenderOptionsInput = {}): Model {
+  return buildModel(snapshotFromDocuments([list(items)]), parseRenderOptions(options));
+}
+
+const web = (name = "web", ns = "default", extra: Parameters<typeof service>[2] = {}) => [
+  service(name, [{ port: 80, name: "http", targetPort: "http" }], { namespace: ns, ...extra }),
+  slice(name, [{ name: "http", port: 8080 }], ["10.0.0.1", "10.0.0.2"], { namespace: ns }),
+];
+
+function routes(m: Model): string[] {
+  return m.httpRoutes.map((r) => `${r.match.kind === "host" ? `host:${r.match.host.wildcard ? "*." : ""}${r.match.host.name}` : `path:${r.match.prefix}`} -> ${r.action === "route" ? r.backend : "https"}`);
+}
+
+function liveAddresses(m: Model, backend: string): string[] {
+  return m.backends.find((b) => b.name === backend)!.servers.flatMap((s) => (s.address ? [s.address] : [])).sort();
+}
+
+describe("paths and names", () => {
+  it.each([
+    ["default", 80, "/web"],
+    ["default", 8080, "/web:8080"],
+    ["shop", 80, "/shop/web"],
+    ["shop", 9000, "/shop/web:9000"],
+  ])("namespace %s port %i routes at %s", (ns, port, prefix) => {
+    const m = build([service("web", [{ port, name: "p" }], { namespace: ns }), slice("web", [{ name: "p", port: 1234 }], ["10.0.0.1"], { namespace: ns })]);
+    expect(routes(m)).toEqual([`path:${prefix} -> ${ns}_web_${port}`]);
+    expect(m.backends[0]!.strip).toEqual({ prefix, unlessHost: null });
+  });
+
+  it("gives same-named Services in two namespaces distinct backends", () => {
+    const m = build([...web("api", "a"), ...web("api", "b")]);
+    expect(m.backends.map((b) => b.name)).toEqual(["a_api_80", "b_api_80"]);
+  });
+
+  it("orders path rules longest first so /svc:8080 is not shadowed by /svc", () => {
+    const m = build([
+      service("svc", [{ port: 80, name: "a" }, { port: 8080, name: "b" }]),
+      slice("svc", [{ name: "a", port: 80 }, { name: "b", port: 8080 }], ["10.0.0.1"]),
+      ...web("foo"),
+      ...web("foobar"),
+    ]);
+    expect(routes(m)).toEqual(["path:/svc:8080 -> default_svc_8080", "path:/foobar -> default_foobar_80", "path:/foo -> default_foo_80", "path:/svc -> default_svc_80"]);
+  });
+});
+
+describe("endpoints", () => {
+  it("resolves a named targetPort through the slice port named after the Service port", () => {
+    const m = build(web());
+    expect(liveAddresses(m, "default_web_80")).toEqual(["10.0.0.1:8080", "10.0.0.2:8080"]);
+  });
+
+  it("ignores endpoints that are not ready", () => {
+    const m = build([service("web", [{ port: 80 }]), slice("web", [{ port: 8080 }], ["10.0.0.1", { ip: "10.0.0.2", ready: false }])]);
+    expect(liveAddresses(m, "default_web_80")).toEqual(["10.0.0.1:8080"]);
+  });
+
+  it("merges several slices and brackets IPv6", () => {
+    const m = build([
+      service("web", [{ port: 80 }]),
+      slice("web", [{ port: 8080 }], ["10.0.0.1"], { name: "a" }),
+      slice("web", [{ port: 8080 }], ["fd00::1"], { name: "b", addressType: "IPv6" }),
+    ]);
+    expect(liveAddresses(m, "default_web_80")).toEqual(["10.0.0.1:8080", "[fd00::1]:8080"]);
+  });
+
+  it("falls back to v1 Endpoints only when the Service has no slices", () => {
+    const endpoints = {
+      kind: "Endpoints",
+      apiVersion: "v1",
+      metadata: { name: "web", namespace: "default" },
+      subsets: [{ addresses: [{ ip: "10.1.1.1" }], ports: [{ name: "http", port: 9090 }] }],
+    };
+    expect(liveAddresses(build([service("web", [{ port: 80, name: "http" }]), endpoints]), "default_web_80")).toEqual(["10.1.1.1:9090"]);
+    const both = build([service("web", [{ port: 80, name: "http" }]), endpoints, slice("web", [{ name: "http", port: 8080 }], ["10.0.0.9"])]);
+    expect(liveAddresses(both, "default_web_80")).toEqual(["10.0.0.9:8080"]);
+  });
+
+  it("forward-services balances to the ClusterIP and skips headless Services", () => {
+    const m = build([...web(), service("headless", [{ port: 80 }], { clusterIP: "None" })], { forwardServices: true });
+    expect(liveAddresses(m, "default_web_80")).toEqual(["10.96.0.1:80"]);
+    expect(m.skipped).toContainEqual({ service: "default/headless", port: 80, reason: expect.stringContaining("headless") });
+  });
+
+  it("keeps each endpoint in its slot when others come and go", () => {
+    const slotOf = (m: Model) => new Map(m.backends[0]!.servers.filter((s) => s.address).map((s) => [s.address, s.name]));
+    const ips = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
+    const before = slotOf(build([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ips)]));
+    const after = slotOf(build([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.4", ...ips.slice(1)].reverse())]));
+    for (const ip of ["10.0.0.2:80", "10.0.0.3:80"]) expect(after.get(ip)).toBe(before.get(ip));
+    expect(build([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ips)]).backends[0]!.servers).toHaveLength(4);
+  });
+});
+
+describe("exposure", () => {
+  it.each([
+    [service("lb", [{ port: 80 }], { type: "LoadBalancer" }), "LoadBalancer"],
+    [service("ext", [{ port: 80 }], { type: "ExternalName" }), "ExternalName"],
+    [service("dns", [{ port: 53, protocol: "UDP" }]), "UDP"],
+    [service("empty", [{ port: 80 }]), "no ready endpoints"],
+    [service("kubernetes", [{ port: 443 }]), "system"],
+    [service("kube-dns", [{ port: 53 }], { namespace: "kube-system" }), "system"],
+  ])("skips %# with a reason", (svc, reason) => {
+    const m = build([svc]);
+    expect(m.backends).toEqual([]);
+    expect(m.skipped[0]!.reason).toContain(reason);
+  });
+
+  it("exposes system Services when asked", () => {
+    const m = build([service("kubernetes", [{ port: 443 }]), slice("kubernetes", [{ port: 6443 }], ["10.0.0.1"])], { exposeSystem: true });
+    expect(m.backends.map((b) => b.name)).toEqual(["default_kubernetes_443"]);
+  });
+
+  it("--selector, --target-service and --namespace limit what is exposed", () => {
+    const items = [...web("a", "default", { labels: { expose: "yes" } }), ...web("b"), ...web("a", "other", { labels: { expose: "yes" } })];
+    expect(build(items, { selector: "expose=yes" }).backends.map((b) => b.name)).toEqual(["default_a_80", "other_a_80"]);
+    expect(build(items, { targetService: "a" }).backends.map((b) => b.name)).toEqual(["default_a_80", "other_a_80"]);
+    expect(build(items, { targetService: "other/a" }).backends.map((b) => b.name)).toEqual(["other_a_80"]);
+    expect(build(items, { namespace: "other" }).backends.map((b) => b.name)).toEqual(["other_a_80"]);
+  });
+});
+
+describe("annotations", () => {
+  const ann = (a: Record<string, string>) => build(web("web", "default", { annotations: a }));
+
+  it("routes by host before any path, and does not strip the prefix for host-routed requests", () => {
+    const m = build([...web("web", "default", { annotations: { "serviceloadbalancer/lb.host": "WWW.Example.com" } }), ...web("zzzzzzzzzzzzzzzz")]);
+    expect(routes(m)[0]).toBe("host:www.example.com -> default_web_80");
+    expect(m.backends[0]!.strip).toEqual({ prefix: "/web", unlessHost: { name: "www.example.com", wildcard: false } });
+  });
+
+  it("orders exact hosts before wildcards", () => {
+    const m = build([
+      ...web("a", "default", { annotations: { "serviceloadbalancer/lb.host": "*.example.com" } }),
+      ...web("b", "default", { annotations: { "serviceloadbalancer/lb.host": "api.example.com" } }),
+    ]);
+    expect(routes(m).slice(0, 2)).toEqual(["host:api.example.com -> default_b_80", "host:*.example.com -> default_a_80"]);
+  });
+
+  it("aclMatch sets the path prefix and keeps the path unchanged", () => {
+    const m = ann({ "serviceloadbalancer/lb.aclMatch": "/api/v1/" });
+    expect(routes(m)).toEqual(["path:/api/v1 -> default_web_80"]);
+    expect(m.backends[0]!.strip).toBeNull();
+  });
+
+  it.each([
+    ["lb.host", "evil.com\n    server x 1.2.3.4:80"],
+    ["lb.host", "a.com b.com"],
+    ["lb.host", "-i foo"],
+    ["lb.aclMatch", "-i /test"],
+    ["lb.aclMatch", "/a#b"],
+    ["lb.aclMatch", "/a b"],
+    ["lb.aclMatch", '/a"b'],
+    ["lb.algorithm", "roundrobin\n    option x"],
+    ["lb.algorithm", "uri"],
+    ["lb.sslTerm", "yes please"],
+    ["lb.cookie-sticky-session", "1 "],
+  ])("rejects %s=%j with a warning naming the Service", (key, value) => {
+    const m = ann({ [`serviceloadbalancer/${key}`]: value });
+    expect(m.warnings).toEqual([expect.objectContaining({ service: "default/web", annotation: `serviceloadbalancer/${key}` })]);
+    expect(m.backends[0]!.algorithm).toBe("roundrobin");
+    expect(routes(m)).toEqual(["path:/web -> default_web_80"]);
+  });
+
+  it("affinity is on only for sessionAffinity ClientIP, with its timeout", () => {
+    expect(build(web()).backends[0]!.affinity).toEqual({ kind: "none" });
+    expect(build(web("web", "default", { sessionAffinity: "ClientIP" })).backends[0]!.affinity).toEqual({ kind: "source", timeoutSeconds: 10800 });
+  });
+
+  it("cookie stickiness gives each endpoint a cookie derived from its address", () => {
+    const cookies = (ips: string[]) =>
+      new Map(
+        build([service("web", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.cookie-sticky-session": "true" } }), slice("web", [{ port: 80 }], ips)])
+          .backends[0]!.servers.filter((s) => s.address)
+          .map((s) => [s.address, s.cookie]),
+      );
+    const a = cookies(["10.0.0.1", "10.0.0.2"]);
+    const b = cookies(["10.0.0.9", "10.0.0.2", "10.0.0.1"]);
+    expect(a.get("10.0.0.1:80")).toMatch(/^[0-9a-f]{8}$/);
+    expect(b.get("10.0.0.1:80")).toBe(a.get("10.0.0.1:80"));
+    expect(b.get("10.0.0.2:80")).toBe(a.get("10.0.0.2:80"));
+  });
+
+  it("the algorithm annotation overrides --balance-algorithm", () => {
+    expect(ann({ "serviceloadbalancer/lb.algorithm": "leastconn" }).backends[0]!.algorithm).toBe("leastconn");
+    expect(build(web(), { balanceAlgorithm: "source" }).backends[0]!.algorithm).toBe("source");
+  });
+
+  it("sslTerm without --ssl-cert is not served in clear text", () => {
+    const m = ann({ "serviceloadbalancer/lb.sslTerm": "true" });
+    expect(m.backends).toEqual([]);
+    expect(m.skipped[0]!.reason).toContain("--ssl-cert");
+  });
+
+  it("sslTerm with a certificate routes on HTTPS and redirects plain HTTP", () => {
+    const m = buildModel(
+      snapshotFromDocuments([list(web("web", "default", { annotations: { "serviceloadbalancer/lb.sslTerm": "True" } }))]),
+      parseRenderOptions({ sslCert: "/etc/ssl/lb.pem" }),
+    );
+    expect(routes(m)).toEqual(["path:/web -> https"]);
+    expect(m.httpsRoutes).toEqual([{ backend: "default_web_80", match: { kind: "path", prefix: "/web" }, action: "route" }]);
+  });
+});
+
+describe("TCP services", () => {
+  const mysql = (ns = "default") => [service("mysql", [{ port: 3306 }], { namespace: ns }), slice("mysql", [{ port: 3306 }], ["10.0.0.5"], { namespace: ns })];
+
+  it("gets its own frontend on the service port; the name is resolved in the default namespace", () => {
+    const m = build([...mysql(), ...mysql("other")], { tcpServices: "mysql:3306" });
+    expect(m.tcpFrontends).toEqual([{ name: "tcp_default_mysql_3306", port: 3306, backend: "default_mysql_3306" }]);
+    expect(m.backends.find((b) => b.name === "other_mysql_3306")!.mode).toBe("http");
+  });
+
+  it("skips the later of two Services claiming one port, and ports the frontends use", () => {
+    const m = build([...mysql(), ...mysql("other"), ...web("stats")], { tcpServices: "mysql:3306,other/mysql:3306,stats:80" });
+    expect(m.tcpFrontends.map((t) => t.backend)).toEqual(["default_mysql_3306"]);
+    expect(m.warnings.map((w) => w.service).sort()).toEqual(["default/stats", "other/mysql"]);
+  });
+});
+
+describe("conflicts", () => {
+  it("the first Service (by namespace/name) keeps a host both claim", () => {
+    const h = { "serviceloadbalancer/lb.host": "same.example.com" };
+    const m = build([...web("a", "default", { annotations: h }), ...web("b", "default", { annotations: h })]);
+    expect(routes(m)).toEqual(["host:same.example.com -> default_a_80", "path:/a -> default_a_80", "path:/b -> default_b_80"]);
+    expect(m.warnings[0]).toMatchObject({ service: "default/b", message: expect.stringContaining("already routed to default_a_80") });
+  });
+
+  it("reports malformed items and keeps the rest", () => {
+    const m = build([{ kind: "Service", metadata: { name: "broken" }, spec: { ports: [{ port: "eighty" }] } }, ...web()]);
+    expect(m.backends.map((b) => b.name)).toEqual(["default_web_80"]);
+    expect(m.warnings[0]!.message).toContain("broken");
+  });
+});

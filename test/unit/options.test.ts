@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { envName, flagName, optionsFromEnv, optionSpecs, parseRenderOptions } from "../../shared/core/options.js";
+
+describe("render options", () => {
+  it("has the original's defaults", () => {
+    const o = parseRenderOptions({});
+    expect(o).toMatchObject({ httpPort: 80, httpsPort: 443, statsPort: 1936, balanceAlgorithm: "roundrobin", defaultReturnCode: 404, checkInterval: "2s", tcpServices: [] });
+  });
+
+  it("accepts strings as flags and environment give them", () => {
+    const o = parseRenderOptions({ httpPort: "8080", forwardServices: "true", tcpServices: "mysql:3306, shop/redis:6379", selector: "app=web,!canary" });
+    expect(o.httpPort).toBe(8080);
+    expect(o.forwardServices).toBe(true);
+    expect(o.tcpServices).toEqual([{ ref: "mysql", port: 3306 }, { ref: "shop/redis", port: 6379 }]);
+    expect(o.selector).toEqual([{ op: "eq", key: "app", value: "web" }, { op: "absent", key: "canary" }]);
+  });
+
+  it.each([
+    [{ balanceAlgorithm: "roundrobin\n  option x" }, "--balance-algorithm"],
+    [{ httpPort: "0" }, "--http-port"],
+    [{ tcpServices: "mysql" }, "--tcp-services"],
+    [{ tcpServices: "a/b/c:1" }, "--tcp-services"],
+    [{ sslCaCert: "/ca.pem" }, "--ssl-ca-cert needs --ssl-cert"],
+    [{ sslCert: "/a b.pem" }, "--ssl-cert"],
+    [{ statsPort: 80 }, "must differ"],
+    [{ checkInterval: "5" }, "--check-interval"],
+    [{ selector: "app in (a,b)" }, "--selector"],
+    [{ unknownThing: 1 }, "unknownThing"],
+  ])("rejects %j naming the option", (input, needle) => {
+    expect(() => parseRenderOptions(input)).toThrow(needle);
+  });
+
+  it("maps every option to one flag and one environment variable", () => {
+    expect(flagName("sslCaCert")).toBe("ssl-ca-cert");
+    expect(envName("sslCaCert")).toBe("SERVICELB_SSL_CA_CERT");
+    expect(optionsFromEnv({ SERVICELB_HTTP_PORT: "81", OTHER: "x" }, Object.keys(optionSpecs))).toEqual({ httpPort: "81" });
+  });
+});

@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { parseSnapshot, SnapshotError } from "../../shared/core/snapshot.js";
+import { list, service, slice } from "../support/fixtures.js";
+
+describe("snapshot parsing", () => {
+  it("reads a kubectl JSON List and takes the highest resourceVersion", () => {
+    const snap = parseSnapshot(JSON.stringify(list([service("a", [{ port: 80 }], { resourceVersion: "250" }), slice("a", [{ port: 80 }], ["10.0.0.1"])], "")));
+    expect(snap.services).toHaveLength(1);
+    expect(snap.endpointSlices).toHaveLength(1);
+    expect(snap.revision).toBe("250");
+  });
+
+  it("reads YAML, several documents and typed lists", () => {
+    const text = `apiVersion: v1\nkind: ServiceList\nmetadata: {resourceVersion: "7"}\nitems:\n- metadata: {name: a}\n  spec: {ports: [{port: 80}]}\n---\nkind: EndpointSlice\napiVersion: discovery.k8s.io/v1\nmetadata: {name: a-1, labels: {kubernetes.io/service-name: a}}\naddressType: IPv4\nendpoints: []\n`;
+    const snap = parseSnapshot(text);
+    expect(snap.services[0]!.metadata).toMatchObject({ name: "a", namespace: "default" });
+    expect(snap.endpointSlices).toHaveLength(1);
+    expect(snap.revision).toBe("7");
+  });
+
+  it.each([
+    ["{not json", "not valid JSON"],
+    ["a: [b", "not valid YAML"],
+    ['{"kind":"Pod"}', 'kind "Pod"'],
+    ['{"kind":"List"}', "no items array"],
+    ["[1,2]", "not a Kubernetes object"],
+    ["", "empty"],
+  ])("rejects %j with a clear message", (text, needle) => {
+    expect(() => parseSnapshot(text)).toThrow(SnapshotError);
+    expect(() => parseSnapshot(text)).toThrow(needle);
+  });
+
+  it("reports a malformed item and keeps the others", () => {
+    const snap = parseSnapshot(JSON.stringify(list([{ kind: "Service", metadata: { name: "x" }, spec: { ports: [{ port: 99999 }] } }, service("ok", [{ port: 80 }])])));
+    expect(snap.services.map((s) => s.metadata.name)).toEqual(["ok"]);
+    expect(snap.problems[0]).toMatch(/Service default\/x.*spec\.ports\.0\.port/);
+  });
+});
