@@ -1,0 +1,581 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify } from "yaml";
+
+/**
+ * A Kubernetes API server for tests, speaking the real wire protocol (paths, list/watch JSON,
+ * Status errors, continue tokens) so that servicelb is exercised through the real client-node.
+ * Only what servicelb reads is served: Services, EndpointSlices and v1 Endpoints.
+ */
+
+export type Kind = "Service" | "EndpointSlice" | "Endpoints";
+export type Resource = "services" | "endpointslices" | "endpoints";
+export type Verb = "list" | "watch";
+
+interface KindInfo {
+  resource: Resource;
+  group: "" | "discovery.k8s.io";
+  apiVersion: string;
+  listKind: string;
+}
+
+const KINDS: Record<Kind, KindInfo> = {
+  Service: { resource: "services", group: "", apiVersion: "v1", listKind: "ServiceList" },
+  Endpoints: { resource: "endpoints", group: "", apiVersion: "v1", listKind: "EndpointsList" },
+  EndpointSlice: {
+    resource: "endpointslices",
+    group: "discovery.k8s.io",
+    apiVersion: "discovery.k8s.io/v1",
+    listKind: "EndpointSliceList",
+  },
+};
+
+const KIND_OF: Record<Resource, Kind> = { services: "Service", endpoints: "Endpoints", endpointslices: "EndpointSlice" };
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  resourceVersion?: string;
+  uid?: string;
+  creationTimestamp?: string;
+  [key: string]: unknown;
+}
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  [key: string]: unknown;
+}
+
+type EventType = "ADDED" | "MODIFIED" | "DELETED";
+
+/** One write, in revision order; `prev` lets a selector-filtered watch turn label changes into ADDED/DELETED. */
+interface Change {
+  rv: number;
+  type: EventType;
+  kind: Kind;
+  key: string;
+  object: KubeObject;
+  prev: KubeObject | undefined;
+}
+
+export interface RequestInfo {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  authorization: string | undefined;
+  /** Filled in when the response head is written. */
+  status?: number;
+}
+
+export type RequestMatch = (req: RequestInfo) => boolean;
+
+export interface FailRule {
+  status?: number;
+  reason?: string;
+  message?: string;
+  /** How many matching requests fail; default 1. */
+  times?: number;
+  match?: RequestMatch;
+}
+
+export interface DelayRule {
+  ms: number;
+  /** How many matching requests are delayed; default Infinity. */
+  times?: number;
+  match?: RequestMatch;
+}
+
+export interface FakeApiServerOptions {
+  token?: string;
+  /** false: a cluster without discovery.k8s.io/v1 (before 1.21): its paths answer 404. */
+  endpointSlices?: boolean;
+  /** The identity named in 403 messages. */
+  user?: string;
+  /** Upper bound of a watch request; the client's timeoutSeconds may shorten it. */
+  watchTimeoutMs?: number;
+  /** The revision before the first write; real clusters are far past 1. */
+  resourceVersion?: number;
+}
+
+interface Route {
+  kind: Kind;
+  namespace: string | undefined;
+}
+
+interface Watcher {
+  route: Route;
+  selector: Requirement[];
+  res: http.ServerResponse;
+}
+
+type Requirement =
+  | { op: "=" | "!="; key: string; value: string }
+  | { op: "exists" | "!exists"; key: string };
+
+const EXPIRED_MESSAGE =
+  "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+class HttpError extends Error {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+    readonly extra: { details?: object; metadata?: object } = {},
+  ) {
+    super(message);
+  }
+}
+
+export class FakeApiServer {
+  readonly token: string;
+  readonly user: string;
+  readonly endpointSlices: boolean;
+  readonly requests: RequestInfo[] = [];
+
+  private readonly server = http.createServer((req, res) => void this.handle(req, res));
+  private readonly watchTimeoutMs: number;
+  private rv: number;
+  /** State at `baseRv`; `history` holds every change after it. Compaction moves the base forward. */
+  private base = new Map<Kind, Map<string, KubeObject>>();
+  private baseRv: number;
+  private history: Change[] = [];
+  private current = new Map<Kind, Map<string, KubeObject>>();
+  private tokenGeneration = 0;
+  private failRules: Array<Required<Pick<FailRule, "times">> & FailRule> = [];
+  private delayRules: Array<Required<Pick<DelayRule, "times">> & DelayRule> = [];
+  private forbidden = new Map<Resource, Set<Verb>>();
+  private requestHooks: Array<(req: RequestInfo) => void> = [];
+  private watchers = new Set<Watcher>();
+  private port = 0;
+
+  constructor(options: FakeApiServerOptions = {}) {
+    this.token = options.token ?? randomBytes(16).toString("hex");
+    this.user = options.user ?? "system:serviceaccount:servicelb:servicelb";
+    this.endpointSlices = options.endpointSlices ?? true;
+    this.watchTimeoutMs = options.watchTimeoutMs ?? 60_000;
+    this.rv = this.baseRv = options.resourceVersion ?? 1;
+    for (const kind of Object.keys(KINDS) as Kind[]) {
+      this.base.set(kind, new Map());
+      this.current.set(kind, new Map());
+    }
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** The current etcd-like revision: the resourceVersion a list started now would carry. */
+  get resourceVersion(): string {
+    return String(this.rv);
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(0, "127.0.0.1", () => resolve());
+    });
+    this.port = (this.server.address() as AddressInfo).port;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    for (const w of this.watchers) w.res.end();
+    this.watchers.clear();
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  /** Create or replace an object; it gets the next resourceVersion. Returns the stored object. */
+  upsert(kind: Kind, obj: KubeObject): KubeObject {
+    const namespace = obj.metadata.namespace ?? "default";
+    const key = `${namespace}/${obj.metadata.name}`;
+    const prev = this.current.get(kind)!.get(key);
+    const rv = ++this.rv;
+    const stored: KubeObject = structuredClone({
+      ...obj,
+      apiVersion: KINDS[kind].apiVersion,
+      kind,
+      metadata: {
+        ...obj.metadata,
+        namespace,
+        uid: prev?.metadata.uid ?? obj.metadata.uid ?? randomUUID(),
+        creationTimestamp: prev?.metadata.creationTimestamp ?? obj.metadata.creationTimestamp ?? rfc3339(new Date()),
+        resourceVersion: String(rv),
+      },
+    });
+    this.record({ rv, type: prev ? "MODIFIED" : "ADDED", kind, key, object: stored, prev });
+    return structuredClone(stored);
+  }
+
+  /** Delete an object; returns false when it did not exist. */
+  remove(kind: Kind, namespace: string, name: string): boolean {
+    const key = `${namespace}/${name}`;
+    const prev = this.current.get(kind)!.get(key);
+    if (!prev) return false;
+    const rv = ++this.rv;
+    // A DELETED event carries the object as last seen, stamped with the deletion's revision.
+    const object = { ...prev, metadata: { ...prev.metadata, resourceVersion: String(rv) } };
+    this.record({ rv, type: "DELETED", kind, key, object, prev });
+    return true;
+  }
+
+  /** Answer the next matching request(s) with an error Status (default: one 500). */
+  failNext(rule: FailRule = {}): void {
+    this.failRules.push({ ...rule, times: rule.times ?? 1 });
+  }
+
+  /** Hold matching requests before answering them (default: every request, until reset). */
+  delay(rule: DelayRule): void {
+    this.delayRules.push({ ...rule, times: rule.times ?? Infinity });
+  }
+
+  /** Deny `verbs` on a resource to the server's user, as RBAC would (403 Forbidden). */
+  forbid(resource: Resource, verbs: Verb[] = ["list", "watch"]): void {
+    this.forbidden.set(resource, new Set(verbs));
+  }
+
+  /** Every continue token handed out so far now answers 410 Expired. */
+  expireContinueTokens(): void {
+    this.tokenGeneration++;
+  }
+
+  /** Forget history up to now, like etcd compaction: older watch resourceVersions answer 410. */
+  compact(): void {
+    this.base = new Map([...this.current].map(([kind, objects]) => [kind, new Map(objects)]));
+    this.baseRv = this.rv;
+    this.history = [];
+  }
+
+  /** Called for every request before it is answered; lets a test act between pages. */
+  onRequest(hook: (req: RequestInfo) => void): void {
+    this.requestHooks.push(hook);
+  }
+
+  /** Clear injected failures, delays, denials, hooks and the request log. */
+  reset(): void {
+    this.failRules = [];
+    this.delayRules = [];
+    this.forbidden.clear();
+    this.requestHooks = [];
+    this.requests.length = 0;
+  }
+
+  /**
+   * Write a kubeconfig for this server (token auth, TLS verification off because it is plain
+   * http). The first context is the current one. Returns the file's path.
+   */
+  async writeKubeconfig(
+    options: { dir?: string; contexts?: Array<{ name: string; token?: string; namespace?: string }> } = {},
+  ): Promise<string> {
+    const dir = options.dir ?? (await mkdtemp(join(tmpdir(), "fake-apiserver-")));
+    const contexts = options.contexts ?? [{ name: "fake" }];
+    const config = {
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "fake", cluster: { server: this.url, "insecure-skip-tls-verify": true } }],
+      users: contexts.map((c) => ({ name: c.name, user: { token: c.token ?? this.token } })),
+      contexts: contexts.map((c) => ({
+        name: c.name,
+        context: { cluster: "fake", user: c.name, ...(c.namespace ? { namespace: c.namespace } : {}) },
+      })),
+      "current-context": contexts[0]?.name ?? "",
+    };
+    const file = join(dir, "kubeconfig");
+    await writeFile(file, stringify(config), { mode: 0o600 });
+    return file;
+  }
+
+  private record(change: Change): void {
+    this.history.push(change);
+    const objects = this.current.get(change.kind)!;
+    if (change.type === "DELETED") objects.delete(change.key);
+    else objects.set(change.key, change.object);
+    for (const w of this.watchers) {
+      if (w.route.kind === change.kind) this.send(w, change);
+    }
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://fake");
+    const info: RequestInfo = {
+      method: req.method ?? "GET",
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      authorization: req.headers.authorization,
+    };
+    this.requests.push(info);
+    const writeHead = res.writeHead.bind(res);
+    res.writeHead = ((status: number, ...rest: unknown[]) => {
+      info.status = status;
+      return (writeHead as (...args: unknown[]) => http.ServerResponse)(status, ...rest);
+    }) as typeof res.writeHead;
+
+    try {
+      for (const hook of this.requestHooks) hook(info);
+      const delay = take(this.delayRules, info);
+      if (delay) await new Promise((r) => setTimeout(r, delay.ms));
+      if (res.destroyed) return;
+      const failure = take(this.failRules, info);
+      if (failure) {
+        const code = failure.status ?? 500;
+        throw new HttpError(code, failure.reason ?? "InternalError", failure.message ?? "an error on the server (\"injected failure\") has prevented the request from succeeding");
+      }
+      if (info.authorization !== `Bearer ${this.token}`) throw new HttpError(401, "Unauthorized", "Unauthorized");
+      if (info.method !== "GET") throw new HttpError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
+      this.route(info, res);
+    } catch (thrown) {
+      const err = thrown instanceof HttpError ? thrown : new HttpError(500, "InternalError", `Internal error occurred: ${String(thrown)}`);
+      json(res, err.code, {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: err.extra.metadata ?? {},
+        status: "Failure",
+        message: err.message,
+        reason: err.reason,
+        ...(err.extra.details ? { details: err.extra.details } : {}),
+        code: err.code,
+      });
+    }
+  }
+
+  private route(info: RequestInfo, res: http.ServerResponse): void {
+    const doc = this.discovery(info.path);
+    if (doc) return json(res, 200, doc);
+    const route = this.parseListPath(info.path);
+    if (!route) throw notFound();
+    const { resource, group } = KINDS[route.kind];
+    const verb: Verb = info.query.watch === "true" || info.query.watch === "1" ? "watch" : "list";
+    if (this.forbidden.get(resource)?.has(verb)) {
+      const scope = route.namespace === undefined ? "at the cluster scope" : `in the namespace "${route.namespace}"`;
+      throw new HttpError(
+        403,
+        "Forbidden",
+        `${resource} is forbidden: User "${this.user}" cannot ${verb} resource "${resource}" in API group "${group}" ${scope}`,
+        { details: group ? { group, kind: resource } : { kind: resource } },
+      );
+    }
+    const selector = parseSelector(info.query.labelSelector ?? "");
+    if (verb === "watch") this.watch(route, selector, info.query, res);
+    else this.list(route, selector, info.query, res);
+  }
+
+  private parseListPath(path: string): Route | undefined {
+    const core = /^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(services|endpoints)$/.exec(path);
+    const discovery = /^\/apis\/discovery\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(endpointslices)$/.exec(path);
+    const m = core ?? (this.endpointSlices ? discovery : null);
+    if (!m) return undefined;
+    return { kind: KIND_OF[m[2] as Resource], namespace: m[1] };
+  }
+
+  private discovery(path: string): object | undefined {
+    const resources = (groupVersion: string, list: Array<[string, string]>) => ({
+      kind: "APIResourceList",
+      apiVersion: "v1",
+      groupVersion,
+      resources: list.map(([name, kind]) => ({ name, singularName: "", namespaced: true, kind, verbs: ["get", "list", "watch"] })),
+    });
+    const discoveryGroup = {
+      name: "discovery.k8s.io",
+      versions: [{ groupVersion: "discovery.k8s.io/v1", version: "v1" }],
+      preferredVersion: { groupVersion: "discovery.k8s.io/v1", version: "v1" },
+    };
+    switch (path) {
+      case "/version":
+        return { major: "1", minor: "33", gitVersion: "v1.33.0-fake", platform: "linux/amd64" };
+      case "/api":
+        return { kind: "APIVersions", versions: ["v1"], serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: `127.0.0.1:${this.port}` }] };
+      case "/api/v1":
+        return resources("v1", [["services", "Service"], ["endpoints", "Endpoints"]]);
+      case "/apis":
+        return { kind: "APIGroupList", apiVersion: "v1", groups: this.endpointSlices ? [discoveryGroup] : [] };
+      case "/apis/discovery.k8s.io":
+        return this.endpointSlices ? { kind: "APIGroup", apiVersion: "v1", ...discoveryGroup } : undefined;
+      case "/apis/discovery.k8s.io/v1":
+        return this.endpointSlices ? resources("discovery.k8s.io/v1", [["endpointslices", "EndpointSlice"]]) : undefined;
+      default:
+        return undefined;
+    }
+  }
+
+  private list(route: Route, selector: Requirement[], query: Record<string, string>, res: http.ServerResponse): void {
+    const info = KINDS[route.kind];
+    let listRv = this.rv;
+    let after = "";
+    if (query.continue) {
+      const token = decodeContinue(query.continue);
+      if (token.gen !== this.tokenGeneration || token.rv < this.baseRv) {
+        const fresh = encodeContinue({ rv: this.rv, start: token.start, gen: this.tokenGeneration });
+        throw new HttpError(410, "Expired", EXPIRED_MESSAGE, { metadata: { continue: fresh } });
+      }
+      listRv = token.rv;
+      after = token.start;
+    }
+    // Pages of one list come from the same revision, as the real server's consistent snapshot does.
+    const objects = [...this.stateAt(route.kind, listRv)]
+      .filter(([key, obj]) => key > after && inScope(route, obj) && matches(selector, obj))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const limit = Number(query.limit ?? 0);
+    const page = limit > 0 ? objects.slice(0, limit) : objects;
+    const more = page.length < objects.length;
+    const metadata: Record<string, unknown> = { resourceVersion: String(listRv) };
+    if (more) {
+      metadata.continue = encodeContinue({ rv: listRv, start: page[page.length - 1]![0], gen: this.tokenGeneration });
+      // The real server counts the rest only when it need not filter.
+      if (selector.length === 0) metadata.remainingItemCount = objects.length - page.length;
+    }
+    json(res, 200, {
+      kind: info.listKind,
+      apiVersion: info.apiVersion,
+      metadata,
+      items: page.map(([, obj]) => withoutTypeMeta(obj)),
+    });
+  }
+
+  private stateAt(kind: Kind, rv: number): Map<string, KubeObject> {
+    const state = new Map(this.base.get(kind));
+    for (const change of this.history) {
+      if (change.rv > rv) break;
+      if (change.kind !== kind) continue;
+      if (change.type === "DELETED") state.delete(change.key);
+      else state.set(change.key, change.object);
+    }
+    return state;
+  }
+
+  private watch(route: Route, selector: Requirement[], query: Record<string, string>, res: http.ServerResponse): void {
+    const from = query.resourceVersion;
+    const fromRv = from === undefined || from === "" || from === "0" ? undefined : Number(from);
+    if (fromRv !== undefined && !(Number.isInteger(fromRv) && fromRv >= 0)) {
+      throw new HttpError(400, "BadRequest", `invalid resource version: ${from}`);
+    }
+    res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+    const watcher: Watcher = { route, selector, res };
+    if (fromRv !== undefined && fromRv < this.baseRv) {
+      // The real server reports a compacted revision as an ERROR event, then ends the stream.
+      const status = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: `too old resource version: ${fromRv} (${this.baseRv})`, reason: "Expired", code: 410 };
+      res.end(JSON.stringify({ type: "ERROR", object: status }) + "\n");
+      return;
+    }
+    if (fromRv === undefined) {
+      // No resourceVersion: synthetic ADDED events for the current state, then changes.
+      for (const obj of this.current.get(route.kind)!.values()) {
+        if (inScope(route, obj) && matches(selector, obj)) res.write(JSON.stringify({ type: "ADDED", object: obj }) + "\n");
+      }
+    } else {
+      for (const change of this.history) {
+        if (change.rv > fromRv && change.kind === route.kind) this.send(watcher, change);
+      }
+    }
+    this.watchers.add(watcher);
+    const requested = Number(query.timeoutSeconds ?? 0) * 1000;
+    const timer = setTimeout(() => res.end(), requested > 0 ? Math.min(requested, this.watchTimeoutMs) : this.watchTimeoutMs);
+    res.on("close", () => {
+      clearTimeout(timer);
+      this.watchers.delete(watcher);
+    });
+  }
+
+  private send(w: Watcher, change: Change): void {
+    if (!inScope(w.route, change.object)) return;
+    const was = change.prev !== undefined && matches(w.selector, change.prev);
+    const is = change.type !== "DELETED" && matches(w.selector, change.object);
+    // Like the real server, a selector-filtered watch sees an object leave or enter its selection.
+    const type: EventType | undefined =
+      change.type === "DELETED" ? (was ? "DELETED" : undefined) : was && is ? "MODIFIED" : is ? "ADDED" : was ? "DELETED" : undefined;
+    if (type) w.res.write(JSON.stringify({ type, object: change.object }) + "\n");
+  }
+}
+
+function take<R extends { times: number; match?: RequestMatch }>(rules: R[], info: RequestInfo): R | undefined {
+  const rule = rules.find((r) => r.times > 0 && (r.match?.(info) ?? true));
+  if (rule) rule.times--;
+  return rule;
+}
+
+function inScope(route: Route, obj: KubeObject): boolean {
+  return route.namespace === undefined || obj.metadata.namespace === route.namespace;
+}
+
+/** Items inside a real list response carry no apiVersion/kind; the list itself does. */
+function withoutTypeMeta(obj: KubeObject): Omit<KubeObject, "apiVersion" | "kind"> {
+  const { apiVersion: _apiVersion, kind: _kind, ...rest } = obj;
+  return rest;
+}
+
+function notFound(): HttpError {
+  return new HttpError(404, "NotFound", "the server could not find the requested resource", { details: {} });
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function rfc3339(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+interface ContinueToken {
+  rv: number;
+  start: string;
+  gen: number;
+}
+
+/** Opaque to clients, like the real token (base64 JSON with the list revision and the last key). */
+function encodeContinue(token: ContinueToken): string {
+  return Buffer.from(JSON.stringify({ v: "meta.k8s.io/v1", ...token })).toString("base64url");
+}
+
+function decodeContinue(text: string): ContinueToken {
+  try {
+    const t = JSON.parse(Buffer.from(text, "base64url").toString("utf8")) as Partial<ContinueToken> & { v?: string };
+    if (t.v === "meta.k8s.io/v1" && typeof t.rv === "number" && typeof t.start === "string" && typeof t.gen === "number") {
+      return { rv: t.rv, start: t.start, gen: t.gen };
+    }
+  } catch {
+    // fall through to the same answer the real server gives for garbage
+  }
+  throw new HttpError(400, "BadRequest", `continue key is not valid: ${text}`);
+}
+
+/** Equality-based selectors only: `k=v`, `k==v`, `k!=v`, `k`, `!k`, joined by commas (AND). */
+function parseSelector(text: string): Requirement[] {
+  if (text.trim() === "") return [];
+  if (text.includes("(")) throw new HttpError(400, "BadRequest", `unable to parse requirement: set-based selectors are not supported by the fake API server: ${text}`);
+  return text.split(",").map((part): Requirement => {
+    const p = part.trim();
+    const m = /^([^!=\s]+)\s*(!=|==|=)\s*([^!=\s]*)$/.exec(p);
+    if (m) return { op: m[2] === "!=" ? "!=" : "=", key: m[1]!, value: m[3]! };
+    if (/^![^!=\s]+$/.test(p)) return { op: "!exists", key: p.slice(1) };
+    if (/^[^!=\s]+$/.test(p)) return { op: "exists", key: p };
+    throw new HttpError(400, "BadRequest", `unable to parse requirement: found '${p}', expected: key[!=|==|=]value, key or !key`);
+  });
+}
+
+function matches(selector: Requirement[], obj: KubeObject): boolean {
+  const labels = obj.metadata.labels ?? {};
+  return selector.every((r) => {
+    const has = Object.hasOwn(labels, r.key);
+    switch (r.op) {
+      case "=":
+        return has && labels[r.key] === r.value;
+      case "!=":
+        return !has || labels[r.key] !== r.value;
+      case "exists":
+        return has;
+      case "!exists":
+        return !has;
+    }
+  });
+}
