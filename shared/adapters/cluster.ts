@@ -1,0 +1,455 @@
+import {
+  ApiException,
+  CoreV1Api,
+  DiscoveryV1Api,
+  KubeConfig,
+  Observable,
+  Watch,
+  type ConfigurationOptions,
+  type RequestContext,
+  type V1ListMeta,
+} from "@kubernetes/client-node";
+// client-node 1.x does not re-export its serializer from the package root.
+import { ObjectSerializer } from "@kubernetes/client-node/dist/serializer.js";
+
+/**
+ * The Kubernetes side of servicelb: load credentials, take a paged snapshot of Services and
+ * endpoints in the exact JSON shape `kubectl get services,endpointslices -A -o json` prints, and
+ * watch for changes (hints only; every reconcile re-lists). Errors become a ClusterError that
+ * says whether retrying can help, so the caller can let its Broker retry or give up.
+ */
+
+export type ClusterErrorKind = "unauthorized" | "forbidden" | "not-found" | "timeout" | "unavailable" | "bad-response";
+
+export class ClusterError extends Error {
+  override readonly name = "ClusterError";
+  readonly kind: ClusterErrorKind;
+  /** True when the same call may succeed later unchanged (timeouts, 5xx, 429, refused connections). */
+  readonly transient: boolean;
+  /** The HTTP status, when the server answered. */
+  readonly status: number | undefined;
+
+  constructor(kind: ClusterErrorKind, message: string, options: { transient: boolean; status?: number; cause?: unknown }) {
+    super(message, { cause: options.cause });
+    this.kind = kind;
+    this.transient = options.transient;
+    this.status = options.status;
+  }
+}
+
+export interface KubeItem {
+  apiVersion: string;
+  kind: string;
+  metadata: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+export interface KubeList {
+  apiVersion: "v1";
+  kind: "List";
+  metadata: { resourceVersion: string };
+  items: KubeItem[];
+}
+
+export interface ClusterSnapshot {
+  list: KubeList;
+  /** The highest list resourceVersion: the cluster revision this snapshot reflects ("0" if none). */
+  revision: string;
+  warnings: string[];
+  stats: { pages: number; ms: number };
+}
+
+export interface ListClusterOptions {
+  /** Only this namespace; all namespaces when absent. */
+  namespace?: string;
+  /** Applies to Services only: slices and Endpoints carry different labels. */
+  labelSelector?: string;
+  pageSize?: number;
+  /** Per HTTP request, like kubectl's --request-timeout. */
+  timeoutMs?: number;
+}
+
+export interface ClusterEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED";
+  object: KubeItem;
+}
+
+export interface WatchClusterOptions {
+  namespace?: string;
+  onEvent: (event: ClusterEvent) => void;
+  /** Reported, then the watch reconnects with backoff until stopped. */
+  onError: (error: ClusterError) => void;
+}
+
+const DEFAULT_PAGE_SIZE = 500;
+const DEFAULT_TIMEOUT_MS = 30_000;
+/** A continue token expires when the list outlives etcd compaction; restarting more rarely helps. */
+const MAX_LIST_RESTARTS = 3;
+/** Ask the server to end each watch so that a dead connection cannot go unnoticed for long. */
+const WATCH_TIMEOUT_SECONDS = 300;
+const WATCH_MAX_BACKOFF_MS = 30_000;
+
+type ResourceName = "services" | "endpointslices" | "endpoints";
+
+interface ResourceInfo {
+  group: "" | "discovery.k8s.io";
+  apiVersion: string;
+  kind: string;
+  /** client-node's model name, for the serializer. */
+  model: string;
+}
+
+const RESOURCES: Record<ResourceName, ResourceInfo> = {
+  services: { group: "", apiVersion: "v1", kind: "Service", model: "V1Service" },
+  endpointslices: { group: "discovery.k8s.io", apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", model: "V1EndpointSlice" },
+  endpoints: { group: "", apiVersion: "v1", kind: "Endpoints", model: "V1Endpoints" },
+};
+
+/** What a failed call was doing, so that its error message can say what to fix. */
+interface Target {
+  resource: ResourceName;
+  verb: "list" | "watch";
+  namespace: string | undefined;
+  server: string;
+  user: string;
+  context: string;
+  timeoutMs: number;
+}
+
+/**
+ * In a pod (KUBERNETES_SERVICE_HOST set) with no kubeconfig given, the service account; else the
+ * given file; else $KUBECONFIG or ~/.kube/config. An explicit $KUBECONFIG wins over in-cluster
+ * config, as in client-go's loading rules.
+ */
+export function loadKubeConfig(options: { kubeconfig?: string; context?: string } = {}): KubeConfig {
+  const kc = new KubeConfig();
+  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
+  else if (!process.env.KUBECONFIG && process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  if (options.context !== undefined) {
+    if (!kc.getContextObject(options.context)) {
+      const known = kc.getContexts().map((c) => `"${c.name}"`).join(", ") || "none";
+      throw new ClusterError("not-found", `kubeconfig context "${options.context}" does not exist (known contexts: ${known})`, { transient: false });
+    }
+    kc.setCurrentContext(options.context);
+  }
+  return kc;
+}
+
+export async function listCluster(kc: KubeConfig, options: ListClusterOptions = {}): Promise<ClusterSnapshot> {
+  const started = performance.now();
+  const limit = options.pageSize ?? DEFAULT_PAGE_SIZE;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const { namespace, labelSelector } = options;
+  const core = kc.makeApiClient(CoreV1Api);
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
+  const stats = { pages: 0, ms: 0 };
+  const warnings: string[] = [];
+  // The lists run side by side; when one fails, the other is cancelled instead of left running.
+  const cancel = new AbortController();
+  const requestOptions = withRequestSignal(() => AbortSignal.any([AbortSignal.timeout(timeoutMs), cancel.signal]));
+  const target = (resource: ResourceName): Target => ({ ...describe(kc), resource, verb: "list", namespace, timeoutMs });
+
+  const services = listAll(
+    namespace === undefined
+      ? (p) => core.listServiceForAllNamespaces({ ...p, labelSelector }, requestOptions)
+      : (p) => core.listNamespacedService({ ...p, namespace, labelSelector }, requestOptions),
+    limit,
+    target("services"),
+    stats,
+  );
+  const endpoints = (async () => {
+    try {
+      return await listAll(
+        namespace === undefined
+          ? (p) => discovery.listEndpointSliceForAllNamespaces(p, requestOptions)
+          : (p) => discovery.listNamespacedEndpointSlice({ ...p, namespace }, requestOptions),
+        limit,
+        target("endpointslices"),
+        stats,
+      );
+    } catch (err) {
+      if (!(err instanceof ClusterError && err.status === 404)) throw err;
+      warnings.push(
+        `the API server at ${kc.getCurrentCluster()?.server} does not serve EndpointSlices (discovery.k8s.io/v1 answered 404); ` +
+          `using the deprecated v1 Endpoints API instead`,
+      );
+      return listAll(
+        namespace === undefined
+          ? (p) => core.listEndpointsForAllNamespaces(p, requestOptions)
+          : (p) => core.listNamespacedEndpoints({ ...p, namespace }, requestOptions),
+        limit,
+        target("endpoints"),
+        stats,
+      );
+    }
+  })();
+  const cancelOnFailure = <T>(p: Promise<T>) =>
+    p.catch((err: unknown) => {
+      cancel.abort();
+      throw err;
+    });
+  const [svc, eps] = await Promise.all([cancelOnFailure(services), cancelOnFailure(endpoints)]);
+
+  const revision = newerRevision(svc.revision, eps.revision);
+  stats.ms = Math.round(performance.now() - started);
+  return {
+    list: { apiVersion: "v1", kind: "List", metadata: { resourceVersion: revision }, items: [...svc.items, ...eps.items] },
+    revision,
+    warnings,
+    stats,
+  };
+}
+
+/**
+ * Watch Services and EndpointSlices (v1 Endpoints when the cluster has no EndpointSlice API),
+ * reconnecting from the last seen resourceVersion. Returns a function that stops both watches.
+ */
+export function watchCluster(kc: KubeConfig, options: WatchClusterOptions): () => void {
+  const stops = (["services", "endpointslices"] as const).map((resource) => watchResource(kc, resource, options));
+  return () => stops.forEach((stop) => stop());
+}
+
+type PageParams = { limit: number; _continue?: string };
+type Page = { metadata?: V1ListMeta; items: object[] };
+
+/** Every page of one list; an expired continue token restarts the list so that it stays consistent. */
+async function listAll(
+  fetchPage: (params: PageParams) => Promise<Page>,
+  limit: number,
+  target: Target,
+  stats: { pages: number },
+): Promise<{ items: KubeItem[]; revision: string }> {
+  const info = RESOURCES[target.resource];
+  for (let restarts = 0; ; restarts++) {
+    const items: KubeItem[] = [];
+    let revision = "";
+    let token: string | undefined;
+    try {
+      do {
+        const page = await fetchPage({ limit, _continue: token });
+        stats.pages++;
+        // Every page of a list reports the revision of its first page.
+        revision ||= page.metadata?.resourceVersion ?? "";
+        for (const obj of page.items) items.push(toWire(obj, info));
+        token = page.metadata?._continue || undefined;
+      } while (token);
+      return { items, revision };
+    } catch (err) {
+      if (!(token && err instanceof ApiException && err.code === 410)) throw toClusterError(err, target);
+      if (restarts === MAX_LIST_RESTARTS) {
+        throw new ClusterError(
+          "unavailable",
+          `listing ${target.resource} on ${target.server}: the continue token expired ${restarts + 1} times (410) before the list completed; ` +
+            `the list takes longer than the server keeps a snapshot: use a larger page size`,
+          { transient: true, status: 410, cause: err },
+        );
+      }
+    }
+  }
+}
+
+/**
+ * The wire shape of a client-node model: field names as in the API, metav1.Time as RFC 3339 with
+ * whole seconds (what the API server and kubectl print; client-node would add ".000"), no
+ * undefined keys, and the apiVersion/kind that items of a list response lack.
+ */
+function toWire(obj: object, info: ResourceInfo): KubeItem {
+  const wire = plain(ObjectSerializer.serialize(plain(obj), info.model)) as Record<string, unknown>;
+  return withTypeMeta(wire, info);
+}
+
+function withTypeMeta(obj: Record<string, unknown>, info: ResourceInfo): KubeItem {
+  const { apiVersion: _apiVersion, kind: _kind, metadata, ...rest } = obj;
+  return { apiVersion: info.apiVersion, kind: info.kind, metadata: (metadata ?? {}) as Record<string, unknown>, ...rest };
+}
+
+function plain(value: unknown): unknown {
+  if (value instanceof Date) return value.toISOString().replace(/\.000Z$/, "Z");
+  if (Array.isArray(value)) return value.map(plain);
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [key, v] of Object.entries(value)) if (v !== undefined) out[key] = plain(v);
+    return out;
+  }
+  return value;
+}
+
+/** resourceVersions are opaque strings; etcd's are decimal integers, compared as such. "0" when none. */
+function newerRevision(a: string, b: string): string {
+  if (!a || !b) return a || b || "0";
+  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return BigInt(b) > BigInt(a) ? b : a;
+  // Non-etcd storage: no order is defined, so at least be deterministic.
+  return b > a ? b : a;
+}
+
+/** Gives each request its own abort signal (a fresh timeout), right before it is sent. */
+function withRequestSignal(signal: () => AbortSignal): ConfigurationOptions {
+  return {
+    middleware: [
+      {
+        pre: (ctx: RequestContext) => {
+          ctx.setSignal(signal());
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res) => new Observable(Promise.resolve(res)),
+      },
+    ],
+    middlewareMergeStrategy: "append",
+  };
+}
+
+function describe(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
+  return { server: kc.getCurrentCluster()?.server ?? "(no cluster)", user: kc.getCurrentUser()?.name ?? "", context: kc.getCurrentContext() };
+}
+
+function pathOf(t: Pick<Target, "resource" | "namespace">): string {
+  const prefix = RESOURCES[t.resource].group ? `/apis/${RESOURCES[t.resource].apiVersion}` : "/api/v1";
+  return t.namespace === undefined ? `${prefix}/${t.resource}` : `${prefix}/namespaces/${t.namespace}/${t.resource}`;
+}
+
+/** Network failures that say nothing about the request itself; the next attempt may succeed. */
+const TRANSIENT_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ENOTFOUND",
+  "ECONNABORTED",
+  "ERR_STREAM_PREMATURE_CLOSE",
+]);
+
+function toClusterError(err: unknown, t: Target): ClusterError {
+  if (err instanceof ClusterError) return err;
+  const request = `${t.verb} ${t.server}${pathOf(t)}`;
+  // ApiException from the generated API; failures of a Watch carry statusCode instead.
+  const status = err instanceof ApiException ? err.code : (err as { statusCode?: unknown })?.statusCode;
+  if (typeof status === "number") {
+    const said = serverMessage((err as { body?: unknown }).body);
+    const detail = said ? `: ${said}` : "";
+    const opts = { status, cause: err };
+    if (status === 401) {
+      return new ClusterError(
+        "unauthorized",
+        `the API server rejected the credentials (401) for ${request}: the token or client certificate of kubeconfig user ` +
+          `"${t.user}" (context "${t.context}") is missing, expired or wrong`,
+        { ...opts, transient: false },
+      );
+    }
+    if (status === 403) {
+      const { group } = RESOURCES[t.resource];
+      const scope = t.namespace === undefined ? "cluster-wide" : `in namespace "${t.namespace}"`;
+      return new ClusterError(
+        "forbidden",
+        `forbidden (403): ${request}${detail}. RBAC: grant "${t.verb}" on "${t.resource}" (group "${group}") ${scope}`,
+        { ...opts, transient: false },
+      );
+    }
+    if (status === 404) {
+      return new ClusterError("not-found", `the API server does not serve ${request} (404)${detail}`, { ...opts, transient: false });
+    }
+    if (status === 429 || status >= 500) {
+      return new ClusterError("unavailable", `the API server answered ${status} to ${request}${detail}`, { ...opts, transient: true });
+    }
+    return new ClusterError("bad-response", `the API server answered ${status} to ${request}${detail}`, { ...opts, transient: false });
+  }
+  const e = err as { name?: unknown; code?: unknown; message?: unknown };
+  if (e?.name === "AbortError") {
+    return new ClusterError("timeout", `no answer within ${t.timeoutMs} ms from the API server at ${t.server} (${request})`, {
+      transient: true,
+      cause: err,
+    });
+  }
+  const message = typeof e?.message === "string" ? e.message : String(err);
+  if (typeof e?.code === "string" && TRANSIENT_CODES.has(e.code)) {
+    return new ClusterError("unavailable", `cannot reach the API server at ${t.server} (${request}): ${message}`, { transient: true, cause: err });
+  }
+  if (err instanceof SyntaxError) {
+    return new ClusterError("bad-response", `the API server's answer to ${request} is not valid JSON: ${message}`, { transient: false, cause: err });
+  }
+  // TLS verification failures, kubeconfig problems: retrying the same call cannot help.
+  return new ClusterError("unavailable", `${request} failed: ${message}`, { transient: false, cause: err });
+}
+
+/** The message of a Status body, which client-node hands over as unparsed text. */
+function serverMessage(body: unknown): string | undefined {
+  let value = Buffer.isBuffer(body) ? body.toString("utf8") : body;
+  if (typeof value === "string") {
+    const text = value;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return text.trim().slice(0, 300) || undefined;
+    }
+  }
+  const message = (value as { message?: unknown } | null)?.message;
+  return typeof message === "string" ? message : undefined;
+}
+
+function watchResource(kc: KubeConfig, initial: "services" | "endpointslices", options: WatchClusterOptions): () => void {
+  let resource: ResourceName = initial;
+  let resourceVersion: string | undefined;
+  let controller: AbortController | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  let failures = 0;
+
+  const target = (): Target => ({ ...describe(kc), resource, verb: "watch", namespace: options.namespace, timeoutMs: WATCH_TIMEOUT_SECONDS * 1000 });
+
+  const reconnect = (failed: boolean) => {
+    failures = failed ? failures + 1 : 0;
+    const delay = failures === 0 ? 0 : Math.min(WATCH_MAX_BACKOFF_MS, 250 * 2 ** failures);
+    timer = setTimeout(() => void connect(), delay);
+  };
+
+  const onEvent = (type: string, obj: unknown) => {
+    if (type === "ERROR") {
+      // 410: our resourceVersion was compacted away; start over from the current state.
+      if ((obj as { code?: unknown })?.code === 410) resourceVersion = undefined;
+      else options.onError(toClusterError({ statusCode: (obj as { code?: unknown })?.code, body: obj }, target()));
+      return;
+    }
+    if (type !== "ADDED" && type !== "MODIFIED" && type !== "DELETED") return;
+    const item = withTypeMeta(obj as Record<string, unknown>, RESOURCES[resource]);
+    resourceVersion = (item.metadata.resourceVersion as string | undefined) ?? resourceVersion;
+    failures = 0;
+    options.onEvent({ type, object: item });
+  };
+
+  const connect = async () => {
+    if (stopped) return;
+    const startedAt = Date.now();
+    const onDone = (err: unknown) => {
+      if (stopped) return;
+      if (err && resource === "endpointslices" && (err as { statusCode?: unknown }).statusCode === 404) {
+        resource = "endpoints";
+        resourceVersion = undefined;
+        return reconnect(false);
+      }
+      if (err) options.onError(toClusterError(err, target()));
+      // A stream that ends at once is failing even without an error; do not spin on it.
+      reconnect(Boolean(err) || Date.now() - startedAt < 1000);
+    };
+    try {
+      controller = await new Watch(kc).watch(
+        pathOf({ resource, namespace: options.namespace }),
+        { resourceVersion, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
+        onEvent,
+        onDone,
+      );
+      if (stopped) controller.abort();
+    } catch (err) {
+      onDone(err);
+    }
+  };
+
+  void connect();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    controller?.abort();
+  };
+}

@@ -1,0 +1,537 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import {
+  ClusterError,
+  listCluster,
+  loadKubeConfig,
+  watchCluster,
+  type ClusterEvent,
+  type KubeItem,
+} from "../../shared/adapters/cluster.js";
+import { FakeApiServer, type KubeObject, type RequestInfo } from "../support/fake-apiserver.js";
+
+// Everything below goes through the real @kubernetes/client-node against the protocol fake.
+
+function service(namespace: string, name: string, labels: Record<string, string> = {}): KubeObject {
+  return {
+    metadata: { name, namespace, labels, creationTimestamp: "2024-01-02T03:04:05Z" },
+    spec: {
+      type: "ClusterIP",
+      clusterIP: "10.0.0.10",
+      ports: [{ name: "http", port: 80, protocol: "TCP", targetPort: "web" }],
+      selector: { app: name },
+    },
+  };
+}
+
+function slice(namespace: string, service: string, ip: string): KubeObject {
+  return {
+    metadata: {
+      name: `${service}-abcde`,
+      namespace,
+      labels: { "kubernetes.io/service-name": service },
+      creationTimestamp: "2024-01-02T03:04:06Z",
+    },
+    addressType: "IPv4",
+    endpoints: [{ addresses: [ip], conditions: { ready: true } }],
+    ports: [{ name: "web", port: 8080, protocol: "TCP" }],
+  };
+}
+
+function endpoints(namespace: string, name: string, ip: string): KubeObject {
+  return {
+    metadata: { name, namespace, creationTimestamp: "2024-01-02T03:04:07Z" },
+    subsets: [{ addresses: [{ ip }], ports: [{ name: "web", port: 8080, protocol: "TCP" }] }],
+  };
+}
+
+const names = (items: KubeItem[], kind: string) =>
+  items.filter((i) => i.kind === kind).map((i) => `${i.metadata.namespace}/${i.metadata.name}`);
+
+const lists = (server: FakeApiServer, path: string): RequestInfo[] =>
+  server.requests.filter((r) => r.path === path && r.query.watch === undefined);
+
+async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function clusterError(p: Promise<unknown>): Promise<ClusterError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ClusterError);
+  return err as ClusterError;
+}
+
+describe("listCluster", () => {
+  let server: FakeApiServer;
+  let kubeconfig: string;
+
+  beforeEach(async () => {
+    server = await new FakeApiServer().start();
+    kubeconfig = await server.writeKubeconfig();
+    server.upsert("Service", service("default", "web", { tier: "front" }));
+    server.upsert("Service", service("shop", "cart", { tier: "back" }));
+    server.upsert("EndpointSlice", slice("default", "web", "10.1.0.1"));
+    server.upsert("EndpointSlice", slice("shop", "cart", "10.1.0.2"));
+  });
+
+  afterEach(async () => {
+    await server.stop();
+  });
+
+  it("lists Services and EndpointSlices of all namespaces in kubectl's List shape", async () => {
+    const snap = await listCluster(loadKubeConfig({ kubeconfig }));
+
+    expect(snap.revision).toBe("5");
+    expect(snap.warnings).toEqual([]);
+    expect(snap.stats.pages).toBe(2);
+    expect(snap.list.apiVersion).toBe("v1");
+    expect(snap.list.kind).toBe("List");
+    expect(snap.list.metadata).toEqual({ resourceVersion: "5" });
+    expect(names(snap.list.items, "Service")).toEqual(["default/web", "shop/cart"]);
+    expect(names(snap.list.items, "EndpointSlice")).toEqual(["default/web-abcde", "shop/cart-abcde"]);
+    // Exact wire JSON: string timestamps without client-node's ".000", no undefined keys, type meta set.
+    const web = snap.list.items[0]!;
+    expect(web).toStrictEqual({
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: {
+        creationTimestamp: "2024-01-02T03:04:05Z",
+        labels: { tier: "front" },
+        name: "web",
+        namespace: "default",
+        resourceVersion: "2",
+        uid: web.metadata.uid,
+      },
+      spec: {
+        clusterIP: "10.0.0.10",
+        ports: [{ name: "http", port: 80, protocol: "TCP", targetPort: "web" }],
+        selector: { app: "web" },
+        type: "ClusterIP",
+      },
+    });
+    expect(typeof web.metadata.uid).toBe("string");
+    expect(snap.list.items[2]).toStrictEqual({
+      apiVersion: "discovery.k8s.io/v1",
+      kind: "EndpointSlice",
+      addressType: "IPv4",
+      endpoints: [{ addresses: ["10.1.0.1"], conditions: { ready: true } }],
+      metadata: {
+        creationTimestamp: "2024-01-02T03:04:06Z",
+        labels: { "kubernetes.io/service-name": "web" },
+        name: "web-abcde",
+        namespace: "default",
+        resourceVersion: "4",
+        uid: snap.list.items[2]!.metadata.uid,
+      },
+      ports: [{ name: "web", port: 8080, protocol: "TCP" }],
+    });
+    expect(snap.list).toStrictEqual(JSON.parse(JSON.stringify(snap.list)));
+    expect(lists(server, "/api/v1/services")[0]!.query).toEqual({ limit: "500" });
+  });
+
+  it("serves lists as the real API does: type meta on the list, not on its items", async () => {
+    const res = await fetch(`${server.url}/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices`, {
+      headers: { authorization: `Bearer ${server.token}` },
+    });
+    const body = (await res.json()) as { kind: string; apiVersion: string; metadata: object; items: Array<Record<string, unknown>> };
+
+    expect(res.status).toBe(200);
+    expect([body.kind, body.apiVersion]).toEqual(["EndpointSliceList", "discovery.k8s.io/v1"]);
+    expect(body.metadata).toEqual({ resourceVersion: "5" });
+    expect(body.items).toHaveLength(1);
+    expect(Object.keys(body.items[0]!).sort()).toEqual(["addressType", "endpoints", "metadata", "ports"]);
+  });
+
+  it("lists one namespace through the namespaced paths", async () => {
+    const snap = await listCluster(loadKubeConfig({ kubeconfig }), { namespace: "shop" });
+
+    expect(names(snap.list.items, "Service")).toEqual(["shop/cart"]);
+    expect(names(snap.list.items, "EndpointSlice")).toEqual(["shop/cart-abcde"]);
+    expect(server.requests.map((r) => r.path).sort()).toEqual([
+      "/api/v1/namespaces/shop/services",
+      "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices",
+    ]);
+  });
+
+  it("filters Services by label selector but keeps every EndpointSlice", async () => {
+    server.upsert("Service", service("default", "admin", { tier: "front", internal: "yes" }));
+    const kc = loadKubeConfig({ kubeconfig });
+
+    const front = await listCluster(kc, { labelSelector: "tier=front" });
+    expect(names(front.list.items, "Service")).toEqual(["default/admin", "default/web"]);
+    expect(names(front.list.items, "EndpointSlice")).toEqual(["default/web-abcde", "shop/cart-abcde"]);
+
+    const notInternal = await listCluster(kc, { labelSelector: "tier,!internal" });
+    expect(names(notInternal.list.items, "Service")).toEqual(["default/web", "shop/cart"]);
+
+    const notBack = await listCluster(kc, { labelSelector: "tier!=back" });
+    expect(names(notBack.list.items, "Service")).toEqual(["default/admin", "default/web"]);
+
+    expect(lists(server, "/api/v1/services").map((r) => r.query.labelSelector)).toEqual(["tier=front", "tier,!internal", "tier!=back"]);
+    expect(lists(server, "/apis/discovery.k8s.io/v1/endpointslices").every((r) => r.query.labelSelector === undefined)).toBe(true);
+  });
+
+  it("pages through long lists with limit and continue", async () => {
+    for (let i = 0; i < 5; i++) server.upsert("Service", service("paged", `svc-${i}`));
+
+    const snap = await listCluster(loadKubeConfig({ kubeconfig }), { pageSize: 3 });
+
+    const serviceNames = names(snap.list.items, "Service");
+    expect(serviceNames).toEqual([
+      "default/web",
+      "paged/svc-0",
+      "paged/svc-1",
+      "paged/svc-2",
+      "paged/svc-3",
+      "paged/svc-4",
+      "shop/cart",
+    ]);
+    const requests = lists(server, "/api/v1/services");
+    expect(requests.map((r) => r.query.limit)).toEqual(["3", "3", "3"]);
+    expect(requests.map((r) => r.query.continue === undefined)).toEqual([true, false, false]);
+    expect(snap.stats.pages).toBe(4); // three of Services, one of EndpointSlices
+    expect(snap.revision).toBe("10");
+  });
+
+  it("restarts a list whose continue token expired and returns each object once", async () => {
+    for (let i = 0; i < 4; i++) server.upsert("Service", service("paged", `svc-${i}`));
+    let expired = false;
+    server.onRequest((req) => {
+      if (req.path === "/api/v1/services" && req.query.continue && !expired) {
+        expired = true;
+        server.expireContinueTokens();
+        // Written between the pages: the restarted list must contain it, from a newer revision.
+        server.upsert("Service", service("aaa", "late"));
+      }
+    });
+
+    const snap = await listCluster(loadKubeConfig({ kubeconfig }), { pageSize: 2 });
+
+    const serviceNames = names(snap.list.items, "Service");
+    expect(serviceNames).toEqual([
+      "aaa/late",
+      "default/web",
+      "paged/svc-0",
+      "paged/svc-1",
+      "paged/svc-2",
+      "paged/svc-3",
+      "shop/cart",
+    ]);
+    expect(new Set(serviceNames).size).toBe(serviceNames.length);
+    const statuses = lists(server, "/api/v1/services").map((r) => r.status);
+    expect(statuses).toEqual([200, 410, 200, 200, 200, 200]);
+    expect(snap.revision).toBe("10");
+    expect(snap.list.metadata.resourceVersion).toBe("10");
+  });
+
+  it("gives up with a transient error after the continue token expires four times", async () => {
+    for (let i = 0; i < 4; i++) server.upsert("Service", service("paged", `svc-${i}`));
+    server.onRequest((req) => {
+      if (req.path === "/api/v1/services" && req.query.continue) server.expireContinueTokens();
+    });
+
+    const err = await clusterError(listCluster(loadKubeConfig({ kubeconfig }), { pageSize: 2 }));
+
+    expect(err.kind).toBe("unavailable");
+    expect(err.transient).toBe(true);
+    expect(err.status).toBe(410);
+    expect(err.message).toContain("the continue token expired 4 times (410)");
+    expect(lists(server, "/api/v1/services").filter((r) => r.status === 410)).toHaveLength(4);
+  });
+
+  it("falls back to v1 Endpoints, with a warning, when the EndpointSlice API is missing", async () => {
+    const old = await new FakeApiServer({ endpointSlices: false }).start();
+    try {
+      old.upsert("Service", service("default", "web"));
+      old.upsert("Endpoints", endpoints("default", "web", "10.1.0.1"));
+      const discoveryDoc = await fetch(`${old.url}/apis/discovery.k8s.io/v1`, { headers: { authorization: `Bearer ${old.token}` } });
+      expect(discoveryDoc.status).toBe(404);
+
+      const snap = await listCluster(loadKubeConfig({ kubeconfig: await old.writeKubeconfig() }));
+
+      expect(snap.warnings).toEqual([
+        `the API server at ${old.url} does not serve EndpointSlices (discovery.k8s.io/v1 answered 404); using the deprecated v1 Endpoints API instead`,
+      ]);
+      expect(snap.list.items.map((i) => `${i.apiVersion} ${i.kind} ${i.metadata.name}`)).toEqual(["v1 Service web", "v1 Endpoints web"]);
+      expect(snap.list.items[1]).toMatchObject({
+        subsets: [{ addresses: [{ ip: "10.1.0.1" }], ports: [{ name: "web", port: 8080, protocol: "TCP" }] }],
+      });
+      expect(snap.stats.pages).toBe(2); // the 404 brought no page
+      expect(old.requests.map((r) => `${r.path} ${r.status}`).sort()).toEqual([
+        "/api/v1/endpoints 200",
+        "/api/v1/services 200",
+        "/apis/discovery.k8s.io/v1 404",
+        "/apis/discovery.k8s.io/v1/endpointslices 404",
+      ]);
+    } finally {
+      await old.stop();
+    }
+  });
+
+  it("reports rejected credentials as unauthorized", async () => {
+    const bad = await server.writeKubeconfig({ contexts: [{ name: "stale", token: "expired-token" }] });
+
+    const err = await clusterError(listCluster(loadKubeConfig({ kubeconfig: bad })));
+
+    expect(err.kind).toBe("unauthorized");
+    expect(err.transient).toBe(false);
+    expect(err.status).toBe(401);
+    expect(err.message).toContain("the API server rejected the credentials (401) for list");
+    expect(err.message).toContain('kubeconfig user "stale" (context "stale")');
+  });
+
+  it("names the missing RBAC permission on 403, cluster-wide and per namespace", async () => {
+    server.forbid("services");
+    const kc = loadKubeConfig({ kubeconfig });
+
+    const all = await clusterError(listCluster(kc));
+    expect(all.kind).toBe("forbidden");
+    expect(all.transient).toBe(false);
+    expect(all.message).toContain(
+      'services is forbidden: User "system:serviceaccount:servicelb:servicelb" cannot list resource "services" in API group "" at the cluster scope',
+    );
+    expect(all.message).toContain('RBAC: grant "list" on "services" (group "") cluster-wide');
+
+    server.reset();
+    server.forbid("endpointslices");
+    const ns = await clusterError(listCluster(kc, { namespace: "shop" }));
+    expect(ns.kind).toBe("forbidden");
+    expect(ns.message).toContain('RBAC: grant "list" on "endpointslices" (group "discovery.k8s.io") in namespace "shop"');
+  });
+
+  it("reports a 500 as a transient error with the server's message", async () => {
+    server.failNext({ status: 500, message: "etcdserver: leader changed", match: (r) => r.path === "/api/v1/services" });
+
+    const err = await clusterError(listCluster(loadKubeConfig({ kubeconfig })));
+
+    expect(err.kind).toBe("unavailable");
+    expect(err.transient).toBe(true);
+    expect(err.status).toBe(500);
+    expect(err.message).toBe(`the API server answered 500 to list ${server.url}/api/v1/services: etcdserver: leader changed`);
+  });
+
+  it("times out a request that takes longer than timeoutMs", async () => {
+    server.delay({ ms: 2000, match: (r) => r.path === "/apis/discovery.k8s.io/v1/endpointslices" });
+    const started = Date.now();
+
+    const err = await clusterError(listCluster(loadKubeConfig({ kubeconfig }), { timeoutMs: 200 }));
+
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect(err.kind).toBe("timeout");
+    expect(err.transient).toBe(true);
+    expect(err.message).toBe(
+      `no answer within 200 ms from the API server at ${server.url} (list ${server.url}/apis/discovery.k8s.io/v1/endpointslices)`,
+    );
+  });
+
+  it("reports a refused connection as transient", async () => {
+    const gone = await new FakeApiServer().start();
+    const config = await gone.writeKubeconfig();
+    await gone.stop();
+
+    const err = await clusterError(listCluster(loadKubeConfig({ kubeconfig: config })));
+
+    expect(err.kind).toBe("unavailable");
+    expect(err.transient).toBe(true);
+    expect(err.message).toContain(`cannot reach the API server at ${gone.url}`);
+    expect(err.message).toContain("ECONNREFUSED");
+  });
+
+  it("takes the highest list resourceVersion, compared as a number", async () => {
+    const big = await new FakeApiServer({ resourceVersion: 98 }).start();
+    try {
+      big.upsert("Service", service("default", "web")); // revision 99
+      // The slice list is held back while a write lands, so it is served at revision 100.
+      big.delay({ ms: 300, match: (r) => r.path === "/apis/discovery.k8s.io/v1/endpointslices" });
+      setTimeout(() => big.upsert("EndpointSlice", slice("default", "web", "10.1.0.1")), 100);
+
+      const snap = await listCluster(loadKubeConfig({ kubeconfig: await big.writeKubeconfig() }));
+
+      expect(snap.list.items.map((i) => i.metadata.resourceVersion)).toEqual(["99", "100"]);
+      expect(snap.revision).toBe("100");
+      expect(snap.list.metadata.resourceVersion).toBe("100");
+    } finally {
+      await big.stop();
+    }
+  });
+});
+
+describe("loadKubeConfig", () => {
+  let server: FakeApiServer;
+
+  beforeEach(async () => {
+    server = await new FakeApiServer().start();
+  });
+
+  afterEach(async () => {
+    vi.unstubAllEnvs();
+    await server.stop();
+  });
+
+  it("selects a context by name and rejects unknown ones", async () => {
+    const file = await server.writeKubeconfig({ contexts: [{ name: "stale", token: "nope" }, { name: "good" }] });
+
+    const kc = loadKubeConfig({ kubeconfig: file, context: "good" });
+    expect(kc.getCurrentContext()).toBe("good");
+    server.upsert("Service", service("default", "web"));
+    expect(names((await listCluster(kc)).list.items, "Service")).toEqual(["default/web"]);
+
+    const err = (() => {
+      try {
+        loadKubeConfig({ kubeconfig: file, context: "prod" });
+      } catch (e) {
+        return e as ClusterError;
+      }
+    })();
+    expect(err).toBeInstanceOf(ClusterError);
+    expect(err?.message).toBe('kubeconfig context "prod" does not exist (known contexts: "stale", "good")');
+  });
+
+  it("uses the service account inside a pod unless a kubeconfig is given", async () => {
+    vi.stubEnv("KUBERNETES_SERVICE_HOST", "10.96.0.1");
+    vi.stubEnv("KUBERNETES_SERVICE_PORT", "443");
+    vi.stubEnv("KUBECONFIG", "");
+
+    const inCluster = loadKubeConfig();
+    expect(inCluster.getCurrentCluster()?.server).toBe("https://10.96.0.1:443");
+    expect(inCluster.getCurrentUser()?.authProvider?.config.tokenFile).toBe("/var/run/secrets/kubernetes.io/serviceaccount/token");
+
+    const file = await server.writeKubeconfig();
+    expect(loadKubeConfig({ kubeconfig: file }).getCurrentCluster()?.server).toBe(server.url);
+    vi.stubEnv("KUBECONFIG", file);
+    expect(loadKubeConfig().getCurrentCluster()?.server).toBe(server.url);
+  });
+});
+
+describe("watchCluster", () => {
+  let server: FakeApiServer;
+  let stop: (() => void) | undefined;
+
+  afterEach(async () => {
+    stop?.();
+    stop = undefined;
+    await server.stop();
+  });
+
+  const summary = (events: ClusterEvent[]) =>
+    events.map((e) => `${e.type} ${e.object.apiVersion} ${e.object.kind} ${e.object.metadata.namespace}/${e.object.metadata.name}`);
+
+  it("delivers ADDED, MODIFIED and DELETED for Services and EndpointSlices", async () => {
+    server = await new FakeApiServer().start();
+    server.upsert("Service", service("default", "existing"));
+    const events: ClusterEvent[] = [];
+    const errors: ClusterError[] = [];
+    stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
+      onEvent: (e) => events.push(e),
+      onError: (e) => errors.push(e),
+    });
+    // A watch without resourceVersion starts with the current state.
+    await until(() => events.length === 1 && server.requests.filter((r) => r.query.watch === "true").length === 2);
+
+    server.upsert("Service", service("default", "web"));
+    server.upsert("Service", { ...service("default", "web"), spec: { type: "ClusterIP", ports: [{ port: 81 }] } });
+    server.upsert("EndpointSlice", slice("default", "web", "10.1.0.1"));
+    server.remove("Service", "default", "web");
+    server.remove("EndpointSlice", "default", "web-abcde");
+    await until(() => events.length === 6);
+
+    // Two streams: order holds within each resource, not across them.
+    const services = events.filter((e) => e.object.kind === "Service");
+    expect(summary(services)).toEqual([
+      "ADDED v1 Service default/existing",
+      "ADDED v1 Service default/web",
+      "MODIFIED v1 Service default/web",
+      "DELETED v1 Service default/web",
+    ]);
+    expect(summary(events.filter((e) => e.object.kind === "EndpointSlice"))).toEqual([
+      "ADDED discovery.k8s.io/v1 EndpointSlice default/web-abcde",
+      "DELETED discovery.k8s.io/v1 EndpointSlice default/web-abcde",
+    ]);
+    expect(services[2]!.object.spec).toEqual({ type: "ClusterIP", ports: [{ port: 81 }] });
+    expect(services[3]!.object.metadata.resourceVersion).toBe("6"); // the deletion's revision
+    expect(errors).toEqual([]);
+  });
+
+  it("resumes from the last resourceVersion when the server ends the stream", async () => {
+    server = await new FakeApiServer({ watchTimeoutMs: 1200 }).start();
+    const events: ClusterEvent[] = [];
+    stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
+      namespace: "shop",
+      onEvent: (e) => events.push(e),
+      onError: () => {},
+    });
+    await until(() => server.requests.filter((r) => r.query.watch === "true").length === 2);
+    server.upsert("Service", service("shop", "cart"));
+    server.upsert("Service", service("default", "elsewhere"));
+    await until(() => events.length === 1);
+
+    const servicesWatch = (r: RequestInfo) => r.path === "/api/v1/namespaces/shop/services" && r.query.watch === "true";
+    await until(() => server.requests.filter(servicesWatch).length === 2);
+    server.upsert("Service", service("shop", "checkout"));
+    await until(() => events.length === 2);
+
+    expect(summary(events)).toEqual(["ADDED v1 Service shop/cart", "ADDED v1 Service shop/checkout"]);
+    expect(server.requests.filter(servicesWatch).map((r) => r.query.resourceVersion)).toEqual([undefined, "2"]);
+  });
+
+  it("starts over from the current state when its resourceVersion was compacted away", async () => {
+    server = await new FakeApiServer({ watchTimeoutMs: 600 }).start();
+    const events: ClusterEvent[] = [];
+    const errors: ClusterError[] = [];
+    stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
+      namespace: "shop",
+      onEvent: (e) => events.push(e),
+      onError: (e) => errors.push(e),
+    });
+    const servicesWatch = (r: RequestInfo) => r.path === "/api/v1/namespaces/shop/services" && r.query.watch === "true";
+    await until(() => server.requests.filter(servicesWatch).length === 1);
+    server.upsert("Service", service("shop", "cart")); // revision 2, the last this watch sees
+    await until(() => events.length === 1);
+    // Writes the namespaced watch never sees, then compaction past its revision: resuming at 2 answers 410.
+    server.upsert("Service", service("default", "a"));
+    server.upsert("Service", service("default", "b"));
+    server.compact();
+
+    await until(() => events.length === 2);
+
+    expect(summary(events)).toEqual(["ADDED v1 Service shop/cart", "ADDED v1 Service shop/cart"]);
+    expect(server.requests.filter(servicesWatch).map((r) => r.query.resourceVersion)).toEqual([undefined, "2", undefined]);
+    expect(errors).toEqual([]);
+  });
+
+  it("watches v1 Endpoints when the EndpointSlice API is missing", async () => {
+    server = await new FakeApiServer({ endpointSlices: false }).start();
+    const events: ClusterEvent[] = [];
+    const errors: ClusterError[] = [];
+    stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
+      onEvent: (e) => events.push(e),
+      onError: (e) => errors.push(e),
+    });
+    await until(() => server.requests.some((r) => r.path === "/api/v1/endpoints" && r.status === 200));
+    server.upsert("Endpoints", endpoints("default", "web", "10.1.0.1"));
+    await until(() => events.length === 1);
+
+    expect(summary(events)).toEqual(["ADDED v1 Endpoints default/web"]);
+    expect(errors).toEqual([]);
+  });
+
+  it("reports a forbidden watch with the RBAC verb to grant", async () => {
+    server = await new FakeApiServer().start();
+    server.forbid("services", ["watch"]);
+    const errors: ClusterError[] = [];
+    stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
+      onEvent: () => {},
+      onError: (e) => errors.push(e),
+    });
+    await until(() => errors.length >= 1);
+
+    expect(errors[0]!.kind).toBe("forbidden");
+    expect(errors[0]!.message).toContain('RBAC: grant "watch" on "services" (group "") cluster-wide');
+  });
+});
