@@ -1,0 +1,141 @@
+import { connect } from "node:net";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseRenderOptions } from "../../shared/core/options.js";
+import { renderSnapshot } from "../../shared/core/pipeline.js";
+import { Renderer } from "../../shared/core/render.js";
+import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { loadTemplates } from "../../shared/adapters/templates.js";
+import { list, service, slice } from "../support/fixtures.js";
+import { haproxyCheck, loopbackOptions, requireHaproxy, runHaproxy, type LoopbackSetup, type RunningHaproxy } from "../support/haproxy.js";
+import { echoBackend, freePort, httpGet, tcpGreeter, type EchoBackend } from "../support/net.js";
+
+const renderer = new Renderer(loadTemplates());
+
+/** One Service whose single endpoint is a loopback echo backend. */
+function exposed(name: string, backend: EchoBackend, opts: { ns?: string; port?: number; annotations?: Record<string, string> } = {}) {
+  const port = opts.port ?? 80;
+  return [
+    service(name, [{ port, name: "web" }], { namespace: opts.ns, annotations: opts.annotations }),
+    slice(name, [{ name: "web", port: backend.port }], ["127.0.0.1"], { namespace: opts.ns, name: `${name}-${port}` }),
+  ];
+}
+
+describe("routing through a real HAProxy", () => {
+  const names = ["foo", "foobar", "svc80", "svc8080", "api", "host", "wild"] as const;
+  const be: Record<string, EchoBackend> = {};
+  let setup: LoopbackSetup;
+  let hx: RunningHaproxy;
+  let tcpPort: number;
+  let greeter: { port: number; close(): Promise<void> };
+  let port: number;
+
+  beforeAll(async () => {
+    requireHaproxy();
+    for (const n of names) be[n] = await echoBackend(n);
+    greeter = await tcpGreeter("mysql");
+    tcpPort = await freePort();
+    setup = await loopbackOptions({ tcpServices: `db:${tcpPort}` });
+    port = setup.options.httpPort;
+    const items = [
+      ...exposed("foo", be.foo!),
+      ...exposed("foobar", be.foobar!),
+      service("svc", [{ port: 80, name: "a" }, { port: 8080, name: "b" }]),
+      slice("svc", [{ name: "a", port: be.svc80!.port }], ["127.0.0.1"], { name: "svc-a" }),
+      slice("svc", [{ name: "b", port: be.svc8080!.port }], ["127.0.0.1"], { name: "svc-b" }),
+      ...exposed("api", be.api!, { ns: "shop" }),
+      ...exposed("host", be.host!, { annotations: { "serviceloadbalancer/lb.host": "Web.Example.com" } }),
+      ...exposed("wild", be.wild!, { annotations: { "serviceloadbalancer/lb.host": "*.apps.test" } }),
+      service("db", [{ port: tcpPort, name: "sql" }]),
+      slice("db", [{ name: "sql", port: greeter.port }], ["127.0.0.1"]),
+    ];
+    const { config, warnings } = renderSnapshot(snapshotFromDocuments([list(items)]), setup.options, renderer);
+    expect(warnings).toEqual([]);
+    expect(haproxyCheck(config, setup.dir)).toMatchObject({ ok: true });
+    hx = await runHaproxy(config, setup.dir);
+  });
+
+  afterAll(async () => {
+    await hx?.stop();
+    await Promise.all([...Object.values(be).map((b) => b.close()), greeter?.close()]);
+    setup?.cleanup();
+  });
+
+  it.each([
+    ["/foo", "foo /"],
+    ["/foo/", "foo /"],
+    ["/foo/a/b?q=1", "foo /a/b?q=1"],
+    ["/foobar/x", "foobar /x"],
+    ["/svc/z", "svc80 /z"],
+    ["/svc:8080/z", "svc8080 /z"],
+    ["/shop/api/v1", "api /v1"],
+  ])("GET %s is answered by %j with the prefix stripped", async (path, expected) => {
+    const r = await httpGet(port, path);
+    expect(r.status).toBe(200);
+    expect(r.body).toBe(expected);
+  });
+
+  it("tells the pod which prefix was stripped", async () => {
+    await httpGet(port, "/shop/api/x");
+    expect(be.api!.seen.at(-1)!.headers["x-forwarded-prefix"]).toBe("/shop/api");
+  });
+
+  it.each(["/foox", "/fo", "/svc:80", "/shop", "/", "/api/v1"])("GET %s matches nothing and gets the default page", async (path) => {
+    const r = await httpGet(port, path);
+    expect(r.status).toBe(404);
+    expect(r.body).toContain("No service matches this request");
+  });
+
+  it.each([
+    ["web.example.com", "/anything", "host /anything"],
+    ["WEB.EXAMPLE.COM:8080", "/x", "host /x"],
+    ["web.example.com", "/foo/bar", "host /foo/bar"],
+    ["a.apps.test", "/y", "wild /y"],
+    ["deep.a.apps.test", "/", "wild /"],
+  ])("Host %s routes %s to the host's Service, path unchanged, ahead of path rules", async (host, path, expected) => {
+    const r = await httpGet(port, path, { host });
+    expect(r.body).toBe(expected);
+  });
+
+  it("does not route the bare wildcard domain", async () => {
+    expect((await httpGet(port, "/", { host: "apps.test" })).status).toBe(404);
+  });
+
+  it("a path-routed request to a host-routed Service is still stripped", async () => {
+    expect((await httpGet(port, "/host/q", { host: "other.test" })).body).toBe("host /q");
+  });
+
+  it("serves a TCP Service on its own frontend", async () => {
+    const got = await new Promise<string>((resolve, reject) => {
+      const s = connect(tcpPort, "127.0.0.1");
+      let data = "";
+      s.on("data", (c) => (data += c.toString()));
+      s.on("end", () => resolve(data));
+      s.on("error", reject);
+    });
+    expect(got).toBe("mysql\n");
+  });
+});
+
+describe("default page", () => {
+  it("serves --error-page byte for byte with --default-return-code, hostile bytes included", async () => {
+    requireHaproxy();
+    const setup = await loopbackOptions();
+    const page = `<h1>gone</h1> "quoted" 'single' $HOME \${HOME} #not-a-comment \\back\\slash\ttab\r\nñ 日本 \u0001\n`;
+    const file = join(setup.dir, "page.html");
+    writeFileSync(file, page);
+    const options = parseRenderOptions({ ...setup.options, tcpServices: "", selector: undefined, defaultReturnCode: "503", errorPage: file });
+    const { config } = renderSnapshot(snapshotFromDocuments([list([])]), options, renderer, { errorPageBody: page });
+    const hx = await runHaproxy(config, setup.dir);
+    try {
+      const r = await httpGet(options.httpPort, "/nothing-here");
+      expect(r.status).toBe(503);
+      expect(r.headers["content-type"]).toBe("text/html; charset=utf-8");
+      expect(r.body).toBe(page);
+    } finally {
+      await hx.stop();
+      setup.cleanup();
+    }
+  });
+});

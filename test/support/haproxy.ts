@@ -1,0 +1,83 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseRenderOptions, type RenderOptions, type RenderOptionsInput } from "../../shared/core/options.js";
+import { freePort } from "./net.js";
+
+/** Tests that need HAProxy fail (never skip) when it is missing, and say how to install it. */
+export function requireHaproxy(): void {
+  const r = spawnSync("haproxy", ["-v"], { encoding: "utf8" });
+  if (r.error || r.status !== 0) throw new Error("haproxy is not installed: run `apt-get install -y haproxy` (Debian's 2.6 or later)");
+}
+
+export interface LoopbackSetup {
+  dir: string;
+  options: RenderOptions;
+  cleanup(): void;
+}
+
+/** Render options that make a config runnable by an unprivileged test: loopback, free ports, a temp dir. */
+export async function loopbackOptions(extra: RenderOptionsInput = {}): Promise<LoopbackSetup> {
+  const dir = mkdtempSync(join(tmpdir(), "servicelb-hx-"));
+  const options = parseRenderOptions({
+    bindAddress: "127.0.0.1",
+    httpPort: await freePort(),
+    statsPort: await freePort(),
+    statsSocket: join(dir, "admin.sock"),
+    serverStateFile: join(dir, "server-state"),
+    checkInterval: "500ms",
+    ...extra,
+  });
+  return { dir, options, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** `haproxy -c` on a config text; returns HAProxy's output when it rejects the config. */
+export function haproxyCheck(config: string, dir: string): { ok: boolean; output: string } {
+  const file = join(dir, `check-${process.pid}-${Math.random().toString(36).slice(2)}.cfg`);
+  writeFileSync(file, config);
+  const r = spawnSync("haproxy", ["-c", "-q", "-f", file], { encoding: "utf8" });
+  rmSync(file, { force: true });
+  return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` };
+}
+
+export interface RunningHaproxy {
+  child: ChildProcess;
+  output: () => string;
+  stop(): Promise<void>;
+}
+
+/** Runs HAProxy in the foreground on `config` until stop(); rejects if it exits during start-up. */
+export async function runHaproxy(config: string, dir: string): Promise<RunningHaproxy> {
+  const file = join(dir, "haproxy.cfg");
+  writeFileSync(file, config);
+  const child = spawn("haproxy", ["-W", "-f", file], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => (/New worker/.test(out) ? resolve() : reject(new Error(`haproxy did not start:\n${out}`))), 5000);
+    const poll = setInterval(() => {
+      if (/New worker|Loading success/.test(out)) {
+        clearInterval(poll);
+        clearTimeout(timer);
+        resolve();
+      }
+    }, 20);
+    child.once("exit", (code) => {
+      clearInterval(poll);
+      clearTimeout(timer);
+      reject(new Error(`haproxy exited with ${code} during start-up:\n${out}`));
+    });
+  });
+  return {
+    child,
+    output: () => out,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}

@@ -1,0 +1,87 @@
+import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from "node:http";
+import { createServer as createTcpServer, type AddressInfo } from "node:net";
+
+/** A free loopback port: bind to 0, read it, release it. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createTcpServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface EchoBackend {
+  port: number;
+  name: string;
+  /** Requests it served: path as received and headers. */
+  seen: Array<{ path: string; headers: IncomingHttpHeaders }>;
+  close(): Promise<void>;
+}
+
+/** A tiny HTTP server that answers `<name> <path as received>` so tests can tell who answered and what it saw. */
+export async function echoBackend(name: string, port = 0): Promise<EchoBackend> {
+  const seen: EchoBackend["seen"] = [];
+  const server: Server = createHttpServer((req, res) => {
+    seen.push({ path: req.url ?? "", headers: req.headers });
+    res.setHeader("content-type", "text/plain");
+    res.end(`${name} ${req.url}`);
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    name,
+    seen,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A TCP server that greets with its name, for TCP frontends. */
+export async function tcpGreeter(name: string): Promise<{ port: number; close(): Promise<void> }> {
+  const server = createTcpServer((sock) => sock.end(`${name}\n`));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { port: (server.address() as AddressInfo).port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+export interface HttpAnswer {
+  status: number;
+  body: string;
+  headers: IncomingHttpHeaders;
+}
+
+/** One HTTP/1.1 request without connection reuse, so every request sees the current config. */
+export function httpGet(port: number, path: string, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, headers: { connection: "close", ...headers }, agent: false }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+    });
+    req.on("error", reject);
+    req.setTimeout(5000, () => req.destroy(new Error(`GET ${path} on :${port} timed out`)));
+    req.end();
+  });
+}
+
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
