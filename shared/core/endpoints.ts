@@ -5,7 +5,9 @@ type ServicePort = Service["spec"]["ports"][number];
 
 const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 
+/** `ip:port` for HAProxy, or null for an unusable address (0.0.0.0 would mean "the client's destination"). */
 export function formatAddress(ip: string, port: number): string | null {
+  if (ip === "0.0.0.0" || ip === "::" || /^0+(\.0+){3}$/.test(ip)) return null;
   const family = isIP(ip);
   if (family === 4) return `${ip}:${port}`;
   if (family === 6) return `[${ip}]:${port}`;

@@ -151,12 +151,11 @@ export class Renderer {
         stats_user: o.statsUser ?? null,
         redirect: needsRedirect
           ? o.httpsPort === 443
-            ? "http-request redirect scheme https code 301"
-            : `http-request redirect prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort} code 301`
+            ? "scheme https"
+            : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`
           : null,
-        default_page: bodyless
-          ? `http-request return status ${status}`
-          : `http-request return status ${status} content-type "text/html; charset=utf-8" string ${haproxyQuote(body)}`,
+        default_status: status,
+        default_body: bodyless ? null : haproxyQuote(body),
       },
       http_rules: httpRules,
       https_rules: httpsRules,

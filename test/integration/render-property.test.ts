@@ -1,0 +1,122 @@
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseRenderOptions } from "../../shared/core/options.js";
+import { renderSnapshot } from "../../shared/core/pipeline.js";
+import { Renderer } from "../../shared/core/render.js";
+import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { loadTemplates } from "../../shared/adapters/templates.js";
+import { list, service, slice } from "../support/fixtures.js";
+import { haproxyCheck, loopbackOptions, requireHaproxy, type LoopbackSetup } from "../support/haproxy.js";
+import { makePki } from "../support/tls.js";
+
+const templates = loadTemplates();
+const renderer = new Renderer(templates);
+
+/**
+ * Every line of a template as a pattern: literal text kept, outputs as wildcards, text inside
+ * `{% if %}…{% endif %}` on the same line optional. Lines that are nothing but tags (where
+ * pre-rendered fragments are placed) produce no pattern, so each line of those fragments must
+ * match a fragment line itself.
+ */
+function linePattern(line: string): RegExp | null {
+  const parts = line.split(/(\{\{.*?\}\}|\{%.*?%\})/);
+  if (parts.filter((_, i) => i % 2 === 0).join("").trim() === "") return null;
+  let open = 0;
+  let re = "";
+  parts.forEach((p, i) => {
+    if (i % 2 === 0) re += p.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    else if (p.startsWith("{{")) re += ".*";
+    else if (/^\{%-?\s*(if|unless)\b/.test(p)) {
+      re += "(?:";
+      open++;
+    } else if (/^\{%-?\s*(else|elsif)\b/.test(p) && open > 0) re += "|";
+    else if (/^\{%-?\s*end(if|unless)\b/.test(p) && open > 0) {
+      re += ")?";
+      open--;
+    }
+  });
+  return new RegExp(`^${re}${")?".repeat(open)}$`);
+}
+const patterns = Object.values(templates).flatMap((source) => source.split("\n").flatMap((l) => linePattern(l) ?? []));
+
+const hostile = fc.oneof(
+  fc.constantFrom(
+    "evil.com\n    server x 1.2.3.4:80",
+    "a b",
+    "#comment",
+    '"quoted"',
+    "back\\slash",
+    "' single",
+    "-i /x",
+    "/ok/path",
+    "*.wild.example",
+    "valid.example.com",
+    "if TRUE",
+    "or host_acl",
+    "{ path_beg / }",
+    "${HOME}",
+    "/a\r\nuse_backend x",
+    "日本.example",
+    "x".repeat(5000),
+    "roundrobin",
+    "leastconn",
+    "true",
+    "True",
+    "\u0000",
+  ),
+  fc.string({ maxLength: 40 }),
+  fc.string({ unit: "grapheme", maxLength: 20 }),
+);
+
+const annotationKeys = ["lb.host", "lb.aclMatch", "lb.algorithm", "lb.sslTerm", "lb.cookie-sticky-session"].map((k) => `serviceloadbalancer/${k}`);
+
+const serviceArb = fc.record({
+  name: fc.stringMatching(/^[a-z][a-z0-9-]{0,10}[a-z0-9]$/),
+  namespace: fc.constantFrom("default", "shop", "kube-system", "team-a"),
+  ports: fc.uniqueArray(fc.constantFrom(80, 443, 8080, 3306, 9000), { minLength: 1, maxLength: 3 }),
+  affinity: fc.constantFrom("None", "ClientIP"),
+  annotations: fc.dictionary(fc.constantFrom(...annotationKeys), hostile, { maxKeys: 5 }),
+  ips: fc.array(fc.oneof(fc.ipV4(), fc.constantFrom("fd00::1", "fd00::2:3")), { minLength: 0, maxLength: 6 }),
+});
+
+describe("hostile input never breaks the config", () => {
+  let setup: LoopbackSetup;
+  let cert: string;
+  beforeAll(async () => {
+    requireHaproxy();
+    setup = await loopbackOptions();
+    cert = makePki(setup.dir).serverPem;
+  });
+  afterAll(() => setup?.cleanup());
+
+  it("the line check catches directives that no template line produces", () => {
+    for (const injected of ["    server x 1.2.3.4:80", "    http-request deny", "use_backend x if TRUE", "    stats auth admin:admin"]) {
+      expect(patterns.some((p) => p.test(injected))).toBe(false);
+    }
+  });
+
+  it("random clusters with hostile annotations render configs HAProxy accepts, with only template lines", () => {
+    fc.assert(
+      fc.property(fc.array(serviceArb, { maxLength: 6 }), fc.boolean(), fc.boolean(), (services, tcp, ssl) => {
+        const items = services.flatMap((s) => [
+          service(s.name, s.ports.map((p) => ({ port: p, name: `p${p}` })), { namespace: s.namespace, sessionAffinity: s.affinity, annotations: s.annotations }),
+          slice(s.name, s.ports.map((p) => ({ name: `p${p}`, port: p + 1 })), s.ips, { namespace: s.namespace }),
+        ]);
+        const options = parseRenderOptions({
+          ...setup.options,
+          selector: undefined,
+          tcpServices: tcp && services[0] ? `${services[0].namespace}/${services[0].name}:${services[0].ports[0]}` : "",
+          sslCert: ssl ? cert : undefined,
+          httpsPort: setup.options.httpPort + 1,
+        });
+        const { config } = renderSnapshot(snapshotFromDocuments([list(items)]), options, renderer);
+        const stray = config.split("\n").filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
+        expect(stray).toEqual([]);
+        const check = haproxyCheck(config, setup.dir);
+        expect(check.output).toBe("");
+        expect(check.ok).toBe(true);
+      }),
+      { numRuns: 60 },
+    );
+  });
+});
