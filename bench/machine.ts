@@ -1,0 +1,18 @@
+import { cpus, totalmem } from "node:os";
+
+/** One line that says where a figure was measured. */
+export function machine(): string {
+  const cpu = cpus();
+  return `${cpu[0]?.model.trim() ?? "unknown CPU"}, ${cpu.length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${process.platform}/${process.arch}`;
+}
+
+export function table(headers: string[], rows: Array<Array<string | number>>): string {
+  const cells = [headers, ...rows.map((r) => r.map(String))];
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
+  return [line(headers), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...rows.map((r) => line(r.map(String)))].join("\n");
+}
+
+export function mib(bytes: number): number {
+  return Math.round((bytes / 2 ** 20) * 10) / 10;
+}
