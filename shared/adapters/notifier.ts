@@ -1,0 +1,171 @@
+import { readFile } from "node:fs/promises";
+import { ApiException, DiscoveryV1Api, Observable, type ConfigurationOptions, type RequestContext, type V1EndpointSlice } from "@kubernetes/client-node";
+import { loadKubeConfig } from "./cluster.js";
+import type { Logger } from "./log.js";
+
+/**
+ * Tells the agents that a new config is published. A ping is an optimisation only: agents poll
+ * the store on their own timer (invariant 4), so nothing here ever throws; failures are logged
+ * and counted.
+ */
+
+export interface NotifierOptions {
+  /** Static agent base URLs, e.g. http://10.0.0.1:8081. */
+  agents: readonly string[];
+  /** The agent Service; its EndpointSlices list the agents. */
+  agentService?: { namespace: string; name: string };
+  /** The slice port (by name) or a port number the agents listen on. Default "agent". */
+  agentPort?: string | number;
+  kube?: { kubeconfig?: string; context?: string };
+  token?: string;
+  /** Read at every notify: a rotated Secret takes effect without a restart. Wins over `token`. */
+  tokenFile?: string;
+  /** Per ping and for the slice list. Default 2000 ms. */
+  timeoutMs?: number;
+}
+
+export interface NotifyPayload {
+  key: string;
+  sha256: string;
+  revision: string;
+}
+
+export interface AgentPing {
+  /** The agent's base URL. */
+  agent: string;
+  ok: boolean;
+  status?: number;
+  error?: string;
+  ms: number;
+}
+
+export interface NotifyReport {
+  agents: number;
+  ok: number;
+  failed: number;
+  /** Set when the agent Service could not be listed; the static agents were still pinged. */
+  discoveryError?: string;
+  pings: AgentPing[];
+}
+
+export interface Notifier {
+  /** Agent base URLs: the static ones and those behind the agent Service, deduplicated, sorted. */
+  discover(): Promise<{ agents: string[]; error?: string }>;
+  notify(payload: NotifyPayload): Promise<NotifyReport>;
+}
+
+const DEFAULT_TIMEOUT_MS = 2000;
+
+export function createNotifier(options: NotifierOptions, log: Logger): Notifier {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const agentPort = options.agentPort ?? "agent";
+
+  async function fromService(ref: { namespace: string; name: string }): Promise<string[]> {
+    const kc = loadKubeConfig(options.kube ?? {});
+    const api = kc.makeApiClient(DiscoveryV1Api);
+    const list = await api.listNamespacedEndpointSlice(
+      { namespace: ref.namespace, labelSelector: `kubernetes.io/service-name=${ref.name}` },
+      withTimeout(timeoutMs),
+    );
+    return list.items.flatMap((slice) => agentUrls(slice, agentPort));
+  }
+
+  async function discover(): Promise<{ agents: string[]; error?: string }> {
+    const found = new Set(options.agents.map((a) => a.replace(/\/+$/, "")));
+    let error: string | undefined;
+    if (options.agentService) {
+      try {
+        for (const url of await fromService(options.agentService)) found.add(url);
+      } catch (err) {
+        const { namespace, name } = options.agentService;
+        error = `cannot list the EndpointSlices of agent Service ${namespace}/${name}: ${describe(err)}`;
+      }
+    }
+    return { agents: [...found].sort(), error };
+  }
+
+  async function readToken(): Promise<string | undefined> {
+    if (!options.tokenFile) return options.token;
+    return (await readFile(options.tokenFile, "utf8")).trim();
+  }
+
+  async function ping(agent: string, body: string, token: string | undefined): Promise<AgentPing> {
+    const started = performance.now();
+    const ms = () => Math.round(performance.now() - started);
+    try {
+      const res = await fetch(`${agent}/notify`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      // Drain the body so that the connection is released.
+      await res.arrayBuffer();
+      return res.ok ? { agent, ok: true, status: res.status, ms: ms() } : { agent, ok: false, status: res.status, error: `HTTP ${res.status}`, ms: ms() };
+    } catch (err) {
+      return { agent, ok: false, error: describe(err), ms: ms() };
+    }
+  }
+
+  return {
+    discover,
+    async notify(payload) {
+      const { agents, error: discoveryError } = await discover();
+      if (discoveryError) log.warn({ err: discoveryError }, "agent discovery failed; pinging the static agents only (agents poll anyway)");
+      let token: string | undefined;
+      let tokenError: string | undefined;
+      try {
+        token = await readToken();
+      } catch (err) {
+        tokenError = `cannot read the notify token from ${options.tokenFile}: ${describe(err)}`;
+      }
+      const body = JSON.stringify({ key: payload.key, sha256: payload.sha256, revision: payload.revision });
+      const pings = tokenError
+        ? agents.map((agent): AgentPing => ({ agent, ok: false, error: tokenError, ms: 0 }))
+        : await Promise.all(agents.map((agent) => ping(agent, body, token)));
+      for (const p of pings) if (!p.ok) log.warn({ agent: p.agent, status: p.status, err: p.error, ms: p.ms }, "agent ping failed");
+      const ok = pings.filter((p) => p.ok).length;
+      return { agents: agents.length, ok, failed: pings.length - ok, discoveryError, pings };
+    },
+  };
+}
+
+/**
+ * Every endpoint of the slice, ready or not: an agent typically turns ready only once it serves a
+ * config, so a not-yet-ready agent is exactly the one that wants the news. Terminating ones are left out.
+ */
+function agentUrls(slice: V1EndpointSlice, agentPort: string | number): string[] {
+  const port = typeof agentPort === "number" ? agentPort : slice.ports?.find((p) => p.name === agentPort)?.port;
+  if (port === undefined) return [];
+  const ipv6 = slice.addressType === "IPv6";
+  return (slice.endpoints ?? [])
+    .filter((ep) => ep.conditions?.terminating !== true)
+    // The addresses of one endpoint are fungible (Kubernetes API docs): the first one is enough.
+    .flatMap((ep) => ep.addresses.slice(0, 1))
+    .map((address) => `http://${ipv6 ? `[${address}]` : address}:${port}`);
+}
+
+/** Gives each request its own timeout signal; client-node has no per-call timeout option. */
+function withTimeout(ms: number): ConfigurationOptions {
+  return {
+    middleware: [
+      {
+        pre: (ctx: RequestContext) => {
+          ctx.setSignal(AbortSignal.timeout(ms));
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res) => new Observable(Promise.resolve(res)),
+      },
+    ],
+    middlewareMergeStrategy: "append",
+  };
+}
+
+function describe(err: unknown): string {
+  if (err instanceof ApiException) return `HTTP ${err.code}`;
+  if (!(err instanceof Error)) return String(err);
+  // fetch() hides the socket error (ECONNREFUSED, ...) in its cause.
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+  const code = typeof cause?.code === "string" ? cause.code : undefined;
+  return err.name === "TimeoutError" ? "timed out" : code ? `${err.message} (${code})` : err.message;
+}
