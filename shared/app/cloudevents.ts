@@ -1,0 +1,149 @@
+import { z } from "zod";
+import type { RenderOptions } from "../core/options.js";
+
+/**
+ * What an incoming CloudEvent means for the reconcile function. Events are hints, never data:
+ * every event that may change the config leads to a full re-list, so all that matters here is
+ * whether it can change the config at all. An event we cannot understand is acknowledged (the
+ * Broker would otherwise retry a poison event until it dead-letters it); the PingSource resync
+ * catches whatever such an event was about.
+ *
+ * Shapes, as Knative's ApiServerSource adapter (pkg/adapter/apiserver/events) sends them:
+ * - type dev.knative.apiserver.resource.{add,update,delete}: data is the whole object;
+ * - type dev.knative.apiserver.ref.{add,update,delete}: data is an ObjectReference
+ *   {kind, namespace, name, apiVersion};
+ * - source is the API server URL, subject "/apis/v1/namespaces/<ns>/<resource>/<name>", and the
+ *   kind, name and namespace are copied into extensions for Trigger filters.
+ * PingSource sends type dev.knative.sources.ping with whatever payload it was given.
+ */
+
+export const PING_EVENT_TYPE = "dev.knative.sources.ping";
+const APISERVER_EVENT_TYPE = /^dev\.knative\.apiserver\.(resource|ref)\.(add|update|delete)$/;
+const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
+
+export type Verdict = "resync" | "relevant" | "irrelevant" | "malformed" | "unknown";
+
+export interface EventObject {
+  apiVersion?: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+  /** The Service the object belongs to, when it can be told from the event. */
+  service?: string;
+}
+
+export interface Classification {
+  verdict: Verdict;
+  /** Why, in words fit for a log line. */
+  reason: string;
+  id?: string;
+  type?: string;
+  source?: string;
+  object?: EventObject;
+}
+
+export type ScopeOptions = Pick<RenderOptions, "namespace" | "exposeSystem" | "targetService">;
+
+const envelopeSchema = z.object({
+  specversion: z.string().min(1),
+  id: z.string().min(1),
+  type: z.string().min(1),
+  source: z.string().min(1),
+  data: z.unknown().optional(),
+});
+
+const resourceDataSchema = z.object({
+  apiVersion: z.string().min(1),
+  kind: z.string().min(1),
+  metadata: z.object({
+    name: z.string().min(1),
+    namespace: z.string().min(1).optional(),
+    labels: z.record(z.string(), z.string()).nullish(),
+  }),
+});
+
+const refDataSchema = z.object({
+  apiVersion: z.string().min(1).optional(),
+  kind: z.string().min(1),
+  namespace: z.string().min(1).optional(),
+  name: z.string().min(1),
+});
+
+export function classifyEvent(event: unknown, scope: ScopeOptions): Classification {
+  const envelope = envelopeSchema.safeParse(event);
+  if (!envelope.success) return { verdict: "malformed", reason: `not a CloudEvent: ${issue(envelope.error)}` };
+  const { id, type, source } = envelope.data;
+  const base = { id, type, source };
+  if (type === PING_EVENT_TYPE) return { ...base, verdict: "resync", reason: "periodic resync" };
+  const mode = APISERVER_EVENT_TYPE.exec(type)?.[1];
+  if (!mode) return { ...base, verdict: "unknown", reason: `event type ${type} is not one servicelb handles` };
+
+  const data = decodeData(envelope.data.data);
+  let object: EventObject;
+  if (mode === "resource") {
+    const parsed = resourceDataSchema.safeParse(data);
+    if (!parsed.success) return { ...base, verdict: "malformed", reason: `data is not a Kubernetes object: ${issue(parsed.error)}` };
+    const { apiVersion, kind, metadata } = parsed.data;
+    object = { apiVersion, kind, namespace: metadata.namespace, name: metadata.name, service: serviceOf(kind, metadata.name, metadata.labels ?? {}) };
+  } else {
+    const parsed = refDataSchema.safeParse(data);
+    if (!parsed.success) return { ...base, verdict: "malformed", reason: `data is not an object reference: ${issue(parsed.error)}` };
+    const { apiVersion, kind, namespace, name } = parsed.data;
+    object = { apiVersion, kind, namespace, name, service: serviceOf(kind, name, {}) };
+  }
+  const outOfScope = whyIrrelevant(object, scope);
+  return outOfScope ? { ...base, object, verdict: "irrelevant", reason: outOfScope } : { ...base, object, verdict: "relevant", reason: `${object.kind} changed` };
+}
+
+/**
+ * Why the object cannot affect the config, or undefined when it may. Only immutable facts count
+ * (kind, namespace, name): a Service whose labels stop matching --selector must still lead to a
+ * re-list, or it would never leave the config.
+ */
+function whyIrrelevant(o: EventObject, scope: ScopeOptions): string | undefined {
+  if (!readsKind(o)) return `kind ${o.kind}${o.apiVersion ? ` (${o.apiVersion})` : ""} is not read by servicelb`;
+  const ns = o.namespace;
+  // A namespaced kind without a namespace is odd; when in doubt, re-list.
+  if (ns === undefined) return undefined;
+  if (scope.namespace && ns !== scope.namespace) return `namespace ${ns} is outside --namespace ${scope.namespace}`;
+  if (!scope.exposeSystem && ns === "kube-system") return "kube-system is not exposed (--expose-system)";
+  if (!scope.exposeSystem && ns === "default" && o.service === "kubernetes") return "default/kubernetes is not exposed (--expose-system)";
+  const target = scope.targetService;
+  if (target && o.service !== undefined && !(target.includes("/") ? target === `${ns}/${o.service}` : target === o.service)) {
+    return `Service ${ns}/${o.service} is not --target-service ${target}`;
+  }
+  return undefined;
+}
+
+/**
+ * The kinds the snapshot is made of. The API group matters: Knative's own `Service`
+ * (serving.knative.dev) must not pass for a core Service. A reference without an apiVersion is
+ * given the benefit of the doubt.
+ */
+function readsKind(o: EventObject): boolean {
+  const group = o.apiVersion === undefined ? undefined : o.apiVersion.includes("/") ? o.apiVersion.split("/")[0] : "";
+  if (o.kind === "Service" || o.kind === "Endpoints") return group === undefined || group === "";
+  if (o.kind === "EndpointSlice") return group === undefined || group === "discovery.k8s.io";
+  return false;
+}
+
+function serviceOf(kind: string, name: string, labels: Readonly<Record<string, string>>): string | undefined {
+  if (kind === "EndpointSlice") return labels[SERVICE_NAME_LABEL];
+  return name;
+}
+
+/** Binary-mode data arrives parsed only when its content type is JSON; accept JSON text or bytes too. */
+function decodeData(data: unknown): unknown {
+  const text = typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data).toString("utf8") : undefined;
+  if (text === undefined) return data;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+function issue(error: z.ZodError): string {
+  const first = error.issues[0];
+  return first ? `${first.path.join(".") || "value"}: ${first.message}` : "invalid";
+}
