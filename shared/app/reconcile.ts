@@ -1,0 +1,201 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { CloudEvent } from "@google-cloud/functions-framework";
+import type { Snapshot } from "../core/snapshot.js";
+import { ClusterError } from "../adapters/cluster.js";
+import type { Logger } from "../adapters/log.js";
+import { createNotifier, type Notifier } from "../adapters/notifier.js";
+import { createObjectStore, StoreError, type ObjectStore } from "../adapters/object-store.js";
+import { readLiveSnapshot } from "../adapters/snapshot-source.js";
+import { packageRoot } from "../adapters/templates.js";
+import { classifyEvent, type Verdict } from "./cloudevents.js";
+import { requireStore, type FunctionSettings } from "./function-options.js";
+import { RenderContext } from "./render-context.js";
+
+/**
+ * The event-triggered pipeline (DESIGN §1, steps 1-5): list the cluster, build, render, publish,
+ * ping the agents. Stateless apart from what a warm instance caches (templates, clients): the
+ * object store decides what is newest, so two instances may run side by side.
+ */
+
+export type LiveSnapshot = Snapshot & { listWarnings: string[] };
+
+export interface ReconcileDeps {
+  log: Logger;
+  /** Default: the store named by the settings, credentials from the standard AWS chain. */
+  store?: ObjectStore;
+  /** Default: the agents named by the settings. */
+  notifier?: Notifier;
+  /** Default: the live cluster, scoped like the render. */
+  readSnapshot?: () => Promise<LiveSnapshot>;
+  /** Recorded with each published config. Default "servicelb/<package version>". */
+  generator?: string;
+}
+
+export type Stage = "list" | "render" | "publish" | "notify";
+
+export interface ReconcileResult {
+  eventId: string;
+  eventType: string;
+  verdict: Verdict;
+  /** ignored: the event cannot change the config (or was not understood); nothing was listed. */
+  status: "ignored" | "published" | "unchanged" | "stale";
+  reason?: string;
+  /** The snapshot revision. */
+  revision?: string;
+  /** The key this config has (published), shares (unchanged), or would have had (stale). */
+  key?: string;
+  sha256?: string;
+  /** The newest config in the store after this pass. */
+  newestKey?: string;
+  counts?: { services: number; backends: number; servers: number; bytes: number; warnings: number; skipped: number };
+  notify?: { agents: number; ok: number; failed: number };
+  durationsMs?: { list: number; build: number; render: number; publish: number; notify: number };
+}
+
+export interface Reconciler {
+  /** Classifies a CloudEvent and, when it may change the config, runs a full pass. */
+  reconcile(event: unknown): Promise<ReconcileResult>;
+  /** A full pass regardless of any event (the CLI's `reconcile --once`). */
+  reconcileNow(trigger: { id: string; type: string }): Promise<ReconcileResult>;
+  close(): void;
+}
+
+const LOGGED_WARNINGS = 50;
+
+export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps): Reconciler {
+  const log = deps.log;
+  const store = deps.store ?? openStore(settings);
+  const notifier =
+    deps.notifier ??
+    createNotifier(
+      {
+        agents: settings.notify.agents,
+        agentService: settings.notify.agentService,
+        agentPort: settings.notify.agentPort,
+        kube: { kubeconfig: settings.kubeconfig, context: settings.context },
+        token: settings.notify.token,
+        tokenFile: settings.notify.tokenFile,
+        timeoutMs: settings.notify.timeoutMs,
+      },
+      log,
+    );
+  const readSnapshot = deps.readSnapshot ?? (() => readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }));
+  const generator = deps.generator ?? `servicelb/${packageVersion()}`;
+  const ctx = new RenderContext(settings.options, { template: settings.template });
+  if (settings.notify.agents.length === 0 && !settings.notify.agentService) {
+    log.info("no agents configured (SERVICELB_AGENTS, SERVICELB_AGENT_SERVICE): nobody is pinged, agents rely on their poll");
+  }
+
+  async function pass(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
+    const plog = log.child({ eventId: trigger.id, eventType: trigger.type });
+    const durationsMs = { list: 0, build: 0, render: 0, publish: 0, notify: 0 };
+    let stage: Stage = "list";
+    try {
+      let t = performance.now();
+      const snapshot = await readSnapshot();
+      durationsMs.list = since(t);
+      for (const warning of snapshot.listWarnings) plog.warn({ warning }, "cluster list warning");
+
+      stage = "render";
+      const rendered = ctx.render(snapshot);
+      durationsMs.build = rendered.stats.buildMs;
+      durationsMs.render = rendered.stats.renderMs;
+      if (rendered.warnings.length > 0) {
+        // One line per pass rather than per warning: a resync repeats them every period.
+        plog.warn({ revision: snapshot.revision, count: rendered.warnings.length, warnings: rendered.warnings.slice(0, LOGGED_WARNINGS) }, "render warnings");
+      }
+
+      // One PutObject of the whole config under a new key: nothing partial is ever visible.
+      stage = "publish";
+      t = performance.now();
+      const published = await store.publish({ config: rendered.config, revision: snapshot.revision, generator });
+      durationsMs.publish = since(t);
+      if (published.pruneError) plog.warn({ err: published.pruneError.message }, "published, but pruning old configs failed; the next publish retries");
+
+      let notify: ReconcileResult["notify"];
+      if (published.status === "published") {
+        stage = "notify";
+        t = performance.now();
+        const report = await notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision });
+        durationsMs.notify = since(t);
+        notify = { agents: report.agents, ok: report.ok, failed: report.failed };
+      }
+
+      const result: ReconcileResult = {
+        eventId: trigger.id,
+        eventType: trigger.type,
+        verdict,
+        status: published.status,
+        revision: snapshot.revision,
+        key: published.key,
+        sha256: published.sha256,
+        newestKey: published.newest.key,
+        counts: {
+          services: rendered.stats.services,
+          backends: rendered.stats.backends,
+          servers: rendered.stats.servers,
+          bytes: rendered.stats.bytes,
+          warnings: rendered.warnings.length,
+          skipped: rendered.skipped.length,
+        },
+        notify,
+        durationsMs,
+      };
+      const { eventId: _id, eventType: _type, ...fields } = result;
+      plog.info(fields, `reconciled: ${published.status}`);
+      return result;
+    } catch (err) {
+      const transient = (err instanceof ClusterError || err instanceof StoreError) && err.transient;
+      if (transient) {
+        plog.warn({ err, stage, durationsMs }, `reconcile failed at ${stage} (transient); failing the delivery so that the Broker retries`);
+      } else {
+        // Also a failure (5xx), not an acknowledgement: the Broker retries a few times and then
+        // dead-letters the event, which is where an operator looks. Acknowledging would hide a
+        // broken RBAC rule or store until someone noticed stale configs.
+        plog.error({ err, stage, durationsMs }, `reconcile failed at ${stage} and retrying will not help until the cause is fixed`);
+      }
+      throw err;
+    }
+  }
+
+  return {
+    async reconcile(event) {
+      const c = classifyEvent(event, settings.options);
+      const id = c.id ?? "(none)";
+      const type = c.type ?? "(none)";
+      if (c.verdict === "resync" || c.verdict === "relevant") return pass({ id, type }, c.verdict);
+      const fields = { eventId: id, eventType: type, source: c.source, object: c.object, verdict: c.verdict, reason: c.reason };
+      // Acknowledged either way: retrying a poison event cannot help, and the resync covers it.
+      if (c.verdict === "irrelevant") log.debug(fields, "event ignored: it cannot change the config");
+      else log.warn(fields, "event ignored: not understood");
+      return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
+    },
+    reconcileNow: (trigger) => pass(trigger, "resync"),
+    close: () => store.close(),
+  };
+}
+
+/**
+ * The CloudEvent function. It answers with an empty body (204): the Broker treats a non-empty
+ * reply that is not a CloudEvent as a failed delivery. A thrown error answers 500.
+ */
+export function createReconcileHandler(reconciler: Reconciler): (event: CloudEvent<unknown>) => Promise<void> {
+  return async (event) => {
+    await reconciler.reconcile(event);
+  };
+}
+
+/** The store named by the settings; credentials come from the standard AWS chain. */
+export function openStore(settings: FunctionSettings): ObjectStore {
+  const s = requireStore(settings);
+  return createObjectStore({ url: s.url, endpoint: s.endpoint, region: s.region, forcePathStyle: s.forcePathStyle, retain: s.retain });
+}
+
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string }).version;
+}
+
+function since(start: number): number {
+  return Math.round((performance.now() - start) * 100) / 100;
+}

@@ -1,0 +1,448 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { ListObjectsV2Command } from "@aws-sdk/client-s3";
+import * as functions from "@google-cloud/functions-framework";
+import { getTestServer } from "@google-cloud/functions-framework/testing";
+import { CloudEvent, HTTP } from "cloudevents";
+import { pino } from "pino";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
+import { loadFunctionSettings, type FunctionSettings } from "../../shared/app/function-options.js";
+import { createReconcileHandler, createReconciler, type LiveSnapshot, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
+import { RenderContext } from "../../shared/app/render-context.js";
+import { FakeApiServer, type KubeObject } from "../support/fake-apiserver.js";
+import { service, slice } from "../support/fixtures.js";
+import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
+
+// The reconcile function end to end over HTTP, as the Broker would call it: real CloudEvents
+// (made by the cloudevents SDK) into functions-framework, the real client-node against the
+// Kubernetes protocol fake, s3rver as the store, and small HTTP servers standing in for agents.
+
+const API_SERVER_SOURCE = "https://10.96.0.1:443";
+
+interface AgentCall {
+  path: string;
+  authorization: string | undefined;
+  body: { key: string; sha256: string; revision: string };
+}
+
+interface Agent {
+  url: string;
+  port: number;
+  calls: AgentCall[];
+  close(): Promise<void>;
+}
+
+async function startAgent(): Promise<Agent> {
+  const calls: AgentCall[] = [];
+  const server: Server = createServer((req, res) => {
+    let text = "";
+    req.setEncoding("utf8");
+    req.on("data", (c: string) => (text += c));
+    req.on("end", () => {
+      calls.push({ path: req.url ?? "", authorization: (req.headers as IncomingHttpHeaders).authorization, body: JSON.parse(text) });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    calls,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The EndpointSlice of the agent Service that lists one agent (one slice per port). */
+function agentSlice(agent: { port: number }, name: string, portName = "agent"): KubeObject {
+  return slice("agent", [{ name: portName, port: agent.port }], ["127.0.0.1"], { namespace: "servicelb", name }) as unknown as KubeObject;
+}
+
+function apiServerEvent(mode: "resource" | "ref", verb: "add" | "update" | "delete", obj: Record<string, unknown>): CloudEvent<unknown> {
+  const meta = obj.metadata as { name: string; namespace: string };
+  const kind = obj.kind as string;
+  const apiVersion = obj.apiVersion as string;
+  const resource = kind === "EndpointSlice" ? "endpointslices" : `${kind.toLowerCase()}s`;
+  return new CloudEvent<unknown>({
+    type: `dev.knative.apiserver.${mode}.${verb}`,
+    source: API_SERVER_SOURCE,
+    subject: `/apis/${apiVersion}/namespaces/${meta.namespace}/${resource}/${meta.name}`,
+    datacontenttype: "application/json",
+    kind,
+    name: meta.name,
+    namespace: meta.namespace,
+    data: mode === "resource" ? obj : { kind, namespace: meta.namespace, name: meta.name, apiVersion },
+  });
+}
+
+function pingEvent(): CloudEvent<unknown> {
+  return new CloudEvent<unknown>({
+    type: "dev.knative.sources.ping",
+    source: "/apis/v1/namespaces/servicelb/pingsources/resync",
+    datacontenttype: "application/json",
+    data: { reason: "resync" },
+  });
+}
+
+function memoryLog() {
+  const lines: Array<Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString("utf8").split("\n")) if (line) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { log: pino({ level: "debug" }, stream), lines };
+}
+
+let s3: TestS3;
+let api: FakeApiServer;
+let kubeconfig: string;
+let dir: string;
+let tokenFile: string;
+let agents: Agent[];
+let prefixCounter = 0;
+const opened: Array<{ reconciler: Reconciler; server: Server }> = [];
+const stores: ObjectStore[] = [];
+
+beforeAll(async () => {
+  s3 = await startS3();
+  // The reconciler's store uses the standard AWS credential chain, as it would when deployed.
+  vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
+  vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
+  dir = await mkdtemp(join(tmpdir(), "servicelb-reconcile-"));
+  tokenFile = join(dir, "notify-token");
+  await writeFile(tokenFile, "token-one\n");
+});
+
+afterAll(async () => {
+  vi.unstubAllEnvs();
+  await s3.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  api = await new FakeApiServer().start();
+  kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
+  api.upsert("Service", service("web", [{ name: "http", port: 80, targetPort: 8080 }]) as unknown as KubeObject);
+  api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.1.0.1", "10.1.0.2"], { name: "web-a" }) as unknown as KubeObject);
+  agents = [await startAgent(), await startAgent(), await startAgent()];
+  // Two agents behind the agent Service, one in the static list.
+  api.upsert("EndpointSlice", agentSlice(agents[0]!, "agent-a"));
+  api.upsert("EndpointSlice", agentSlice(agents[1]!, "agent-b"));
+  // A slice port with another name is not the agents' notify port.
+  api.upsert("EndpointSlice", agentSlice({ port: 9 }, "agent-metrics", "metrics"));
+});
+
+afterEach(async () => {
+  vi.restoreAllMocks();
+  for (const { reconciler, server } of opened.splice(0)) {
+    reconciler.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+  for (const store of stores.splice(0)) store.close();
+  for (const agent of agents) await agent.close();
+  await api.stop();
+});
+
+interface Harness {
+  settings: FunctionSettings;
+  reconciler: Reconciler;
+  lines: Array<Record<string, unknown>>;
+  /** An independent view of the same bucket and prefix. */
+  store: ObjectStore;
+  prefix: string;
+  send(event: CloudEvent<unknown>, mode?: "binary" | "structured"): Promise<{ status: number; body: string }>;
+  objects(): Promise<string[]>;
+}
+
+/** Settings from SERVICELB_* variables, the function registered and served by functions-framework. */
+async function harness(env: Record<string, string> = {}, deps: Partial<ReconcileDeps> = {}): Promise<Harness> {
+  prefixCounter += 1;
+  const prefix = `t${prefixCounter}/`;
+  const settings = loadFunctionSettings({
+    SERVICELB_STORE: `s3://${s3.bucket}/${prefix}`,
+    SERVICELB_STORE_ENDPOINT: s3.endpoint,
+    SERVICELB_STORE_PATH_STYLE: "true",
+    SERVICELB_KUBECONFIG: kubeconfig,
+    SERVICELB_AGENT_SERVICE: "servicelb/agent",
+    SERVICELB_AGENTS: agents[2]!.url,
+    SERVICELB_NOTIFY_TOKEN_FILE: tokenFile,
+    SERVICELB_NOTIFY_TIMEOUT_MS: "500",
+    ...env,
+  });
+  const { log, lines } = memoryLog();
+  const reconciler = createReconciler(settings, { log, ...deps });
+  functions.cloudEvent("reconcile", createReconcileHandler(reconciler));
+  const server = getTestServer("reconcile");
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  opened.push({ reconciler, server });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  const store = createObjectStore({ url: `s3://${s3.bucket}/${prefix}`, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+  stores.push(store);
+  return {
+    settings,
+    reconciler,
+    lines,
+    store,
+    prefix,
+    async send(event, mode = "binary") {
+      const message = mode === "binary" ? HTTP.binary(event) : HTTP.structured(event);
+      const res = await fetch(url, { method: "POST", headers: message.headers as Record<string, string>, body: message.body as string });
+      return { status: res.status, body: await res.text() };
+    },
+    async objects() {
+      const page = await s3.client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: prefix }));
+      return (page.Contents ?? []).map((o) => o.Key!).sort();
+    },
+  };
+}
+
+const pings = () => agents.map((a) => a.calls.length);
+const reconciled = (lines: Array<Record<string, unknown>>) => lines.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reconciled:"));
+const webService = () => service("web", [{ name: "http", port: 80, targetPort: 8080 }]);
+
+describe("reconcile function", () => {
+  it("publishes the config on an add event (binary mode) and pings every agent with key, sha256 and the bearer token", async () => {
+    const h = await harness();
+    const event = apiServerEvent("resource", "add", webService());
+    const res = await h.send(event, "binary");
+    // An empty 2xx: the Broker treats any other reply body as a failed delivery.
+    expect(res).toEqual({ status: 204, body: "" });
+
+    const latest = await h.store.latest();
+    expect(latest).not.toBeNull();
+    expect(latest!.revision).toBe(api.resourceVersion);
+    expect(latest!.generator).toMatch(/^servicelb\/\d+\.\d+\.\d+/);
+    expect(await h.objects()).toEqual([latest!.key]);
+    for (const agent of agents) {
+      expect(agent.calls).toEqual([
+        { path: "/notify", authorization: "Bearer token-one", body: { key: latest!.key, sha256: latest!.sha256, revision: latest!.revision } },
+      ]);
+    }
+
+    const [line] = reconciled(h.lines);
+    expect(line).toMatchObject({
+      eventId: event.id,
+      eventType: "dev.knative.apiserver.resource.add",
+      verdict: "relevant",
+      status: "published",
+      revision: latest!.revision,
+      key: latest!.key,
+      sha256: latest!.sha256,
+      counts: { services: 1, backends: 1, servers: 2 },
+      notify: { agents: 3, ok: 3, failed: 0 },
+    });
+    expect(Object.keys(line!.durationsMs as object).sort()).toEqual(["build", "list", "notify", "publish", "render"]);
+  });
+
+  it("writes nothing and pings nobody when the cluster has not changed (ref event in structured mode, then a resync)", async () => {
+    const h = await harness();
+    expect((await h.send(pingEvent())).status).toBe(204);
+    const before = await h.objects();
+    expect(before).toHaveLength(1);
+    expect(pings()).toEqual([1, 1, 1]);
+
+    expect((await h.send(apiServerEvent("ref", "update", webService()), "structured")).status).toBe(204);
+    expect((await h.send(pingEvent(), "structured")).status).toBe(204);
+    expect(await h.objects()).toEqual(before);
+    expect(pings()).toEqual([1, 1, 1]);
+    expect(reconciled(h.lines).map((l) => l.status)).toEqual(["published", "unchanged", "unchanged"]);
+  });
+
+  it("publishes a change under a newer key and reads a rotated token", async () => {
+    const h = await harness();
+    await h.send(pingEvent());
+    const first = (await h.store.latest())!;
+    await writeFile(tokenFile, "token-two\n");
+    try {
+      const changed = api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.1.0.3"], { name: "web-a" }) as unknown as KubeObject);
+      expect((await h.send(apiServerEvent("resource", "update", changed))).status).toBe(204);
+      const second = (await h.store.latest())!;
+      expect(second.key > first.key).toBe(true);
+      expect(second.revision).toBe(changed.metadata.resourceVersion);
+      expect(agents[0]!.calls.map((c) => [c.body.key, c.authorization])).toEqual([
+        [first.key, "Bearer token-one"],
+        [second.key, "Bearer token-two"],
+      ]);
+    } finally {
+      await writeFile(tokenFile, "token-one\n");
+    }
+  });
+
+  it("keeps the newer snapshot's config newest when an older invocation finishes last (invariant 1)", async () => {
+    let olderListed!: () => void;
+    const listed = new Promise<void>((resolve) => (olderListed = resolve));
+    let releaseOlder!: () => void;
+    const gate = new Promise<void>((resolve) => (releaseOlder = resolve));
+    let calls = 0;
+    // The first invocation's list completes, then it stalls (a slow instance) until the second is done.
+    const readSnapshot = async (): Promise<LiveSnapshot> => {
+      const first = calls++ === 0;
+      const snapshot = await readLiveSnapshot(h.settings.options, { kubeconfig });
+      if (first) {
+        olderListed();
+        await gate;
+      }
+      return snapshot;
+    };
+    const h = await harness({}, { readSnapshot });
+
+    const older = h.send(apiServerEvent("resource", "add", webService()));
+    await listed;
+    const olderRevision = api.resourceVersion;
+    const changed = api.upsert("Service", service("shop", [{ port: 80 }], { namespace: "shop" }) as unknown as KubeObject);
+    api.upsert("EndpointSlice", slice("shop", [{ port: 80 }], ["10.2.0.1"], { namespace: "shop", name: "shop-a" }) as unknown as KubeObject);
+    expect((await h.send(apiServerEvent("resource", "add", changed))).status).toBe(204);
+    const newer = (await h.store.latest())!;
+    expect(BigInt(newer.revision) > BigInt(olderRevision)).toBe(true);
+
+    releaseOlder();
+    expect((await older).status).toBe(204);
+    expect((await h.store.latest())!.key).toBe(newer.key);
+    expect(await h.objects()).toEqual([newer.key]);
+    expect(pings()).toEqual([1, 1, 1]);
+    expect(reconciled(h.lines).map((l) => [l.status, l.revision])).toEqual([
+      ["published", newer.revision],
+      ["stale", olderRevision],
+    ]);
+  });
+
+  it("publishes exactly what the dry run renders for the same cluster state", async () => {
+    const h = await harness({ SERVICELB_HTTP_PORT: "8080", SERVICELB_BALANCE_ALGORITHM: "leastconn" });
+    await h.send(pingEvent());
+    const published = await h.store.get((await h.store.latest())!.key);
+    const dryRun = new RenderContext(h.settings.options).render(await readLiveSnapshot(h.settings.options, { kubeconfig }));
+    expect(published.config).toBe(dryRun.config);
+    expect(published.config).toContain("bind *:8080");
+    expect(published.revision).toBe(dryRun.revision);
+  });
+});
+
+describe("reconcile function faults", () => {
+  it("fails with 5xx and writes nothing when the API server answers 500", async () => {
+    const h = await harness();
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    api.failNext({ status: 500, times: 10 });
+    const res = await h.send(pingEvent());
+    expect(res.status).toBeGreaterThanOrEqual(500);
+    expect(await h.objects()).toEqual([]);
+    expect(pings()).toEqual([0, 0, 0]);
+    expect(h.lines.find((l) => l.level === 40 && l.stage === "list")).toBeDefined();
+  });
+
+  it("fails with 5xx when the API server refuses connections", async () => {
+    const h = await harness();
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    await api.stop();
+    const res = await h.send(pingEvent());
+    expect(res.status).toBeGreaterThanOrEqual(500);
+    expect(await h.objects()).toEqual([]);
+    api = await new FakeApiServer().start(); // for afterEach
+  });
+
+  it("fails loudly (error log, 5xx) on a permanent failure such as a missing RBAC grant", async () => {
+    const h = await harness();
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    api.forbid("services");
+    expect((await h.send(pingEvent())).status).toBe(500);
+    const error = h.lines.find((l) => l.level === 50);
+    expect(error).toMatchObject({ stage: "list" });
+    expect(JSON.stringify(error)).toContain("RBAC");
+    expect(await h.objects()).toEqual([]);
+  });
+
+  it("fails with 5xx and pings nobody when the object store is down", async () => {
+    const h = await harness({ SERVICELB_STORE_ENDPOINT: await deadEndpoint() });
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    expect((await h.send(pingEvent())).status).toBe(500);
+    expect(pings()).toEqual([0, 0, 0]);
+    expect(h.lines.find((l) => l.level === 40 && l.stage === "publish")).toBeDefined();
+  });
+
+  it("still succeeds when agents are unreachable or hang, and pings the others", async () => {
+    const hanging = await hangingEndpoint();
+    try {
+      const h = await harness({ SERVICELB_AGENTS: `${agents[2]!.url},${await deadEndpoint()},${hanging.endpoint}`, SERVICELB_NOTIFY_TIMEOUT_MS: "300" });
+      expect((await h.send(pingEvent())).status).toBe(204);
+      expect(pings()).toEqual([1, 1, 1]);
+      expect(reconciled(h.lines)[0]).toMatchObject({ status: "published", notify: { agents: 5, ok: 3, failed: 2 } });
+      const failures = h.lines.filter((l) => l.msg === "agent ping failed");
+      expect(failures.map((l) => l.err).sort()).toEqual([expect.stringContaining("ECONNREFUSED"), "timed out"]);
+    } finally {
+      await hanging.stop();
+    }
+  });
+
+  it("still pings the static agents when the agent Service cannot be listed", async () => {
+    // The cluster list needs EndpointSlices too: take the snapshot before they are forbidden.
+    let live: LiveSnapshot | undefined;
+    const h = await harness({}, { readSnapshot: async () => live! });
+    live = await readLiveSnapshot(h.settings.options, { kubeconfig });
+    api.forbid("endpointslices");
+    expect((await h.send(pingEvent())).status).toBe(204);
+    expect(pings()).toEqual([0, 0, 1]);
+    expect(reconciled(h.lines)[0]).toMatchObject({ status: "published", notify: { agents: 1, ok: 1, failed: 0 } });
+    expect(h.lines.find((l) => String(l.msg).startsWith("agent discovery failed"))).toMatchObject({ err: expect.stringContaining("HTTP 403") });
+  });
+});
+
+describe("events that cannot change the config", () => {
+  it("acknowledges unknown event types and malformed payloads without listing the cluster", async () => {
+    const h = await harness();
+    api.reset();
+    const unknown = new CloudEvent<unknown>({ type: "com.example.something", source: "/x", data: {} });
+    const noMetadata = new CloudEvent<unknown>({ type: "dev.knative.apiserver.resource.add", source: API_SERVER_SOURCE, datacontenttype: "application/json", data: { kind: "Service" } });
+    const notAnObject = new CloudEvent<unknown>({ type: "dev.knative.apiserver.ref.update", source: API_SERVER_SOURCE, datacontenttype: "application/json", data: ["hello"] });
+    for (const event of [unknown, noMetadata, notAnObject]) {
+      expect((await h.send(event, "binary")).status).toBe(204);
+      expect((await h.send(event, "structured")).status).toBe(204);
+    }
+    // Not a CloudEvent at all: a plain JSON POST.
+    const url = `http://127.0.0.1:${(opened.at(-1)!.server.address() as AddressInfo).port}/`;
+    expect((await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: '{"hello":1}' })).status).toBe(204);
+
+    expect(api.requests).toEqual([]);
+    expect(await h.objects()).toEqual([]);
+    const ignored = h.lines.filter((l) => l.msg === "event ignored: not understood");
+    expect(ignored.map((l) => l.verdict)).toEqual(["unknown", "unknown", "malformed", "malformed", "malformed", "malformed", "malformed"]);
+  });
+
+  it("leaves a body that is not JSON to functions-framework, whose 400 the Broker does not retry", async () => {
+    const h = await harness();
+    api.reset();
+    const event = new CloudEvent<unknown>({ type: "dev.knative.apiserver.resource.add", source: API_SERVER_SOURCE, datacontenttype: "application/json", data: "{not json" });
+    // body-parser rejects it before the function runs; a 4xx other than 404/408/409/429 goes to the dead-letter sink.
+    expect((await h.send(event, "binary")).status).toBe(400);
+    expect(api.requests).toEqual([]);
+  });
+
+  it("acknowledges events about other kinds, kube-system and namespaces outside --namespace without listing", async () => {
+    const h = await harness({ SERVICELB_NAMESPACE: "default" });
+    api.reset();
+    const configMap = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x", namespace: "default" }, data: {} };
+    const knativeService = { apiVersion: "serving.knative.dev/v1", kind: "Service", metadata: { name: "web", namespace: "default" } };
+    const events = [
+      apiServerEvent("resource", "add", configMap),
+      apiServerEvent("resource", "update", knativeService),
+      apiServerEvent("ref", "add", service("dns", [{ port: 53 }], { namespace: "kube-system" })),
+      apiServerEvent("resource", "delete", service("shop", [{ port: 80 }], { namespace: "shop" })),
+      apiServerEvent("ref", "update", slice("shop", [{ port: 80 }], ["10.2.0.1"], { namespace: "shop", name: "shop-a" })),
+    ];
+    for (const event of events) expect((await h.send(event)).status).toBe(204);
+    expect(api.requests).toEqual([]);
+    expect(await h.objects()).toEqual([]);
+    expect(h.lines.filter((l) => l.verdict === "irrelevant")).toHaveLength(events.length);
+
+    // The same namespace in scope is relevant.
+    expect((await h.send(apiServerEvent("ref", "update", webService()))).status).toBe(204);
+    expect(api.requests.length).toBeGreaterThan(0);
+    expect(await h.objects()).toHaveLength(1);
+  });
+});
