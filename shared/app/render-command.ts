@@ -1,0 +1,40 @@
+import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/options.js";
+import { checkConfig } from "../adapters/haproxy/check.js";
+import { mergeOptionSources } from "../adapters/option-sources.js";
+import { readLiveSnapshot, readSnapshotFile } from "../adapters/snapshot-source.js";
+import { RenderContext, renderJson } from "./render-context.js";
+
+
+/** `servicelb render`: the dry run from a shell. Returns the exit code. */
+export async function runRender(flags: Record<string, unknown>): Promise<number> {
+  const merged = mergeOptionSources({
+    keys: [...Object.keys(optionSpecs), "template", "kubeconfig", "context"],
+    configFile: (flags.config as string | undefined) ?? process.env.SERVICELB_CONFIG,
+    env: process.env,
+    flags,
+  });
+  const options = parseRenderOptions(pickRenderOptions(merged));
+  const ctx = new RenderContext(options, { template: merged.template as string | undefined });
+  const t0 = performance.now();
+  const snapshot = flags.snapshot
+    ? readSnapshotFile(flags.snapshot as string)
+    : await readLiveSnapshot(options, { kubeconfig: merged.kubeconfig as string | undefined, context: merged.context as string | undefined });
+  const readMs = Math.round((performance.now() - t0) * 100) / 100;
+  const result = ctx.render(snapshot);
+  if (flags.check) {
+    const check = await checkConfig(result.config);
+    if (!check.ok) {
+      process.stderr.write(`servicelb: haproxy -c rejected the rendered config:\n${check.errors.map((e) => `  ${e}`).join("\n")}\n`);
+      return 1;
+    }
+  }
+  if (flags.format === "json") {
+    process.stdout.write(renderJson(result, { readMs }));
+  } else {
+    process.stdout.write(result.config);
+    for (const w of result.warnings) {
+      process.stderr.write(`warning: ${w.service}${w.port ? `:${w.port}` : ""}${w.annotation ? ` ${w.annotation}` : ""}: ${w.message}\n`);
+    }
+  }
+  return 0;
+}
