@@ -1,0 +1,108 @@
+import * as functions from "@google-cloud/functions-framework";
+import { getTestServer } from "@google-cloud/functions-framework/testing";
+import { readFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "../../shared/adapters/log.js";
+import { loadFunctionSettings } from "../../shared/app/function-options.js";
+import { createRenderHandler } from "../../shared/app/render-http.js";
+import { RenderContext } from "../../shared/app/render-context.js";
+import { parseSnapshot } from "../../shared/core/snapshot.js";
+import { FakeApiServer } from "../support/fake-apiserver.js";
+import { service, slice } from "../support/fixtures.js";
+import { requireHaproxy } from "../support/haproxy.js";
+
+const demo = readFileSync(join(import.meta.dirname, "..", "..", "examples", "cluster.yaml"), "utf8");
+
+describe("HTTP function render (dry run)", () => {
+  let api: FakeApiServer;
+  let server: Server;
+  let base: string;
+
+  beforeAll(async () => {
+    api = await new FakeApiServer().start();
+    api.upsert("Service", service("web", [{ port: 80, name: "http" }]));
+    api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.0.0.7"]));
+    const kubeconfig = await api.writeKubeconfig();
+    const settings = loadFunctionSettings({ SERVICELB_KUBECONFIG: kubeconfig, SERVICELB_MAX_BODY_BYTES: "65536", SERVICELB_STATS_USER: "admin" });
+    functions.http("render", createRenderHandler(settings, createLogger("render", "silent")));
+    server = getTestServer("render");
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server?.close(resolve));
+    await api?.stop();
+  });
+
+  it("POST a YAML snapshot: the config as text, the same bytes the CLI and reconcile render", async () => {
+    const r = await fetch(`${base}/`, { method: "POST", body: demo, headers: { "content-type": "application/yaml" } });
+    expect(r.status).toBe(200);
+    expect(r.headers.get("content-type")).toMatch(/^text\/plain/);
+    const settings = loadFunctionSettings({ SERVICELB_STATS_USER: "admin" });
+    expect(await r.text()).toBe(new RenderContext(settings.options).render(parseSnapshot(demo)).config);
+  });
+
+  it("POST a JSON snapshot with ?format=json: warnings, skipped, revision and stats", async () => {
+    const body = JSON.stringify({ kind: "List", metadata: { resourceVersion: "77" }, items: [service("x", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.algorithm": "magic" } }), service("y", [{ port: 80 }])] });
+    const r = await fetch(`${base}/?format=json`, { method: "POST", body, headers: { "content-type": "application/json" } });
+    expect(r.status).toBe(200);
+    const out = (await r.json()) as { revision: string; warnings: Array<{ service: string }>; skipped: Array<{ reason: string }> };
+    expect(out.revision).toBe("77");
+    expect(out.warnings[0]!.service).toBe("default/x");
+    expect(out.skipped.map((s) => s.reason)).toEqual(["no ready endpoints", "no ready endpoints"]);
+  });
+
+  it("never puts the stats password in the output", async () => {
+    const text = await (await fetch(`${base}/`, { method: "POST", body: demo, headers: { "content-type": "text/plain" } })).text();
+    expect(text).toContain('stats auth "admin:${SERVICELB_STATS_PASSWORD}"');
+  });
+
+  it("?check=1 runs haproxy -c on the result", async () => {
+    requireHaproxy();
+    const r = await fetch(`${base}/?check=1`, { method: "POST", body: demo, headers: { "content-type": "text/plain" } });
+    expect(r.status).toBe(200);
+  });
+
+  it("GET renders the live cluster", async () => {
+    const r = await fetch(`${base}/?format=json`);
+    expect(r.status).toBe(200);
+    const out = (await r.json()) as { config: string };
+    expect(out.config).toMatch(/server s\d+ 10\.0\.0\.7:8080 check/);
+  });
+
+  it("GET answers 503 with the reason when the API server fails", async () => {
+    api.failNext({ status: 503, times: 4 });
+    const r = await fetch(`${base}/`);
+    expect(r.status).toBe(503);
+    expect(((await r.json()) as { error: string }).error).toMatch(/503/);
+  });
+
+  it.each([
+    ["{not json", "text/plain", "not valid JSON"],
+    ["kind: Pod", "application/yaml", 'kind "Pod"'],
+    ["", "text/plain", "empty body"],
+  ])("POST %j → 400 with a JSON error", async (body, type, needle) => {
+    const r = await fetch(`${base}/`, { method: "POST", body, headers: { "content-type": type } });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { error: string }).error).toContain(needle);
+  });
+
+  it("POST malformed JSON as application/json → 400", async () => {
+    const r = await fetch(`${base}/`, { method: "POST", body: "{nope", headers: { "content-type": "application/json" } });
+    expect(r.status).toBe(400);
+  });
+
+  it("a body over SERVICELB_MAX_BODY_BYTES → 413", async () => {
+    const r = await fetch(`${base}/`, { method: "POST", body: "x".repeat(70_000), headers: { "content-type": "text/plain" } });
+    expect(r.status).toBe(413);
+  });
+
+  it("other methods → 405 with Allow", async () => {
+    const r = await fetch(`${base}/`, { method: "DELETE" });
+    expect(r.status).toBe(405);
+    expect(r.headers.get("allow")).toBe("GET, POST");
+  });
+});
