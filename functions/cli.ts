@@ -1,13 +1,18 @@
 import { Command, CommanderError, Option } from "commander";
 import { BOOLEAN_OPTIONS, flagName, optionSpecs, OptionsError } from "../shared/core/options.js";
 import { SnapshotError } from "../shared/core/snapshot.js";
-import { runRender } from "../shared/app/render-command.js";
 
-/** `servicelb <command>`: exit 0 on success, 2 on bad flags or input, 1 on runtime failure. */
+/**
+ * `servicelb <command>`: exit 0 on success, 2 on bad flags or input, 1 on runtime failure.
+ * Each command loads its modules when it runs, so `render --snapshot` never pays for the
+ * Kubernetes and S3 clients.
+ */
 const program = new Command("servicelb")
   .description("Keeps HAProxy in sync with Kubernetes Services")
   .exitOverride()
   .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+
+const CONFIG_HELP = "options file (YAML or JSON, camelCase keys); flags and SERVICELB_* variables override it";
 
 function addRenderOptions(cmd: Command): Command {
   for (const [key, spec] of Object.entries(optionSpecs)) {
@@ -15,10 +20,19 @@ function addRenderOptions(cmd: Command): Command {
     cmd.addOption(new Option(BOOLEAN_OPTIONS.has(key as never) ? `--${flag}` : `--${flag} <value>`, spec.help));
   }
   return cmd
-    .option("--config <file>", "options file (YAML or JSON, camelCase keys); flags and SERVICELB_* variables override it")
+    .option("--config <file>", CONFIG_HELP)
     .option("--template <file>", "main template; fragments beside it override the built-in ones")
     .option("--kubeconfig <file>", "kubeconfig for the live cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
     .option("--context <name>", "kubeconfig context");
+}
+
+/** Where published configs live; the same settings the reconcile function reads from SERVICELB_*. */
+function addStoreOptions(cmd: Command): Command {
+  return cmd
+    .option("--store <url>", "s3://bucket[/prefix] where configs are published")
+    .option("--store-endpoint <url>", "S3-compatible endpoint, e.g. http://minio:9000 (default: AWS S3)")
+    .option("--store-region <region>", "store region (default: $AWS_REGION, else us-east-1)")
+    .option("--store-path-style", "path-style bucket URLs (MinIO, s3rver)");
 }
 
 addRenderOptions(
@@ -29,7 +43,50 @@ addRenderOptions(
     .addOption(new Option("--format <format>", "output").choices(["cfg", "json"]).default("cfg"))
     .option("--check", "also validate the result with haproxy -c"),
 ).action(async (flags: Record<string, unknown>) => {
+  const { runRender } = await import("../shared/app/render-command.js");
   process.exitCode = await runRender(flags);
+});
+
+addStoreOptions(
+  program
+    .command("history")
+    .description("list the published configs, newest first")
+    .option("--limit <n>", "how many to list (0: all)", "20")
+    .addOption(new Option("--format <format>", "output").choices(["text", "json"]).default("text"))
+    .option("--config <file>", CONFIG_HELP),
+).action(async (flags: Record<string, unknown>) => {
+  const { runHistory } = await import("../shared/app/history-command.js");
+  process.exitCode = await runHistory(flags);
+});
+
+addStoreOptions(
+  program
+    .command("diff")
+    .description("unified diff of two published configs, named by key, file name, revision, latest or latest~N")
+    .argument("<from>", "the older config")
+    .argument("<to>", "the newer config")
+    .option("--config <file>", CONFIG_HELP),
+).action(async (from: string, to: string, flags: Record<string, unknown>) => {
+  const { runDiff } = await import("../shared/app/history-command.js");
+  process.exitCode = await runDiff(from, to, flags);
+});
+
+addStoreOptions(
+  addRenderOptions(
+    program
+      .command("reconcile")
+      .description("one reconcile pass from a shell: list the cluster, publish, ping the agents")
+      .requiredOption("--once", "run one pass and exit (the deployed function is event-driven)")
+      .option("--store-retain <n>", "configs to keep in the store")
+      .option("--agents <urls>", "comma list of agent base URLs to ping")
+      .option("--agent-service <namespace/name>", "the agent Service; its EndpointSlices list the agents")
+      .option("--agent-port <name|number>", "the agents' notify port: a slice port name or a number (default: agent)")
+      .option("--notify-token-file <file>", "bearer token for the agents (or SERVICELB_NOTIFY_TOKEN)")
+      .option("--notify-timeout-ms <ms>", "per-agent ping timeout"),
+  ),
+).action(async (flags: Record<string, unknown>) => {
+  const { runReconcileOnce } = await import("../shared/app/history-command.js");
+  process.exitCode = await runReconcileOnce(flags);
 });
 
 try {
