@@ -1,24 +1,12 @@
-import { readFileSync } from "node:fs";
 import { formatLabelSelector } from "../core/label-selector.js";
 import type { RenderOptions } from "../core/options.js";
-import { parseSnapshot, SnapshotError, snapshotFromDocuments, type Snapshot } from "../core/snapshot.js";
+import { snapshotFromDocuments, type Snapshot } from "../core/snapshot.js";
 import { listCluster, loadKubeConfig } from "./cluster.js";
 
 export interface KubeAccess {
   kubeconfig?: string;
   context?: string;
   timeoutMs?: number;
-}
-
-/** A snapshot from a file ("-" is standard input), as `kubectl get … -o json|yaml` printed it. */
-export function readSnapshotFile(path: string): Snapshot {
-  let text: string;
-  try {
-    text = readFileSync(path === "-" ? 0 : path, "utf8");
-  } catch (err) {
-    throw new SnapshotError(`cannot read snapshot ${path}: ${(err as Error).message}`);
-  }
-  return parseSnapshot(text);
 }
 
 /** A snapshot of the live cluster, scoped by the same options the render applies. */

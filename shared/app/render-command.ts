@@ -1,7 +1,6 @@
 import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/options.js";
-import { checkConfig } from "../adapters/haproxy/check.js";
 import { mergeOptionSources } from "../adapters/option-sources.js";
-import { readLiveSnapshot, readSnapshotFile } from "../adapters/snapshot-source.js";
+import { readSnapshotFile } from "../adapters/snapshot-file.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
 
@@ -18,10 +17,11 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   const t0 = performance.now();
   const snapshot = flags.snapshot
     ? readSnapshotFile(flags.snapshot as string)
-    : await readLiveSnapshot(options, { kubeconfig: merged.kubeconfig as string | undefined, context: merged.context as string | undefined });
+    : await (await import("../adapters/snapshot-source.js")).readLiveSnapshot(options, { kubeconfig: merged.kubeconfig as string | undefined, context: merged.context as string | undefined });
   const readMs = Math.round((performance.now() - t0) * 100) / 100;
   const result = ctx.render(snapshot);
   if (flags.check) {
+    const { checkConfig } = await import("../adapters/haproxy/check.js");
     const check = await checkConfig(result.config);
     if (!check.ok) {
       process.stderr.write(`servicelb: haproxy -c rejected the rendered config:\n${check.errors.map((e) => `  ${e}`).join("\n")}\n`);
