@@ -1,0 +1,77 @@
+/**
+ * Decides whether a new HAProxy config can be applied through the runtime API
+ * (`set server ... addr/state`) instead of a reload. Pure: text in, verdict out.
+ *
+ * It relies on the exact server line our templates produce, inside `backend` sections:
+ *   "    server <slot> <ipv4>|[<ipv6>]:<port>[ disabled][ <params>]"
+ * Anything it does not recognise must be byte-identical, so an unexpected shape can only
+ * cost a reload, never a wrong runtime change.
+ */
+
+export interface ServerChange {
+  backend: string;
+  server: string;
+  /** Bare address, without IPv6 brackets (what `set server ... addr` takes). */
+  address: string;
+  port: number;
+  enabled: boolean;
+}
+
+export type ConfigDiff = { kind: "identical" } | { kind: "runtime"; changes: ServerChange[] } | { kind: "reload"; reason: string };
+
+interface ServerLine {
+  server: string;
+  address: string;
+  port: number;
+  enabled: boolean;
+  params: string;
+}
+
+const SERVER_LINE = /^ {4}server (\S+) (\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\]):(\d{1,5})( disabled)?((?: \S+)*)$/;
+const BACKEND_HEADER = /^backend (\S+)(?: from \S+)?$/;
+
+function parseServer(line: string): ServerLine | undefined {
+  const m = SERVER_LINE.exec(line);
+  if (!m) return undefined;
+  return { server: m[1]!, address: m[2]!.replace(/^\[(.*)\]$/, "$1"), port: Number(m[3]), enabled: m[4] === undefined, params: m[5]! };
+}
+
+/** The section a column-0 line opens: a backend's name, or null for any other section. */
+function sectionOf(line: string): string | null | undefined {
+  if (line === "" || /^[\s#]/.test(line)) return undefined;
+  return BACKEND_HEADER.exec(line)?.[1] ?? null;
+}
+
+function show(line: string, max = 100): string {
+  return JSON.stringify(line.length > max ? `${line.slice(0, max)}…` : line);
+}
+
+export function diffConfigs(oldText: string, newText: string): ConfigDiff {
+  if (oldText === newText) return { kind: "identical" };
+  const a = oldText.split("\n");
+  const b = newText.split("\n");
+  const changes: ServerChange[] = [];
+  // Lines before any difference are identical, so both sides are always in the same section.
+  let backend: string | null = null;
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const oldLine = a[i];
+    const newLine = b[i];
+    const n = i + 1;
+    if (oldLine === undefined) return { kind: "reload", reason: `line ${n} added: ${show(newLine!)}` };
+    if (newLine === undefined) return { kind: "reload", reason: `line ${n} removed: ${show(oldLine)}` };
+    if (oldLine === newLine) {
+      const s = sectionOf(oldLine);
+      if (s !== undefined) backend = s;
+      continue;
+    }
+    const o = parseServer(oldLine);
+    const c = parseServer(newLine);
+    if (backend === null || !o || !c) return { kind: "reload", reason: `line ${n} differs: ${show(oldLine)} -> ${show(newLine)}` };
+    if (o.server !== c.server) return { kind: "reload", reason: `line ${n}: server ${backend}/${o.server} replaced by ${c.server}` };
+    if (o.params !== c.params) {
+      return { kind: "reload", reason: `line ${n}: server ${backend}/${o.server} parameters changed: ${show(o.params.trim(), 60)} -> ${show(c.params.trim(), 60)}` };
+    }
+    changes.push({ backend, server: c.server, address: c.address, port: c.port, enabled: c.enabled });
+  }
+  return { kind: "runtime", changes };
+}
