@@ -1,0 +1,84 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
+
+export type CheckResult = { ok: true; warnings: string[] } | { ok: false; errors: string[]; output: string };
+
+export interface CheckOptions {
+  haproxyBin?: string;
+  /** Where the temporary config is written; put it beside the live config so relative paths resolve alike. */
+  workDir?: string;
+  timeoutMs?: number;
+}
+
+interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function run(bin: string, args: string[], timeoutMs: number): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+      // execFile reports an exit status as a numeric code, a failure to run as a string code.
+      const code = (err as (Error & { code?: number | string; killed?: boolean }) | null)?.code;
+      if (!err) resolve({ code: 0, stdout, stderr });
+      else if (typeof code === "number") resolve({ code, stdout, stderr });
+      else if (code === "ENOENT") reject(new Error(`HAProxy binary "${bin}" not found; install it: ${HAPROXY_INSTALL_HINT}`));
+      else if (err.killed) reject(new Error(`${bin} ${args.join(" ")} timed out after ${timeoutMs} ms`));
+      else reject(err);
+    });
+  });
+}
+
+/**
+ * HAProxy's diagnostics of one severity, one string per message: the "[ALERT]    (1234) : "
+ * prefix is dropped (the pid is noise) and "   | " continuation lines are folded in.
+ */
+function messages(output: string, level: "ALERT" | "WARNING"): string[] {
+  const out: string[] = [];
+  let inLevel = false;
+  for (const line of output.split("\n")) {
+    const head = /^\[(\w+)\]\s+\(\d+\)\s*:\s?(.*)$/.exec(line);
+    if (head) {
+      inLevel = head[1] === level;
+      if (inLevel) out.push(head[2]!.trim());
+    } else if (inLevel && /^\s+\|/.test(line)) {
+      out[out.length - 1] += ` ${line.replace(/^\s+\|\s?/, "").trim()}`;
+    } else {
+      inLevel = false;
+    }
+  }
+  return out;
+}
+
+/** `haproxy -c` on a config text. A missing binary or a hung check throws: those are not verdicts on the config. */
+export async function checkConfig(text: string, { haproxyBin = "haproxy", workDir, timeoutMs = 30_000 }: CheckOptions = {}): Promise<CheckResult> {
+  const dir = await mkdtemp(join(workDir ?? tmpdir(), "haproxy-check-"));
+  const file = join(dir, "haproxy.cfg");
+  try {
+    await writeFile(file, text);
+    const r = await run(haproxyBin, ["-c", "-f", file], timeoutMs);
+    // Messages name the temporary file; report it as plain "haproxy.cfg" so errors read the same every time.
+    const output = `${r.stderr}${r.stdout}`.split(file).join("haproxy.cfg");
+    if (r.code === 0) return { ok: true, warnings: messages(output, "WARNING") };
+    const errors = messages(output, "ALERT");
+    return { ok: false, errors: errors.length > 0 ? errors : [`haproxy -c exited with code ${r.code}`], output };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The installed HAProxy's version (e.g. "2.6.12-1+deb12u4"), or null when it cannot be run. */
+export async function haproxyAvailable(haproxyBin = "haproxy"): Promise<string | null> {
+  try {
+    const r = await run(haproxyBin, ["-v"], 10_000);
+    if (r.code !== 0) return null;
+    return /version (\S+)/i.exec(r.stdout)?.[1] ?? null;
+  } catch {
+    return null;
+  }
+}

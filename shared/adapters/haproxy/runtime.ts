@@ -1,0 +1,104 @@
+import { isIP } from "node:net";
+import { cliCommand, type CliOptions } from "./cli.js";
+
+/** HAProxy answered a runtime command with an error message instead of doing it. */
+export class RuntimeApiError extends Error {
+  constructor(
+    readonly command: string,
+    readonly answer: string,
+  ) {
+    super(`HAProxy runtime API: "${command}" failed: ${answer.split("\n")[0]}`);
+    this.name = "RuntimeApiError";
+  }
+}
+
+// First lines of the error answers of the 2.6 stats CLI (cli_err() messages and usage texts).
+const ERROR_ANSWER = /^(No such |Unknown command|Permission denied|Can't find |Invalid |Missing |Require |usage: |'[^']+' (expects|only supports))/i;
+
+/** A command on the stats/admin socket (`stats socket ... level admin`); throws RuntimeApiError on an error answer. */
+export async function runtimeCommand(socketPath: string, cmd: string, opts?: CliOptions): Promise<string> {
+  const answer = await cliCommand(socketPath, cmd, opts);
+  if (ERROR_ANSWER.test(answer)) throw new RuntimeApiError(cmd, answer);
+  return answer;
+}
+
+// The CLI tokenises on spaces; a name outside HAProxy's own character set cannot be a real proxy or server.
+function checkName(kind: string, name: string): void {
+  if (!/^[A-Za-z0-9_.:-]+$/.test(name)) throw new Error(`invalid ${kind} name for the runtime API: ${JSON.stringify(name)}`);
+}
+
+/** Points a server slot at addr:port. addr is an IPv4 or IPv6 address, brackets optional. */
+export async function setServerAddr(socketPath: string, backend: string, server: string, addr: string, port: number, opts?: CliOptions): Promise<void> {
+  checkName("backend", backend);
+  checkName("server", server);
+  const bare = addr.replace(/^\[(.*)\]$/, "$1");
+  if (isIP(bare) === 0) throw new Error(`not an IP address: ${JSON.stringify(addr)}`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port: ${port}`);
+  const cmd = `set server ${backend}/${server} addr ${bare} port ${port}`;
+  const answer = await runtimeCommand(socketPath, cmd, opts);
+  // Success reads "IP changed from ... " or "no need to change the addr, ..." (2.6.12).
+  if (!/^(IP changed from|no need to change the addr)/.test(answer)) throw new RuntimeApiError(cmd, answer);
+}
+
+export type ServerAdminState = "ready" | "maint" | "drain";
+
+export async function setServerState(socketPath: string, backend: string, server: string, state: ServerAdminState, opts?: CliOptions): Promise<void> {
+  checkName("backend", backend);
+  checkName("server", server);
+  const cmd = `set server ${backend}/${server} state ${state}`;
+  // Success is an empty answer.
+  const answer = await runtimeCommand(socketPath, cmd, opts);
+  if (answer !== "") throw new RuntimeApiError(cmd, answer);
+}
+
+/**
+ * `show servers state`, verbatim plus a final newline: the format `server-state-file` loads,
+ * so the agent can save it before a reload and keep runtime changes and health states.
+ */
+export async function showServersState(socketPath: string, opts?: CliOptions): Promise<string> {
+  const cmd = "show servers state";
+  const answer = await runtimeCommand(socketPath, cmd, opts);
+  // The dump starts with its format version line ("1").
+  if (!/^\d+\n#/.test(answer)) throw new RuntimeApiError(cmd, answer);
+  return `${answer}\n`;
+}
+
+/** One `show stat` row keyed by the CSV header (pxname, svname, status, addr, scur, ...). */
+export type StatRow = Record<string, string>;
+
+// show stat quotes a field only when it holds a comma or a quote (csv_enc).
+function splitCsv(line: string): string[] {
+  const fields: string[] = [];
+  let cur = "";
+  let quoted = false;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quoted) {
+      if (c === '"' && line[i + 1] === '"') {
+        cur += '"';
+        i++;
+      } else if (c === '"') quoted = false;
+      else cur += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ",") {
+      fields.push(cur);
+      cur = "";
+    } else cur += c;
+  }
+  fields.push(cur);
+  return fields;
+}
+
+export async function showStat(socketPath: string, opts?: CliOptions): Promise<StatRow[]> {
+  const cmd = "show stat";
+  const answer = await runtimeCommand(socketPath, cmd, opts);
+  const [header, ...lines] = answer.split("\n");
+  if (!header?.startsWith("# ")) throw new RuntimeApiError(cmd, answer);
+  const names = splitCsv(header.slice(2));
+  return lines
+    .filter((l) => l !== "")
+    .map((l) => {
+      const values = splitCsv(l);
+      return Object.fromEntries(names.map((n, i) => [n, values[i] ?? ""]).filter(([n]) => n !== ""));
+    });
+}

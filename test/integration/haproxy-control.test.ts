@@ -1,0 +1,324 @@
+import { execFileSync } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkConfig, HAPROXY_INSTALL_HINT, haproxyAvailable } from "../../shared/adapters/haproxy/check.js";
+import { masterCommand, showProc } from "../../shared/adapters/haproxy/master.js";
+import { HaproxyProcess, processAlive, type RestartInfo } from "../../shared/adapters/haproxy/process.js";
+import { RuntimeApiError, runtimeCommand, setServerAddr, setServerState, showServersState, showStat } from "../../shared/adapters/haproxy/runtime.js";
+import { echoBackend, freePort, httpGet, waitFor, type EchoBackend } from "../support/net.js";
+
+let dir: string;
+let a: EchoBackend;
+let b: EchoBackend;
+
+beforeAll(async () => {
+  // Missing HAProxy must fail these tests, never skip them.
+  if ((await haproxyAvailable()) === null) throw new Error(`haproxy is not installed: run \`${HAPROXY_INSTALL_HINT}\``);
+  dir = await mkdtemp(join(tmpdir(), "haproxy-control-"));
+  a = await echoBackend("A");
+  b = await echoBackend("B");
+});
+
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** Live (non-zombie) processes whose command line mentions `needle`, e.g. this test's config path. */
+function livePids(needle: string): number[] {
+  try {
+    return execFileSync("pgrep", ["-f", needle], { encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean)
+      .map(Number)
+      .filter(processAlive);
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+interface Instance {
+  name: string;
+  port: number;
+  cfgPath: string;
+  masterSock: string;
+  adminSock: string;
+}
+
+async function instance(name: string): Promise<Instance> {
+  return {
+    name,
+    port: await freePort(),
+    cfgPath: join(dir, `${name}.cfg`),
+    masterSock: join(dir, `${name}-master.sock`),
+    adminSock: join(dir, `${name}-admin.sock`),
+  };
+}
+
+/** Our templates' shape: two slots, a disabled slot parked on 127.0.0.1:1. */
+function config(inst: Instance, slots: { s1?: number; s2?: number }, extra = { global: "    hard-stop-after 5s\n", serverTimeout: "5s" }): string {
+  const slot = (name: string, port?: number) => `    server ${name} ${port ? `127.0.0.1:${port}` : "127.0.0.1:1 disabled"} check inter 500ms\n`;
+  return (
+    `global\n    stats socket ${inst.adminSock} mode 600 level admin\n${extra.global}\n` +
+    `defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server ${extra.serverTimeout}\n\n` +
+    `frontend fe\n    bind 127.0.0.1:${inst.port}\n    default_backend be\n\n` +
+    `backend be\n    balance roundrobin\n${slot("s1", slots.s1)}${slot("s2", slots.s2)}`
+  );
+}
+
+const served = (inst: Instance, by: string) =>
+  waitFor(`traffic on :${inst.port} served by ${by}`, async () => {
+    const r = await httpGet(inst.port, "/probe");
+    return r.status === 200 && r.body.startsWith(`${by} `) ? r : undefined;
+  });
+
+describe("checkConfig", () => {
+  it("accepts a valid config and returns its warnings without pids", async () => {
+    const inst = await instance("check");
+    const valid = await checkConfig(config(inst, { s1: a.port }));
+    expect(valid).toEqual({ ok: true, warnings: [] });
+    // No timeouts at all: HAProxy warns, over several continuation lines, but accepts.
+    const warned = await checkConfig("frontend fe\n    mode http\n    bind 127.0.0.1:1\n", { workDir: dir });
+    expect(warned.ok).toBe(true);
+    if (!warned.ok) return;
+    expect(warned.warnings[0]).toMatch(/^config : missing timeouts for frontend 'fe'\. While not properly invalid, .* 'client', 'connect', 'server'\.$/);
+  });
+
+  it("rejects an invalid config with HAProxy's ALERT lines, cleaned", async () => {
+    const r = await checkConfig("global\n    nosuchdirective 1\n", { workDir: dir });
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.errors[0]).toBe("config : parsing [haproxy.cfg:2] : unknown keyword 'nosuchdirective' in 'global' section");
+    expect(r.errors.join("\n")).not.toMatch(/\(\d+\)|haproxy-check-/);
+    expect(r.output).toContain("[ALERT]");
+  });
+
+  it("throws, naming the install command, when the binary is missing", async () => {
+    await expect(checkConfig("global\n", { haproxyBin: join(dir, "no-haproxy") })).rejects.toThrow(HAPROXY_INSTALL_HINT);
+    expect(await haproxyAvailable(join(dir, "no-haproxy"))).toBeNull();
+  });
+});
+
+describe("HaproxyProcess, master socket and runtime API against a real HAProxy", () => {
+  let inst: Instance;
+  let proc: HaproxyProcess;
+  const output: string[] = [];
+  const restarts: RestartInfo[] = [];
+
+  beforeAll(async () => {
+    inst = await instance("main");
+    await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
+    proc = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      onOutput: (line) => output.push(line),
+      onRestart: (info) => restarts.push(info),
+      restartInitialDelayMs: 200,
+      stopGraceMs: 5000,
+      killGraceMs: 2000,
+    });
+  });
+
+  afterAll(async () => {
+    await proc?.stop();
+  });
+
+  it("starts in the foreground, serves, and reports itself in show proc", async () => {
+    await proc.start();
+    expect(proc.running).toBe(true);
+    await served(inst, "A");
+    const status = await showProc(inst.masterSock);
+    expect(status.master).toMatchObject({ pid: proc.pid, reloads: 0, failedReloads: 0 });
+    expect(status.master.version).toMatch(/^\d+\.\d+/);
+    expect(status.workers).toHaveLength(1);
+    expect(status.workers[0]).toMatchObject({ reloads: 0, uptime: expect.stringMatching(/^\d+d\d\dh\d\dm\d\ds$/) });
+    expect(status.workers[0]!.uptimeSeconds).toBeGreaterThanOrEqual(0);
+    expect(status.oldWorkers).toEqual([]);
+    expect(output.join("\n")).toMatch(/New worker \(\d+\) forked/);
+  });
+
+  it("reloads onto a changed config: the count goes up and traffic follows", async () => {
+    const before = await showProc(inst.masterSock);
+    await writeFile(inst.cfgPath, config(inst, { s1: b.port }));
+    const r = await proc.reload();
+    expect(r).toMatchObject({ ok: true, reloadsBefore: before.master.reloads, reloadsAfter: before.master.reloads + 1 });
+    expect(r.status.master.pid).toBe(proc.pid);
+    expect(r.status.workers.map((w) => w.pid)).not.toContain(before.workers[0]!.pid);
+    await served(inst, "B");
+  });
+
+  it("a reload onto a broken config file is reported failed and the old worker keeps serving", async () => {
+    const before = await showProc(inst.masterSock);
+    await writeFile(inst.cfgPath, "global\n    nosuchdirective 1\n");
+    const r = await proc.reload();
+    expect(r.ok).toBe(false);
+    expect(r.reloadsAfter).toBe(r.reloadsBefore + 1);
+    expect(r.status.master.failedReloads).toBe(1);
+    expect(r.reason).toMatch(/failed reload/);
+    expect(r.status.workers.map((w) => w.pid)).toEqual(before.workers.map((w) => w.pid));
+    const answer = await httpGet(inst.port, "/still-up");
+    expect(answer).toMatchObject({ status: 200, body: "B /still-up" });
+    expect(output.join("\n")).toMatch(/unknown keyword 'nosuchdirective'/);
+
+    // The next good reload succeeds and clears 2.6's failed counter.
+    await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
+    const fixed = await proc.reload();
+    expect(fixed).toMatchObject({ ok: true, status: { master: { failedReloads: 0 } } });
+    await served(inst, "A");
+  });
+
+  it("changes a slot through the runtime API without a reload", async () => {
+    const reloadsBefore = (await showProc(inst.masterSock)).master.reloads;
+    await setServerAddr(inst.adminSock, "be", "s2", "127.0.0.1", b.port);
+    await setServerState(inst.adminSock, "be", "s2", "ready");
+    await setServerState(inst.adminSock, "be", "s1", "maint");
+    await served(inst, "B");
+    expect((await showProc(inst.masterSock)).master.reloads).toBe(reloadsBefore);
+
+    const s2 = (await showStat(inst.adminSock)).find((r) => r.pxname === "be" && r.svname === "s2");
+    expect(s2).toMatchObject({ addr: `127.0.0.1:${b.port}` });
+    expect(s2?.status).toMatch(/^UP/);
+    const state = await showServersState(inst.adminSock);
+    expect(state).toMatch(/^1\n# be_id be_name srv_id srv_name srv_addr/);
+    expect(state).toMatch(new RegExp(`\\n\\d+ be 2 s2 127\\.0\\.0\\.1 .* ${b.port} `));
+    expect(state.endsWith("\n")).toBe(true);
+
+    // IPv6 with or without brackets is accepted by HAProxy.
+    await setServerAddr(inst.adminSock, "be", "s1", "[::1]", a.port);
+    expect((await showStat(inst.adminSock)).find((r) => r.svname === "s1")?.addr).toBe(`[::1]:${a.port}`);
+    await setServerState(inst.adminSock, "be", "s2", "drain");
+  });
+
+  it("turns HAProxy's error answers into errors", async () => {
+    await expect(setServerState(inst.adminSock, "be", "nope", "ready")).rejects.toThrow(/No such server/);
+    await expect(setServerState(inst.adminSock, "nobe", "s1", "ready")).rejects.toBeInstanceOf(RuntimeApiError);
+    await expect(runtimeCommand(inst.adminSock, "no such command")).rejects.toThrow(/Unknown command/);
+    await expect(setServerAddr(inst.adminSock, "be", "s1", "not-an-ip", 80)).rejects.toThrow(/not an IP/);
+    await expect(runtimeCommand(inst.adminSock, "show info; shutdown frontend fe")).rejects.toThrow(/refusing/);
+    expect(await runtimeCommand(inst.adminSock, "show info")).toMatch(/^Name: HAProxy/);
+    expect(await masterCommand(inst.masterSock, "show version")).toMatch(/^\d+\.\d+/);
+  });
+
+  it("restarts the master after kill -9 and says why", async () => {
+    const oldMaster = proc.pid!;
+    const oldWorker = (await showProc(inst.masterSock)).workers[0]!.pid;
+    process.kill(oldMaster, "SIGKILL");
+    const info = await waitFor("the restart callback", async () => restarts[0]);
+    expect(info).toMatchObject({ signal: "SIGKILL", attempt: 1, delayMs: 200 });
+    expect(info.reason).toContain(`${oldMaster} exited unexpectedly (signal SIGKILL)`);
+    const status = await waitFor("a new master with a worker", async () => {
+      const s = await showProc(inst.masterSock, { timeoutMs: 500 });
+      return s.master.pid === proc.pid && s.master.pid !== oldMaster && s.workers.length > 0 ? s : undefined;
+    });
+    expect(status.master.reloads).toBe(0);
+    // Runtime changes die with the worker: the file's config (s1 -> A) serves again.
+    await served(inst, "A");
+    // The orphaned worker leaves on its own once its master is gone.
+    await waitFor("the orphaned worker to exit", async () => (processAlive(oldWorker) ? undefined : true));
+  });
+
+  it("stop() ends the master and its workers", async () => {
+    const status = await showProc(inst.masterSock);
+    const pids = [status.master.pid, ...status.workers.map((w) => w.pid), ...status.oldWorkers.map((w) => w.pid)];
+    expect(livePids(inst.cfgPath).sort()).toEqual([...pids].sort());
+    await proc.stop();
+    expect(proc.running).toBe(false);
+    expect(proc.pid).toBeUndefined();
+    expect(pids.filter(processAlive)).toEqual([]);
+    expect(livePids(inst.cfgPath)).toEqual([]);
+    expect(restarts).toHaveLength(1);
+  });
+});
+
+describe("HaproxyProcess edge cases", () => {
+  it("start() rejects, with HAProxy's own message, when the config does not load", async () => {
+    const inst = await instance("broken");
+    await writeFile(inst.cfgPath, "global\n    nosuchdirective 1\n");
+    const restarts: RestartInfo[] = [];
+    const proc = new HaproxyProcess({ configPath: inst.cfgPath, masterSocket: inst.masterSock, onRestart: (i) => restarts.push(i) });
+    await expect(proc.start()).rejects.toThrow(/exited during start-up[\s\S]*unknown keyword 'nosuchdirective'/);
+    expect(proc.running).toBe(false);
+    expect(restarts).toEqual([]);
+
+    const missing = new HaproxyProcess({ configPath: inst.cfgPath, masterSocket: inst.masterSock, haproxyBin: join(dir, "no-haproxy") });
+    await expect(missing.start()).rejects.toThrow(HAPROXY_INSTALL_HINT);
+  });
+
+  it("backs off exponentially while the master keeps dying, and resets once one stays up", async () => {
+    const inst = await instance("flappy");
+    await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
+    const restarts: RestartInfo[] = [];
+    const proc = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      onRestart: (i) => restarts.push(i),
+      restartInitialDelayMs: 100,
+      restartMaxDelayMs: 400,
+      restartResetAfterMs: 1500,
+    });
+    try {
+      await proc.start();
+      // Every restart now fails to load: the master exits with code 1 right away.
+      await writeFile(inst.cfgPath, "global\n    nosuchdirective 1\n");
+      process.kill(proc.pid!, "SIGKILL");
+      await waitFor("four restarts", async () => (restarts.length >= 4 ? true : undefined));
+      expect(restarts.slice(0, 4).map((r) => [r.attempt, r.delayMs])).toEqual([
+        [1, 100],
+        [2, 200],
+        [3, 400],
+        [4, 400],
+      ]);
+      expect(restarts[1]).toMatchObject({ code: 1, signal: null, reason: expect.stringContaining("(code 1)") });
+
+      await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
+      await served(inst, "A");
+      const up = await waitFor("a supervised master with a worker", async () => {
+        const s = await showProc(inst.masterSock, { timeoutMs: 500 });
+        return s.master.pid === proc.pid && s.workers.length > 0 ? s : undefined;
+      });
+      await new Promise((r) => setTimeout(r, 1600));
+      const before = restarts.length;
+      process.kill(up.master.pid, "SIGKILL");
+      const again = await waitFor("the restart after a long run", async () => restarts[before]);
+      expect(again).toMatchObject({ attempt: 1, delayMs: 100, signal: "SIGKILL" });
+      await served(inst, "A");
+    } finally {
+      await proc.stop();
+    }
+    expect(livePids(inst.cfgPath)).toEqual([]);
+  });
+
+  it("stop() escalates to SIGTERM when a connection outlives the soft-stop grace", async () => {
+    // A backend that never answers keeps a request, and so the worker, busy.
+    const sockets = new Set<import("node:net").Socket>();
+    const silent: Server = createServer(() => undefined);
+    silent.on("connection", (s) => sockets.add(s));
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const inst = await instance("slow");
+    const slowPort = (silent.address() as AddressInfo).port;
+    await writeFile(inst.cfgPath, config(inst, { s1: slowPort }, { global: "", serverTimeout: "60s" }));
+    const proc = new HaproxyProcess({ configPath: inst.cfgPath, masterSocket: inst.masterSock, stopGraceMs: 500, killGraceMs: 3000 });
+    try {
+      await proc.start();
+      const pending = httpGet(inst.port, "/hang").catch((err: Error) => err);
+      await waitFor("the request to reach the backend", async () => (sockets.size > 0 ? true : undefined));
+      const pids = livePids(inst.cfgPath);
+      expect(pids.length).toBeGreaterThanOrEqual(2);
+      const t0 = Date.now();
+      await proc.stop();
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(500);
+      expect(Date.now() - t0).toBeLessThan(3500);
+      expect(pids.filter(processAlive)).toEqual([]);
+      expect(await pending).toBeInstanceOf(Error);
+    } finally {
+      await proc.stop();
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => silent.close(() => r()));
+    }
+  });
+});
