@@ -1,0 +1,135 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { packageRoot } from "../shared/adapters/templates.js";
+import { FakeApiServer } from "../test/support/fake-apiserver.js";
+import { freePort } from "../test/support/net.js";
+import { startS3 } from "../test/support/s3.js";
+import { machine, table } from "./machine.js";
+import { syntheticCluster } from "./synthetic.js";
+
+/**
+ * bench/reconcile: the deployed `reconcile` function (functions-framework, its own process) against
+ * the Kubernetes API protocol fake and s3rver on loopback: cold start, then one invocation per
+ * cluster size with the time of each stage and the function process's peak RSS.
+ *   node dist/bench/reconcile.js [--json] [--sizes 1000,10000]
+ */
+const ENDPOINTS = 10;
+
+interface Row {
+  services: number;
+  run: string;
+  status: string;
+  list: number;
+  build: number;
+  render: number;
+  publish: number;
+  notify: number;
+  totalMs: number;
+  peakRssMiB: number;
+}
+
+function peakRssMiB(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Math.round(Number(m[1]) / 102.4) / 10 : NaN;
+}
+
+async function postEvent(port: number, type: string, data: unknown): Promise<number> {
+  const r = await fetch(`http://127.0.0.1:${port}/`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "ce-specversion": "1.0",
+      "ce-id": `bench-${Date.now()}-${Math.random()}`,
+      "ce-source": "/apis/v1/namespaces/servicelb/pingsources/resync",
+      "ce-type": type,
+    },
+    body: JSON.stringify(data),
+  });
+  await r.arrayBuffer();
+  return r.status;
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const sizesArg = args[args.indexOf("--sizes") + 1];
+  const sizes = (args.includes("--sizes") && sizesArg ? sizesArg : "1000,10000").split(",").map(Number);
+  const api = await new FakeApiServer().start();
+  const s3 = await startS3("bench");
+  const kubeconfig = await api.writeKubeconfig();
+  const port = await freePort();
+  const ffBin = join(packageRoot(), "node_modules", "@google-cloud", "functions-framework", "build", "src", "main.js");
+  const started = performance.now();
+  const child: ChildProcess = spawn(process.execPath, [ffBin, "--source", join(packageRoot(), "dist", "functions", "reconcile.js"), "--target", "reconcile", "--signature-type", "cloudevent", "--port", String(port)], {
+    env: {
+      ...process.env,
+      SERVICELB_KUBECONFIG: kubeconfig,
+      SERVICELB_STORE: `s3://${s3.bucket}/bench`,
+      SERVICELB_STORE_ENDPOINT: s3.endpoint,
+      SERVICELB_STORE_PATH_STYLE: "true",
+      AWS_ACCESS_KEY_ID: "S3RVER",
+      AWS_SECRET_ACCESS_KEY: "S3RVER",
+      LOG_LEVEL: "info",
+    },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  let buffered = "";
+  child.stderr!.on("data", (c: Buffer) => {
+    buffered += c.toString();
+    let nl;
+    while ((nl = buffered.indexOf("\n")) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        // The AWS SDK prints a plain-text notice on Node 20; only JSON lines are log records.
+      }
+    }
+  });
+  let listening = 0;
+  for (;;) {
+    try {
+      const status = await postEvent(port, "dev.example.unknown", {});
+      if (status >= 200) break;
+    } catch {
+      if (!listening && performance.now() - started > 20_000) throw new Error("the function did not start in 20 s");
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+  listening = performance.now() - started;
+  const coldStartMs = Math.round(listening);
+
+  const rows: Row[] = [];
+  try {
+    for (const n of sizes) {
+      const cluster = syntheticCluster(n, ENDPOINTS) as { items: Array<{ kind: string }> };
+      for (const item of cluster.items) api.upsert(item.kind as "Service" | "EndpointSlice", item as never);
+      for (const run of ["changed", "unchanged"]) {
+        const before = logs.length;
+        const t0 = performance.now();
+        const status = await postEvent(port, "dev.knative.sources.ping", {});
+        const totalMs = Math.round(performance.now() - t0);
+        if (status >= 300) throw new Error(`reconcile answered ${status}: ${JSON.stringify(logs.slice(before))}`);
+        const rec = logs.slice(before).find((l) => typeof l.msg === "string" && l.msg.startsWith("reconciled")) as { status?: string; durationsMs?: Record<string, number> } | undefined;
+        const d = rec?.durationsMs ?? {};
+        rows.push({ services: n, run, status: rec?.status ?? "?", list: d.list ?? NaN, build: d.build ?? NaN, render: d.render ?? NaN, publish: d.publish ?? NaN, notify: d.notify ?? NaN, totalMs, peakRssMiB: peakRssMiB(child.pid!) });
+      }
+    }
+  } finally {
+    child.kill("SIGTERM");
+    await api.stop();
+    await s3.stop();
+  }
+  if (args.includes("--json")) {
+    process.stdout.write(`${JSON.stringify({ machine: machine(), coldStartMs, rows }, null, 2)}\n`);
+    return;
+  }
+  console.log(`bench/reconcile — ${machine()}`);
+  console.log(`function cold start (process start → first request served): ${coldStartMs} ms\n`);
+  console.log(table(["services", "run", "status", "list ms", "build ms", "render ms", "publish ms", "notify ms", "request ms", "peak RSS MiB"], rows.map((r) => [r.services, r.run, r.status, r.list, r.build, r.render, r.publish, r.notify, r.totalMs, r.peakRssMiB])));
+  console.log(`\nN HTTP services × ${ENDPOINTS} endpoints; API server: the Kubernetes API protocol fake (test/support) paging 500 per request; store: s3rver. Peak RSS is the function process's VmHWM after the row (cumulative).`);
+}
+
+await main();
