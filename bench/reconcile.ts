@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { packageRoot } from "../shared/adapters/templates.js";
-import { FakeApiServer } from "../test/support/fake-apiserver.js";
+import { KubeApiEmulator } from "../shared/local/kube-api-emulator.js";
 import { freePort } from "../test/support/net.js";
 import { startS3 } from "../test/support/s3.js";
 import { machine, table } from "./machine.js";
@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   const sizesArg = args[args.indexOf("--sizes") + 1];
   const sizes = (args.includes("--sizes") && sizesArg ? sizesArg : "1000,10000").split(",").map(Number);
   const heapCapMiB = Number(args.includes("--heap-mib") ? args[args.indexOf("--heap-mib") + 1] : 160);
-  const api = await new FakeApiServer().start();
+  const api = await new KubeApiEmulator().start();
   const s3 = await startS3("bench");
   const kubeconfig = await api.writeKubeconfig();
   const port = await freePort();

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { RenderContext } from "../../shared/app/render-context.js";
 import { parseSnapshot } from "../../shared/core/snapshot.js";
-import { FakeApiServer } from "../support/fake-apiserver.js";
+import { KubeApiEmulator } from "../../shared/local/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { requireHaproxy } from "../support/haproxy.js";
 
@@ -104,10 +104,10 @@ describe("servicelb render", () => {
 });
 
 describe("servicelb render against a live cluster", () => {
-  let api: FakeApiServer;
+  let api: KubeApiEmulator;
   let kubeconfig: string;
   beforeAll(async () => {
-    api = await new FakeApiServer().start();
+    api = await new KubeApiEmulator().start();
     api.upsert("Service", service("web", [{ port: 80, name: "http" }]));
     api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.0.0.7"]));
     kubeconfig = await api.writeKubeconfig();

@@ -7,7 +7,7 @@ import {
   type ClusterEvent,
   type KubeItem,
 } from "../../shared/adapters/cluster.js";
-import { FakeApiServer, type KubeObject, type RequestInfo } from "../support/fake-apiserver.js";
+import { KubeApiEmulator, type KubeObject, type RequestInfo } from "../../shared/local/kube-api-emulator.js";
 
 // Everything below goes through the real @kubernetes/client-node against the protocol fake.
 
@@ -47,7 +47,7 @@ function endpoints(namespace: string, name: string, ip: string): KubeObject {
 const names = (items: KubeItem[], kind: string) =>
   items.filter((i) => i.kind === kind).map((i) => `${i.metadata.namespace}/${i.metadata.name}`);
 
-const lists = (server: FakeApiServer, path: string): RequestInfo[] =>
+const lists = (server: KubeApiEmulator, path: string): RequestInfo[] =>
   server.requests.filter((r) => r.path === path && r.query.watch === undefined);
 
 async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
@@ -68,11 +68,11 @@ async function clusterError(p: Promise<unknown>): Promise<ClusterError> {
 }
 
 describe("listCluster", () => {
-  let server: FakeApiServer;
+  let server: KubeApiEmulator;
   let kubeconfig: string;
 
   beforeEach(async () => {
-    server = await new FakeApiServer().start();
+    server = await new KubeApiEmulator().start();
     kubeconfig = await server.writeKubeconfig();
     server.upsert("Service", service("default", "web", { tier: "front" }));
     server.upsert("Service", service("shop", "cart", { tier: "back" }));
@@ -246,7 +246,7 @@ describe("listCluster", () => {
   });
 
   it("falls back to v1 Endpoints, with a warning, when the EndpointSlice API is missing", async () => {
-    const old = await new FakeApiServer({ endpointSlices: false }).start();
+    const old = await new KubeApiEmulator({ endpointSlices: false }).start();
     try {
       old.upsert("Service", service("default", "web"));
       old.upsert("Endpoints", endpoints("default", "web", "10.1.0.1"));
@@ -331,7 +331,7 @@ describe("listCluster", () => {
   });
 
   it("reports a refused connection as transient", async () => {
-    const gone = await new FakeApiServer().start();
+    const gone = await new KubeApiEmulator().start();
     const config = await gone.writeKubeconfig();
     await gone.stop();
 
@@ -344,7 +344,7 @@ describe("listCluster", () => {
   });
 
   it("takes the highest list resourceVersion, compared as a number", async () => {
-    const big = await new FakeApiServer({ resourceVersion: 98 }).start();
+    const big = await new KubeApiEmulator({ resourceVersion: 98 }).start();
     try {
       big.upsert("Service", service("default", "web")); // revision 99
       // The slice list is held back while a write lands, so it is served at revision 100.
@@ -363,10 +363,10 @@ describe("listCluster", () => {
 });
 
 describe("loadKubeConfig", () => {
-  let server: FakeApiServer;
+  let server: KubeApiEmulator;
 
   beforeEach(async () => {
-    server = await new FakeApiServer().start();
+    server = await new KubeApiEmulator().start();
   });
 
   afterEach(async () => {
@@ -410,7 +410,7 @@ describe("loadKubeConfig", () => {
 });
 
 describe("watchCluster", () => {
-  let server: FakeApiServer;
+  let server: KubeApiEmulator;
   let stop: (() => void) | undefined;
 
   afterEach(async () => {
@@ -423,7 +423,7 @@ describe("watchCluster", () => {
     events.map((e) => `${e.type} ${e.object.apiVersion} ${e.object.kind} ${e.object.metadata.namespace}/${e.object.metadata.name}`);
 
   it("delivers ADDED, MODIFIED and DELETED for Services and EndpointSlices", async () => {
-    server = await new FakeApiServer().start();
+    server = await new KubeApiEmulator().start();
     server.upsert("Service", service("default", "existing"));
     const events: ClusterEvent[] = [];
     const errors: ClusterError[] = [];
@@ -459,7 +459,7 @@ describe("watchCluster", () => {
   });
 
   it("resumes from the last resourceVersion when the server ends the stream", async () => {
-    server = await new FakeApiServer({ watchTimeoutMs: 1200 }).start();
+    server = await new KubeApiEmulator({ watchTimeoutMs: 1200 }).start();
     const events: ClusterEvent[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
       namespace: "shop",
@@ -481,7 +481,7 @@ describe("watchCluster", () => {
   });
 
   it("starts over from the current state when its resourceVersion was compacted away", async () => {
-    server = await new FakeApiServer({ watchTimeoutMs: 600 }).start();
+    server = await new KubeApiEmulator({ watchTimeoutMs: 600 }).start();
     const events: ClusterEvent[] = [];
     const errors: ClusterError[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
@@ -506,7 +506,7 @@ describe("watchCluster", () => {
   });
 
   it("watches v1 Endpoints when the EndpointSlice API is missing", async () => {
-    server = await new FakeApiServer({ endpointSlices: false }).start();
+    server = await new KubeApiEmulator({ endpointSlices: false }).start();
     const events: ClusterEvent[] = [];
     const errors: ClusterError[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
@@ -522,7 +522,7 @@ describe("watchCluster", () => {
   });
 
   it("reports a forbidden watch with the RBAC verb to grant", async () => {
-    server = await new FakeApiServer().start();
+    server = await new KubeApiEmulator().start();
     server.forbid("services", ["watch"]);
     const errors: ClusterError[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { OptionsError } from "../../shared/core/options.js";
 import { createObjectStore, type HistoryEntry, type ObjectStore } from "../../shared/adapters/object-store.js";
 import { resolveConfigRef, runDiff, runHistory, runReconcileOnce } from "../../shared/app/history-command.js";
-import { FakeApiServer, type KubeObject } from "../support/fake-apiserver.js";
+import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
@@ -101,7 +101,7 @@ describe("resolveConfigRef", () => {
 
 describe("servicelb reconcile --once", () => {
   it("runs one pass against the live cluster and prints the result", async () => {
-    const api = await new FakeApiServer().start();
+    const api = await new KubeApiEmulator().start();
     try {
       api.upsert("Service", service("web", [{ port: 80 }]) as unknown as KubeObject);
       api.upsert("EndpointSlice", slice("web", [{ port: 80 }], ["10.1.0.1"]) as unknown as KubeObject);

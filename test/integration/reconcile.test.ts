@@ -15,7 +15,7 @@ import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { loadFunctionSettings, type FunctionSettings } from "../../shared/app/function-options.js";
 import { createReconcileHandler, createReconciler, type LiveSnapshot, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
 import { RenderContext } from "../../shared/app/render-context.js";
-import { FakeApiServer, type KubeObject } from "../support/fake-apiserver.js";
+import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
@@ -102,7 +102,7 @@ function memoryLog() {
 }
 
 let s3: TestS3;
-let api: FakeApiServer;
+let api: KubeApiEmulator;
 let kubeconfig: string;
 let dir: string;
 let tokenFile: string;
@@ -128,7 +128,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  api = await new FakeApiServer().start();
+  api = await new KubeApiEmulator().start();
   kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
   api.upsert("Service", service("web", [{ name: "http", port: 80, targetPort: 8080 }]) as unknown as KubeObject);
   api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.1.0.1", "10.1.0.2"], { name: "web-a" }) as unknown as KubeObject);
@@ -344,7 +344,7 @@ describe("reconcile function faults", () => {
     const res = await h.send(pingEvent());
     expect(res.status).toBeGreaterThanOrEqual(500);
     expect(await h.objects()).toEqual([]);
-    api = await new FakeApiServer().start(); // for afterEach
+    api = await new KubeApiEmulator().start(); // for afterEach
   });
 
   it("fails loudly (error log, 5xx) on a permanent failure such as a missing RBAC grant", async () => {

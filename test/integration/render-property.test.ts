@@ -37,7 +37,7 @@ function linePattern(line: string): RegExp | null {
   });
   return new RegExp(`^${re}${")?".repeat(open)}$`);
 }
-const patterns = Object.values(templates).flatMap((source) => source.split("\n").flatMap((l) => linePattern(l) ?? []));
+const patterns = Object.values(templates).flatMap((source) => source.split("\n").flatMap((l: string) => linePattern(l) ?? []));
 
 const hostile = fc.oneof(
   fc.constantFrom(

@@ -1,4 +1,11 @@
 /** Builders for Kubernetes objects in their wire JSON shape, for snapshots in tests and benchmarks. */
+export interface KubeFixture {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace: string; [key: string]: unknown };
+  [key: string]: unknown;
+}
+
 export interface PortSpec {
   port: number;
   name?: string;
@@ -16,7 +23,7 @@ export interface ServiceSpec {
   resourceVersion?: string;
 }
 
-export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {}): Record<string, unknown> {
+export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {}): KubeFixture {
   return {
     apiVersion: "v1",
     kind: "Service",
@@ -47,7 +54,7 @@ export function slice(
   ports: Array<{ name?: string; port: number; protocol?: string }>,
   endpoints: Array<string | SliceEndpoint>,
   opts: { namespace?: string; name?: string; addressType?: string; resourceVersion?: string } = {},
-): Record<string, unknown> {
+): KubeFixture {
   return {
     apiVersion: "discovery.k8s.io/v1",
     kind: "EndpointSlice",

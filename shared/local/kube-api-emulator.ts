@@ -93,7 +93,7 @@ export interface DelayRule {
   match?: RequestMatch;
 }
 
-export interface FakeApiServerOptions {
+export interface KubeApiEmulatorOptions {
   token?: string;
   /** false: a cluster without discovery.k8s.io/v1 (before 1.21): its paths answer 404. */
   endpointSlices?: boolean;
@@ -134,7 +134,7 @@ class HttpError extends Error {
   }
 }
 
-export class FakeApiServer {
+export class KubeApiEmulator {
   readonly token: string;
   readonly user: string;
   readonly endpointSlices: boolean;
@@ -156,7 +156,7 @@ export class FakeApiServer {
   private watchers = new Set<Watcher>();
   private port = 0;
 
-  constructor(options: FakeApiServerOptions = {}) {
+  constructor(options: KubeApiEmulatorOptions = {}) {
     this.token = options.token ?? randomBytes(16).toString("hex");
     this.user = options.user ?? "system:serviceaccount:servicelb:servicelb";
     this.endpointSlices = options.endpointSlices ?? true;
@@ -277,7 +277,7 @@ export class FakeApiServer {
   async writeKubeconfig(
     options: { dir?: string; contexts?: Array<{ name: string; token?: string; namespace?: string }> } = {},
   ): Promise<string> {
-    const dir = options.dir ?? (await mkdtemp(join(tmpdir(), "fake-apiserver-")));
+    const dir = options.dir ?? (await mkdtemp(join(tmpdir(), "kube-api-emulator-")));
     const contexts = options.contexts ?? [{ name: "fake" }];
     const config = {
       apiVersion: "v1",
