@@ -159,19 +159,44 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     }
   }
 
+  /**
+   * One pass at a time per instance. Events that arrive while a pass runs share one follow-up
+   * pass, which lists the cluster after all of them arrived: a burst of 100 events costs two
+   * passes, not 100 lists, writes and pings. Across instances the store's key order still
+   * keeps a stale write from winning.
+   */
+  let inFlight: Promise<ReconcileResult> | undefined;
+  let queued: Promise<ReconcileResult> | undefined;
+  function coalesced(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
+    if (!inFlight) {
+      inFlight = pass(trigger, verdict).finally(() => {
+        inFlight = undefined;
+      });
+      return inFlight;
+    }
+    queued ??= inFlight.then(
+      () => undefined,
+      () => undefined,
+    ).then(() => {
+      queued = undefined;
+      return coalesced(trigger, verdict);
+    });
+    return queued;
+  }
+
   return {
     async reconcile(event) {
       const c = classifyEvent(event, settings.options);
       const id = c.id ?? "(none)";
       const type = c.type ?? "(none)";
-      if (c.verdict === "resync" || c.verdict === "relevant") return pass({ id, type }, c.verdict);
+      if (c.verdict === "resync" || c.verdict === "relevant") return coalesced({ id, type }, c.verdict);
       const fields = { eventId: id, eventType: type, source: c.source, object: c.object, verdict: c.verdict, reason: c.reason };
       // Acknowledged either way: retrying a poison event cannot help, and the resync covers it.
       if (c.verdict === "irrelevant") log.debug(fields, "event ignored: it cannot change the config");
       else log.warn(fields, "event ignored: not understood");
       return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
     },
-    reconcileNow: (trigger) => pass(trigger, "resync"),
+    reconcileNow: (trigger) => coalesced(trigger, "resync"),
     close: () => store.close(),
   };
 }

@@ -276,25 +276,26 @@ describe("reconcile function", () => {
     }
   });
 
-  it("keeps the newer snapshot's config newest when an older invocation finishes last (invariant 1)", async () => {
+  it("keeps the newer snapshot's config newest when an older invocation on another instance finishes last (invariant 1)", async () => {
     let olderListed!: () => void;
     const listed = new Promise<void>((resolve) => (olderListed = resolve));
     let releaseOlder!: () => void;
     const gate = new Promise<void>((resolve) => (releaseOlder = resolve));
-    let calls = 0;
-    // The first invocation's list completes, then it stalls (a slow instance) until the second is done.
-    const readSnapshot = async (): Promise<LiveSnapshot> => {
-      const first = calls++ === 0;
-      const snapshot = await readLiveSnapshot(h.settings.options, { kubeconfig });
-      if (first) {
+    const mem = memoryLog();
+    const h = await harness({}, { log: mem.log });
+    // A second function instance (one instance runs one pass at a time): its list completes,
+    // then it stalls until the first instance has published a newer snapshot.
+    const slowInstance = createReconciler(h.settings, {
+      log: mem.log,
+      readSnapshot: async (): Promise<LiveSnapshot> => {
+        const snapshot = await readLiveSnapshot(h.settings.options, { kubeconfig });
         olderListed();
         await gate;
-      }
-      return snapshot;
-    };
-    const h = await harness({}, { readSnapshot });
+        return snapshot;
+      },
+    });
 
-    const older = h.send(apiServerEvent("resource", "add", webService()));
+    const older = slowInstance.reconcile(apiServerEvent("resource", "add", webService()));
     await listed;
     const olderRevision = api.resourceVersion;
     const changed = api.upsert("Service", service("shop", [{ port: 80 }], { namespace: "shop" }) as unknown as KubeObject);
@@ -304,14 +305,29 @@ describe("reconcile function", () => {
     expect(BigInt(newer.revision) > BigInt(olderRevision)).toBe(true);
 
     releaseOlder();
-    expect((await older).status).toBe(204);
+    expect((await older).status).toBe("stale");
+    slowInstance.close();
     expect((await h.store.latest())!.key).toBe(newer.key);
     expect(await h.objects()).toEqual([newer.key]);
     expect(pings()).toEqual([1, 1, 1]);
-    expect(reconciled(h.lines).map((l) => [l.status, l.revision])).toEqual([
+    expect(reconciled(mem.lines).map((l) => [l.status, l.revision])).toEqual([
       ["published", newer.revision],
       ["stale", olderRevision],
     ]);
+  });
+
+  it("coalesces a burst of events into at most two passes on one instance", async () => {
+    const mem = memoryLog();
+    const h = await harness({}, { log: mem.log });
+    const before = api.requests.filter((r) => r.path.endsWith("/services")).length;
+    const results = await Promise.all(Array.from({ length: 20 }, () => h.send(apiServerEvent("resource", "update", webService()))));
+    expect(results.map((r) => r.status)).toEqual(Array(20).fill(204));
+    const passes = reconciled(mem.lines);
+    expect(passes.length).toBeGreaterThanOrEqual(1);
+    expect(passes.length).toBeLessThanOrEqual(2);
+    expect(api.requests.filter((r) => r.path.endsWith("/services")).length - before).toBe(passes.length);
+    expect(await h.objects()).toHaveLength(1);
+    expect(pings()).toEqual([1, 1, 1]);
   });
 
   it("publishes exactly what the dry run renders for the same cluster state", async () => {
