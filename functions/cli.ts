@@ -89,6 +89,21 @@ addStoreOptions(
   process.exitCode = await runReconcileOnce(flags);
 });
 
+program
+  .command("local")
+  .description("run the whole pipeline on this machine: object store, functions, event bridge, agent with HAProxy")
+  .option("--kubeconfig <file>", "watch this cluster (default: $KUBECONFIG or ~/.kube/config when present)")
+  .option("--demo", "use the embedded demo cluster even when a kubeconfig exists")
+  .option("--cluster-file <file>", "the demo cluster (Services + EndpointSlices), re-applied when it changes", "examples/cluster.yaml")
+  .option("--data-dir <dir>", "where the object store and HAProxy files live", ".servicelb-local")
+  .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1", "8080")
+  .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1", "8404")
+  .option("--resync <ms>", "resync period (PingSource's role)", "30000")
+  .action(async (flags: Record<string, string | boolean | undefined>) => {
+    const { runLocal } = await import("../shared/app/local-command.js");
+    process.exitCode = await runLocal(flags);
+  });
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 
 /**
- * A Kubernetes API server for tests, speaking the real wire protocol (paths, list/watch JSON,
+ * A Kubernetes API server for tests and the local stack's demo cluster, speaking the real wire protocol (paths, list/watch JSON,
  * Status errors, continue tokens) so that servicelb is exercised through the real client-node.
  * Only what servicelb reads is served: Services, EndpointSlices and v1 Endpoints.
  */

@@ -1,0 +1,35 @@
+import { humanLogger } from "../local/human-log.js";
+import { startLocalStack } from "../local/stack.js";
+import { OptionsError } from "../core/options.js";
+
+function port(value: unknown, flag: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new OptionsError(`${flag}: ${String(value)} is not a port`);
+  return n;
+}
+
+/** `servicelb local` (npm start): runs until SIGINT/SIGTERM, then stops every process it started. */
+export async function runLocal(flags: Record<string, string | boolean | undefined>): Promise<number> {
+  const log = humanLogger("local");
+  const resyncMs = Number(flags.resync);
+  if (!Number.isInteger(resyncMs) || resyncMs < 1000) throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
+  const stop = await startLocalStack({
+    dataDir: String(flags.dataDir),
+    clusterFile: String(flags.clusterFile),
+    kubeconfig: flags.kubeconfig as string | undefined,
+    demo: flags.demo === true,
+    httpPort: port(flags.httpPort, "--http-port"),
+    statsPort: port(flags.statsPort, "--stats-port"),
+    resyncMs,
+    log,
+    print: (text) => process.stdout.write(text),
+  });
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  log.info("stopping");
+  await stop();
+  log.info("stopped");
+  return 0;
+}

@@ -1,0 +1,136 @@
+import { watch, type FSWatcher, readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { parseSnapshotText } from "../core/snapshot.js";
+import type { Logger } from "../adapters/log.js";
+import type { Kind, KubeApiEmulator, KubeObject } from "./kube-api-emulator.js";
+
+const KINDS = new Set<Kind>(["Service", "EndpointSlice", "Endpoints"]);
+
+/** The objects of a cluster file (a List or several documents), keyed by kind/namespace/name. */
+function objectsOf(text: string): Map<string, { kind: Kind; obj: KubeObject }> {
+  const out = new Map<string, { kind: Kind; obj: KubeObject }>();
+  for (const doc of parseSnapshotText(text)) {
+    const d = doc as { kind?: string; items?: unknown[] };
+    const items = Array.isArray(d.items) ? d.items : [doc];
+    for (const item of items as KubeObject[]) {
+      const kind = item?.kind as Kind;
+      if (!KINDS.has(kind) || !item.metadata?.name) continue;
+      const namespace = item.metadata.namespace ?? "default";
+      out.set(`${kind}/${namespace}/${item.metadata.name}`, { kind, obj: { ...item, metadata: { ...item.metadata, namespace } } });
+    }
+  }
+  return out;
+}
+
+/** Loopback ports the demo's endpoints point at (127.0.0.1 only): each gets a demo backend. */
+function loopbackPorts(objects: Iterable<{ kind: Kind; obj: KubeObject }>): number[] {
+  const ports = new Set<number>();
+  for (const { kind, obj } of objects) {
+    if (kind === "EndpointSlice") {
+      const eps = (obj.endpoints as Array<{ addresses?: string[] }> | undefined) ?? [];
+      if (!eps.some((e) => e.addresses?.includes("127.0.0.1"))) continue;
+      for (const p of (obj.ports as Array<{ port?: number }> | undefined) ?? []) if (p.port) ports.add(p.port);
+    } else if (kind === "Endpoints") {
+      for (const s of (obj.subsets as Array<{ addresses?: Array<{ ip: string }>; ports?: Array<{ port?: number }> }> | undefined) ?? []) {
+        if (!s.addresses?.some((a) => a.ip === "127.0.0.1")) continue;
+        for (const p of s.ports ?? []) if (p.port) ports.add(p.port);
+      }
+    }
+  }
+  return [...ports].sort((a, b) => a - b);
+}
+
+/**
+ * The embedded demo cluster of `npm start`: a cluster file served by the Kubernetes API emulator,
+ * re-applied whenever the file changes (a file that does not parse leaves the cluster as it was),
+ * and a small HTTP server on every loopback port its endpoints name, so real requests flow.
+ */
+export class DemoCluster {
+  private applied = new Map<string, string>();
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly backends = new Map<number, Server>();
+
+  constructor(
+    private readonly file: string,
+    private readonly api: KubeApiEmulator,
+    private readonly log: Logger,
+  ) {}
+
+  /** Applies the file to the emulator: changed objects are written, vanished ones deleted. */
+  async load(): Promise<{ written: number; removed: number }> {
+    const objects = objectsOf(readFileSync(this.file, "utf8"));
+    let written = 0;
+    let removed = 0;
+    for (const [key, { kind, obj }] of objects) {
+      const json = JSON.stringify(obj);
+      if (this.applied.get(key) === json) continue;
+      this.api.upsert(kind, obj);
+      this.applied.set(key, json);
+      written++;
+    }
+    for (const key of [...this.applied.keys()]) {
+      if (objects.has(key)) continue;
+      const [kind, namespace, name] = key.split("/") as [Kind, string, string];
+      this.api.remove(kind, namespace, name);
+      this.applied.delete(key);
+      removed++;
+    }
+    for (const port of loopbackPorts(objects.values())) await this.startBackend(port);
+    return { written, removed };
+  }
+
+  watch(): void {
+    // Editors replace files as often as they write them: watch the file and re-read on any event.
+    this.watcher = watch(this.file, () => {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => {
+        this.load().then(
+          ({ written, removed }) => {
+            if (written + removed > 0) this.log.info({ file: this.file, written, removed }, "demo cluster changed");
+          },
+          (err: Error) => this.log.warn({ file: this.file, err: err.message }, "demo cluster file not applied; the cluster keeps its last state"),
+        );
+        if (this.watcher) {
+          this.watcher.close();
+          this.watch();
+        }
+      }, 50);
+    });
+  }
+
+  get backendPorts(): number[] {
+    return [...this.backends.keys()].sort((a, b) => a - b);
+  }
+
+  private async startBackend(port: number): Promise<void> {
+    if (this.backends.has(port)) return;
+    const server = createServer((req, res) => {
+      res.setHeader("content-type", "text/plain; charset=utf-8");
+      res.end(`demo backend 127.0.0.1:${port} answered ${req.method} ${req.url}\n`);
+    });
+    this.backends.set(port, server);
+    await new Promise<void>((resolve) => {
+      server.once("error", (err) => {
+        this.log.warn({ port, err: err.message }, "demo backend port is taken; requests to it reach whatever listens there");
+        resolve();
+      });
+      server.listen(port, "127.0.0.1", resolve);
+    });
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.timer);
+    this.watcher?.close();
+    await Promise.all(
+      [...this.backends.values()].map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.closeAllConnections();
+            s.close(() => resolve());
+            if (!s.listening) resolve();
+          }),
+      ),
+    );
+  }
+}

@@ -1,0 +1,238 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync } from "node:fs";
+import { connect, createServer, type AddressInfo } from "node:net";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { loadKubeConfig } from "../adapters/cluster.js";
+import type { Logger } from "../adapters/log.js";
+import { packageRoot } from "../adapters/templates.js";
+import { DemoCluster } from "./demo-cluster.js";
+import { startEventBridge } from "./event-bridge.js";
+import { KubeApiEmulator } from "./kube-api-emulator.js";
+
+export interface LocalStackOptions {
+  dataDir: string;
+  /** The demo cluster file; ignored when a kubeconfig is used. */
+  clusterFile: string;
+  kubeconfig?: string;
+  /** Use the demo cluster even when a kubeconfig exists. */
+  demo: boolean;
+  httpPort: number;
+  statsPort: number;
+  resyncMs: number;
+  log: Logger;
+  /** Where the summary goes (stdout for people). */
+  print: (text: string) => void;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolvePort(port));
+    });
+  });
+}
+
+/** A child process whose stderr lines (pino JSON) are re-logged under its name. */
+function child(name: string, args: string[], env: Record<string, string>, log: Logger): ChildProcess {
+  const p = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const relay = (stream: NodeJS.ReadableStream) => {
+    let buf = "";
+    stream.on("data", (c: Buffer) => {
+      buf += c.toString();
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.trim() === "" || line.includes("NodeVersionSupportWarning") || line.startsWith("(Use `node --trace-warnings")) continue;
+        let rec: Record<string, unknown> | undefined;
+        try {
+          rec = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          rec = undefined;
+        }
+        if (rec && typeof rec.msg === "string") {
+          const { level, time: _t, pid: _p, hostname: _h, name: _n, msg, ...rest } = rec;
+          const fields = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest).slice(0, 400)}` : "";
+          log.info(`[${name}] ${(level as number) >= 40 ? "WARN " : ""}${msg}${fields}`);
+        } else {
+          log.info(`[${name}] ${line}`);
+        }
+      }
+    });
+  };
+  relay(p.stdout!);
+  relay(p.stderr!);
+  p.on("exit", (code, signal) => log.info(`[${name}] exited (${signal ?? code})`));
+  return p;
+}
+
+function stopChild(p: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
+  return new Promise((done) => {
+    const kill = setTimeout(() => p.kill("SIGKILL"), graceMs);
+    p.once("exit", () => {
+      clearTimeout(kill);
+      done();
+    });
+    p.kill("SIGTERM");
+  });
+}
+
+function defaultKubeconfig(): string | undefined {
+  const candidates = [process.env.KUBECONFIG?.split(":")[0], join(homedir(), ".kube", "config")];
+  return candidates.find((f): f is string => !!f && existsSync(f));
+}
+
+/**
+ * `npm start`: the whole pipeline on one machine, each part a separate process on loopback —
+ * s3rver as the object store, the reconcile and render functions under functions-framework,
+ * one agent with HAProxy — fed by an event bridge from the current kubeconfig's cluster or, when
+ * there is none, from the embedded demo cluster. Resolves to a stop function.
+ */
+export async function startLocalStack(o: LocalStackOptions): Promise<() => Promise<void>> {
+  const root = packageRoot();
+  const data = resolve(o.dataDir);
+  for (const d of ["s3", "haproxy", "agent"]) mkdirSync(join(data, d), { recursive: true });
+  const ports = { s3: await freePort(), reconcile: await freePort(), render: await freePort(), agent: await freePort() };
+  const stops: Array<() => Promise<void> | void> = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop();
+  };
+
+  try {
+    let kubeconfig = o.demo ? undefined : (o.kubeconfig ?? defaultKubeconfig());
+    let clusterLabel: string;
+    let demo: DemoCluster | undefined;
+    if (kubeconfig) {
+      clusterLabel = `the cluster of ${kubeconfig} (context ${loadKubeConfig({ kubeconfig }).getCurrentContext()})`;
+    } else {
+      const api = await new KubeApiEmulator().start();
+      stops.push(() => api.stop());
+      demo = new DemoCluster(o.clusterFile, api, o.log);
+      await demo.load();
+      demo.watch();
+      stops.push(() => demo!.stop());
+      kubeconfig = await api.writeKubeconfig({ dir: data });
+      clusterLabel = `the demo cluster in ${o.clusterFile} (edit it: changes are served within a second)`;
+    }
+
+    const s3rver = join(root, "node_modules", "s3rver", "bin", "s3rver.js");
+    const s3 = child("s3", [s3rver, "--directory", join(data, "s3"), "--address", "127.0.0.1", "--port", String(ports.s3), "--silent", "--configure-bucket", "servicelb"], {}, o.log);
+    stops.push(() => stopChild(s3));
+    await waitForPort(ports.s3, "s3rver");
+
+    const token = randomBytes(24).toString("hex");
+    const haproxy = spawnSync("haproxy", ["-v"]).status === 0;
+    const storeEnv = {
+      SERVICELB_STORE: "s3://servicelb/local",
+      SERVICELB_STORE_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
+      SERVICELB_STORE_PATH_STYLE: "true",
+      AWS_ACCESS_KEY_ID: "S3RVER",
+      AWS_SECRET_ACCESS_KEY: "S3RVER",
+      AWS_REGION: "us-east-1",
+      // servicelb targets Node 20; the SDK's notice about 2027 releases is in the README, not in every log.
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
+    };
+    const renderEnv = {
+      SERVICELB_KUBECONFIG: kubeconfig,
+      SERVICELB_BIND_ADDRESS: "127.0.0.1",
+      SERVICELB_HTTP_PORT: String(o.httpPort),
+      SERVICELB_STATS_PORT: String(o.statsPort),
+      SERVICELB_STATS_SOCKET: join(data, "haproxy", "admin.sock"),
+      SERVICELB_SERVER_STATE_FILE: join(data, "haproxy", "server-state"),
+      SERVICELB_HARD_STOP_AFTER: "10s",
+    };
+    const ff = join(root, "node_modules", "@google-cloud", "functions-framework", "build", "src", "main.js");
+    const fn = (target: string, signature: string, port: number, env: Record<string, string>) =>
+      child(target, [ff, "--source", join(root, "dist", "functions", `${target}.js`), "--target", target, "--signature-type", signature, "--port", String(port)], env, o.log);
+    const reconcile = fn("reconcile", "cloudevent", ports.reconcile, {
+      ...storeEnv,
+      ...renderEnv,
+      ...(haproxy ? { SERVICELB_AGENTS: `http://127.0.0.1:${ports.agent}`, SERVICELB_NOTIFY_TOKEN: token } : {}),
+    });
+    stops.push(() => stopChild(reconcile));
+    const render = fn("render", "http", ports.render, renderEnv);
+    stops.push(() => stopChild(render));
+    await Promise.all([waitForPort(ports.reconcile, "reconcile function"), waitForPort(ports.render, "render function")]);
+
+    if (haproxy) {
+      const agent = child(
+        "agent",
+        [
+          join(root, "bin", "servicelb.js"),
+          "agent",
+          "--listen",
+          `127.0.0.1:${ports.agent}`,
+          "--node-name",
+          "local",
+          "--config-path",
+          join(data, "haproxy", "haproxy.cfg"),
+          "--state-dir",
+          join(data, "agent"),
+          "--master-socket",
+          join(data, "haproxy", "master.sock"),
+          "--poll-interval",
+          "5s",
+          "--min-reload-interval",
+          "200ms",
+          "--status-interval",
+          "10s",
+        ],
+        { ...storeEnv, SERVICELB_NOTIFY_TOKEN: token },
+        o.log,
+      );
+      stops.push(() => stopChild(agent, 20_000));
+      await waitForPort(ports.agent, "agent");
+    }
+
+    const stopBridge = startEventBridge({ kc: loadKubeConfig({ kubeconfig }), sink: `http://127.0.0.1:${ports.reconcile}/`, resyncMs: o.resyncMs, log: o.log });
+    stops.push(stopBridge);
+
+    const lines = [
+      "",
+      "servicelb is running locally:",
+      `  cluster          ${clusterLabel}`,
+      `  object store     s3rver at http://127.0.0.1:${ports.s3} (bucket servicelb, data in ${join(data, "s3")})`,
+      `  reconcile        http://127.0.0.1:${ports.reconcile}/ (CloudEvents from the event bridge)`,
+      `  dry run          http://127.0.0.1:${ports.render}/ (GET: the live cluster; POST: a snapshot)`,
+      haproxy
+        ? `  HAProxy          http://127.0.0.1:${o.httpPort}/   stats http://127.0.0.1:${o.statsPort}/   agent http://127.0.0.1:${ports.agent}/status`
+        : "  HAProxy          not installed: `apt-get install -y haproxy`, then npm start again (everything else runs)",
+      "",
+      "Try:",
+      ...(haproxy && demo ? [`  curl http://127.0.0.1:${o.httpPort}/web/hello`, `  curl -H 'Host: api.example.com' http://127.0.0.1:${o.httpPort}/`] : []),
+      `  curl 'http://127.0.0.1:${ports.render}/?format=json'`,
+      ...(haproxy ? [`  curl http://127.0.0.1:${ports.agent}/status`] : []),
+      "",
+      "Ctrl-C stops everything.",
+      "",
+    ];
+    o.print(lines.join("\n"));
+    return stopAll;
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+async function waitForPort(port: number, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const open = await new Promise<boolean>((done) => {
+      const sock = connect(port, "127.0.0.1");
+      sock.once("connect", () => {
+        sock.destroy();
+        done(true);
+      });
+      sock.once("error", () => done(false));
+    });
+    if (open) return;
+    if (Date.now() > deadline) throw new Error(`${what} did not start listening on 127.0.0.1:${port} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
