@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/label-selector.js";
 
 /**
  * A Kubernetes API server for tests and the local stack's demo cluster, speaking the real wire protocol (paths, list/watch JSON,
@@ -112,13 +113,9 @@ interface Route {
 
 interface Watcher {
   route: Route;
-  selector: Requirement[];
+  selector: LabelSelector;
   res: http.ServerResponse;
 }
-
-type Requirement =
-  | { op: "=" | "!="; key: string; value: string }
-  | { op: "exists" | "!exists"; key: string };
 
 const EXPIRED_MESSAGE =
   "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
@@ -407,7 +404,7 @@ export class KubeApiEmulator {
     }
   }
 
-  private list(route: Route, selector: Requirement[], query: Record<string, string>, res: http.ServerResponse): void {
+  private list(route: Route, selector: LabelSelector, query: Record<string, string>, res: http.ServerResponse): void {
     const info = KINDS[route.kind];
     let listRv = this.rv;
     let after = "";
@@ -452,7 +449,7 @@ export class KubeApiEmulator {
     return state;
   }
 
-  private watch(route: Route, selector: Requirement[], query: Record<string, string>, res: http.ServerResponse): void {
+  private watch(route: Route, selector: LabelSelector, query: Record<string, string>, res: http.ServerResponse): void {
     const from = query.resourceVersion;
     const fromRv = from === undefined || from === "" || from === "0" ? undefined : Number(from);
     if (fromRv !== undefined && !(Number.isInteger(fromRv) && fromRv >= 0)) {
@@ -549,33 +546,16 @@ function decodeContinue(text: string): ContinueToken {
   throw new HttpError(400, "BadRequest", `continue key is not valid: ${text}`);
 }
 
-/** Equality-based selectors only: `k=v`, `k==v`, `k!=v`, `k`, `!k`, joined by commas (AND). */
-function parseSelector(text: string): Requirement[] {
-  if (text.trim() === "") return [];
-  if (text.includes("(")) throw new HttpError(400, "BadRequest", `unable to parse requirement: set-based selectors are not supported by the fake API server: ${text}`);
-  return text.split(",").map((part): Requirement => {
-    const p = part.trim();
-    const m = /^([^!=\s]+)\s*(!=|==|=)\s*([^!=\s]*)$/.exec(p);
-    if (m) return { op: m[2] === "!=" ? "!=" : "=", key: m[1]!, value: m[3]! };
-    if (/^![^!=\s]+$/.test(p)) return { op: "!exists", key: p.slice(1) };
-    if (/^[^!=\s]+$/.test(p)) return { op: "exists", key: p };
-    throw new HttpError(400, "BadRequest", `unable to parse requirement: found '${p}', expected: key[!=|==|=]value, key or !key`);
-  });
+/** The API server's equality-based selectors; set-based ones are refused as unsupported here. */
+function parseSelector(text: string): LabelSelector {
+  if (text.includes("(")) throw new HttpError(400, "BadRequest", `unable to parse requirement: set-based selectors are not supported by the emulator: ${text}`);
+  try {
+    return parseLabelSelector(text);
+  } catch (err) {
+    throw new HttpError(400, "BadRequest", `unable to parse requirement: ${(err as Error).message}`);
+  }
 }
 
-function matches(selector: Requirement[], obj: KubeObject): boolean {
-  const labels = obj.metadata.labels ?? {};
-  return selector.every((r) => {
-    const has = Object.hasOwn(labels, r.key);
-    switch (r.op) {
-      case "=":
-        return has && labels[r.key] === r.value;
-      case "!=":
-        return !has || labels[r.key] !== r.value;
-      case "exists":
-        return has;
-      case "!exists":
-        return !has;
-    }
-  });
+function matches(selector: LabelSelector, obj: KubeObject): boolean {
+  return matchesSelector(selector, obj.metadata.labels ?? {});
 }

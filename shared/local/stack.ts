@@ -1,7 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
-import { connect, createServer, type AddressInfo } from "node:net";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { loadKubeConfig } from "../adapters/cluster.js";
@@ -10,6 +9,7 @@ import { packageRoot } from "../adapters/templates.js";
 import { DemoCluster } from "./demo-cluster.js";
 import { startEventBridge } from "./event-bridge.js";
 import { KubeApiEmulator } from "./kube-api-emulator.js";
+import { freePort, waitForPort } from "./ports.js";
 
 export interface LocalStackOptions {
   dataDir: string;
@@ -24,17 +24,6 @@ export interface LocalStackOptions {
   log: Logger;
   /** Where the summary goes (stdout for people). */
   print: (text: string) => void;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolvePort(port));
-    });
-  });
 }
 
 /** A child process whose stderr lines (pino JSON) are re-logged under its name. */
@@ -217,22 +206,5 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
   } catch (err) {
     await stopAll();
     throw err;
-  }
-}
-
-async function waitForPort(port: number, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((done) => {
-      const sock = connect(port, "127.0.0.1");
-      sock.once("connect", () => {
-        sock.destroy();
-        done(true);
-      });
-      sock.once("error", () => done(false));
-    });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`${what} did not start listening on 127.0.0.1:${port} within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }

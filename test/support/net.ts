@@ -1,17 +1,7 @@
 import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from "node:http";
 import { createServer as createTcpServer, type AddressInfo } from "node:net";
 
-/** A free loopback port: bind to 0, read it, release it. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createTcpServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "../../shared/local/ports.js";
 
 export interface EchoBackend {
   port: number;

@@ -1,0 +1,73 @@
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { requireHaproxy } from "../support/haproxy.js";
+import { freePort, httpGet, waitFor } from "../support/net.js";
+
+const root = join(import.meta.dirname, "..", "..");
+
+function cluster(webPort: number, apiPort: number): string {
+  return readFileSync(join(root, "examples", "cluster.yaml"), "utf8").replaceAll("18181", String(webPort)).replaceAll("18182", String(apiPort));
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+describe("npm start (servicelb local)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "servicelb-local-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("serves the demo cluster through HAProxy, follows edits of the cluster file, and stops every process", async () => {
+    requireHaproxy();
+    const [httpPort, statsPort, web1, web2, api] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const file = join(dir, "cluster.yaml");
+    writeFileSync(file, cluster(web1, api));
+    const data = join(dir, "data");
+    const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", "--demo", "--cluster-file", file, "--data-dir", data, "--http-port", String(httpPort), "--stats-port", String(statsPort), "--resync", "5000"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    stack.stdout.on("data", (c: Buffer) => (out += c.toString()));
+    stack.stderr.on("data", (c: Buffer) => (err += c.toString()));
+    const exited = new Promise<number | null>((resolve) => stack.on("exit", (code) => resolve(code)));
+    try {
+      await waitFor("the stack's summary", async () => (out.includes("Ctrl-C stops everything.") ? true : undefined), 60_000);
+      const ports = [...out.matchAll(/http:\/\/127\.0\.0\.1:(\d+)/g)].map((m) => Number(m[1]));
+      expect(ports).toContain(httpPort);
+
+      const first = await waitFor("the demo Service through HAProxy", async () => {
+        const r = await httpGet(httpPort, "/web/hello");
+        return r.status === 200 ? r : undefined;
+      }, 30_000);
+      expect(first.body).toBe(`demo backend 127.0.0.1:${web1} answered GET /hello\n`);
+      expect((await httpGet(httpPort, "/", { host: "api.example.com" })).body).toBe(`demo backend 127.0.0.1:${api} answered GET /\n`);
+
+      // Move the web pod to another port: a new endpoint for the same Service.
+      writeFileSync(file, cluster(web2, api));
+      await waitFor("the edited endpoint to be served", async () => {
+        const r = await httpGet(httpPort, "/web/again");
+        return r.body.includes(`127.0.0.1:${web2}`) ? r : undefined;
+      }, 15_000);
+
+      stack.kill("SIGINT");
+      expect(await exited).toBe(0);
+      for (const p of new Set(ports)) expect(await listening(p)).toBe(false);
+      expect(spawnSync("pgrep", ["-f", data], { encoding: "utf8" }).stdout.trim()).toBe("");
+    } catch (e) {
+      stack.kill("SIGKILL");
+      throw new Error(`${(e as Error).message}\n--- stdout\n${out}\n--- stderr\n${err.slice(-4000)}`);
+    }
+  });
+});
