@@ -1,0 +1,198 @@
+import { mkdir, readFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { showProc } from "../adapters/haproxy/master.js";
+import { HaproxyProcess, type HaproxyProcessOptions } from "../adapters/haproxy/process.js";
+import { createLogger, type Logger } from "../adapters/log.js";
+import { createObjectStore, type ObjectStore } from "../adapters/object-store.js";
+import { packageRoot } from "../adapters/templates.js";
+import { Applier, type HaproxyControl } from "./applier.js";
+import { readIfExists } from "./files.js";
+import { startHttpApi, type Health } from "./http-api.js";
+import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
+import type { NodeStatus } from "./node-status.js";
+import { stateFilePath, type AgentOptions } from "./options.js";
+import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
+import { loadState } from "./state.js";
+import { startStatusReporter, type StatusReporter } from "./status-reporter.js";
+import { tokenSource } from "./token.js";
+import { until } from "./until.js";
+
+/**
+ * `servicelb agent`: one per HAProxy node. Wires the pieces: HAProxy under supervision, the
+ * applier, the HTTP API, the poll loop and the status report. On start it applies the newest
+ * published config at once, or serves the last good one on disk when the store is unreachable,
+ * so a restarted node serves before its first ping.
+ */
+
+export interface AgentDeps {
+  log?: Logger;
+  /** Default: the store named by the options, credentials from the standard AWS chain. */
+  store?: ObjectStore;
+  /** Supervision timings (tests shorten them). */
+  haproxy?: Partial<Pick<HaproxyProcessOptions, "restartInitialDelayMs" | "restartMaxDelayMs" | "stopGraceMs" | "killGraceMs">>;
+  /** Retry of a failed config. Default 10 s doubling to 5 min. */
+  backoff?: { initialMs: number; maxMs: number };
+  /** HAProxy's own log lines (its stdout, `--syslog`). Default: the agent's stdout. */
+  haproxyLog?: (line: string) => void;
+}
+
+export interface Agent {
+  /** Base URL of the HTTP API. */
+  url: string;
+  metrics: AgentMetrics;
+  status(): NodeStatus;
+  /** Stops the loops, lets a running apply finish, stops HAProxy gracefully. */
+  stop(): Promise<void>;
+}
+
+const STORE_TIMEOUT_MS = 3000;
+
+async function agentVersion(): Promise<string> {
+  const pkg = JSON.parse(await readFile(join(packageRoot(), "package.json"), "utf8")) as { version: string };
+  return `servicelb/${pkg.version}`;
+}
+
+/** HAProxy's diagnostics (stderr) into the agent's log at their own level. */
+function haproxyDiagnostic(log: Logger, line: string): void {
+  const level = /^\[(\w+)\]/.exec(line)?.[1];
+  if (level === "ALERT" || level === "EMERG") log.error({ haproxy: line }, "haproxy");
+  else if (level === "WARNING") log.warn({ haproxy: line }, "haproxy");
+  else log.info({ haproxy: line }, "haproxy");
+}
+
+export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): Promise<Agent> {
+  const log = deps.log ?? createLogger("agent");
+  const ownStore = deps.store === undefined;
+  const store =
+    deps.store ??
+    createObjectStore({ url: options.store, endpoint: options.storeEndpoint, region: options.storeRegion, forcePathStyle: options.storePathStyle, timeoutMs: STORE_TIMEOUT_MS });
+  const haproxyLog = deps.haproxyLog ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const version = await agentVersion();
+  for (const dir of [options.stateDir, dirname(options.configPath), dirname(options.masterSocket)]) await mkdir(dir, { recursive: true });
+
+  const metrics = createAgentMetrics();
+  const stateFile = stateFilePath(options);
+  const [saved, disk, orphan] = await Promise.all([loadState(stateFile, log), readIfExists(options.configPath), findOrphanMaster(options.masterSocket)]);
+
+  const proc = new HaproxyProcess({
+    configPath: options.configPath,
+    masterSocket: options.masterSocket,
+    haproxyBin: options.haproxyBin,
+    onOutput: (line, stream) => (stream === "stdout" ? haproxyLog(line) : haproxyDiagnostic(log, line)),
+    onRestart: (info) => {
+      metrics.haproxyRestarts.inc();
+      log.error({ attempt: info.attempt, delayMs: info.delayMs }, info.reason);
+    },
+    ...deps.haproxy,
+  });
+  // While a reload we ordered runs, the master re-executes and refuses its CLI; the old worker serves meanwhile.
+  let reloading = false;
+  const haproxy: HaproxyControl = {
+    get running() {
+      return proc.running;
+    },
+    async start() {
+      await proc.start();
+      if (orphan !== null) retireOrphanMaster(orphan, proc.pid, log);
+    },
+    async reload() {
+      reloading = true;
+      try {
+        return await proc.reload();
+      } finally {
+        reloading = false;
+      }
+    },
+  };
+
+  let reporter: StatusReporter | undefined;
+  const applier = new Applier({
+    store,
+    haproxy,
+    configPath: options.configPath,
+    stateFile,
+    haproxyBin: options.haproxyBin,
+    minReloadIntervalMs: options.minReloadInterval,
+    backoff: deps.backoff ?? { initialMs: 10_000, maxMs: 300_000 },
+    metrics,
+    log,
+    disk,
+    saved,
+    onChange: () => reporter?.changed(),
+  });
+
+  const status = (): NodeStatus => ({
+    node: options.nodeName,
+    ...applier.status(),
+    haproxy: { running: proc.running },
+    reportIntervalSeconds: options.statusInterval / 1000,
+    reportedAt: new Date().toISOString(),
+    agent: version,
+  });
+
+  async function health(): Promise<Health> {
+    if (!applier.serving) {
+      const err = applier.status().lastError;
+      return { ok: false, reason: `no config applied yet${err ? ` (last error: ${err.message})` : ""}` };
+    }
+    if (!proc.running) return { ok: false, reason: "HAProxy is not running; the agent restarts it" };
+    // The reload itself is confirmed (or reported failed) by the applier within its timeout.
+    if (reloading) return { ok: true };
+    try {
+      const s = await showProc(options.masterSocket, { timeoutMs: 1000 });
+      if (s.master.pid !== proc.pid) return { ok: false, reason: `the master socket is answered by another HAProxy (pid ${s.master.pid})` };
+      if (s.workers.length === 0) return { ok: false, reason: "HAProxy has no worker" };
+      return { ok: true };
+    } catch (err) {
+      return { ok: false, reason: `HAProxy master does not answer: ${(err as Error).message}` };
+    }
+  }
+
+  const api = await startHttpApi({
+    host: options.listen.host,
+    port: options.listen.port,
+    expectedToken: tokenSource({ file: options.notifyTokenFile, token: options.notifyToken }),
+    onNotify: (body) => applier.notify(body.key),
+    health,
+    status,
+    metrics,
+    log,
+  });
+
+  await applier.sync();
+  reporter = startStatusReporter({
+    store,
+    node: options.nodeName,
+    intervalMs: options.statusInterval,
+    report: status,
+    log,
+    onFailure: () => metrics.loopFailures.inc({ loop: "status" }),
+  });
+  const poll = until(() => applier.sync(), {
+    name: "poll",
+    periodMs: options.pollInterval,
+    jitter: 0.2,
+    log,
+    onFailure: () => metrics.loopFailures.inc({ loop: "poll" }),
+  });
+  log.info({ url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey }, "agent started");
+
+  let stopping: Promise<void> | undefined;
+  return {
+    url: api.url,
+    metrics,
+    status,
+    stop() {
+      stopping ??= (async () => {
+        await poll.stop();
+        await applier.stop();
+        await reporter?.stop();
+        await proc.stop();
+        await api.close();
+        if (ownStore) store.close();
+        log.info("agent stopped");
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,51 @@
+import { resolve } from "node:path";
+
+/**
+ * Facts the agent reads from a rendered config: where its runtime API socket and server-state
+ * file are, and each server slot's address. Our templates put one directive per line, indented
+ * four spaces; anything else is simply not found (and costs a reload, never a wrong action).
+ */
+
+function globalSetting(text: string, keyword: string): string | undefined {
+  let inGlobal = false;
+  for (const line of text.split("\n")) {
+    if (/^\S/.test(line) && !line.startsWith("#")) inGlobal = line.trim() === "global";
+    else if (inGlobal) {
+      const m = new RegExp(`^\\s+${keyword}\\s+(\\S+)`).exec(line);
+      if (m) return resolve(m[1]!);
+    }
+  }
+  return undefined;
+}
+
+/** `stats socket <path>` of the global section: the runtime API. */
+export function statsSocketOf(text: string): string | undefined {
+  return globalSetting(text, "stats socket");
+}
+
+/** `server-state-file <path>`: HAProxy loads it when it (re)starts. */
+export function serverStateFileOf(text: string): string | undefined {
+  return globalSetting(text, "server-state-file");
+}
+
+export interface ServerSlot {
+  address: string;
+  port: number;
+}
+
+const SERVER = /^\s+server\s+(\S+)\s+(\[[0-9A-Fa-f:.]+\]|[0-9.]+):(\d+)(\s|$)/;
+
+/** "backend/server" → its address (bare, without IPv6 brackets) and port, for every backend server line. */
+export function serverSlotsOf(text: string): Map<string, ServerSlot> {
+  const slots = new Map<string, ServerSlot>();
+  let backend: string | null = null;
+  for (const line of text.split("\n")) {
+    if (/^\S/.test(line) && !line.startsWith("#")) {
+      backend = /^backend\s+(\S+)/.exec(line)?.[1] ?? null;
+      continue;
+    }
+    const m = backend === null ? null : SERVER.exec(line);
+    if (m) slots.set(`${backend}/${m[1]}`, { address: m[2]!.replace(/^\[(.*)\]$/, "$1"), port: Number(m[3]) });
+  }
+  return slots;
+}

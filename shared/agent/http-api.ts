@@ -1,0 +1,161 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { z } from "zod";
+import type { Logger } from "../adapters/log.js";
+import type { AgentMetrics } from "./metrics.js";
+import { bearerToken, tokenMatches } from "./token.js";
+
+/**
+ * The agent's HTTP API:
+ *   POST /notify  — a ping from the reconcile function (bearer token); 202 at once, the pull runs after.
+ *   GET  /healthz — 200 only when HAProxy answers and runs an applied config; else 503 with the reason.
+ *   GET  /metrics — Prometheus.
+ *   GET  /status  — what runs, since when, the last error.
+ */
+
+/** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
+export const notifySchema = z.object({
+  key: z.string().regex(/^(?:\S*\/)?configs\/[0-9]{20}-[0-9a-f]{16}\.cfg$/, "a config key"),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, "64 hex digits"),
+  revision: z.string().regex(/^[0-9]{1,20}$/, "a decimal revision"),
+});
+export type NotifyBody = z.infer<typeof notifySchema>;
+
+export type Health = { ok: true } | { ok: false; reason: string };
+
+export interface HttpApiOptions {
+  host: string;
+  port: number;
+  expectedToken: () => Promise<string>;
+  /** Must not wait for the pull. */
+  onNotify: (body: NotifyBody) => string;
+  health: () => Promise<Health>;
+  status: () => unknown;
+  metrics: AgentMetrics;
+  log: Logger;
+}
+
+export interface HttpApi {
+  /** e.g. http://127.0.0.1:8081 */
+  url: string;
+  close(): Promise<void>;
+}
+
+const MAX_BODY = 16 * 1024;
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = typeof body === "string" ? body : `${JSON.stringify(body, null, 2)}\n`;
+  const type = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json";
+  res.writeHead(status, { "content-type": type, "cache-control": "no-store", ...headers });
+  res.end(text);
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        reject(new HttpError(413, `body over ${MAX_BODY} bytes`, { connection: "close" }));
+        req.destroy();
+      } else chunks.push(c);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
+  async function notify(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let expected: string;
+    try {
+      expected = await o.expectedToken();
+    } catch (err) {
+      o.log.error({ err: (err as Error).message }, "cannot read the notify token");
+      throw new HttpError(503, "the notify token cannot be read");
+    }
+    // Authenticate before reading the body: strangers get nothing parsed.
+    if (!tokenMatches(bearerToken(req.headers.authorization), expected)) {
+      o.metrics.notifications.inc({ result: "unauthorized" });
+      throw new HttpError(401, "a valid bearer token is required", { "www-authenticate": 'Bearer realm="servicelb-agent"' });
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(await readBody(req));
+    } catch (err) {
+      if (err instanceof HttpError) throw err;
+      o.metrics.notifications.inc({ result: "malformed" });
+      throw new HttpError(400, "the body is not JSON");
+    }
+    const body = notifySchema.safeParse(parsed);
+    if (!body.success) {
+      o.metrics.notifications.inc({ result: "malformed" });
+      throw new HttpError(400, body.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; "));
+    }
+    const action = o.onNotify(body.data);
+    o.metrics.notifications.inc({ result: "accepted" });
+    send(res, 202, { accepted: true, action });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = new URL(req.url ?? "/", "http://agent").pathname;
+    const method = req.method ?? "GET";
+    const only = (allowed: string) => {
+      if (!allowed.split(",").includes(method)) throw new HttpError(405, `use ${allowed.replace(",", " or ")}`, { allow: allowed });
+    };
+    switch (path) {
+      case "/notify":
+        only("POST");
+        return notify(req, res);
+      case "/healthz": {
+        only("GET,HEAD");
+        const h = await o.health();
+        return h.ok ? send(res, 200, { ok: true }) : send(res, 503, { ok: false, reason: h.reason });
+      }
+      case "/metrics":
+        only("GET,HEAD");
+        res.writeHead(200, { "content-type": o.metrics.registry.contentType });
+        res.end(await o.metrics.registry.metrics());
+        return;
+      case "/status":
+        only("GET,HEAD");
+        return send(res, 200, o.status());
+      default:
+        throw new HttpError(404, "not found: /notify, /healthz, /metrics, /status");
+    }
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (res.headersSent) return void res.destroy();
+      if (err instanceof HttpError) return send(res, err.status, { error: err.message }, err.headers);
+      o.log.error({ err }, "agent HTTP handler failed");
+      send(res, 500, { error: "internal error" });
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(o.port, o.host, () => resolve());
+  });
+  const { address, port } = server.address() as AddressInfo;
+  const host = address.includes(":") ? `[${address}]` : address;
+  return {
+    url: `http://${host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,49 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** The agent's Prometheus metrics, on a registry of its own (tests run several agents in one process). */
+export interface AgentMetrics {
+  registry: Registry;
+  appliedRevision: Gauge;
+  appliedTimestamp: Gauge;
+  pulls: Counter<"result">;
+  reloads: Counter;
+  reloadFailures: Counter;
+  runtimeUpdates: Counter;
+  runtimeServerChanges: Counter;
+  applyFailures: Counter<"stage">;
+  pullSeconds: Histogram;
+  applySeconds: Histogram<"how">;
+  notifications: Counter<"result">;
+  loopFailures: Counter<"loop">;
+  haproxyRestarts: Counter;
+}
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export function createAgentMetrics(): AgentMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    appliedRevision: new Gauge({ name: "servicelb_agent_applied_revision", help: "Snapshot revision of the config HAProxy runs (0: unknown)", registers }),
+    appliedTimestamp: new Gauge({ name: "servicelb_agent_applied_timestamp_seconds", help: "When the running config was applied", registers }),
+    pulls: new Counter({ name: "servicelb_agent_pulls_total", help: "Looks at the store for a newer config, by result (new, none, failed)", labelNames: ["result"], registers }),
+    reloads: new Counter({ name: "servicelb_agent_reloads_total", help: "HAProxy reloads through the master socket", registers }),
+    reloadFailures: new Counter({ name: "servicelb_agent_reload_failures_total", help: "Reloads HAProxy reported failed or did not confirm; the previous config kept serving", registers }),
+    runtimeUpdates: new Counter({ name: "servicelb_agent_runtime_updates_total", help: "Configs applied through the runtime API without a reload", registers }),
+    runtimeServerChanges: new Counter({ name: "servicelb_agent_runtime_server_changes_total", help: "Server slots changed through the runtime API", registers }),
+    applyFailures: new Counter({ name: "servicelb_agent_apply_failures_total", help: "Configs not applied, by stage (pull, verify, check, apply)", labelNames: ["stage"], registers }),
+    pullSeconds: new Histogram({ name: "servicelb_agent_pull_duration_seconds", help: "Listing and fetching a config from the store", buckets: LATENCY_BUCKETS, registers }),
+    applySeconds: new Histogram({
+      name: "servicelb_agent_apply_duration_seconds",
+      help: "From a fetched config to HAProxy running it (check, write, runtime API or reload), by how",
+      labelNames: ["how"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    notifications: new Counter({ name: "servicelb_agent_notifications_total", help: "POST /notify requests, by result", labelNames: ["result"], registers }),
+    loopFailures: new Counter({ name: "servicelb_agent_loop_failures_total", help: "Failed runs of the agent's loops (poll, status)", labelNames: ["loop"], registers }),
+    haproxyRestarts: new Counter({ name: "servicelb_agent_haproxy_restarts_total", help: "Times the HAProxy master died and was restarted", registers }),
+  };
+}

@@ -1,0 +1,128 @@
+import { hostname } from "node:os";
+import { dirname, join } from "node:path";
+import { z } from "zod";
+import { envName, flagName, OptionsError, optionsFromEnv } from "../core/options.js";
+import { parseStoreUrl } from "../adapters/object-store.js";
+
+/**
+ * The agent's settings in one table, named like the render options: `--kebab-case` flags and
+ * SERVICELB_<UPPER_SNAKE> variables (flags win). The store settings share their names with the
+ * reconcile function's (SERVICELB_STORE, SERVICELB_STORE_ENDPOINT, ...), so one ConfigMap can
+ * feed both. `envOnly` settings are secrets: a flag would show them in `ps`.
+ */
+
+const bool = z.union([z.boolean(), z.stringbool()], { error: "true or false" });
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+const durationMs = (min: number) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,9}(ms|s|m|h)$/, "a duration such as 500ms, 30s, 5m or 1h")
+    .transform((s) => {
+      const [, n, unit] = /^([0-9]+)(ms|s|m|h)$/.exec(s)!;
+      return Number(n) * UNIT_MS[unit as keyof typeof UNIT_MS];
+    })
+    .refine((ms) => ms >= min, `at least ${min} ms`);
+const filePath = z.string().min(1, "a path").max(4096);
+// Unix socket paths are limited to 108 bytes (sun_path) on Linux.
+const socketPath = z.string().min(1, "a path").max(107, "at most 107 bytes (a unix socket path)");
+
+const listen = z.string().transform((text, ctx) => {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[0-9.]+|[a-zA-Z0-9.-]+):([0-9]{1,5})$/.exec(text);
+  const port = m ? Number(m[2]) : -1;
+  if (!m || port > 65535) {
+    ctx.addIssue({ code: "custom", message: "host:port, e.g. 0.0.0.0:8081 or [::]:8081 (port 0: any free port)" });
+    return z.NEVER;
+  }
+  return { host: m[1]!.replace(/^\[(.*)\]$/, "$1"), port };
+});
+
+const storeUrl = z.string().refine((url) => {
+  try {
+    parseStoreUrl(url);
+    return true;
+  } catch {
+    return false;
+  }
+}, "s3://bucket[/prefix] with a valid bucket name");
+
+const nodeName = z
+  .string()
+  .max(253)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, "a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.')");
+
+interface Spec {
+  schema: z.ZodType;
+  help: string;
+  boolean?: true;
+  envOnly?: true;
+}
+
+export const agentOptionSpecs = {
+  store: { schema: storeUrl.optional(), help: "s3://bucket[/prefix] where configs are published (required)" },
+  storeEndpoint: { schema: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(), help: "S3-compatible endpoint, e.g. http://minio:9000 (default: AWS S3)" },
+  storeRegion: { schema: z.string().regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1").optional(), help: "store region (default: $AWS_REGION, else us-east-1)" },
+  storePathStyle: { schema: bool.default(false), help: "path-style bucket URLs (MinIO, s3rver)", boolean: true },
+  nodeName: { schema: nodeName.optional(), help: "this node's name in status/<node>.json (default: the host name)" },
+  listen: { schema: listen.default({ host: "0.0.0.0", port: 8081 }), help: "address of /notify, /healthz, /metrics and /status (default 0.0.0.0:8081)" },
+  configPath: { schema: filePath.default("/etc/haproxy/haproxy.cfg"), help: "the haproxy.cfg HAProxy runs; replaced atomically" },
+  stateDir: { schema: filePath.optional(), help: "where the agent remembers the applied config (default: the config's directory)" },
+  masterSocket: { schema: socketPath.default("/var/run/haproxy/master.sock"), help: "HAProxy master CLI socket (haproxy -W -S)" },
+  haproxyBin: { schema: z.string().min(1).default("haproxy"), help: "HAProxy binary" },
+  pollInterval: { schema: durationMs(100).default(30_000), help: "how often to look for a newer config without a ping (default 30s, jittered)" },
+  minReloadInterval: { schema: durationMs(0).default(1000), help: "least time between two reloads (default 1s); the newest config waits and wins" },
+  statusInterval: { schema: durationMs(100).default(60_000), help: "how often to write status/<node>.json (default 60s, and after every apply)" },
+  notifyTokenFile: { schema: filePath.optional(), help: "file holding the bearer token /notify requires (read at every request)" },
+  notifyToken: { schema: z.string().min(1).optional(), help: "the bearer token, when no file is given", envOnly: true },
+} as const satisfies Record<string, Spec>;
+
+type Specs = typeof agentOptionSpecs;
+type Parsed = { [K in keyof Specs]: z.output<Specs[K]["schema"]> };
+
+export interface AgentOptions extends Omit<Parsed, "store" | "nodeName" | "stateDir" | "storeRegion"> {
+  store: string;
+  nodeName: string;
+  stateDir: string;
+  storeRegion?: string;
+}
+
+const schema = z.object(Object.fromEntries(Object.entries(agentOptionSpecs).map(([k, v]) => [k, v.schema])) as { [K in keyof Specs]: Specs[K]["schema"] }).strict();
+
+function describeKey(key: string): string {
+  const spec = (agentOptionSpecs as Record<string, Spec>)[key];
+  return spec?.envOnly ? envName(key) : `--${flagName(key)} / ${envName(key)}`;
+}
+
+/**
+ * Validates the agent's settings from flags (commander's camelCase keys) over SERVICELB_*
+ * variables. Errors name each setting both ways, since the DaemonSet sets variables.
+ */
+export function parseAgentOptions(env: Readonly<Record<string, string | undefined>>, flags: Readonly<Record<string, unknown>> = {}): AgentOptions {
+  const keys = Object.keys(agentOptionSpecs);
+  const fromFlags = Object.fromEntries(Object.entries(flags).filter(([k, v]) => v !== undefined && keys.includes(k) && !(agentOptionSpecs as Record<string, Spec>)[k]!.envOnly));
+  const input = { ...optionsFromEnv(env, keys), ...fromFlags };
+  const result = schema.safeParse(input);
+  if (!result.success) {
+    throw new OptionsError(result.error.issues.map((i) => (i.path[0] === undefined ? i.message : `${describeKey(String(i.path[0]))}: ${i.message}`)).join("\n"));
+  }
+  const o = result.data as Parsed;
+  if (!o.store) throw new OptionsError(`${describeKey("store")} is required: s3://bucket[/prefix] where configs are published`);
+  if (!o.notifyTokenFile && !o.notifyToken) {
+    // An agent that reloads HAProxy on anyone's say-so is an open door; refuse to run without a token.
+    throw new OptionsError(`${describeKey("notifyTokenFile")} or ${envName("notifyToken")} is required: the bearer token of POST /notify`);
+  }
+  const node = o.nodeName ?? hostname().toLowerCase();
+  if (!nodeName.safeParse(node).success) throw new OptionsError(`${describeKey("nodeName")}: the host name ${JSON.stringify(node)} is not a DNS-1123 subdomain; set it`);
+  return {
+    ...o,
+    store: o.store,
+    nodeName: node,
+    stateDir: o.stateDir ?? dirname(o.configPath),
+    // The store falls back to us-east-1, not to the SDK's region chain: honour the usual variables.
+    storeRegion: o.storeRegion ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
+  };
+}
+
+/** The agent's own record of what it applied, beside the config by default. */
+export function stateFilePath(options: Pick<AgentOptions, "stateDir">): string {
+  return join(options.stateDir, "servicelb-agent.json");
+}

@@ -1,0 +1,35 @@
+import type { Logger } from "../adapters/log.js";
+import type { ObjectStore } from "../adapters/object-store.js";
+import { until, type Loop } from "./until.js";
+
+/**
+ * Writes `status/<node>.json` to the store every interval and soon after each change, so that
+ * `servicelb status` shows which config every node runs. Writes never overlap (until runs one
+ * at a time); a burst of changes folds into one write after the one in flight.
+ */
+export interface StatusReporterOptions {
+  store: Pick<ObjectStore, "putStatus">;
+  node: string;
+  intervalMs: number;
+  report: () => unknown;
+  log: Logger;
+  onFailure?: (err: unknown) => void;
+}
+
+export interface StatusReporter {
+  /** Report now (after an apply or a failure). */
+  changed(): void;
+  stop(): Promise<void>;
+}
+
+export function startStatusReporter(o: StatusReporterOptions): StatusReporter {
+  const loop: Loop = until(() => o.store.putStatus(o.node, o.report()), {
+    name: "status report",
+    periodMs: o.intervalMs,
+    jitter: 0.1,
+    immediate: true,
+    log: o.log,
+    onFailure: o.onFailure,
+  });
+  return { changed: () => loop.kick(), stop: () => loop.stop() };
+}

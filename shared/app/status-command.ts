@@ -1,0 +1,103 @@
+import { createObjectStore, type ConfigHead } from "../adapters/object-store.js";
+import { nodeStatusSchema } from "../agent/node-status.js";
+import { loadFunctionSettings, requireStore } from "./function-options.js";
+
+/**
+ * `servicelb status [--format text|json]`: fleet convergence at a glance. For every node that
+ * reported to the store (status/<node>.json): the config it runs, whether that is the newest
+ * published one, its last error and how old its report is. A report older than three of the
+ * node's own report intervals is marked stale: the agent is gone or cannot reach the store.
+ */
+
+export interface NodeRow {
+  node: string;
+  key: string | null;
+  revision: string | null;
+  sha256: string | null;
+  how: string | null;
+  appliedAt: string | null;
+  /** Runs no config, an unknown one, or one older than the newest published. */
+  behind: boolean;
+  reportedAt: string;
+  ageSeconds: number;
+  stale: boolean;
+  haproxyRunning: boolean;
+  lastError: { stage: string; key: string | null; message: string; at: string } | null;
+}
+
+export interface FleetStatus {
+  newest: { key: string; revision: string } | null;
+  nodes: NodeRow[];
+  /** Reports that are not agent status documents. */
+  unreadable: string[];
+}
+
+export function fleetStatus(newest: ConfigHead | null, reports: readonly unknown[], now: number): FleetStatus {
+  const nodes: NodeRow[] = [];
+  const unreadable: string[] = [];
+  for (const report of reports) {
+    const parsed = nodeStatusSchema.safeParse(report);
+    if (!parsed.success) {
+      unreadable.push(JSON.stringify(report).slice(0, 120));
+      continue;
+    }
+    const s = parsed.data;
+    const ageSeconds = Math.max(0, Math.round((now - Date.parse(s.reportedAt)) / 1000));
+    const key = s.applied?.key ?? null;
+    nodes.push({
+      node: s.node,
+      key,
+      revision: s.applied?.revision ?? null,
+      sha256: s.applied?.sha256 ?? null,
+      how: s.applied?.how ?? null,
+      appliedAt: s.applied?.appliedAt ?? null,
+      behind: newest !== null && (key === null || key < newest.key),
+      reportedAt: s.reportedAt,
+      ageSeconds,
+      stale: ageSeconds > 3 * s.reportIntervalSeconds,
+      haproxyRunning: s.haproxy.running,
+      lastError: s.lastError,
+    });
+  }
+  nodes.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+  return { newest: newest && { key: newest.key, revision: newest.revision }, nodes, unreadable };
+}
+
+function age(seconds: number): string {
+  if (seconds < 120) return `${seconds}s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
+  return `${Math.round(seconds / 3600)}h`;
+}
+
+export function formatFleet(f: FleetStatus): string {
+  const head = f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n";
+  const rows = [
+    ["NODE", "REVISION", "STATE", "HAPROXY", "REPORTED", "CONFIG", "LAST ERROR"],
+    ...f.nodes.map((n) => [
+      n.node,
+      n.revision ?? "-",
+      n.behind ? "behind" : "current",
+      n.haproxyRunning ? "running" : "down",
+      `${age(n.ageSeconds)} ago${n.stale ? " (stale)" : ""}`,
+      n.key?.slice(n.key.lastIndexOf("/") + 1) ?? "-",
+      n.lastError ? `${n.lastError.stage}: ${n.lastError.message.split("\n")[0]}` : "-",
+    ]),
+  ];
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  const table = rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ").trimEnd()).join("\n");
+  const bad = f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("");
+  return `${head}${table}\n${bad}`;
+}
+
+export async function runStatus(flags: Record<string, unknown>): Promise<number> {
+  const s = requireStore(loadFunctionSettings(process.env, flags));
+  const store = createObjectStore({ url: s.url, endpoint: s.endpoint, region: s.region, forcePathStyle: s.forcePathStyle });
+  try {
+    const [newest, reports] = await Promise.all([store.latest(), store.listStatuses()]);
+    const fleet = fleetStatus(newest, reports, Date.now());
+    process.stdout.write(flags.format === "json" ? `${JSON.stringify(fleet, null, 2)}\n` : formatFleet(fleet));
+    return 0;
+  } finally {
+    store.close();
+  }
+}

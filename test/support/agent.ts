@@ -1,0 +1,180 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, request, type Agent as HttpAgent } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { showProc } from "../../shared/adapters/haproxy/master.js";
+import { createLogger } from "../../shared/adapters/log.js";
+import { createObjectStore, type ObjectStore, type PublishResult } from "../../shared/adapters/object-store.js";
+import { startAgent, type Agent, type AgentDeps } from "../../shared/agent/agent.js";
+import { parseAgentOptions, type AgentOptions } from "../../shared/agent/options.js";
+import { RenderContext } from "../../shared/app/render-context.js";
+import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { list, service, slice } from "./fixtures.js";
+import { loopbackOptions, type LoopbackSetup } from "./haproxy.js";
+import { S3RVER_CREDENTIALS, type TestS3 } from "./s3.js";
+
+/** Agent tests: one node's world in a temp dir — its store prefix, sockets, config path and token. */
+
+export const TOKEN = "test-notify-token-0123456789";
+
+export interface Node {
+  dir: string;
+  lb: LoopbackSetup;
+  store: ObjectStore;
+  prefix: string;
+  renderer: RenderContext;
+  /** Options of an agent for this node; `extra` uses the flag names (camelCase). */
+  options(extra?: Record<string, unknown>): AgentOptions;
+  start(extra?: Record<string, unknown>, deps?: AgentDeps): Promise<Agent>;
+  /** Renders the cluster `items` at `revision` and publishes it, as the reconcile function does. */
+  publish(items: unknown[], revision: number): Promise<PublishResult>;
+  /** POST /notify with the published key, as the notifier does. */
+  notify(agent: Agent, published: Pick<PublishResult, "key" | "sha256">, token?: string | null): Promise<{ status: number; body: string }>;
+  masterSocket: string;
+  configPath: string;
+  reloads(): Promise<number>;
+  /** GET path through this node's HAProxy HTTP frontend, one connection per request. */
+  get(path: string): Promise<{ status: number; body: string }>;
+  cleanup(): void;
+}
+
+let nodes = 0;
+
+export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> = {}): Promise<Node> {
+  const lb = await loopbackOptions({ hardStopAfter: "10s", ...renderExtra });
+  const dir = mkdtempSync(join(tmpdir(), "servicelb-agent-"));
+  const prefix = `node-${process.pid}-${++nodes}`;
+  const store = createObjectStore({ url: `s3://${s3.bucket}/${prefix}`, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 2000 });
+  const tokenFile = join(dir, "token");
+  writeFileSync(tokenFile, `${TOKEN}\n`);
+  const renderer = new RenderContext(lb.options);
+  const masterSocket = join(dir, "master.sock");
+  const configPath = join(dir, "etc", "haproxy.cfg");
+  const options = (extra: Record<string, unknown> = {}) =>
+    parseAgentOptions(
+      {},
+      {
+        store: `s3://${s3.bucket}/${prefix}`,
+        storeEndpoint: s3.endpoint,
+        storePathStyle: "true",
+        nodeName: `node-${nodes}`,
+        listen: "127.0.0.1:0",
+        configPath,
+        stateDir: join(dir, "state"),
+        masterSocket,
+        pollInterval: "60s",
+        minReloadInterval: "0ms",
+        statusInterval: "60s",
+        notifyTokenFile: tokenFile,
+        ...extra,
+      },
+    );
+  const node: Node = {
+    dir,
+    lb,
+    store,
+    prefix,
+    renderer,
+    masterSocket,
+    configPath,
+    options,
+    start: (extra, deps = {}) =>
+      startAgent(options(extra), {
+        log: createLogger("agent-test", process.env.AGENT_TEST_LOG ?? "silent"),
+        store,
+        haproxy: { restartInitialDelayMs: 200, stopGraceMs: 3000, killGraceMs: 2000 },
+        backoff: { initialMs: 60_000, maxMs: 60_000 },
+        haproxyLog: () => undefined,
+        ...deps,
+      }),
+    async publish(items, revision) {
+      const rendered = renderer.render(snapshotFromDocuments([list(items, String(revision))]));
+      return store.publish({ config: rendered.config, revision: String(revision), generator: "servicelb/test" });
+    },
+    async notify(agent, published, token = TOKEN) {
+      const revision = String(Number(/\/configs\/(\d+)-/.exec(published.key)?.[1] ?? "0"));
+      const res = await fetch(`${agent.url}/notify`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(token === null ? {} : { authorization: `Bearer ${token}` }) },
+        body: JSON.stringify({ key: published.key, sha256: published.sha256, revision }),
+      });
+      return { status: res.status, body: await res.text() };
+    },
+    reloads: async () => (await showProc(masterSocket)).master.reloads,
+    get: (path) => httpGet(lb.options.httpPort, path),
+    cleanup() {
+      store.close();
+      lb.cleanup();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return node;
+}
+
+/** A Service `name` on port 80 whose pods are `hosts`, all listening on targetPort. */
+export function web(name: string, targetPort: number, hosts: string[]): unknown[] {
+  return [service(name, [{ port: 80, targetPort }]), slice(name, [{ port: targetPort }], hosts)];
+}
+
+export interface Echo {
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * HTTP servers that answer "<name> <path>", one per host, all on one port (pods of one Service
+ * differ by address, not port). Loopback is 127.0.0.0/8 on Linux, so 127.0.0.2, .3, ... work.
+ */
+export async function echoPods(pods: Record<string, string>): Promise<Echo> {
+  for (let attempt = 0; ; attempt++) {
+    const servers = Object.entries(pods).map(([host, name]) => {
+      const s = createServer((req, res) => res.end(`${name} ${req.url}`));
+      s.keepAliveTimeout = 65_000;
+      return { host, s };
+    });
+    let port = 0;
+    try {
+      for (const { host, s } of servers) {
+        await new Promise<void>((resolve, reject) => {
+          s.once("error", reject);
+          s.listen(port, host, () => resolve());
+        });
+        port = (s.address() as AddressInfo).port;
+      }
+      return {
+        port,
+        close: async () => {
+          for (const { s } of servers) {
+            s.closeAllConnections();
+            await new Promise<void>((r) => s.close(() => r()));
+          }
+        },
+      };
+    } catch (err) {
+      for (const { s } of servers) if (s.listening) s.close();
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt > 20) throw err;
+    }
+  }
+}
+
+export function httpGet(port: number, path: string, agent: HttpAgent | false = false): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, agent }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.setTimeout(5000, () => req.destroy(new Error(`GET ${path} on :${port} timed out`)));
+    req.end();
+  });
+}
+
+/** The sum of a counter's values (all label sets, or those matching `labels`). */
+export async function count(metric: { get(): Promise<{ values: Array<{ value: number; labels: Partial<Record<string, string | number>> }> }> }, labels: Record<string, string> = {}): Promise<number> {
+  const { values } = await metric.get();
+  return values.filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((a, v) => a + v.value, 0);
+}
