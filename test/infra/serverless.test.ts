@@ -1,0 +1,134 @@
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { classifyEvent } from "../../shared/app/cloudevents.js";
+import { FUNCTION_SETTING_KEYS, loadFunctionSettings, requireStore } from "../../shared/app/function-options.js";
+import { envName } from "../../shared/core/options.js";
+import { awsCredentialEnvNames, envNamesInSources, functionsFrameworkEnvNames } from "../support/infra-code.js";
+import { REPO } from "../support/infra-manifests.js";
+
+// serverless.yml checked without the Serverless Framework (v3 with its Google plugin is ~500
+// packages): the plugin's own rules (serverless-google-cloudfunctions 4.6: package/googlePackage.js,
+// shared/validate.js, package/lib/compileFunctions.js), then agreement with the code.
+
+interface SlsFunction {
+  handler: string;
+  events: Array<{ http?: string; event?: { eventType: string; resource: string; path?: string; failurePolicy?: unknown } }>;
+  environment?: Record<string, string>;
+  secrets?: Record<string, { secret: string; version: string }>;
+}
+
+interface Sls {
+  service: string;
+  frameworkVersion: string;
+  plugins: string[];
+  params: { default: Record<string, string> };
+  provider: { name: string; runtime: string; environment?: Record<string, string>; secrets?: Record<string, unknown> };
+  package: { patterns: string[] };
+  functions: Record<string, SlsFunction>;
+}
+
+const require = createRequire(import.meta.url);
+const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { main?: string; engines: { node: string } };
+
+/** serverless.yml with ${param:...} resolved from its defaults and the --param values a deploy gives. */
+function load(given: Record<string, string>): Sls {
+  const raw = parse(readFileSync(join(REPO, "serverless.yml"), "utf8")) as Sls;
+  const params = { ...raw.params.default, ...given };
+  const text = JSON.stringify(raw).replace(/\$\{param:([A-Za-z]+)\}/g, (_, name: string) => {
+    if (params[name] === undefined) throw new Error(`serverless.yml: \${param:${name}} has no default; deploy must give --param ${name}=...`);
+    return params[name];
+  });
+  expect(text).not.toMatch(/\$\{/);
+  return JSON.parse(text) as Sls;
+}
+
+/** Serverless's package patterns: glob lines in order, "!" excludes, the last match wins. */
+function packaged(patterns: readonly string[], path: string): boolean {
+  let included = false;
+  for (const p of patterns) {
+    const negated = p.startsWith("!");
+    const glob = negated ? p.slice(1) : p;
+    const re = new RegExp(`^${glob.replace(/[.+^$()|[\]{}]/g, "\\$&").replace(/\*\*/g, "\u0000").replace(/\*/g, "[^/]*").replace(/\u0000/g, ".*")}$`);
+    if (re.test(path)) included = !negated;
+  }
+  return included;
+}
+
+/** The file of functions/ that registers `name`, and how. */
+function registration(name: string): { file: string; kind: "http" | "cloudEvent" } | undefined {
+  for (const file of ["render.ts", "reconcile.ts", "agent.ts", "cli.ts"]) {
+    const text = readFileSync(join(REPO, "functions", file), "utf8");
+    const m = new RegExp(`functions\\.(http|cloudEvent)\\("${name}"`).exec(text);
+    if (m) return { file, kind: m[1] as "http" | "cloudEvent" };
+  }
+  return undefined;
+}
+
+const sls = load({ project: "demo-project", store: "s3://demo-bucket/servicelb" });
+
+describe("serverless.yml", () => {
+  it("is a Serverless Framework v3 service for the Google plugin, on the Node runtime package.json asks for", () => {
+    expect(sls.frameworkVersion).toBe("3");
+    expect(sls.plugins).toEqual(["serverless-google-cloudfunctions"]);
+    expect(sls.provider.name).toBe("google");
+    // The plugin forbids "goog" and underscores in the service name.
+    expect(sls.service).not.toMatch(/goog|_/);
+    expect(sls.provider.runtime).toBe(`nodejs${/^>=\s*(\d+)/.exec(pkg.engines.node)![1]}`);
+  });
+
+  it("names as each handler the function the code registers, with a trigger of the matching kind", () => {
+    expect(Object.keys(sls.functions).sort()).toEqual(["reconcile", "render"]);
+    for (const [name, fn] of Object.entries(sls.functions)) {
+      // The plugin refuses "file.export" handlers: Cloud Functions looks the name up in the main module.
+      expect(fn.handler, name).toMatch(/^[A-Za-z0-9_]+$/);
+      expect(fn.events, name).toHaveLength(1);
+      const reg = registration(fn.handler);
+      expect(reg, `nothing in functions/ registers "${fn.handler}"`).toBeDefined();
+      const event = fn.events[0]!;
+      expect(reg!.kind, name).toBe(event.http !== undefined ? "http" : "cloudEvent");
+      if (event.event) expect(Object.keys(event.event).every((k) => ["eventType", "resource", "path", "failurePolicy"].includes(k))).toBe(true);
+    }
+  });
+
+  it("sets only variables the code reads, and the functions start with them", () => {
+    const readable = new Set([...FUNCTION_SETTING_KEYS.map(envName), ...envNamesInSources(), ...functionsFrameworkEnvNames(), ...awsCredentialEnvNames()]);
+    for (const [name, fn] of Object.entries(sls.functions)) {
+      const env: Record<string, string> = { ...sls.provider.environment, ...fn.environment };
+      for (const secret of Object.keys({ ...sls.provider.secrets, ...fn.secrets })) env[secret] = "from-secret-manager";
+      for (const variable of Object.keys(env)) expect(readable.has(variable), `${name}: ${variable}`).toBe(true);
+      const settings = loadFunctionSettings(env);
+      if (name === "reconcile") expect(requireStore(settings).url).toBe("s3://demo-bucket/servicelb");
+    }
+  });
+
+  it("packages the compiled functions, the templates, and what `npm ci` needs to rebuild them", () => {
+    const { patterns } = sls.package;
+    for (const path of ["package.json", "package-lock.json", "tsconfig.json", "templates/haproxy.cfg.liquid", "dist/functions/render.js", "dist/functions/reconcile.js", "dist/shared/app/reconcile.js", "functions/render.ts", "shared/app/reconcile.ts"]) {
+      expect(packaged(patterns, path), path).toBe(true);
+    }
+    for (const path of ["node_modules/zod/package.json", "test/infra/serverless.test.ts", "infra/base/agent.yaml", ".git/config"]) expect(packaged(patterns, path), path).toBe(false);
+  });
+
+  // KNOWN GAP, outside serverless.yml: Cloud Functions loads package.json "main" (default index.js),
+  // which must register both handlers, e.g. a functions/index.ts importing ./${FUNCTION_TARGET}.js.
+  it.fails("deploys a main module that Cloud Functions can load", () => {
+    const main = pkg.main ?? "index.js";
+    expect(packaged(sls.package.patterns, main), main).toBe(true);
+    expect(existsSync(join(REPO, main.replace(/^dist\//, "").replace(/\.js$/, ".ts")))).toBe(true);
+  });
+
+  // KNOWN GAP, outside serverless.yml: functions-framework turns the Pub/Sub trigger into a
+  // google.cloud.pubsub.topic.v1.messagePublished CloudEvent, which shared/app/cloudevents.ts does
+  // not yet take as a resync, so reconcile would acknowledge every tick and do nothing.
+  it.fails("triggers reconcile with events it acts on", () => {
+    const middleware = join(dirname(require.resolve("@google-cloud/functions-framework")), "middleware/background_event_to_cloud_event.js");
+    const { eventType } = sls.functions.reconcile!.events[0]!.event!;
+    const ceType = new RegExp(`'${eventType.replace(/[./]/g, "\\$&")}': '([^']+)'`).exec(readFileSync(middleware, "utf8"))?.[1];
+    expect(ceType, `functions-framework converts ${eventType}`).toBeDefined();
+    const event = { specversion: "1.0", id: "1", type: ceType!, source: "//pubsub.googleapis.com/projects/demo-project/topics/servicelb-reconcile", data: { message: { data: "" } } };
+    expect(classifyEvent(event, loadFunctionSettings({}).options).verdict).toMatch(/^(resync|relevant)$/);
+  });
+});
