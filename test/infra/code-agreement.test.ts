@@ -106,13 +106,10 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
     expect(sp?.targetPort).toBe("agent");
   });
 
-  it("opens on the node exactly HAProxy's HTTP and HTTPS ports; the stats page stays on loopback", () => {
+  it("opens on the node exactly HAProxy's frontends (HTTP, HTTPS, TCP services); the stats page stays on loopback", () => {
     const o = settings.options;
     const hostPorts = (agent.container.ports ?? []).filter((p) => p.hostPort !== undefined).map((p) => [p.hostPort, p.containerPort]);
-    expect(hostPorts).toEqual([
-      [o.httpPort, o.httpPort],
-      [o.httpsPort, o.httpsPort],
-    ]);
+    expect(hostPorts).toEqual([o.httpPort, o.httpsPort, ...o.tcpServices.map((s) => s.port)].map((port) => [port, port]));
     expect(agent.container.ports?.some((p) => p.containerPort === o.statsPort)).toBe(false);
     expect(o.statsBind).toBe("127.0.0.1");
     expect(agent.pod.nodeSelector).toEqual({ "servicelb/loadbalancer": "true" });
