@@ -52,10 +52,14 @@ async function agentVersion(): Promise<string> {
   return `servicelb/${pkg.version}`;
 }
 
+// Every reload makes the old worker list each of its proxies as stopped: one line per backend.
+const RELOAD_CHATTER = /: Proxy \S+ stopped \(cumulated conns|: Stopping (proxy|frontend|backend) /;
+
 /** HAProxy's diagnostics (stderr) into the agent's log at their own level. */
 function haproxyDiagnostic(log: Logger, line: string): void {
   const level = /^\[(\w+)\]/.exec(line)?.[1];
-  if (level === "ALERT" || level === "EMERG") log.error({ haproxy: line }, "haproxy");
+  if (RELOAD_CHATTER.test(line)) log.debug({ haproxy: line }, "haproxy");
+  else if (level === "ALERT" || level === "EMERG") log.error({ haproxy: line }, "haproxy");
   else if (level === "WARNING") log.warn({ haproxy: line }, "haproxy");
   else log.info({ haproxy: line }, "haproxy");
 }

@@ -178,6 +178,23 @@ describe("applying configs", () => {
     await served(n, "/web/", "B");
   });
 
+  it("undoes a runtime change HAProxy refuses and rejects that config", async () => {
+    const n = await node();
+    const good = await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n);
+    const before = await n.reloads();
+    const goodText = readFileSync(n.configPath, "utf8");
+    // Only a server address differs, so it takes the runtime path; 300.1.2.3 fits the line's grammar but is no address.
+    const bad = await n.store.publish({ config: goodText.replace(`${A}:${pods.port}`, `300.1.2.3:${pods.port}`), revision: "110", generator: "servicelb/test" });
+    await n.notify(agent, bad);
+    const err = await waitFor("the error", async () => agent.status().lastError ?? undefined);
+    expect(err).toMatchObject({ stage: "check", key: bad.key });
+    expect(agent.status().applied?.key).toBe(good.key);
+    expect(await answering(n, "/web/")).toEqual(["A"]);
+    expect(readFileSync(n.configPath, "utf8")).toBe(goodText);
+    expect(await n.reloads()).toBe(before);
+  });
+
   it("refuses a config whose body does not match its sha256", async () => {
     const n = await node();
     const good = await n.publish(web("web", pods.port, [A]), 100);
