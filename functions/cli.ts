@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from "commander";
 import { BOOLEAN_OPTIONS, flagName, optionSpecs, OptionsError } from "../shared/core/options.js";
 import { SnapshotError } from "../shared/core/snapshot.js";
+import { agentOptionSpecs } from "../shared/agent/options.js";
 
 /**
  * `servicelb <command>`: exit 0 on success, 2 on bad flags or input, 1 on runtime failure.
@@ -87,6 +88,27 @@ addStoreOptions(
 ).action(async (flags: Record<string, unknown>) => {
   const { runReconcileOnce } = await import("../shared/app/history-command.js");
   process.exitCode = await runReconcileOnce(flags);
+});
+
+const agent = program.command("agent").description("the node agent: pull, verify, haproxy -c, reload or runtime update; serves /notify, /healthz, /metrics, /status");
+for (const [key, spec] of Object.entries(agentOptionSpecs) as Array<[string, { help: string; boolean?: true; envOnly?: true }]>) {
+  if (spec.envOnly) continue;
+  agent.addOption(new Option(spec.boolean ? `--${flagName(key)}` : `--${flagName(key)} <value>`, spec.help));
+}
+agent.action(async (flags: Record<string, unknown>) => {
+  const { runAgent } = await import("../shared/app/agent-command.js");
+  process.exitCode = await runAgent(flags);
+});
+
+addStoreOptions(
+  program
+    .command("status")
+    .description("which config every agent runs, and whether it is behind the newest")
+    .addOption(new Option("--format <format>", "output").choices(["text", "json"]).default("text"))
+    .option("--config <file>", CONFIG_HELP),
+).action(async (flags: Record<string, unknown>) => {
+  const { runStatus } = await import("../shared/app/status-command.js");
+  process.exitCode = await runStatus(flags);
 });
 
 program

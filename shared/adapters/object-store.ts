@@ -9,6 +9,7 @@ import {
   type S3ClientConfig,
   type _Object,
 } from "@aws-sdk/client-s3";
+import { parseStoreUrl } from "../core/store-url.js";
 
 /*
  * Published configs live at <prefix>configs/<revision, 20 digits>-<sha256, 16 hex>.cfg.
@@ -34,7 +35,6 @@ const REVISION_DIGITS = 20;
 const KEY_SHA_CHARS = 16;
 const CONFIG_KEY = new RegExp(`^(\\d{${REVISION_DIGITS}})-([0-9a-f]{${KEY_SHA_CHARS}})\\.cfg$`);
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const DELETE_BATCH = 10;
 
 export class StoreError extends Error {
@@ -46,26 +46,6 @@ export class StoreError extends Error {
     super(message, { cause: options.cause });
     this.transient = options.transient;
   }
-}
-
-export interface StoreLocation {
-  bucket: string;
-  /** "" or "some/prefix/": no leading slash, trailing slash when non-empty. */
-  prefix: string;
-}
-
-export function parseStoreUrl(url: string): StoreLocation {
-  const match = /^s3:\/\/([^/]*)(?:\/(.*))?$/.exec(url);
-  if (!match) throw new Error(`store URL must look like s3://bucket[/prefix], got ${JSON.stringify(url)}`);
-  const bucket = match[1] ?? "";
-  if (!BUCKET_NAME.test(bucket)) {
-    throw new Error(
-      `invalid bucket name ${JSON.stringify(bucket)} in store URL ${JSON.stringify(url)}: ` +
-        "3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit",
-    );
-  }
-  const segments = (match[2] ?? "").split("/").filter((segment) => segment !== "");
-  return { bucket, prefix: segments.length === 0 ? "" : `${segments.join("/")}/` };
 }
 
 export interface ObjectStoreOptions {

@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { envName, flagName, OptionsError, optionsFromEnv } from "../core/options.js";
-import { parseStoreUrl } from "../adapters/object-store.js";
+import { parseStoreUrl } from "../core/store-url.js";
 
 /**
  * The agent's settings in one table, named like the render options: `--kebab-case` flags and

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { parseServiceRef } from "../core/k8s-names.js";
 import { envName, optionSpecs, OptionsError, parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
 import { mergeOptionSources } from "../adapters/option-sources.js";
-import { parseStoreUrl } from "../adapters/object-store.js";
+import { parseStoreUrl } from "../core/store-url.js";
 
 /** Where published configs live (`--store` and friends). */
 export interface StoreSettings {

@@ -3,11 +3,11 @@ import { ListObjectsV2Command, PutObjectCommand, HeadObjectCommand } from "@aws-
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   createObjectStore,
-  parseStoreUrl,
   StoreError,
   type ObjectStore,
   type ObjectStoreOptions,
 } from "../../shared/adapters/object-store.js";
+import { parseStoreUrl } from "../../shared/core/store-url.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 const GENERATOR = "servicelb/test";
