@@ -1,10 +1,10 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import { createObjectStore, type ObjectStore } from "../adapters/object-store.js";
-import { packageRoot } from "../adapters/templates.js";
 import { Applier, type HaproxyControl } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { startHttpApi, type Health } from "./http-api.js";
@@ -47,9 +47,13 @@ export interface Agent {
 
 const STORE_TIMEOUT_MS = 3000;
 
+/** "servicelb/<version>" from the package.json above this module (source and dist/ sit at different depths). */
 async function agentVersion(): Promise<string> {
-  const pkg = JSON.parse(await readFile(join(packageRoot(), "package.json"), "utf8")) as { version: string };
-  return `servicelb/${pkg.version}`;
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    const text = await readFile(join(dir, "package.json"), "utf8").catch(() => null);
+    if (text !== null) return `servicelb/${(JSON.parse(text) as { version: string }).version}`;
+    if (dirname(dir) === dir) return "servicelb/unknown";
+  }
 }
 
 // Every reload makes the old worker list each of its proxies as stopped: one line per backend.

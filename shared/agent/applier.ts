@@ -40,7 +40,7 @@ export interface HaproxyControl {
 }
 
 export interface ApplierOptions {
-  store: Pick<ObjectStore, "latest" | "get">;
+  store: Pick<ObjectStore, "history" | "get">;
   haproxy: HaproxyControl;
   configPath: string;
   stateFile: string;
@@ -173,35 +173,32 @@ export class Applier {
     const { store, metrics } = this.o;
     const afterKey = this.backingOff() ? this.failure!.key : (this.current?.key ?? null);
     const stopTimer = metrics.pullSeconds.startTimer();
-    let head;
+    let newest;
     try {
-      head = await store.latest();
+      [newest] = await store.history({ limit: 1 });
     } catch (err) {
       metrics.pulls.inc({ result: "failed" });
       return this.fail("pull", null, `cannot list the store: ${message(err)}`);
     }
-    if (!head || (afterKey !== null && head.key <= afterKey)) {
+    if (!newest || (afterKey !== null && newest.key <= afterKey)) {
       metrics.pulls.inc({ result: "none" });
       if (!this.failure && this.state.lastError) await this.record({ ...this.state, lastError: null });
       return;
     }
-    if (this.current && head.sha256 === this.current.sha256) {
-      // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to fetch or apply.
-      metrics.pulls.inc({ result: "new" });
-      stopTimer();
-      return this.succeed({ key: head.key, config: this.current.text, sha256: head.sha256, revision: head.revision }, "unchanged", performance.now());
-    }
     let config: StoredConfig;
     try {
-      config = await store.get(head.key);
+      config = await store.get(newest.key);
     } catch (err) {
       metrics.pulls.inc({ result: "failed" });
       const corrupt = err instanceof StoreError && !err.transient;
-      return this.fail(corrupt ? "verify" : "pull", head.key, message(err));
+      return this.fail(corrupt ? "verify" : "pull", newest.key, message(err));
     }
     metrics.pulls.inc({ result: "new" });
     stopTimer();
-    if (!this.stopped) await this.apply(config);
+    if (this.stopped) return;
+    // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
+    if (config.sha256 === this.current?.sha256) return this.succeed(config, "unchanged", performance.now());
+    await this.apply(config);
   }
 
   private async apply(config: StoredConfig): Promise<void> {
@@ -214,9 +211,15 @@ export class Applier {
       if (diff.kind === "runtime" && socket) return this.applyThroughRuntime(socket, running, config, diff.changes, t0);
       if (diff.kind === "reload") this.o.log.info({ key: config.key, reason: diff.reason }, "config change needs a reload");
     }
-    if (!(await this.check(config))) return;
+    await this.checkThenActivate(config, t0);
+  }
+
+  /** `haproxy -c` and, meanwhile, the server states the reload will carry over; then the reload. */
+  private async checkThenActivate(config: StoredConfig, t0: number): Promise<void> {
+    const [ok, serverState] = await Promise.all([this.check(config), this.serverStateFor(config.config)]);
+    if (!ok) return;
     if (await this.supersededWhileWaiting(config.key)) return;
-    await this.activate(config, t0);
+    await this.activate(config, t0, serverState);
   }
 
   /** `haproxy -c`; false (failure recorded) when HAProxy rejects the config or cannot be run. */
@@ -255,9 +258,7 @@ export class Applier {
     } catch (err) {
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
       await undo();
-      if (!(await this.check(config))) return;
-      if (await this.supersededWhileWaiting(config.key)) return;
-      return this.activate(config, t0);
+      return this.checkThenActivate(config, t0);
     }
     if (!(await this.check(config))) return undo();
     await writeFileAtomic(configPath, config.config);
@@ -288,16 +289,16 @@ export class Applier {
       return true; // stopped
     }
     if (!this.pending) return false;
-    const head = await this.o.store.latest().catch(() => null);
-    return head !== null && head.key > key;
+    const [newest] = await this.o.store.history({ limit: 1 }).catch(() => []);
+    return newest !== undefined && newest.key > key;
   }
 
   /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */
-  private async activate(config: StoredConfig, t0: number): Promise<void> {
+  private async activate(config: StoredConfig, t0: number, serverState: string | null): Promise<void> {
     const { configPath, haproxy, metrics, log } = this.o;
     const previous = this.current;
     const stateFile = serverStateFileOf(config.config);
-    if (stateFile && this.started) await this.saveServerState(stateFile, config.config);
+    if (stateFile && serverState !== null) await this.writeServerState(stateFile, serverState);
     let how: "start" | "reload";
     try {
       await writeFileAtomic(configPath, config.config);
@@ -324,14 +325,15 @@ export class Applier {
     return this.succeed(config, how, t0);
   }
 
-  /** Keeps health and maintenance states across the reload, for servers that stay the same endpoint. */
-  private async saveServerState(stateFile: string, nextConfig: string): Promise<void> {
+  /** Health and maintenance states to keep across the reload, for servers that stay the same endpoint; null: none. */
+  private async serverStateFor(nextConfig: string): Promise<string | null> {
     const socket = this.current && statsSocketOf(this.current.text);
-    if (!socket || !this.o.haproxy.running) return;
+    if (!socket || !this.started || !this.o.haproxy.running) return null;
     try {
-      await this.writeServerState(stateFile, serverStateFor(await showServersState(socket), nextConfig));
+      return serverStateFor(await showServersState(socket), nextConfig);
     } catch (err) {
       this.o.log.warn({ err: message(err) }, "cannot save server states before the reload; servers restart from the config alone");
+      return null;
     }
   }
 
