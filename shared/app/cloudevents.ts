@@ -18,6 +18,8 @@ import type { RenderOptions } from "../core/options.js";
  */
 
 export const PING_EVENT_TYPE = "dev.knative.sources.ping";
+/** Cloud Functions: a Cloud Scheduler tick through Pub/Sub, as functions-framework presents it, is the resync there. */
+export const PUBSUB_TICK_TYPE = "google.cloud.pubsub.topic.v1.messagePublished";
 const APISERVER_EVENT_TYPE = /^dev\.knative\.apiserver\.(resource|ref)\.(add|update|delete)$/;
 const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 
@@ -74,7 +76,7 @@ export function classifyEvent(event: unknown, scope: ScopeOptions): Classificati
   if (!envelope.success) return { verdict: "malformed", reason: `not a CloudEvent: ${issue(envelope.error)}` };
   const { id, type, source } = envelope.data;
   const base = { id, type, source };
-  if (type === PING_EVENT_TYPE) return { ...base, verdict: "resync", reason: "periodic resync" };
+  if (type === PING_EVENT_TYPE || type === PUBSUB_TICK_TYPE) return { ...base, verdict: "resync", reason: "periodic resync" };
   const mode = APISERVER_EVENT_TYPE.exec(type)?.[1];
   if (!mode) return { ...base, verdict: "unknown", reason: `event type ${type} is not one servicelb handles` };
 

@@ -112,18 +112,16 @@ describe("serverless.yml", () => {
     for (const path of ["node_modules/zod/package.json", "test/infra/serverless.test.ts", "infra/base/agent.yaml", ".git/config"]) expect(packaged(patterns, path), path).toBe(false);
   });
 
-  // KNOWN GAP, outside serverless.yml: Cloud Functions loads package.json "main" (default index.js),
-  // which must register both handlers, e.g. a functions/index.ts importing ./${FUNCTION_TARGET}.js.
-  it.fails("deploys a main module that Cloud Functions can load", () => {
+  // Cloud Functions loads package.json "main", which registers the function FUNCTION_TARGET names.
+  it("deploys a main module that Cloud Functions can load", () => {
     const main = pkg.main ?? "index.js";
     expect(packaged(sls.package.patterns, main), main).toBe(true);
     expect(existsSync(join(REPO, main.replace(/^dist\//, "").replace(/\.js$/, ".ts")))).toBe(true);
   });
 
-  // KNOWN GAP, outside serverless.yml: functions-framework turns the Pub/Sub trigger into a
-  // google.cloud.pubsub.topic.v1.messagePublished CloudEvent, which shared/app/cloudevents.ts does
-  // not yet take as a resync, so reconcile would acknowledge every tick and do nothing.
-  it.fails("triggers reconcile with events it acts on", () => {
+  // functions-framework turns the Pub/Sub trigger into a google.cloud.pubsub.topic.v1.messagePublished
+  // CloudEvent; reconcile must take it as a resync.
+  it("triggers reconcile with events it acts on", () => {
     const middleware = join(dirname(require.resolve("@google-cloud/functions-framework")), "middleware/background_event_to_cloud_event.js");
     const { eventType } = sls.functions.reconcile!.events[0]!.event!;
     const ceType = new RegExp(`'${eventType.replace(/[./]/g, "\\$&")}': '([^']+)'`).exec(readFileSync(middleware, "utf8"))?.[1];

@@ -22,6 +22,11 @@ const web = service("web", [{ port: 80 }]);
 const webSlice = slice("web", [{ port: 80 }], ["10.0.0.1"], { name: "web-x1" });
 
 describe("classifyEvent", () => {
+  it("treats a Cloud Scheduler tick through Pub/Sub (Cloud Functions) as a resync", () => {
+    const tick = { specversion: "1.0", id: "g", type: "google.cloud.pubsub.topic.v1.messagePublished", source: "//pubsub.googleapis.com/projects/p/topics/servicelb-reconcile", data: { message: { data: "" } } };
+    expect(classifyEvent(tick, ALL)).toMatchObject({ verdict: "resync", id: "g" });
+  });
+
   it("treats a PingSource tick as a resync, whatever its payload", () => {
     const tick = { specversion: "1.0", id: "p", type: "dev.knative.sources.ping", source: "/apis/v1/namespaces/lb/pingsources/resync" };
     expect(classifyEvent(tick, ALL)).toMatchObject({ verdict: "resync", id: "p" });
