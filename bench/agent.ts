@@ -1,0 +1,269 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { Agent as HttpAgent } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
+import { showProc } from "../shared/adapters/haproxy/master.js";
+import { createObjectStore, type PublishResult } from "../shared/adapters/object-store.js";
+import { RenderContext } from "../shared/app/render-context.js";
+import { snapshotFromDocuments } from "../shared/core/snapshot.js";
+import { echoPods, httpGet, web } from "../test/support/agent.js";
+import { list, service, slice } from "../test/support/fixtures.js";
+import { loopbackOptions } from "../test/support/haproxy.js";
+import { freePort } from "../test/support/net.js";
+import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
+import { machine, mib, table } from "./machine.js";
+
+/**
+ * bench/agent: the node agent as it runs on a node (its own process, dist/functions/agent.js),
+ * with a real HAProxy and s3rver on loopback.
+ *   - notify → served: from POST /notify until the new backend (structural change, a reload)
+ *     or the new endpoint (endpoint-only change, runtime API) answers through HAProxy;
+ *   - failed requests across R structural reloads under keep-alive and new-connection load;
+ *   - the agent's RSS.
+ * The cluster is N Services × 10 endpoints; the filler endpoints are loopback addresses on a
+ * closed port (health checks fail fast, nothing leaves the machine).
+ *   node dist/bench/agent.js [--services 1000] [--iterations 30] [--reloads 50] [--json]
+ */
+
+const ENDPOINTS = 10;
+const A = "127.0.0.2";
+const B = "127.0.0.3";
+const TOKEN = "bench-token";
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+const round = (ms: number) => Math.round(ms * 10) / 10;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** N-1 filler Services plus the ones the measurement needs. */
+function cluster(services: number, closedPort: number, extra: unknown[]): unknown[] {
+  const items: unknown[] = [];
+  for (let i = 0; i < services - 1; i++) {
+    const hosts = Array.from({ length: ENDPOINTS }, (_, j) => `127.${1 + (Math.floor(i / 256) % 250)}.${i % 256}.${j + 10}`);
+    items.push(service(`svc-${i}`, [{ port: 80, targetPort: closedPort }]), slice(`svc-${i}`, [{ port: closedPort }], hosts));
+  }
+  return [...items, ...extra];
+}
+
+function rssKiB(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
+  return { rss: field("VmRSS"), peak: field("VmHWM") };
+}
+
+async function main(): Promise<void> {
+  const services = arg("--services", 1000);
+  const iterations = arg("--iterations", 30);
+  const reloadCount = arg("--reloads", 50);
+  const haproxyVersion = await haproxyAvailable();
+  if (!haproxyVersion) throw new Error("haproxy is not installed: apt-get install -y haproxy");
+
+  const s3 = await startS3();
+  const pods = await echoPods({ [A]: "A", [B]: "B" });
+  const lb = await loopbackOptions({ checkInterval: "2s", hardStopAfter: "5m" });
+  const dir = mkdtempSync(join(tmpdir(), "bench-agent-"));
+  const closedPort = await freePort();
+  const agentPort = await freePort();
+  const agentUrl = `http://127.0.0.1:${agentPort}`;
+  const url = `s3://${s3.bucket}/bench`;
+  const store = createObjectStore({ url, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+  const renderer = new RenderContext(lb.options);
+  let revision = 1000;
+  let configBytes = 0;
+  const publish = async (extra: unknown[]): Promise<PublishResult> => {
+    const config = renderer.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))])).config;
+    configBytes = Buffer.byteLength(config);
+    return store.publish({ config, revision: String(revision), generator: "bench" });
+  };
+  const notify = (p: PublishResult) =>
+    fetch(`${agentUrl}/notify`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ key: p.key, sha256: p.sha256, revision: String(revision) }),
+    }).then((r) => {
+      if (r.status !== 202) throw new Error(`notify answered ${r.status}`);
+    });
+  const status = async () => (await (await fetch(`${agentUrl}/status`)).json()) as { applied: { key: string } | null };
+  const metric = async (name: string) => Number(new RegExp(`^${name.replace(/[{}"]/g, "\\$&")} (\\S+)$`, "m").exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN);
+  /** Mean of a histogram (or one label set of it), in ms. */
+  const meanMs = async (name: string, labels = "") => round(((await metric(`${name}_sum${labels}`)) / (await metric(`${name}_count${labels}`))) * 1000);
+  const waitUntil = async (what: string, probe: () => Promise<boolean>, timeoutMs = 60_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await probe().catch(() => false))) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(2);
+    }
+  };
+  const answeredBy = async (path: string, pod: string) => {
+    const r = await httpGet(lb.options.httpPort, path);
+    return r.status === 200 && r.body.startsWith(`${pod} `);
+  };
+
+  let agent: ChildProcess | undefined;
+  try {
+    await publish(web("web", pods.port, [A]));
+    const entry = join(fileURLToPath(new URL(".", import.meta.url)), "..", "functions", "agent.js");
+    agent = spawn(process.execPath, [entry], {
+      stdio: ["ignore", "ignore", "inherit"],
+      env: {
+        PATH: process.env.PATH,
+        LOG_LEVEL: "warn",
+        AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+        SERVICELB_STORE: url,
+        SERVICELB_STORE_ENDPOINT: s3.endpoint,
+        SERVICELB_STORE_PATH_STYLE: "true",
+        SERVICELB_NODE_NAME: "bench",
+        SERVICELB_LISTEN: `127.0.0.1:${agentPort}`,
+        SERVICELB_CONFIG_PATH: join(dir, "haproxy.cfg"),
+        SERVICELB_MASTER_SOCKET: join(dir, "master.sock"),
+        SERVICELB_POLL_INTERVAL: "60s",
+        SERVICELB_MIN_RELOAD_INTERVAL: "1s",
+        SERVICELB_NOTIFY_TOKEN: TOKEN,
+      },
+    });
+    const startedAt = performance.now();
+    await waitUntil("the agent to serve", async () => (await fetch(`${agentUrl}/healthz`)).status === 200);
+    const startMs = performance.now() - startedAt;
+
+    // Structural: a new Service each time (the previous one goes), so a reload. Spaced by the
+    // agent's 1 s minimum reload interval, which would otherwise be measured instead.
+    const structural: number[] = [];
+    for (let i = 0; i < iterations; i++) {
+      const p = await publish([...web("web", pods.port, [A]), ...web(`new-${i}`, pods.port, [B])]);
+      await sleep(1000);
+      const t0 = performance.now();
+      await notify(p);
+      await waitUntil(`/new-${i}/ served`, () => answeredBy(`/new-${i}/`, "B"));
+      structural.push(performance.now() - t0);
+    }
+
+    // Endpoint-only: web's pod moves between A and B within its slots: the runtime API, no reload.
+    const reloadsBefore = await metric("servicelb_agent_reloads_total");
+    const endpointOnly: number[] = [];
+    for (let i = 0; i < iterations; i++) {
+      const pod = i % 2 === 0 ? B : A;
+      const p = await publish([...web("web", pods.port, [pod]), ...web(`new-${iterations - 1}`, pods.port, [B])]);
+      const t0 = performance.now();
+      await notify(p);
+      await waitUntil(`/web/ served by ${pod}`, () => answeredBy("/web/", pod === A ? "A" : "B"));
+      endpointOnly.push(performance.now() - t0);
+      await waitUntil("the runtime change recorded", async () => (await status()).applied?.key === p.key);
+    }
+    const endpointReloads = (await metric("servicelb_agent_reloads_total")) - reloadsBefore;
+    const pullMeanMs = await meanMs("servicelb_agent_pull_duration_seconds");
+    const reloadApplyMeanMs = await meanMs("servicelb_agent_apply_duration_seconds", '{how="reload"}');
+    const runtimeApplyMeanMs = await meanMs("servicelb_agent_apply_duration_seconds", '{how="runtime"}');
+
+    // Reloads under load.
+    let running = true;
+    const tally = { keepAlive: { ok: 0, failed: 0 }, fresh: { ok: 0, failed: 0 } };
+    const keepAlive = new HttpAgent({ keepAlive: true, maxSockets: 4 });
+    const client = async (a: HttpAgent | false, t: { ok: number; failed: number }) => {
+      while (running) {
+        const ok = await httpGet(lb.options.httpPort, "/web/", a).then((r) => r.status === 200, () => false);
+        if (ok) t.ok++;
+        else t.failed++;
+      }
+    };
+    const clients = [...Array.from({ length: 4 }, () => client(keepAlive, tally.keepAlive)), ...Array.from({ length: 4 }, () => client(false, tally.fresh))];
+    const loadReloadsBefore = await metric("servicelb_agent_reloads_total");
+    const underLoadStart = performance.now();
+    for (let i = 0; i < reloadCount; i++) {
+      const p = await publish([...web("web", pods.port, [A]), ...web(`load-${i}`, pods.port, [B])]);
+      await notify(p);
+      await waitUntil(`config ${p.key} applied`, async () => (await status()).applied?.key === p.key);
+    }
+    running = false;
+    await Promise.all(clients);
+    keepAlive.destroy();
+    const underLoadS = (performance.now() - underLoadStart) / 1000;
+    const loadReloads = (await metric("servicelb_agent_reloads_total")) - loadReloadsBefore;
+    const failedReloads = await metric("servicelb_agent_reload_failures_total");
+    const mem = rssKiB(agent.pid!);
+    const procs = await showProc(join(dir, "master.sock"));
+    const haproxyRssKiB = [procs.master, ...procs.workers, ...procs.oldWorkers].reduce((sum, p) => sum + rssKiB(p.pid).rss, 0);
+
+    const stopAt = performance.now();
+    const exited = new Promise<number | null>((r) => agent!.once("exit", (code) => r(code)));
+    agent.kill("SIGTERM");
+    const exitCode = await exited;
+    const stopS = (performance.now() - stopAt) / 1000;
+
+    const result = {
+      machine: machine(),
+      haproxy: haproxyVersion,
+      services,
+      endpointsPerService: ENDPOINTS,
+      configBytes,
+      startToHealthyMs: Math.round(startMs),
+      pullMeanMs,
+      structural: { applyMeanMs: reloadApplyMeanMs, n: structural.length, p50Ms: round(percentile(structural, 50)), p99Ms: round(percentile(structural, 99)), maxMs: round(Math.max(...structural)) },
+      endpointOnly: { applyMeanMs: runtimeApplyMeanMs, n: endpointOnly.length, p50Ms: round(percentile(endpointOnly, 50)), p99Ms: round(percentile(endpointOnly, 99)), maxMs: round(Math.max(...endpointOnly)), reloads: endpointReloads },
+      underLoad: { reloads: loadReloads, failedReloads, seconds: Math.round(underLoadS), keepAlive: tally.keepAlive, newConnection: tally.fresh },
+      agentRssMiB: mib(mem.rss * 1024),
+      agentPeakRssMiB: mib(mem.peak * 1024),
+      haproxyRssMiB: mib(haproxyRssKiB * 1024),
+      haproxyProcesses: 1 + procs.workers.length + procs.oldWorkers.length,
+      sigterm: { exitCode, seconds: round(stopS) },
+    };
+    if (process.argv.includes("--json")) {
+      process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+      return;
+    }
+    const failed = tally.keepAlive.failed + tally.fresh.failed;
+    console.log(`bench/agent — ${result.machine}, HAProxy ${haproxyVersion}`);
+    console.log(`${services} Services × ${ENDPOINTS} endpoints (${configBytes} config bytes); ${iterations} changes of each kind; min reload interval 1 s\n`);
+    console.log(
+      table(
+        ["measurement", "p50", "p99", "max", "notes"],
+        [
+          ["notify → new backend served (structural, reload)", `${result.structural.p50Ms} ms`, `${result.structural.p99Ms} ms`, `${result.structural.maxMs} ms`, `${iterations} reloads; mean pull ${pullMeanMs} ms, check + reload ${reloadApplyMeanMs} ms`],
+          ["notify → new endpoint served (endpoint-only)", `${result.endpointOnly.p50Ms} ms`, `${result.endpointOnly.p99Ms} ms`, `${result.endpointOnly.maxMs} ms`, `${endpointReloads} reloads; runtime API + check + write ${runtimeApplyMeanMs} ms`],
+        ],
+      ),
+    );
+    console.log();
+    console.log(
+      table(
+        ["measurement", "value"],
+        [
+          [`failed requests across ${loadReloads} reloads under load`, `${failed} of ${failed + tally.keepAlive.ok + tally.fresh.ok}`],
+          ["  keep-alive clients (4)", `${tally.keepAlive.failed} failed, ${tally.keepAlive.ok} ok`],
+          ["  new connection per request (4)", `${tally.fresh.failed} failed, ${tally.fresh.ok} ok`],
+          ["failed reloads", failedReloads],
+          ["agent start → /healthz 200", `${result.startToHealthyMs} ms`],
+          ["agent RSS after the run (peak)", `${result.agentRssMiB} MiB (${result.agentPeakRssMiB} MiB)`],
+          [`HAProxy RSS, ${result.haproxyProcesses} processes (sum)`, `${result.haproxyRssMiB} MiB`],
+          ["SIGTERM → exit", `code ${exitCode} in ${result.sigterm.seconds} s`],
+        ],
+      ),
+    );
+    console.log(`\np50/p99 are nearest-rank over ${iterations} samples each (p99 of fewer than 100 samples is the largest).`);
+  } finally {
+    if (agent && agent.exitCode === null && agent.signalCode === null) {
+      // SIGTERM, not SIGKILL: the agent must take its HAProxy down with it.
+      const gone = new Promise((r) => agent!.once("exit", r));
+      agent.kill("SIGTERM");
+      await Promise.race([gone, sleep(20_000)]);
+    }
+    store.close();
+    await pods.close();
+    await s3.stop();
+    lb.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
