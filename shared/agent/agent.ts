@@ -86,6 +86,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     configPath: options.configPath,
     masterSocket: options.masterSocket,
     haproxyBin: options.haproxyBin,
+    stopGraceMs: options.stopGrace,
     onOutput: (line, stream) => (stream === "stdout" ? haproxyLog(line) : haproxyDiagnostic(log, line)),
     onRestart: (info) => {
       metrics.haproxyRestarts.inc();
@@ -196,6 +197,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
         await applier.stop();
         await reporter?.stop();
         await proc.stop();
+        // The last word, so that `servicelb status` shows this node down rather than a report going stale.
+        await store.putStatus(options.nodeName, status()).catch((err: unknown) => log.warn({ err: (err as Error).message }, "cannot write the final status"));
         await api.close();
         if (ownStore) store.close();
         log.info("agent stopped");

@@ -71,6 +71,10 @@ export const agentOptionSpecs = {
   pollInterval: { schema: durationMs(100).default(30_000), help: "how often to look for a newer config without a ping (default 30s, jittered)" },
   minReloadInterval: { schema: durationMs(0).default(1000), help: "least time between two reloads (default 1s); the newest config waits and wins" },
   statusInterval: { schema: durationMs(100).default(60_000), help: "how often to write status/<node>.json (default 60s, and after every apply)" },
+  stopGrace: {
+    schema: durationMs(0).default(330_000),
+    help: "on SIGTERM, how long HAProxy's open connections may take to finish before it is killed (default 330s: past the default hard-stop-after of 5m)",
+  },
   notifyTokenFile: { schema: filePath.optional(), help: "file holding the bearer token /notify requires (read at every request)" },
   notifyToken: { schema: z.string().min(1).optional(), help: "the bearer token, when no file is given", envOnly: true },
 } as const satisfies Record<string, Spec>;

@@ -259,6 +259,26 @@ describe("converging and recovering", () => {
     expect((await fetch(`${agent.url}/healthz`)).status).toBe(200);
   });
 
+  it("answers /healthz 503 with the reason while it has no config to serve, and keeps trying", async () => {
+    const n = await node();
+    const dead = createObjectStore({ url: `s3://${s3.bucket}/${n.prefix}`, endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 500 });
+    cleanups.push(() => dead.close());
+    const agent = await start(n, {}, { store: dead });
+    const health = await fetch(`${agent.url}/healthz`);
+    expect(health.status).toBe(503);
+    expect(await health.json()).toEqual({ ok: false, reason: expect.stringMatching(/^no config applied yet \(last error: cannot list the store: /) });
+    expect(agent.status()).toMatchObject({ applied: null, haproxy: { running: false }, lastError: { stage: "pull" } });
+  });
+
+  it("reports itself down in the store when stopped", async () => {
+    const n = await node();
+    await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await n.start();
+    await agent.stop();
+    const [last] = (await n.store.listStatuses()) as Array<{ haproxy: { running: boolean } }>;
+    expect(last).toMatchObject({ haproxy: { running: false } });
+  });
+
   it("recovers when killed between writing the config and reloading", async () => {
     const n = await node();
     const v1 = await n.publish(web("web", pods.port, [A]), 100);
@@ -345,6 +365,16 @@ describe("HTTP API", () => {
     writeFileSync(join(n.dir, "token"), "rotated\n");
     expect((await post(ok, `Bearer ${TOKEN}`)).status).toBe(401);
     expect((await post(ok, "Bearer rotated")).status).toBe(202);
+  });
+
+  it("forwards HAProxy's own log lines (--syslog) to the agent's stdout", async () => {
+    const n = await node({ syslog: true });
+    await n.publish(web("web", pods.port, [A]), 100);
+    const lines: string[] = [];
+    await start(n, {}, { haproxyLog: (line: string) => lines.push(line) });
+    await n.get("/web/logged-request");
+    const line = await waitFor("the access log line", async () => lines.find((l) => l.includes("/web/logged-request")));
+    expect(line).toMatch(/http default_web_80\/s\d+ .* 200 .*"GET \/web\/logged-request HTTP\/1\.1"/);
   });
 
   it("folds a burst of 20 notifies into at most a couple of pulls", async () => {

@@ -19,6 +19,7 @@ describe("parseAgentOptions", () => {
       pollInterval: 30_000,
       minReloadInterval: 1000,
       statusInterval: 60_000,
+      stopGrace: 330_000,
       notifyToken: "t",
     });
     expect(o.nodeName).toBe(hostname().toLowerCase());
