@@ -24,6 +24,7 @@ import { saveState, type AgentError, type AgentState, type AppliedConfig } from 
  * - Never lose the last good config (invariant 3): nothing reaches haproxy.cfg before it passed
  *   `haproxy -c`, and when a reload or start fails the previous file is put back, so that the
  *   file always describes what runs and a later reload or restart cannot pick up a failure.
+ *   (Endpoint-only changes go live before the check: see applyThroughRuntime.)
  * - A failed config is retried only when a newer one appears or its backoff expires.
  * - At most one pull in flight; requests during it fold into one more pull after it.
  * - Reloads are at least minReloadIntervalMs apart; a config waiting for its slot gives way to
@@ -261,7 +262,12 @@ export class Applier {
       return this.checkThenActivate(config, t0);
     }
     if (!(await this.check(config))) return undo();
-    await writeFileAtomic(configPath, config.config);
+    try {
+      await writeFileAtomic(configPath, config.config);
+    } catch (err) {
+      await undo();
+      return this.fail("apply", config.key, `cannot write ${configPath}: ${message(err)}`);
+    }
     metrics.runtimeServerChanges.inc(changes.length);
     await this.succeed(config, "runtime", t0);
   }
