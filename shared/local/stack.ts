@@ -138,7 +138,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     };
     const ff = join(root, "node_modules", "@google-cloud", "functions-framework", "build", "src", "main.js");
     const fn = (target: string, signature: string, port: number, env: Record<string, string>) =>
-      child(target, [ff, "--source", join(root, "dist", "functions", `${target}.js`), "--target", target, "--signature-type", signature, "--port", String(port)], env, o.log);
+      child(target, [ff, "--source", join(root, "dist", "bundle", `${target}.mjs`), "--target", target, "--signature-type", signature, "--port", String(port)], env, o.log);
     const reconcile = fn("reconcile", "cloudevent", ports.reconcile, {
       ...storeEnv,
       ...renderEnv,

@@ -44,8 +44,8 @@ function seconds(duration: string): number {
 
 function fileSource(c: Container): string {
   const source = c.env?.find((e) => e.name === "FUNCTION_SOURCE")?.value;
-  // tsconfig.json: rootDir ".", outDir "dist".
-  return source!.replace(/^dist\//, "").replace(/\.js$/, ".ts");
+  // tsconfig.json: rootDir ".", outDir "dist"; rolldown.config.mjs bundles dist/functions/<name>.js into dist/bundle/<name>.mjs.
+  return source!.replace(/^dist\/bundle\/(.*)\.mjs$/, "functions/$1.ts").replace(/^dist\//, "").replace(/\.js$/, ".ts");
 }
 
 describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%s", (dir) => {
