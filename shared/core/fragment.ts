@@ -57,8 +57,8 @@ export function compileFragment<T extends object>(liquid: Liquid, source: string
   const fields = plainFields(source, variable);
   if (fields === null) return slow;
 
-  const shapes = new Map<string, Shape | null>();
-  const shapeFor = (item: Record<string, unknown>, key: string): Shape | null => {
+  const shapes = new Map<number, Shape | null>();
+  const shapeFor = (item: Record<string, unknown>, key: number): Shape | null => {
     const probe: Record<string, unknown> = {};
     fields.forEach((f, i) => {
       const v = item[f];
@@ -82,22 +82,19 @@ export function compileFragment<T extends object>(liquid: Liquid, source: string
 
   return (item) => {
     const rec = item as Record<string, Scalar>;
-    let key = "";
+    let key = 0;
     for (const f of fields) {
       const v = rec[f];
       if (typeof v === "object" && v !== null) return slow(item);
       // false prints "false" but null prints "": falsy values of different kinds are different shapes.
-      key += v === false ? "f" : v === null || v === undefined ? "n" : "1";
+      key = key * 3 + (v === false ? 1 : v === null || v === undefined ? 2 : 0);
     }
     const shape = shapes.has(key) ? shapes.get(key)! : shapeFor(rec, key);
     if (shape === null) return slow(item);
+    // Values are joined as they are: sentinels only ever mark the probe's own placeholders.
     const { literals, fields: used } = shape;
     let out = literals[0]!;
-    for (let i = 0; i < used.length; i++) {
-      const v = rec[used[i]!];
-      if (typeof v === "string" && (v.includes("\u0001") || v.includes("\u0002"))) return slow(item);
-      out += String(v) + literals[i + 1]!;
-    }
+    for (let i = 0; i < used.length; i++) out += String(rec[used[i]!]) + literals[i + 1]!;
     return out;
   };
 }

@@ -95,9 +95,15 @@ export class Renderer {
   }
 
   private serversText(b: Backend, inter: string): string {
+    // One view object for every line: 100,000 server lines should not mean 100,000 allocations.
+    const view: ServerView = { name: "", address: "", disabled: false, inter, cookie: null };
     let out = "";
     for (const s of b.servers as ServerSlot[]) {
-      out += this.server({ name: s.name, address: s.address ?? FREE_SLOT_ADDRESS, disabled: s.address === null, inter, cookie: s.cookie });
+      view.name = s.name;
+      view.address = s.address ?? FREE_SLOT_ADDRESS;
+      view.disabled = s.address === null;
+      view.cookie = s.cookie;
+      out += this.server(view);
     }
     return out;
   }
