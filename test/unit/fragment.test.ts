@@ -33,7 +33,7 @@ describe("compiled fragments", () => {
     );
   });
 
-  it("falls back to liquidjs for non-plain fragments and values that hold sentinels", () => {
+  it("falls back to liquidjs for non-plain fragments; values holding the sentinel characters render verbatim", () => {
     const fast = compileFragment<{ x: unknown }>(liquid, "{{ v.x | upcase }}", "v");
     expect(fast({ x: "abc" })).toBe("ABC");
     const plain = compileFragment<{ x: unknown }>(liquid, "<{{ v.x }}>", "v");
