@@ -1,11 +1,12 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent as HttpAgent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { showProc } from "../shared/adapters/haproxy/master.js";
+import { processAlive } from "../shared/adapters/haproxy/process.js";
 import { createObjectStore, type PublishResult } from "../shared/adapters/object-store.js";
 import { RenderContext } from "../shared/app/render-context.js";
 import { snapshotFromDocuments } from "../shared/core/snapshot.js";
@@ -21,7 +22,8 @@ import { machine, mib, table } from "./machine.js";
  * with a real HAProxy and s3rver on loopback.
  *   - notify → served: from POST /notify until the new backend (structural change, a reload)
  *     or the new endpoint (endpoint-only change, runtime API) answers through HAProxy;
- *   - failed requests across R structural reloads under keep-alive and new-connection load;
+ *   - failed requests across R structural reloads under keep-alive and new-connection load, and
+ *     beside it the same for the original's `haproxy -D -sf` reloads (the anchor);
  *   - the agent's RSS.
  * The cluster is N Services × 10 endpoints; the filler endpoints are loopback addresses on a
  * closed port (health checks fail fast, nothing leaves the machine).
@@ -110,6 +112,71 @@ async function main(): Promise<void> {
     return r.status === 200 && r.body.startsWith(`${pod} `);
   };
 
+  /** 4 keep-alive and 4 new-connection-per-request clients on /web/ until stop(). */
+  const startLoad = () => {
+    let running = true;
+    const tally = { keepAlive: { ok: 0, failed: 0 }, fresh: { ok: 0, failed: 0 } };
+    const keepAlive = new HttpAgent({ keepAlive: true, maxSockets: 4 });
+    const client = async (a: HttpAgent | false, t: { ok: number; failed: number }) => {
+      while (running) {
+        const ok = await httpGet(lb.options.httpPort, "/web/", a).then((r) => r.status === 200, () => false);
+        if (ok) t.ok++;
+        else t.failed++;
+      }
+    };
+    const clients = [...Array.from({ length: 4 }, () => client(keepAlive, tally.keepAlive)), ...Array.from({ length: 4 }, () => client(false, tally.fresh))];
+    return {
+      tally,
+      stop: async () => {
+        running = false;
+        await Promise.all(clients);
+        keepAlive.destroy();
+      },
+    };
+  };
+
+  /**
+   * The anchor: the original's reload, `haproxy -D -p pidfile -f cfg -sf <old pids>` (no master
+   * process, as service-loadbalancer ran it), with the same configs and the same load.
+   */
+  const classicReloads = async (): Promise<{ keepAlive: { ok: number; failed: number }; fresh: { ok: number; failed: number }; aliveAtEnd: number }> => {
+    const cfg = join(dir, "classic.cfg");
+    const pidFile = join(dir, "classic.pid");
+    const pids = new Set<number>();
+    const write = (extra: unknown[]) =>
+      writeFileSync(cfg, renderer.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))])).config.replace(/^ {4}master-worker\n/m, ""));
+    const start = (old: number[]) => {
+      const r = spawnSync("haproxy", ["-D", "-p", pidFile, "-f", cfg, ...(old.length > 0 ? ["-sf", ...old.map(String)] : [])], { encoding: "utf8" });
+      if (r.status !== 0) throw new Error(`classic haproxy failed: ${r.stderr}`);
+      const now = readFileSync(pidFile, "utf8").split(/\s+/).filter(Boolean).map(Number);
+      for (const pid of now) pids.add(pid);
+      return now;
+    };
+    let aliveAtEnd = 0;
+    write(web("web", pods.port, [A]));
+    let current = start([]);
+    await waitUntil("classic HAProxy serving /web/", () => answeredBy("/web/", "A"));
+    const load = startLoad();
+    try {
+      for (let i = 0; i < reloadCount; i++) {
+        write([...web("web", pods.port, [A]), ...web(`classic-${i}`, pods.port, [B])]);
+        current = start(current);
+        await waitUntil(`classic reload ${i} serving`, () => answeredBy(`/classic-${i}/`, "B"));
+      }
+    } finally {
+      await load.stop();
+      aliveAtEnd = [...pids].filter(processAlive).length;
+      for (const pid of pids) {
+        try {
+          process.kill(pid, "SIGTERM");
+        } catch {
+          // Already gone: old processes exit once their connections end.
+        }
+      }
+    }
+    return { ...load.tally, aliveAtEnd };
+  };
+
   let agent: ChildProcess | undefined;
   try {
     await publish(web("web", pods.port, [A]));
@@ -167,17 +234,8 @@ async function main(): Promise<void> {
     const runtimeApplyMeanMs = await meanMs("servicelb_agent_apply_duration_seconds", '{how="runtime"}');
 
     // Reloads under load.
-    let running = true;
-    const tally = { keepAlive: { ok: 0, failed: 0 }, fresh: { ok: 0, failed: 0 } };
-    const keepAlive = new HttpAgent({ keepAlive: true, maxSockets: 4 });
-    const client = async (a: HttpAgent | false, t: { ok: number; failed: number }) => {
-      while (running) {
-        const ok = await httpGet(lb.options.httpPort, "/web/", a).then((r) => r.status === 200, () => false);
-        if (ok) t.ok++;
-        else t.failed++;
-      }
-    };
-    const clients = [...Array.from({ length: 4 }, () => client(keepAlive, tally.keepAlive)), ...Array.from({ length: 4 }, () => client(false, tally.fresh))];
+    const underLoad = startLoad();
+    const tally = underLoad.tally;
     const loadReloadsBefore = await metric("servicelb_agent_reloads_total");
     const underLoadStart = performance.now();
     for (let i = 0; i < reloadCount; i++) {
@@ -185,9 +243,7 @@ async function main(): Promise<void> {
       await notify(p);
       await waitUntil(`config ${p.key} applied`, async () => (await status()).applied?.key === p.key);
     }
-    running = false;
-    await Promise.all(clients);
-    keepAlive.destroy();
+    await underLoad.stop();
     const underLoadS = (performance.now() - underLoadStart) / 1000;
     const loadReloads = (await metric("servicelb_agent_reloads_total")) - loadReloadsBefore;
     const failedReloads = await metric("servicelb_agent_reload_failures_total");
@@ -200,6 +256,7 @@ async function main(): Promise<void> {
     agent.kill("SIGTERM");
     const exitCode = await exited;
     const stopS = (performance.now() - stopAt) / 1000;
+    const classic = await classicReloads();
 
     const result = {
       machine: machine(),
@@ -217,6 +274,7 @@ async function main(): Promise<void> {
       haproxyRssMiB: mib(haproxyRssKiB * 1024),
       haproxyProcesses: 1 + procs.workers.length + procs.oldWorkers.length,
       sigterm: { exitCode, seconds: round(stopS) },
+      classicSfAnchor: { reloads: reloadCount, keepAlive: classic.keepAlive, newConnection: classic.fresh, processesAliveAtEnd: classic.aliveAtEnd },
     };
     if (process.argv.includes("--json")) {
       process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
@@ -242,6 +300,10 @@ async function main(): Promise<void> {
           [`failed requests across ${loadReloads} reloads under load`, `${failed} of ${failed + tally.keepAlive.ok + tally.fresh.ok}`],
           ["  keep-alive clients (4)", `${tally.keepAlive.failed} failed, ${tally.keepAlive.ok} ok`],
           ["  new connection per request (4)", `${tally.fresh.failed} failed, ${tally.fresh.ok} ok`],
+          [`anchor: failed requests across ${reloadCount} classic -sf reloads, same load`, `${classic.keepAlive.failed + classic.fresh.failed} of ${classic.keepAlive.failed + classic.fresh.failed + classic.keepAlive.ok + classic.fresh.ok}`],
+          ["  keep-alive clients (4)", `${classic.keepAlive.failed} failed, ${classic.keepAlive.ok} ok`],
+          ["  new connection per request (4)", `${classic.fresh.failed} failed, ${classic.fresh.ok} ok`],
+          ["  HAProxy processes still running after the last reload", classic.aliveAtEnd],
           ["failed reloads", failedReloads],
           ["agent start → /healthz 200", `${result.startToHealthyMs} ms`],
           ["agent RSS after the run (peak)", `${result.agentRssMiB} MiB (${result.agentPeakRssMiB} MiB)`],
