@@ -292,8 +292,13 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     let newest = ref;
     const newestEntry = (await listConfigs()).at(-1);
     if (newestEntry) {
-      const { generator: _, ...stored } = await head(newestEntry);
-      if (stored.sha256 === sha) return { status: "unchanged", key: stored.key, sha256: sha, newest: stored };
+      // Decided from the key alone (revision and 64 bits of sha256): an object without our
+      // metadata, say one an operator uploaded by hand, must not stop every future publish.
+      const sameBody = newestEntry.shaPrefix === sha.slice(0, KEY_SHA_CHARS);
+      // The full sha256 is only reported; a newest object without metadata reports its key's prefix.
+      const fullSha = sameBody ? sha : await head(newestEntry).then((h) => h.sha256, () => newestEntry.shaPrefix);
+      const stored: ConfigRef = { key: newestEntry.key, sha256: fullSha, revision: newestEntry.revision.toString() };
+      if (sameBody) return { status: "unchanged", key: stored.key, sha256: sha, newest: stored };
       if (newestEntry.revision > ours) return { status: "stale", key, sha256: sha, newest: stored };
       // Equal revisions with different bodies: one snapshot rendered by different options or
       // generator versions. Both are written; the greater sha sorts last and wins, which is

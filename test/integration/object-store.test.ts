@@ -143,6 +143,18 @@ describe("publish, latest, get", () => {
     expect((await store.history()).map((entry) => entry.revision)).toEqual(["200", "100"]);
   });
 
+  it("keeps publishing past a newest object that has no metadata (a hand upload)", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const handKey = `${prefix}configs/00000000000000000011-${"0".repeat(16)}.cfg`;
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: handKey, Body: "hand-made" }));
+
+    expect(await store.publish({ config: cfg(1), revision: "10", generator: GENERATOR })).toMatchObject({ status: "stale", newest: { key: handKey } });
+    const next = await store.publish({ config: cfg(2), revision: "12", generator: GENERATOR });
+    expect(next.status).toBe("published");
+    expect((await store.latest())?.key).toBe(next.key);
+  });
+
   it("converges on the highest revision when publishers race", async () => {
     const prefix = newPrefix();
     const revisions = [305, 101, 999, 42, 500, 998];
