@@ -1,18 +1,23 @@
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
+import { DNS1035_LABEL, DNS1123_LABEL } from "./k8s-names.js";
 
 /**
  * A cluster snapshot: the Services and endpoints servicelb reads, in Kubernetes' own JSON shape,
  * exactly as `kubectl get services,endpointslices -A -o json` prints it. Items are validated one
  * by one so that one malformed object is reported and skipped instead of failing the whole render.
  */
-const meta = z.object({
-  name: z.string().min(1),
-  namespace: z.string().min(1).default("default"),
+// Names end up in backend names, paths and ACLs: hold them to the grammars the API server
+// enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
+const objectMeta = (name: z.ZodString) => z.object({
+  name,
+  namespace: z.string().regex(DNS1123_LABEL, "a namespace name (RFC 1123 label)").default("default"),
   labels: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
   annotations: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
   resourceVersion: z.string().optional(),
 });
+const serviceMeta = objectMeta(z.string().regex(DNS1035_LABEL, "a Service name (RFC 1035 label)"));
+const otherMeta = objectMeta(z.string().min(1).max(253));
 
 const servicePort = z.object({
   name: z.string().nullish().transform((v) => v ?? ""),
@@ -22,7 +27,7 @@ const servicePort = z.object({
 });
 
 export const serviceSchema = z.object({
-  metadata: meta,
+  metadata: serviceMeta,
   spec: z.object({
     type: z.string().nullish().transform((v) => v ?? "ClusterIP"),
     clusterIP: z.string().nullish(),
@@ -41,7 +46,7 @@ const endpointPort = z.object({
 });
 
 export const endpointSliceSchema = z.object({
-  metadata: meta,
+  metadata: otherMeta,
   addressType: z.string(),
   ports: z.array(endpointPort).nullish().transform((v) => v ?? []),
   endpoints: z
@@ -56,7 +61,7 @@ export const endpointSliceSchema = z.object({
 });
 
 export const endpointsSchema = z.object({
-  metadata: meta,
+  metadata: otherMeta,
   subsets: z
     .array(
       z.object({
@@ -104,7 +109,13 @@ export function parseSnapshotText(text: string): unknown[] {
   const out: unknown[] = [];
   for (const doc of list) {
     if (doc.errors.length > 0) throw new SnapshotError(`snapshot is not valid YAML: ${doc.errors[0]!.message}`);
-    const value = doc.toJS({ maxAliasCount: 100 });
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch (err) {
+      // e.g. an alias bomb: the yaml package refuses it by throwing.
+      throw new SnapshotError(`snapshot is not usable YAML: ${(err as Error).message}`);
+    }
     if (value !== null && value !== undefined) out.push(value);
   }
   if (out.length === 0) throw new SnapshotError("snapshot is empty: expected a Kubernetes List");

@@ -35,4 +35,20 @@ describe("snapshot parsing", () => {
     expect(snap.services.map((s) => s.metadata.name)).toEqual(["ok"]);
     expect(snap.problems[0]).toMatch(/Service default\/x.*spec\.ports\.0\.port/);
   });
+
+  it.each([
+    ["web\n    http-request return status 200 string pwned if TRUE\n#", "default"],
+    ["Web", "default"],
+    ["web", "bad namespace"],
+    ["web", "a/b"],
+  ])("refuses a Service named %j in namespace %j: it is reported, never rendered", (name, namespace) => {
+    const snap = parseSnapshot(JSON.stringify(list([{ kind: "Service", metadata: { name, namespace }, spec: { ports: [{ port: 80 }] } }, service("ok", [{ port: 80 }])])));
+    expect(snap.services.map((s) => s.metadata.name)).toEqual(["ok"]);
+    expect(snap.problems).toHaveLength(1);
+  });
+
+  it("refuses a YAML alias bomb with a clear error", () => {
+    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(", ")}]`), "kind: List", "items: []"].join("\n");
+    expect(() => parseSnapshot(bomb)).toThrow(SnapshotError);
+  });
 });
