@@ -226,6 +226,11 @@ export class Applier {
   /** `haproxy -c`; false (failure recorded) when HAProxy rejects the config or cannot be run. */
   private async check(config: StoredConfig): Promise<boolean> {
     const { configPath, haproxyBin, log } = this.o;
+    // HAProxy expands an unset variable to "": the stats page would take an empty password.
+    if (config.config.includes("${SERVICELB_STATS_PASSWORD}") && !process.env.SERVICELB_STATS_PASSWORD) {
+      await this.fail("check", config.key, "the config protects the stats page (--stats-user) but SERVICELB_STATS_PASSWORD is not set for HAProxy on this node");
+      return false;
+    }
     let check;
     try {
       check = await checkConfig(config.config, { haproxyBin, workDir: dirname(configPath) });

@@ -178,6 +178,16 @@ describe("applying configs", () => {
     await served(n, "/web/", "B");
   });
 
+  it("refuses a config that protects the stats page when SERVICELB_STATS_PASSWORD is not set on the node", async () => {
+    expect(process.env.SERVICELB_STATS_PASSWORD).toBeUndefined();
+    const n = await node({ statsUser: "admin" });
+    const cfg = await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n);
+    const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
+    expect(err).toMatchObject({ stage: "check", key: cfg.key, message: expect.stringContaining("SERVICELB_STATS_PASSWORD is not set") });
+    expect(agent.status().applied).toBeNull();
+  });
+
   it("undoes a runtime change HAProxy refuses and rejects that config", async () => {
     const n = await node();
     const good = await n.publish(web("web", pods.port, [A]), 100);

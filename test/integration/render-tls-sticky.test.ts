@@ -91,3 +91,27 @@ describe("TLS termination", () => {
     }
   });
 });
+
+describe("stats page", () => {
+  it("with --stats-user, the page and /metrics need the password HAProxy reads from its environment", async () => {
+    requireHaproxy();
+    const setup = await loopbackOptions();
+    const options = parseRenderOptions({ ...setup.options, tcpServices: "", selector: undefined, statsUser: "admin" });
+    const { config } = renderSnapshot(snapshotFromDocuments([list([])]), options, renderer);
+    expect(config).not.toContain("s3cret");
+    process.env.SERVICELB_STATS_PASSWORD = "s3cret";
+    const hx = await runHaproxy(config, setup.dir).finally(() => delete process.env.SERVICELB_STATS_PASSWORD);
+    try {
+      const basic = (cred: string) => ({ authorization: `Basic ${Buffer.from(cred).toString("base64")}` });
+      for (const path of ["/", "/metrics"]) {
+        expect((await httpGet(options.statsPort, path)).status).toBe(401);
+        expect((await httpGet(options.statsPort, path, basic("admin:"))).status).toBe(401);
+        expect((await httpGet(options.statsPort, path, basic("admin:wrong"))).status).toBe(401);
+        expect((await httpGet(options.statsPort, path, basic("admin:s3cret"))).status).toBe(200);
+      }
+    } finally {
+      await hx.stop();
+      setup.cleanup();
+    }
+  });
+});

@@ -24,7 +24,8 @@ describe("golden configs", () => {
     const result = renderSnapshot(parseSnapshot(readFileSync(snapshotFile, "utf8")), parseRenderOptions(options), renderer);
     const text = `${result.config}# warnings:\n${result.warnings.map((w) => `#   ${JSON.stringify(w)}\n`).join("")}# skipped:\n${result.skipped.map((s) => `#   ${JSON.stringify(s)}\n`).join("")}`;
     const file = join(dir, `${name}.cfg`);
-    if (process.env.UPDATE_GOLDEN || !existsSync(file)) writeFileSync(file, text);
+    if (process.env.UPDATE_GOLDEN) writeFileSync(file, text);
+    expect(existsSync(file), `${file} is missing: run with UPDATE_GOLDEN=1 and review it`).toBe(true);
     expect(text).toBe(readFileSync(file, "utf8"));
   });
 });
