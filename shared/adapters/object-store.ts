@@ -22,10 +22,11 @@ import { parseStoreUrl } from "../core/store-url.js";
  * the agent's "newer key wins") picks the greater key, i.e. the newer snapshot,
  * whichever write finished last.
  *
- * Known gap: an "unchanged" publish writes nothing (invariant 2), so the store never
- * learns of the newer snapshot. If it is followed by a publish from a snapshot between
- * the newest stored revision and that one, the older snapshot's config becomes newest
- * until the next reconcile (resync) publishes again.
+ * What keys cannot cover: an "unchanged" publish writes nothing (invariant 2), so the store
+ * never learns of the newer snapshot; a publish from a snapshot between the newest stored
+ * revision and that one would then become newest, until the next reconcile publishes again.
+ * The reconcile function closes this by never overlapping passes (one instance, one pass at a
+ * time: shared/app/reconcile.ts and infra/base/functions.yaml).
  */
 
 const CONFIGS = "configs/";
