@@ -67,8 +67,10 @@ function readBody(req: IncomingMessage): Promise<string> {
     req.on("data", (c: Buffer) => {
       size += c.length;
       if (size > MAX_BODY) {
+        // Stop buffering but let the 413 reach the client (a destroyed socket would only say
+        // "reset"); `connection: close` ends the connection once the answer is sent.
+        req.pause();
         reject(new HttpError(413, `body over ${MAX_BODY} bytes`, { connection: "close" }));
-        req.destroy();
       } else chunks.push(c);
     });
     req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));

@@ -44,7 +44,14 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
       }
       const result = ctx.render(snapshot);
       if (req.query.check === "1" || req.query.check === "true") {
-        const check = await checkConfig(result.config);
+        let check;
+        try {
+          check = await checkConfig(result.config);
+        } catch (err) {
+          // No HAProxy on this instance (the function image has none), or it hung: not the config's fault.
+          fail(res, 501, `?check=1 cannot run here: ${(err as Error).message}`);
+          return;
+        }
         if (!check.ok) {
           fail(res, 422, `haproxy -c rejected the rendered config: ${check.errors.join("; ")}`);
           return;

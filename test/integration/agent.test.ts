@@ -360,6 +360,7 @@ describe("HTTP API", () => {
     expect((await post(ok, `Bearer ${TOKEN}x`)).status).toBe(401);
     expect((await post(ok, `Basic ${TOKEN}`)).status).toBe(401);
     expect((await post("{not json", `Bearer ${TOKEN}`)).status).toBe(400);
+    expect((await post(`{"pad":"${"x".repeat(64 * 1024)}"}`, `Bearer ${TOKEN}`)).status).toBe(413);
     const missing = await post(JSON.stringify({ key: v1.key }), `Bearer ${TOKEN}`);
     expect(missing.status).toBe(400);
     expect(await missing.text()).toMatch(/sha256/);

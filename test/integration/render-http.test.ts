@@ -66,10 +66,32 @@ describe("HTTP function render (dry run)", () => {
     }
   });
 
-  it("?check=1 runs haproxy -c on the result", async () => {
+  it("?check=1 runs haproxy -c on the result: 200 when it passes, 422 with HAProxy's reason when not, 501 without HAProxy", async () => {
     requireHaproxy();
     const r = await fetch(`${base}/?check=1`, { method: "POST", body: demo, headers: { "content-type": "text/plain" } });
     expect(r.status).toBe(200);
+    // A certificate path that does not exist on this machine: the config renders, HAProxy refuses it.
+    functions.http("render-missing-cert", createRenderHandler(loadFunctionSettings({ SERVICELB_SSL_CERT: "/nonexistent/lb.pem" }), createLogger("render", "silent")));
+    const other = getTestServer("render-missing-cert");
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}/?check=1`;
+    const answer = async () => {
+      const r = await fetch(url, { method: "POST", body: demo, headers: { "content-type": "text/plain" } });
+      return { statusCode: r.status, body: await r.text() };
+    };
+    const refused = await answer();
+    expect(refused.statusCode).toBe(422);
+    expect(JSON.parse(refused.body).error).toContain("/nonexistent/lb.pem");
+    const path = process.env.PATH;
+    process.env.PATH = "/nonexistent";
+    try {
+      const noHaproxy = await answer();
+      expect(noHaproxy.statusCode).toBe(501);
+      expect(JSON.parse(noHaproxy.body).error).toContain("apt-get install -y haproxy");
+    } finally {
+      process.env.PATH = path;
+      await new Promise((resolve) => other.close(resolve));
+    }
   });
 
   it("GET renders the live cluster", async () => {
