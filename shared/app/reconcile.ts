@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
+import { envName, OptionsError } from "../core/options.js";
 import { ClusterError } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
@@ -83,7 +84,12 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   const readSnapshot = deps.readSnapshot ?? (() => readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }));
   const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const ctx = new RenderContext(settings.options, { template: settings.template });
-  if (settings.notify.agents.length === 0 && !settings.notify.agentService) {
+  const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
+  if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
+    // Agents refuse unauthenticated pings: without a token every ping would fail with 401.
+    throw new OptionsError(`${envName("notifyTokenFile")} or ${envName("notifyToken")} is required when agents are configured (the agents' /notify needs the bearer token)`);
+  }
+  if (!hasAgents) {
     log.info("no agents configured (SERVICELB_AGENTS, SERVICELB_AGENT_SERVICE): nobody is pinged, agents rely on their poll");
   }
 

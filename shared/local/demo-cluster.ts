@@ -93,10 +93,20 @@ export class DemoCluster {
         );
         if (this.watcher) {
           this.watcher.close();
-          this.watch();
+          this.rewatch();
         }
       }, 50);
     });
+  }
+
+  /** Watches again; an editor may have the file away for a moment, so a missing file is retried. */
+  private rewatch(attempt = 0): void {
+    try {
+      this.watch();
+    } catch (err) {
+      if (attempt === 0) this.log.warn({ file: this.file, err: (err as Error).message }, "cannot watch the demo cluster file; retrying");
+      this.timer = setTimeout(() => this.rewatch(attempt + 1), Math.min(1000, 50 * 2 ** attempt));
+    }
   }
 
   get backendPorts(): number[] {

@@ -342,6 +342,11 @@ describe("reconcile function", () => {
 });
 
 describe("reconcile function faults", () => {
+  it("refuses to start with agents configured but no notify token: every ping would be refused", () => {
+    const settings = loadFunctionSettings({ SERVICELB_STORE: `s3://${s3.bucket}/x/`, SERVICELB_STORE_ENDPOINT: s3.endpoint, SERVICELB_AGENTS: "http://127.0.0.1:9/" });
+    expect(() => createReconciler(settings, { log: memoryLog().log })).toThrow(/SERVICELB_NOTIFY_TOKEN_FILE or SERVICELB_NOTIFY_TOKEN is required/);
+  });
+
   it("fails with 5xx and writes nothing when the API server answers 500", async () => {
     const h = await harness();
     vi.spyOn(console, "error").mockImplementation(() => {});

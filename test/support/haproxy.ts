@@ -17,13 +17,20 @@ export interface LoopbackSetup {
   cleanup(): void;
 }
 
+/** Two different free ports (two calls to freePort may hand out the same one). */
+async function twoPorts(): Promise<{ httpPort: number; statsPort: number }> {
+  const httpPort = await freePort();
+  let statsPort = await freePort();
+  while (statsPort === httpPort) statsPort = await freePort();
+  return { httpPort, statsPort };
+}
+
 /** Render options that make a config runnable by an unprivileged test: loopback, free ports, a temp dir. */
 export async function loopbackOptions(extra: RenderOptionsInput = {}): Promise<LoopbackSetup> {
   const dir = mkdtempSync(join(tmpdir(), "servicelb-hx-"));
   const options = parseRenderOptions({
     bindAddress: "127.0.0.1",
-    httpPort: await freePort(),
-    statsPort: await freePort(),
+    ...(await twoPorts()),
     statsSocket: join(dir, "admin.sock"),
     serverStateFile: join(dir, "server-state"),
     checkInterval: "500ms",
