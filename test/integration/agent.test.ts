@@ -230,14 +230,16 @@ describe("applying configs", () => {
     const v2 = await n.publish([...web("web", pods.port, [A]), ...web("b2", pods.port, [B])], 110);
     await n.notify(agent, v2);
     await appliedKey(agent, v2.key);
-    const reloadedAt = Date.now();
+    const v2At = Date.parse(agent.status().applied!.appliedAt);
     const v3 = await n.publish([...web("web", pods.port, [A]), ...web("b3", pods.port, [B])], 120);
     await n.notify(agent, v3);
-    await new Promise((r) => setTimeout(r, 300));
+    // v3 is pulled and checked, then waits for its reload slot; v4 arrives while it waits.
+    await waitFor("v3 pulled", async () => ((await count(agent.metrics.pulls, { result: "new" })) >= 3 ? true : undefined));
     const v4 = await n.publish([...web("web", pods.port, [A]), ...web("b4", pods.port, [B])], 130);
     await n.notify(agent, v4);
     await appliedKey(agent, v4.key);
-    expect(Date.now() - reloadedAt).toBeGreaterThanOrEqual(1400);
+    // Reloads start at least 1,500 ms apart; the two reloads' own durations differ by far less than 200 ms.
+    expect(Date.parse(agent.status().applied!.appliedAt) - v2At).toBeGreaterThanOrEqual(1300);
     expect(await count(agent.metrics.reloads)).toBe(2);
     await served(n, "/b4/", "B");
     expect((await n.get("/b3/")).status).toBe(404);

@@ -348,7 +348,7 @@ describe("listCluster", () => {
     try {
       big.upsert("Service", service("default", "web")); // revision 99
       // The slice list is held back while a write lands, so it is served at revision 100.
-      big.delay({ ms: 300, match: (r) => r.path === "/apis/discovery.k8s.io/v1/endpointslices" });
+      big.delay({ ms: 1000, match: (r) => r.path === "/apis/discovery.k8s.io/v1/endpointslices" });
       setTimeout(() => big.upsert("EndpointSlice", slice("default", "web", "10.1.0.1")), 100);
 
       const snap = await listCluster(loadKubeConfig({ kubeconfig: await big.writeKubeconfig() }));
