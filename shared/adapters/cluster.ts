@@ -1,6 +1,7 @@
 import * as http from "node:http";
 import * as https from "node:https";
 import { ApiException, KubeConfig, Watch } from "@kubernetes/client-node";
+import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 /**
  * The Kubernetes side of servicelb: load credentials, take a paged snapshot of Services and
@@ -268,19 +269,6 @@ function pathOf(t: Pick<Target, "resource" | "namespace">): string {
   return t.namespace === undefined ? `${prefix}/${t.resource}` : `${prefix}/namespaces/${t.namespace}/${t.resource}`;
 }
 
-/** Network failures that say nothing about the request itself; the next attempt may succeed. */
-const TRANSIENT_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EAI_AGAIN",
-  "ENOTFOUND",
-  "ECONNABORTED",
-  "ERR_STREAM_PREMATURE_CLOSE",
-]);
 
 function toClusterError(err: unknown, t: Target): ClusterError {
   if (err instanceof ClusterError) return err;
@@ -324,7 +312,7 @@ function toClusterError(err: unknown, t: Target): ClusterError {
     });
   }
   const message = typeof e?.message === "string" ? e.message : String(err);
-  if (typeof e?.code === "string" && TRANSIENT_CODES.has(e.code)) {
+  if (typeof e?.code === "string" && TRANSIENT_NETWORK_CODES.has(e.code)) {
     return new ClusterError("unavailable", `cannot reach the API server at ${t.server} (${request}): ${message}`, { transient: true, cause: err });
   }
   if (err instanceof SyntaxError) {

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -9,7 +8,10 @@ import {
   type S3ClientConfig,
   type _Object,
 } from "@aws-sdk/client-s3";
+import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
+import { sha256 } from "../core/sha256.js";
 import { parseStoreUrl } from "../core/store-url.js";
+import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 /*
  * Published configs live at <prefix>configs/<revision, 20 digits>-<sha256, 16 hex>.cfg.
@@ -35,7 +37,6 @@ const STATUS = "status/";
 const REVISION_DIGITS = 20;
 const KEY_SHA_CHARS = 16;
 const CONFIG_KEY = new RegExp(`^(\\d{${REVISION_DIGITS}})-([0-9a-f]{${KEY_SHA_CHARS}})\\.cfg$`);
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const DELETE_BATCH = 10;
 
 export class StoreError extends Error {
@@ -440,20 +441,6 @@ function compareKeys(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function sha256(text: string): string {
-  return createHash("sha256").update(text, "utf8").digest("hex");
-}
-
-const TRANSIENT_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EAI_AGAIN",
-]);
 const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "SlowDown", "ThrottlingException", "ServiceUnavailable"]);
 
 function isTransient(error: unknown): boolean {
@@ -466,7 +453,7 @@ function isTransient(error: unknown): boolean {
   };
   const status = $metadata?.httpStatusCode ?? 0;
   return (
-    TRANSIENT_CODES.has(String(code)) ||
+    TRANSIENT_NETWORK_CODES.has(String(code)) ||
     TRANSIENT_NAMES.has(String(name)) ||
     status >= 500 ||
     status === 429 ||

@@ -1,10 +1,10 @@
-import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { diffConfigs, type ServerChange } from "../core/config-diff.js";
 import { checkConfig } from "../adapters/haproxy/check.js";
+import { sha256 } from "../core/sha256.js";
 import type { ReloadResult } from "../adapters/haproxy/master.js";
 import { setServerAddr, setServerState, showServersState } from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
@@ -80,7 +80,6 @@ export interface ApplierStatus {
   backoff: { key: string; attempts: number; retryAt: string } | null;
 }
 
-const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export class Applier {

@@ -1,4 +1,5 @@
 import { resolve } from "node:path";
+import { parseServer, sectionOf } from "../core/config-diff.js";
 
 /**
  * Facts the agent reads from a rendered config: where its runtime API socket and server-state
@@ -33,19 +34,18 @@ export interface ServerSlot {
   port: number;
 }
 
-const SERVER = /^\s+server\s+(\S+)\s+(\[[0-9A-Fa-f:.]+\]|[0-9.]+):(\d+)(\s|$)/;
-
 /** "backend/server" → its address (bare, without IPv6 brackets) and port, for every backend server line. */
 export function serverSlotsOf(text: string): Map<string, ServerSlot> {
   const slots = new Map<string, ServerSlot>();
   let backend: string | null = null;
   for (const line of text.split("\n")) {
-    if (/^\S/.test(line) && !line.startsWith("#")) {
-      backend = /^backend\s+(\S+)/.exec(line)?.[1] ?? null;
+    const section = sectionOf(line);
+    if (section !== undefined) {
+      backend = section;
       continue;
     }
-    const m = backend === null ? null : SERVER.exec(line);
-    if (m) slots.set(`${backend}/${m[1]}`, { address: m[2]!.replace(/^\[(.*)\]$/, "$1"), port: Number(m[3]) });
+    const server = backend === null ? undefined : parseServer(line);
+    if (server) slots.set(`${backend}/${server.server}`, { address: server.address, port: server.port });
   }
   return slots;
 }

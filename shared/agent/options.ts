@@ -2,7 +2,8 @@ import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { envName, flagName, OptionsError, optionsFromEnv } from "../core/options.js";
-import { parseStoreUrl } from "../core/store-url.js";
+import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
+import { storeUrlSchema } from "../core/store-url.js";
 
 /**
  * The agent's settings in one table, named like the render options: `--kebab-case` flags and
@@ -36,19 +37,11 @@ const listen = z.string().transform((text, ctx) => {
   return { host: m[1]!.replace(/^\[(.*)\]$/, "$1"), port };
 });
 
-const storeUrl = z.string().refine((url) => {
-  try {
-    parseStoreUrl(url);
-    return true;
-  } catch {
-    return false;
-  }
-}, "s3://bucket[/prefix] with a valid bucket name");
 
 const nodeName = z
   .string()
   .max(253)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, "a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.')");
+  .regex(DNS1123_SUBDOMAIN, "a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.')");
 
 interface Spec {
   schema: z.ZodType;
@@ -58,7 +51,7 @@ interface Spec {
 }
 
 export const agentOptionSpecs = {
-  store: { schema: storeUrl.optional(), help: "s3://bucket[/prefix] where configs are published (required)" },
+  store: { schema: storeUrlSchema.optional(), help: "s3://bucket[/prefix] where configs are published (required)" },
   storeEndpoint: { schema: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(), help: "S3-compatible endpoint, e.g. http://minio:9000 (default: AWS S3)" },
   storeRegion: { schema: z.string().regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1").optional(), help: "store region (default: $AWS_REGION, else us-east-1)" },
   storePathStyle: { schema: bool.default(false), help: "path-style bucket URLs (MinIO, s3rver)", boolean: true },

@@ -1,6 +1,5 @@
-import { readFileSync } from "node:fs";
 import { showProc } from "../adapters/haproxy/master.js";
-import { processAlive } from "../adapters/haproxy/process.js";
+import { isHaproxy, processAlive } from "../adapters/haproxy/process.js";
 import type { Logger } from "../adapters/log.js";
 
 /**
@@ -19,15 +18,8 @@ export async function findOrphanMaster(masterSocket: string): Promise<number | n
 }
 
 export function retireOrphanMaster(pid: number, ourPid: number | undefined, log: Logger): void {
-  if (pid === ourPid || !processAlive(pid)) return;
-  let comm = "";
-  try {
-    comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
-  } catch {
-    return;
-  }
   // The pid may have been reused since we read it from the socket.
-  if (comm !== "haproxy") return;
+  if (pid === ourPid || !processAlive(pid) || !isHaproxy(pid)) return;
   log.warn({ pid }, "an HAProxy master left by an earlier agent was still running; soft-stopping it now that ours serves");
   process.kill(pid, "SIGUSR1");
 }

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { parseServiceRef } from "../core/k8s-names.js";
 import { envName, optionSpecs, OptionsError, parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
 import { mergeOptionSources } from "../adapters/option-sources.js";
-import { parseStoreUrl } from "../core/store-url.js";
+import { storeUrlSchema } from "../core/store-url.js";
 
 /** Where published configs live (`--store` and friends). */
 export interface StoreSettings {
@@ -57,17 +57,7 @@ const extraSchemas = {
   kubeconfig: z.string().optional(),
   context: z.string().optional(),
   maxBodyBytes: wholeNumber("a whole number of bytes ≥ 1024", 1024, Number.MAX_SAFE_INTEGER).default(32 * 1024 * 1024),
-  store: z
-    .string()
-    .refine((url) => {
-      try {
-        parseStoreUrl(url);
-        return true;
-      } catch {
-        return false;
-      }
-    }, "s3://bucket[/prefix] with a valid bucket name")
-    .optional(),
+  store: storeUrlSchema.optional(),
   storeEndpoint: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(),
   storeRegion: z.string().regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1").optional(),
   storePathStyle: bool.default(false),

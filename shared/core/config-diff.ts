@@ -30,14 +30,15 @@ interface ServerLine {
 const SERVER_LINE = /^ {4}server (\S+) (\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\]):(\d{1,5})( disabled)?((?: \S+)*)$/;
 const BACKEND_HEADER = /^backend (\S+)(?: from \S+)?$/;
 
-function parseServer(line: string): ServerLine | undefined {
+/** A server line in our templates' exact shape, or undefined. */
+export function parseServer(line: string): ServerLine | undefined {
   const m = SERVER_LINE.exec(line);
   if (!m) return undefined;
   return { server: m[1]!, address: m[2]!.replace(/^\[(.*)\]$/, "$1"), port: Number(m[3]), enabled: m[4] === undefined, params: m[5]! };
 }
 
 /** The section a column-0 line opens: a backend's name, or null for any other section. */
-function sectionOf(line: string): string | null | undefined {
+export function sectionOf(line: string): string | null | undefined {
   if (line === "" || /^[\s#]/.test(line)) return undefined;
   return BACKEND_HEADER.exec(line)?.[1] ?? null;
 }

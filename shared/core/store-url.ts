@@ -1,3 +1,5 @@
+import { z } from "zod";
+
 const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 
 export interface StoreLocation {
@@ -19,3 +21,13 @@ export function parseStoreUrl(url: string): StoreLocation {
   const segments = (match[2] ?? "").split("/").filter((segment) => segment !== "");
   return { bucket, prefix: segments.length === 0 ? "" : `${segments.join("/")}/` };
 }
+
+/** `s3://bucket[/prefix]` as a setting: the same rule for the functions, the agent and the CLI. */
+export const storeUrlSchema = z.string().refine((url) => {
+  try {
+    parseStoreUrl(url);
+    return true;
+  } catch {
+    return false;
+  }
+}, "s3://bucket[/prefix] with a valid bucket name");

@@ -55,7 +55,8 @@ export function processAlive(pid: number): boolean {
   }
 }
 
-function isHaproxy(pid: number): boolean {
+/** True when `pid` is an HAProxy process (a pid read earlier may since have been reused). */
+export function isHaproxy(pid: number): boolean {
   try {
     return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "haproxy";
   } catch {
