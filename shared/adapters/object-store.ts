@@ -20,7 +20,7 @@ import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
  * the greatest key. That is what keeps invariant 1 (no stale write wins) without
  * conditional writes, which S3-compatible stores (and our test server) may lack:
  * publish() refuses to write below the newest key it sees, and when two publishers race
- * (both list, then both write) both objects land, but every reader (latest, getIfNewer,
+ * (both list, then both write) both objects land, but every reader (latest, history,
  * the agent's "newer key wins") picks the greater key, i.e. the newer snapshot,
  * whichever write finished last.
  *
@@ -122,8 +122,6 @@ export interface ObjectStore {
   latest(): Promise<ConfigHead | null>;
   /** Fetches a config and verifies its body against its metadata and key. */
   get(key: string): Promise<StoredConfig>;
-  /** The newest config if its key sorts after afterKey (null: any config), else null. */
-  getIfNewer(afterKey: string | null): Promise<StoredConfig | null>;
   /** Newest first. */
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
   /** Deletes all but the newest `keep` configs (keep >= 1); returns the deleted keys. */
@@ -343,13 +341,6 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       return newest ? head(newest) : null;
     },
 
-    async getIfNewer(afterKey) {
-      if (afterKey !== null) requireConfigKey(afterKey);
-      // StartAfter makes the common "nothing new" answer an empty listing; the comparison
-      // guards against a store that ignores StartAfter.
-      const newest = (await listConfigs(afterKey ?? undefined)).at(-1);
-      return newest && (afterKey === null || compareKeys(newest.key, afterKey) > 0) ? get(newest.key) : null;
-    },
 
     async history({ limit } = {}) {
       if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0)) {

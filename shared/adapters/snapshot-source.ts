@@ -10,7 +10,7 @@ export interface KubeAccess {
 }
 
 /** A snapshot of the live cluster, scoped by the same options the render applies. */
-export async function readLiveSnapshot(options: Pick<RenderOptions, "namespace" | "selector">, access: KubeAccess): Promise<Snapshot & { listWarnings: string[]; listMs: number }> {
+export async function readLiveSnapshot(options: Pick<RenderOptions, "namespace" | "selector">, access: KubeAccess): Promise<Snapshot & { listWarnings: string[] }> {
   const kc = loadKubeConfig({ kubeconfig: access.kubeconfig, context: access.context });
   const live = await listCluster(kc, {
     namespace: options.namespace,
@@ -18,5 +18,5 @@ export async function readLiveSnapshot(options: Pick<RenderOptions, "namespace" 
     timeoutMs: access.timeoutMs,
   });
   const snapshot = snapshotFromDocuments([live.list]);
-  return { ...snapshot, revision: live.revision, listWarnings: live.warnings, listMs: live.stats.ms };
+  return { ...snapshot, revision: live.revision, listWarnings: live.warnings };
 }

@@ -138,8 +138,6 @@ describe("publish, latest, get", () => {
     );
 
     expect((await store.latest())?.key).toBe(newer.key);
-    expect((await store.getIfNewer(null))?.key).toBe(newer.key);
-    expect(await store.getIfNewer(olderKey)).toMatchObject({ key: newer.key, revision: "200" });
     expect((await store.history()).map((entry) => entry.revision)).toEqual(["200", "100"]);
   });
 
@@ -231,7 +229,6 @@ describe("integrity", () => {
     expect((error as StoreError).transient).toBe(false);
     expect((error as StoreError).message).toContain(original);
     expect((error as StoreError).message).toContain(sha256(tampered));
-    await expect(store.getIfNewer(null)).rejects.toThrow(original);
   });
 
   it("detects metadata that does not match the key", async () => {
@@ -250,7 +247,7 @@ describe("integrity", () => {
   it("rejects keys that are not config keys of this store", async () => {
     const store = openStore();
     await expect(store.get("elsewhere/configs/00000000000000000005-0123456789abcdef.cfg")).rejects.toThrow(/not a config key/);
-    await expect(store.getIfNewer("nope")).rejects.toThrow(/not a config key/);
+    await expect(store.get("nope")).rejects.toThrow(/not a config key/);
   });
 });
 
@@ -300,23 +297,6 @@ describe("history and retention", () => {
 
     expect(await keysUnder(prefix)).toEqual(keys.slice(2));
     expect(() => openStore(newPrefix(), { retain: 0 })).toThrow(/retain/);
-  });
-});
-
-describe("getIfNewer", () => {
-  it("returns the newest config only when it sorts after the given key", async () => {
-    const store = openStore();
-    expect(await store.getIfNewer(null)).toBeNull();
-
-    const first = await store.publish({ config: cfg(1), revision: "99", generator: GENERATOR });
-    expect(await store.getIfNewer(null)).toEqual({ key: first.key, config: cfg(1), sha256: first.sha256, revision: "99" });
-    expect(await store.getIfNewer(first.key)).toBeNull();
-
-    const second = await store.publish({ config: cfg(2), revision: "100", generator: GENERATOR });
-    const third = await store.publish({ config: cfg(3), revision: "101", generator: GENERATOR });
-    expect(await store.getIfNewer(first.key)).toMatchObject({ key: third.key, config: cfg(3) });
-    expect(await store.getIfNewer(second.key)).toMatchObject({ key: third.key });
-    expect(await store.getIfNewer(third.key)).toBeNull();
   });
 });
 
@@ -372,7 +352,7 @@ describe("store unavailable", () => {
     const store = openStore(newPrefix(), { endpoint: other.endpoint });
     await store.publish({ config: cfg(1), revision: "1", generator: GENERATOR });
     await other.stop();
-    await expectTransientFailure(store, other.endpoint, () => store.getIfNewer(null));
+    await expectTransientFailure(store, other.endpoint, () => store.latest());
   });
 
   it("times out a server that never answers", async () => {
