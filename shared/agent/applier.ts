@@ -177,10 +177,12 @@ export class Applier {
     try {
       [newest] = await store.history({ limit: 1 });
     } catch (err) {
+      stopTimer();
       metrics.pulls.inc({ result: "failed" });
       return this.fail("pull", null, `cannot list the store: ${message(err)}`);
     }
     if (!newest || (afterKey !== null && newest.key <= afterKey)) {
+      stopTimer();
       metrics.pulls.inc({ result: "none" });
       if (!this.failure && this.state.lastError) await this.record({ ...this.state, lastError: null });
       return;
@@ -189,6 +191,7 @@ export class Applier {
     try {
       config = await store.get(newest.key);
     } catch (err) {
+      stopTimer();
       metrics.pulls.inc({ result: "failed" });
       const corrupt = err instanceof StoreError && !err.transient;
       return this.fail(corrupt ? "verify" : "pull", newest.key, message(err));
