@@ -1,4 +1,4 @@
-import type { BuildInputs } from "../core/build-model.js";
+import { ModelCache, type BuildInputs } from "../core/build-model.js";
 import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
 import { Renderer } from "../core/render.js";
@@ -13,6 +13,8 @@ import { loadTemplates } from "../adapters/templates.js";
 export class RenderContext {
   readonly renderer: Renderer;
   readonly inputs: BuildInputs;
+  /** Plans of unchanged Services between renders of live snapshots (a warm function instance). */
+  private readonly cache = new ModelCache();
 
   constructor(
     readonly options: RenderOptions,
@@ -23,7 +25,7 @@ export class RenderContext {
   }
 
   render(snapshot: Snapshot): RenderResult {
-    return renderSnapshot(snapshot, this.options, this.renderer, this.inputs);
+    return renderSnapshot(snapshot, this.options, this.renderer, this.inputs, this.cache);
   }
 }
 

@@ -32,6 +32,26 @@ export class EndpointIndex {
   }
 
   /**
+   * The resourceVersions of the objects that hold a Service's endpoints (slices, else its
+   * Endpoints), or null when one has none: a cache may only trust versions it can see.
+   */
+  revisions(service: Service): string | null {
+    const key = `${service.metadata.namespace}/${service.metadata.name}`;
+    const slices = this.slices.get(key);
+    if (slices) {
+      const parts: string[] = [];
+      for (const s of slices) {
+        if (!s.metadata.resourceVersion) return null;
+        parts.push(`${s.metadata.name}@${s.metadata.resourceVersion}`);
+      }
+      return parts.sort().join(",");
+    }
+    const ep = this.endpoints.get(key);
+    if (!ep) return "";
+    return ep.metadata.resourceVersion ? `endpoints@${ep.metadata.resourceVersion}` : null;
+  }
+
+  /**
    * Ready endpoints of one Service port, as sorted unique `ip:port` strings. Endpoint ports carry
    * the *Service port's* name, and their number is the resolved target port of each pod: matching
    * on that name is what makes named targetPorts work (the original matched the targetPort name).

@@ -1,4 +1,4 @@
-import { buildModel, type BuildInputs } from "./build-model.js";
+import { buildModel, type BuildInputs, type ModelCache } from "./build-model.js";
 import type { Skipped, Warning } from "./model.js";
 import type { RenderOptions } from "./options.js";
 import type { Renderer } from "./render.js";
@@ -13,9 +13,9 @@ export interface RenderResult {
 }
 
 /** Snapshot → model → config: the one path every way in (CLI, render, reconcile) goes through. */
-export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, renderer: Renderer, inputs: BuildInputs = {}): RenderResult {
+export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, renderer: Renderer, inputs: BuildInputs = {}, cache?: ModelCache): RenderResult {
   const t0 = performance.now();
-  const model = buildModel(snapshot, options, inputs);
+  const model = buildModel(snapshot, options, inputs, cache);
   const t1 = performance.now();
   const config = renderer.render(model);
   const t2 = performance.now();

@@ -108,7 +108,31 @@ export class Renderer {
     return out;
   }
 
+  /**
+   * Text of backends and rules by object identity. The model builder hands out the same objects
+   * for Services that did not change, so a warm instance re-renders only what changed.
+   */
+  private readonly backendTexts = new WeakMap<Backend, { inter: string; text: string }>();
+  private readonly ruleTexts = new WeakMap<HttpRoute, string>();
+
   backendText(b: Backend, inter: string): string {
+    const cached = this.backendTexts.get(b);
+    if (cached?.inter === inter) return cached.text;
+    const text = this.renderBackend(b, inter);
+    this.backendTexts.set(b, { inter, text });
+    return text;
+  }
+
+  private ruleText(r: HttpRoute): string {
+    let text = this.ruleTexts.get(r);
+    if (text === undefined) {
+      text = this.rule(ruleView(r));
+      this.ruleTexts.set(r, text);
+    }
+    return text;
+  }
+
+  private renderBackend(b: Backend, inter: string): string {
     return this.backend({
       name: b.name,
       defaults: b.mode === "tcp" ? "tcp_defaults" : "http_defaults",
@@ -131,7 +155,7 @@ export class Renderer {
     let backends = "";
     for (const b of model.backends) backends += this.backendText(b, o.checkInterval);
     let httpRules = "";
-    for (const r of model.httpRoutes) httpRules += this.rule(ruleView(r));
+    for (const r of model.httpRoutes) httpRules += this.ruleText(r);
     let httpsRules = "";
     for (const r of model.httpsRoutes) httpsRules += this.rule(ruleView(r));
     let tcpFrontends = "";

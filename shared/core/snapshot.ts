@@ -85,6 +85,8 @@ export interface Snapshot {
   revision: string;
   /** Items that were not understood; reported, never fatal. */
   problems: string[];
+  /** Set by a live list: every resourceVersion is the API server's, so unchanged ones mean unchanged objects. */
+  trustedRevisions?: boolean;
 }
 
 export class SnapshotError extends Error {

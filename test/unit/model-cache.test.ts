@@ -1,0 +1,95 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { ModelCache } from "../../shared/core/build-model.js";
+import { parseRenderOptions } from "../../shared/core/options.js";
+import { renderSnapshot } from "../../shared/core/pipeline.js";
+import { Renderer } from "../../shared/core/render.js";
+import { snapshotFromDocuments, type Snapshot } from "../../shared/core/snapshot.js";
+import { loadTemplates } from "../../shared/adapters/templates.js";
+import { list, service, slice, type KubeFixture } from "../support/fixtures.js";
+
+const templates = loadTemplates();
+const options = parseRenderOptions({ tcpServices: "db:3306", sslCert: "/etc/haproxy/lb.pem" });
+
+/** A cluster state as a map of objects; every write bumps a global revision, like the API server. */
+type State = Map<string, KubeFixture>;
+const NAMES = ["a", "b", "c", "db", "web"];
+const HOSTS = ["x.example.com", "y.example.com", "*.example.com", "bad host"];
+
+const change = fc.record({
+  name: fc.constantFrom(...NAMES),
+  op: fc.constantFrom("endpoints", "host", "aclMatch", "delete", "ports", "sslTerm"),
+  ips: fc.array(fc.ipV4(), { maxLength: 5 }),
+  host: fc.constantFrom(...HOSTS),
+  path: fc.constantFrom("/a", "/shared", "/b/c"),
+  port: fc.constantFrom(80, 3306, 8080),
+});
+
+function apply(state: State, c: { name: string; op: string; ips: string[]; host: string; path: string; port: number }, rv: number): void {
+  const svcKey = `svc/${c.name}`;
+  const current = state.get(svcKey);
+  const annotations = { ...((current?.metadata.annotations as Record<string, string> | undefined) ?? {}) };
+  const ports = (current?.spec as { ports?: Array<{ port: number; name?: string }> } | undefined)?.ports?.map((p) => ({ port: p.port, name: p.name })) ?? [{ port: c.port, name: "p" }];
+  const write = (): void => {
+    state.set(svcKey, service(c.name, ports, { annotations, resourceVersion: String(rv) }));
+  };
+  switch (c.op) {
+    case "delete":
+      state.delete(svcKey);
+      state.delete(`slice/${c.name}`);
+      return;
+    case "endpoints":
+      state.set(`slice/${c.name}`, slice(c.name, ports.map((p) => ({ name: p.name, port: p.port + 1000 })), c.ips, { name: `${c.name}-s`, resourceVersion: String(rv) }));
+      if (!current) write();
+      return;
+    case "host":
+      annotations["serviceloadbalancer/lb.host"] = c.host;
+      return write();
+    case "aclMatch":
+      annotations["serviceloadbalancer/lb.aclMatch"] = c.path;
+      return write();
+    case "sslTerm":
+      annotations["serviceloadbalancer/lb.sslTerm"] = annotations["serviceloadbalancer/lb.sslTerm"] === "true" ? "false" : "true";
+      return write();
+    case "ports":
+      ports.splice(0, ports.length, { port: c.port, name: "p" });
+      return write();
+  }
+}
+
+function snapshot(state: State, rv: number): Snapshot {
+  return { ...snapshotFromDocuments([list([...state.values()], String(rv))]), trustedRevisions: true };
+}
+
+describe("the warm-instance cache", () => {
+  it("renders exactly what a cold render gives, after any sequence of changes", () => {
+    fc.assert(
+      fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), (changes) => {
+        const warm = new Renderer(templates);
+        const cache = new ModelCache();
+        const state: State = new Map();
+        let rv = 1;
+        for (const c of changes) {
+          apply(state, c, ++rv);
+          const snap = snapshot(state, rv);
+          const cached = renderSnapshot(snap, options, warm, {}, cache);
+          const cold = renderSnapshot(snap, options, new Renderer(templates));
+          expect(cached.config).toBe(cold.config);
+          expect(cached.warnings).toEqual(cold.warnings);
+          expect(cached.skipped).toEqual(cold.skipped);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("is not used for snapshots whose resourceVersions it cannot trust (files)", () => {
+    const cache = new ModelCache();
+    const renderer = new Renderer(templates);
+    const v1 = snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.1"])])]);
+    const v2 = snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.2"])])]);
+    renderSnapshot(v1, options, renderer, {}, cache);
+    expect(renderSnapshot(v2, options, renderer, {}, cache).config).toContain("10.0.0.2:80");
+    expect(cache.plans.size).toBe(0);
+  });
+});
