@@ -290,20 +290,23 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const ref: ConfigRef = { key, sha256: sha, revision: ours.toString() };
 
     let newest = ref;
-    const newestEntry = (await listConfigs()).at(-1);
+    const configs = await listConfigs();
+    const newestEntry = configs.at(-1);
     if (newestEntry) {
       // Decided from the key alone (revision and 64 bits of sha256): an object without our
       // metadata, say one an operator uploaded by hand, must not stop every future publish.
-      const sameBody = newestEntry.shaPrefix === sha.slice(0, KEY_SHA_CHARS);
-      // The full sha256 is only reported; a newest object without metadata reports its key's prefix.
-      const fullSha = sameBody ? sha : await head(newestEntry).then((h) => h.sha256, () => newestEntry.shaPrefix);
-      const stored: ConfigRef = { key: newestEntry.key, sha256: fullSha, revision: newestEntry.revision.toString() };
-      if (sameBody) return { status: "unchanged", key: stored.key, sha256: sha, newest: stored };
-      if (newestEntry.revision > ours) return { status: "stale", key, sha256: sha, newest: stored };
+      const storedRef = async (): Promise<ConfigRef> => ({
+        key: newestEntry.key,
+        // Only reported: a newest object without metadata reports its key's sha256 prefix.
+        sha256: await head(newestEntry).then((h) => h.sha256, () => newestEntry.shaPrefix),
+        revision: newestEntry.revision.toString(),
+      });
+      if (newestEntry.shaPrefix === sha.slice(0, KEY_SHA_CHARS)) return { status: "unchanged", key: newestEntry.key, sha256: sha, newest: { key: newestEntry.key, sha256: sha, revision: newestEntry.revision.toString() } };
+      if (newestEntry.revision > ours) return { status: "stale", key, sha256: sha, newest: await storedRef() };
       // Equal revisions with different bodies: one snapshot rendered by different options or
       // generator versions. Both are written; the greater sha sorts last and wins, which is
       // arbitrary but harmless since both describe the same cluster state.
-      if (compareKeys(stored.key, key) > 0) newest = stored;
+      if (compareKeys(newestEntry.key, key) > 0) newest = await storedRef();
     }
 
     await send("put", key, () =>
@@ -320,7 +323,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
     // A failed clean-up must not turn a successful publish into an error the caller retries.
     try {
-      await prune({ keep: retain });
+      // The listing above already says whether anything is past retention: no second list otherwise.
+      if (configs.length + 1 > retain) await prune({ keep: retain });
       return { status: "published", key, sha256: sha, newest };
     } catch (error) {
       if (!(error instanceof StoreError)) throw error;
