@@ -2,9 +2,11 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createObjectStore } from "../shared/adapters/object-store.js";
 import { packageRoot } from "../shared/adapters/templates.js";
 import { freePort } from "../shared/local/ports.js";
 import { httpGet } from "../test/support/net.js";
+import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { machine, table } from "./machine.js";
 
 /**
@@ -21,6 +23,8 @@ const arg = (name: string, fallback: number) => {
 const services = arg("--services", 1000);
 const changes = arg("--changes", 30);
 const ENDPOINTS_PER_SERVICE = 10;
+const STORM_EVENTS = 1000;
+const STORM_SECONDS = 10;
 
 interface Item {
   kind: string;
@@ -118,7 +122,43 @@ async function main(): Promise<void> {
       await waitUntil(`${name} routed`, async () => (await httpGet(httpPort, `/${name}/`)).status === 200);
       added.push(performance.now() - t0);
     }
+    // Event storm: 1,000 ApiServerSource update events in 10 s for an object that did not change.
+    const reconcileUrl = /reconcile\s+(http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)?.[1];
+    const s3Endpoint = /s3rver at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
+    const store = createObjectStore({ url: "s3://servicelb/local", endpoint: s3Endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+    const configsBefore = (await store.history()).length;
+    const stormReloadsBefore = await reloads();
+    const runtimeBefore = Number(/^servicelb_agent_runtime_updates_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN);
+    const object = endpoints("svc-1", basePorts)[0]!;
+    const stormStart = performance.now();
+    const answers: Array<Promise<number>> = [];
+    for (let i = 0; i < STORM_EVENTS; i++) {
+      const due = stormStart + (i * STORM_SECONDS * 1000) / STORM_EVENTS;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      answers.push(
+        fetch(reconcileUrl!, {
+          method: "POST",
+          headers: { "content-type": "application/json", "ce-specversion": "1.0", "ce-id": `storm-${i}`, "ce-type": "dev.knative.apiserver.resource.update", "ce-source": "bench" },
+          body: JSON.stringify(object),
+        }).then((r) => r.status, () => 0),
+      );
+    }
+    const statuses = await Promise.all(answers);
+    const stormSeconds = (performance.now() - stormStart) / 1000;
+    await new Promise((r) => setTimeout(r, 2000));
+    const storm = {
+      events: STORM_EVENTS,
+      seconds: Math.round(stormSeconds * 10) / 10,
+      failedDeliveries: statuses.filter((st) => st < 200 || st >= 300).length,
+      configsWritten: (await store.history()).length - configsBefore,
+      reloads: (await reloads()) - stormReloadsBefore,
+      runtimeUpdates: Number(/^servicelb_agent_runtime_updates_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN) - runtimeBefore,
+    };
+    store.close();
+
     const result = {
+      storm,
       machine: machine(),
       services,
       endpointsPerService: ENDPOINTS_PER_SERVICE,
@@ -142,7 +182,18 @@ async function main(): Promise<void> {
         ],
       ),
     );
-    console.log("\nEach figure includes the file watcher's 50 ms debounce and the client's polling (5 ms).");
+    console.log("\nEach figure includes the file watcher's 50 ms debounce and the client's polling (5 ms).\n");
+    console.log(
+      table(
+        [`event storm: ${storm.events} update events for an unchanged object in ${storm.seconds} s`, "value"],
+        [
+          ["deliveries refused (non-2xx)", storm.failedDeliveries],
+          ["configs written", storm.configsWritten],
+          ["HAProxy reloads", storm.reloads],
+          ["runtime API updates", storm.runtimeUpdates],
+        ],
+      ),
+    );
   } finally {
     stack.kill("SIGINT");
     await new Promise((r) => stack.once("exit", r));
