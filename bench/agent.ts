@@ -15,7 +15,7 @@ import { list, service, slice } from "../test/support/fixtures.js";
 import { loopbackOptions } from "../test/support/haproxy.js";
 import { freePort } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
-import { machine, mib, table } from "./machine.js";
+import { machine, mib, table, percentile } from "./machine.js";
 
 /**
  * bench/agent: the node agent as it runs on a node (its own process, dist/functions/agent.js),
@@ -38,11 +38,6 @@ const TOKEN = "bench-token";
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(name);
   return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 const round = (ms: number) => Math.round(ms * 10) / 10;

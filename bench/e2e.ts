@@ -7,7 +7,7 @@ import { packageRoot } from "../shared/adapters/templates.js";
 import { freePort } from "../shared/local/ports.js";
 import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
-import { machine, table } from "./machine.js";
+import { machine, table, percentile } from "./machine.js";
 
 /**
  * bench/e2e: the whole pipeline as `npm start` runs it (Kubernetes API emulator → event bridge →
@@ -45,11 +45,6 @@ function endpoints(name: string, ports: number[]): Item[] {
     ports: [{ name: "http", port, protocol: "TCP" }],
     endpoints: [{ addresses: ["127.0.0.1"], conditions: { ready: true } }],
   }));
-}
-
-function percentile(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 }
 
 async function main(): Promise<void> {

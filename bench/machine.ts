@@ -16,3 +16,9 @@ export function table(headers: string[], rows: Array<Array<string | number>>): s
 export function mib(bytes: number): number {
   return Math.round((bytes / 2 ** 20) * 10) / 10;
 }
+
+/** Nearest-rank percentile: with fewer than 100 samples, p99 is the largest. */
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
