@@ -83,7 +83,8 @@ export interface StoredConfig extends ConfigRef {
 }
 
 export interface PublishInput {
-  config: string;
+  /** The config body; the renderer's bytes go out as they are, text is sent as UTF-8. */
+  config: string | Uint8Array;
   /** The snapshot's revision: the highest metadata.resourceVersion of the list responses. */
   revision: string;
   /** Version string of the software that rendered the config. */

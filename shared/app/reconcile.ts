@@ -115,7 +115,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
       stage = "publish";
       t = performance.now();
-      const published = await store.publish({ config: rendered.config, revision: snapshot.revision, generator });
+      const published = await store.publish({ config: rendered.bytes, revision: snapshot.revision, generator });
       durationsMs.publish = since(t);
       if (published.pruneError) plog.warn({ err: published.pruneError.message }, "published, but pruning old configs failed; the next publish retries");
 

@@ -22,7 +22,7 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   const result = ctx.render(snapshot);
   if (flags.check) {
     const { checkConfig } = await import("../adapters/haproxy/check.js");
-    const check = await checkConfig(result.config);
+    const check = await checkConfig(result.bytes);
     if (!check.ok) {
       process.stderr.write(`servicelb: haproxy -c rejected the rendered config:\n${check.errors.map((e) => `  ${e}`).join("\n")}\n`);
       return 1;
@@ -31,7 +31,7 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   if (flags.format === "json") {
     process.stdout.write(renderJson(result, { readMs }));
   } else {
-    process.stdout.write(result.config);
+    process.stdout.write(result.bytes);
     for (const w of result.warnings) {
       process.stderr.write(`warning: ${w.service}${w.port ? `:${w.port}` : ""}${w.annotation ? ` ${w.annotation}` : ""}: ${w.message}\n`);
     }

@@ -46,7 +46,7 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
       if (req.query.check === "1" || req.query.check === "true") {
         let check;
         try {
-          check = await checkConfig(result.config);
+          check = await checkConfig(result.bytes);
         } catch (err) {
           // No HAProxy on this instance (the function image has none), or it hung: not the config's fault.
           fail(res, 501, `?check=1 cannot run here: ${(err as Error).message}`);
@@ -59,7 +59,7 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
       }
       log.info({ method: req.method, revision: result.revision, ...result.stats, warnings: result.warnings.length }, "dry run rendered");
       if (req.query.format === "json") res.status(200).type("application/json").send(renderJson(result));
-      else res.status(200).type("text/plain; charset=utf-8").send(result.config);
+      else res.status(200).type("text/plain; charset=utf-8").send(result.bytes);
     } catch (err) {
       if (err instanceof SnapshotError || err instanceof OptionsError) {
         fail(res, 400, err.message);

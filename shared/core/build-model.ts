@@ -1,11 +1,11 @@
 import { parseAnnotations, type HostMatch } from "./annotations.js";
-import { EndpointIndex, formatAddress } from "./endpoints.js";
+import { EndpointIndex, formatAddress, type EndpointSource } from "./endpoints.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
 import type { Backend, HttpRoute, Model, RouteMatch, Skipped, TcpFrontend, Warning } from "./model.js";
 import { OptionsError, type RenderOptions } from "./options.js";
 import { assignSlots } from "./slots.js";
-import type { Service, Snapshot } from "./snapshot.js";
+import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
 
 /** HAProxy answers from one buffer; a page larger than this would be cut (measured on 2.6). */
 export const MAX_ERROR_PAGE_BYTES = 8192;
@@ -39,13 +39,35 @@ interface ServicePlan {
 }
 
 /**
- * Plans of unchanged Services, for a warm instance: keyed by the Service's and its endpoint
- * objects' resourceVersions, which the API server changes on every write. Only snapshots from a
- * live list may use it (`Snapshot.trustedRevisions`): a hand-edited file keeps stale versions.
+ * What a warm instance remembers between renders of live snapshots (`Snapshot.trustedRevisions`;
+ * a hand-edited file keeps stale versions): the plan of every Service, keyed by the Service's and
+ * its endpoint objects' resourceVersions, which the API server changes on every write; and the
+ * last model, so a render where only endpoints moved skips the settlement over all Services.
  * One cache serves one set of options.
  */
 export class ModelCache {
-  readonly plans = new Map<string, { key: string; plan: ServicePlan }>();
+  /** namespace → name → plan. */
+  readonly plans = new Map<string, Map<string, CachedPlan>>();
+  size = 0;
+  generation = 0;
+  last: AssembledModel | undefined;
+}
+
+interface CachedPlan {
+  /** The Service's resourceVersion, then name and resourceVersion of each endpoint object. */
+  versions: string[];
+  plan: ServicePlan;
+  generation: number;
+}
+
+/** A model with what it was assembled from. */
+interface AssembledModel {
+  plans: ServicePlan[];
+  model: Model;
+  options: RenderOptions;
+  inputs: BuildInputs;
+  /** Position of each backend in `model.backends`, by name. */
+  positions: Map<string, number>;
 }
 
 function defaultBody(status: number): string {
@@ -177,11 +199,51 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
   return plan;
 }
 
-/** The cache key of one Service: its resourceVersion and those of the objects that hold its endpoints. */
-function revisionKey(svc: Service, index: EndpointIndex): string | null {
+/** The versions a plan depends on, or null when one is missing: a cache may only trust versions it can see. */
+function versionsOf(svc: Service, source: EndpointSource): string[] | null {
   const own = svc.metadata.resourceVersion;
-  const endpoints = index.revisions(svc);
-  return own && endpoints !== null ? `${own}|${endpoints}` : null;
+  if (!own) return null;
+  if (Array.isArray(source)) {
+    const versions = [own];
+    for (const { metadata } of source as EndpointSlice[]) {
+      if (!metadata.resourceVersion) return null;
+      versions.push(metadata.name, metadata.resourceVersion);
+    }
+    return versions;
+  }
+  if (!source) return [own];
+  // "" stands for the Endpoints object's name: slice names are never empty.
+  const rv = (source as Endpoints).metadata.resourceVersion;
+  return rv ? [own, "", rv] : null;
+}
+
+/** Whether a Service and its endpoint objects still have the versions a plan was made from. Allocates nothing. */
+function sameVersions(versions: string[], svc: Service, source: EndpointSource): boolean {
+  if (versions[0] !== svc.metadata.resourceVersion) return false;
+  if (Array.isArray(source)) {
+    const slices = source as EndpointSlice[];
+    if (versions.length !== 1 + 2 * slices.length) return false;
+    for (let i = 0; i < slices.length; i++) {
+      const m = slices[i]!.metadata;
+      if (versions[1 + 2 * i] !== m.name || versions[2 + 2 * i] !== m.resourceVersion) return false;
+    }
+    return true;
+  }
+  if (source) return versions.length === 3 && versions[1] === "" && versions[2] === (source as Endpoints).metadata.resourceVersion;
+  return versions.length === 1;
+}
+
+/** Orders Services as their `namespace/name` strings sort, which is the API server's list order. */
+function compareServices(a: Service, b: Service): number {
+  const na = a.metadata.namespace;
+  const nb = b.metadata.namespace;
+  if (na === nb) return compareStrings(a.metadata.name, b.metadata.name);
+  // Different namespaces: the first difference lies within "namespace/", so the names never matter.
+  return compareStrings(`${na}/`, `${nb}/`);
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Snapshot + options → model. Pure: the same inputs always give the same model, with or without a cache. */
@@ -196,35 +258,131 @@ export function buildModel(snapshot: Snapshot, options: RenderOptions, inputs: B
   }
   const target = options.targetService;
   const context: PlanContext = { options, index, tcpWanted };
-  const useCache = cache !== undefined && snapshot.trustedRevisions === true;
+  const warm = cache !== undefined && snapshot.trustedRevisions === true ? cache : undefined;
 
-  const services: Array<{ id: string; svc: Service }> = [];
-  for (const svc of snapshot.services) {
-    const { namespace, name } = svc.metadata;
-    const id = `${namespace}/${name}`;
-    if (options.namespace && namespace !== options.namespace) continue;
-    if (target && !(target.includes("/") ? target === id : target === name)) continue;
-    services.push({ id, svc });
+  let services: Service[] = snapshot.services;
+  if (options.namespace || target) {
+    services = services.filter(({ metadata: { namespace, name } }) => {
+      if (options.namespace && namespace !== options.namespace) return false;
+      return !target || (target.includes("/") ? target === `${namespace}/${name}` : target === name);
+    });
   }
-  services.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-
-  const plans: ServicePlan[] = [];
-  const seen = new Set<string>();
-  for (const { id, svc } of services) {
-    const key = useCache ? revisionKey(svc, index) : null;
-    const hit = key !== null ? cache!.plans.get(id) : undefined;
-    if (hit && hit.key === key) {
-      plans.push(hit.plan);
-    } else {
-      const plan = planService(svc, context);
-      if (key !== null) cache!.plans.set(id, { key, plan });
-      plans.push(plan);
+  // The API server lists in namespace/name order already: usually no sort, and no copy.
+  for (let i = 1; i < services.length; i++) {
+    if (compareServices(services[i - 1]!, services[i]!) > 0) {
+      services = [...services].sort(compareServices);
+      break;
     }
-    seen.add(id);
   }
-  if (useCache) for (const id of cache!.plans.keys()) if (!seen.has(id)) cache!.plans.delete(id);
 
-  return assemble(plans, snapshot, options, inputs);
+  const plans: ServicePlan[] = new Array(services.length);
+  if (warm) {
+    const generation = ++warm.generation;
+    let kept = 0;
+    for (let i = 0; i < services.length; i++) {
+      const svc = services[i]!;
+      const { namespace, name } = svc.metadata;
+      const source = index.sourceOf(svc);
+      let inNamespace = warm.plans.get(namespace);
+      const entry = inNamespace?.get(name);
+      if (entry && sameVersions(entry.versions, svc, source)) {
+        plans[i] = entry.plan;
+      } else {
+        const plan = (plans[i] = planService(svc, context));
+        const versions = versionsOf(svc, source);
+        if (versions === null) {
+          if (entry) inNamespace!.delete(name), warm.size--;
+          continue;
+        }
+        if (!entry) {
+          if (!inNamespace) warm.plans.set(namespace, (inNamespace = new Map()));
+          inNamespace.set(name, { versions, plan, generation });
+          warm.size++;
+          kept++;
+          continue;
+        }
+        entry.versions = versions;
+        entry.plan = plan;
+      }
+      // A duplicate Service in the list must not count twice.
+      if (entry.generation !== generation) kept++;
+      entry.generation = generation;
+    }
+    // Forget Services that are gone; only walk the map when something is.
+    if (warm.size !== kept) {
+      for (const inNamespace of warm.plans.values()) {
+        for (const [name, entry] of inNamespace) if (entry.generation !== generation) inNamespace.delete(name), warm.size--;
+      }
+    }
+  } else {
+    for (let i = 0; i < services.length; i++) plans[i] = planService(services[i]!, context);
+  }
+
+  if (!warm) return assemble(plans, snapshot, options, inputs);
+  const reassembled = reassemble(warm.last, plans, snapshot, options, inputs);
+  if (reassembled) return reassembled;
+  const model = assemble(plans, snapshot, options, inputs);
+  const positions = new Map<string, number>();
+  model.backends.forEach((b, i) => positions.set(b.name, i));
+  warm.last = { plans, model, options, inputs, positions };
+  return model;
+}
+
+/**
+ * What of a plan the settlement between Services reads: its skips, warnings, and for every port
+ * the names and routes it claims. Two plans with the same claims settle the same way.
+ */
+const claimsOf = new WeakMap<ServicePlan, string>();
+function claims(plan: ServicePlan): string {
+  let c = claimsOf.get(plan);
+  if (c === undefined) {
+    c = JSON.stringify([
+      plan.skipped,
+      plan.warnings,
+      plan.ports.map((p) => [p.tcp, p.backend.name, p.backend.servicePort, p.stripPrefix, p.host, p.routes.map((r) => [r.backend, r.match, r.action])]),
+    ]);
+    claimsOf.set(plan, c);
+  }
+  return c;
+}
+
+/**
+ * The last model with the backends of changed plans swapped in, when every changed plan claims
+ * exactly what its predecessor claimed (endpoints moved; the usual change): routes, TCP frontends,
+ * warnings and skips are then the same, and so is each backend's place and settled prefix.
+ * Null when anything else changed; the caller settles everything again.
+ */
+function reassemble(last: AssembledModel | undefined, plans: ServicePlan[], snapshot: Snapshot, options: RenderOptions, inputs: BuildInputs): Model | null {
+  if (!last || last.options !== options || last.inputs.errorPageBody !== inputs.errorPageBody) return null;
+  if (last.plans.length !== plans.length || snapshot.problems.length > 0 || last.model.warnings.some((w) => w.message.startsWith("snapshot item ignored"))) return null;
+  const changed: Array<[ServicePlan, ServicePlan]> = [];
+  for (let i = 0; i < plans.length; i++) {
+    const before = last.plans[i]!;
+    const now = plans[i]!;
+    if (before === now) continue;
+    if (before.id !== now.id || claims(before) !== claims(now)) return null;
+    changed.push([before, now]);
+  }
+  if (changed.length === 0 && last.model.revision === snapshot.revision) return last.model;
+  const backends = last.model.backends.slice();
+  for (const [before, now] of changed) {
+    now.ports.forEach((p, i) => {
+      const at = last.positions.get(p.backend.name);
+      const old = before.ports[i]!;
+      if (at === undefined || backends[at] !== (old.settled?.backend ?? old.backend)) return;
+      if (p.tcp) {
+        backends[at] = p.backend;
+      } else {
+        const settledBackend = backends[at]!.strip ? { ...p.backend, strip: backends[at]!.strip } : p.backend;
+        p.settled = { strip: old.settled!.strip, backend: settledBackend };
+        backends[at] = settledBackend;
+      }
+    });
+  }
+  const model: Model = { ...last.model, revision: snapshot.revision, backends };
+  last.plans = plans;
+  last.model = model;
+  return model;
 }
 
 /** Settles what Services compete for (routes, TCP ports) in namespace/name order: the first one wins. */

@@ -14,41 +14,37 @@ export function formatAddress(ip: string, port: number): string | null {
   return null;
 }
 
-/** Endpoint lookup by Service: EndpointSlices when a Service has any, else its v1 Endpoints. */
+/** The objects holding a Service's endpoints: its EndpointSlices when it has any, else its v1 Endpoints. */
+export type EndpointSource = readonly EndpointSlice[] | Endpoints | undefined;
+
+/**
+ * Endpoint lookup by Service. Keyed by namespace, then name: no key strings are built, which
+ * matters on a warm instance that looks up 10,000 Services per render.
+ */
 export class EndpointIndex {
-  private readonly slices = new Map<string, EndpointSlice[]>();
-  private readonly endpoints = new Map<string, Endpoints>();
+  private readonly slices = new Map<string, Map<string, EndpointSlice[]>>();
+  private readonly endpoints = new Map<string, Map<string, Endpoints>>();
 
   constructor(snapshot: Pick<Snapshot, "endpointSlices" | "endpoints">) {
     for (const slice of snapshot.endpointSlices) {
       const owner = slice.metadata.labels[SERVICE_NAME_LABEL];
       if (!owner) continue;
-      const key = `${slice.metadata.namespace}/${owner}`;
-      const list = this.slices.get(key);
+      let inNamespace = this.slices.get(slice.metadata.namespace);
+      if (!inNamespace) this.slices.set(slice.metadata.namespace, (inNamespace = new Map()));
+      const list = inNamespace.get(owner);
       if (list) list.push(slice);
-      else this.slices.set(key, [slice]);
+      else inNamespace.set(owner, [slice]);
     }
-    for (const ep of snapshot.endpoints) this.endpoints.set(`${ep.metadata.namespace}/${ep.metadata.name}`, ep);
+    for (const ep of snapshot.endpoints) {
+      let inNamespace = this.endpoints.get(ep.metadata.namespace);
+      if (!inNamespace) this.endpoints.set(ep.metadata.namespace, (inNamespace = new Map()));
+      inNamespace.set(ep.metadata.name, ep);
+    }
   }
 
-  /**
-   * The resourceVersions of the objects that hold a Service's endpoints (slices, else its
-   * Endpoints), or null when one has none: a cache may only trust versions it can see.
-   */
-  revisions(service: Service): string | null {
-    const key = `${service.metadata.namespace}/${service.metadata.name}`;
-    const slices = this.slices.get(key);
-    if (slices) {
-      const parts: string[] = [];
-      for (const s of slices) {
-        if (!s.metadata.resourceVersion) return null;
-        parts.push(`${s.metadata.name}@${s.metadata.resourceVersion}`);
-      }
-      return parts.sort().join(",");
-    }
-    const ep = this.endpoints.get(key);
-    if (!ep) return "";
-    return ep.metadata.resourceVersion ? `endpoints@${ep.metadata.resourceVersion}` : null;
+  sourceOf(service: Service): EndpointSource {
+    const { namespace, name } = service.metadata;
+    return this.slices.get(namespace)?.get(name) ?? this.endpoints.get(namespace)?.get(name);
   }
 
   /**
@@ -57,11 +53,10 @@ export class EndpointIndex {
    * on that name is what makes named targetPorts work (the original matched the targetPort name).
    */
   addresses(service: Service, port: ServicePort): string[] {
-    const key = `${service.metadata.namespace}/${service.metadata.name}`;
     const out = new Set<string>();
-    const slices = this.slices.get(key);
-    if (slices) {
-      for (const slice of slices) {
+    const source = this.sourceOf(service);
+    if (Array.isArray(source)) {
+      for (const slice of source as EndpointSlice[]) {
         if (slice.addressType !== "IPv4" && slice.addressType !== "IPv6") continue;
         const p = slice.ports.find((sp) => sp.name === port.name && sp.protocol === port.protocol);
         if (!p?.port) continue;
@@ -74,7 +69,7 @@ export class EndpointIndex {
         }
       }
     } else {
-      for (const subset of this.endpoints.get(key)?.subsets ?? []) {
+      for (const subset of (source as Endpoints | undefined)?.subsets ?? []) {
         const p = subset.ports.find((sp) => sp.name === port.name && sp.protocol === port.protocol);
         if (!p?.port) continue;
         for (const a of subset.addresses) {

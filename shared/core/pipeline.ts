@@ -5,7 +5,10 @@ import type { Renderer } from "./render.js";
 import type { Snapshot } from "./snapshot.js";
 
 export interface RenderResult {
-  config: string;
+  /** The config as published: what is hashed, uploaded and compared. */
+  bytes: Buffer;
+  /** The same config as text, decoded when first read (dry runs, diffs). */
+  readonly config: string;
   revision: string;
   warnings: Warning[];
   skipped: Skipped[];
@@ -17,12 +20,16 @@ export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, rende
   const t0 = performance.now();
   const model = buildModel(snapshot, options, inputs, cache);
   const t1 = performance.now();
-  const config = renderer.render(model);
+  const bytes = renderer.renderBytes(model);
   const t2 = performance.now();
   let servers = 0;
   for (const b of model.backends) for (const s of b.servers) if (s.address !== null) servers++;
+  let text: string | undefined;
   return {
-    config,
+    bytes,
+    get config() {
+      return (text ??= bytes.toString("utf8"));
+    },
     revision: model.revision,
     warnings: model.warnings,
     skipped: model.skipped,
@@ -30,7 +37,7 @@ export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, rende
       services: snapshot.services.length,
       backends: model.backends.length,
       servers,
-      bytes: Buffer.byteLength(config),
+      bytes: bytes.length,
       buildMs: Math.round((t1 - t0) * 100) / 100,
       renderMs: Math.round((t2 - t1) * 100) / 100,
     },

@@ -59,6 +59,40 @@ export interface TcpView {
   backend: string;
 }
 
+/** The repeated sections of the main template, filled in from cached per-item bytes. */
+const SLOTS = ["http_rules", "https_rules", "tcp_frontends", "backends"] as const;
+type Slot = (typeof SLOTS)[number];
+
+interface MainView {
+  stats_socket: string;
+  hard_stop_after: string;
+  server_state_file: string;
+  syslog: boolean;
+  https: boolean;
+  ssl_cert: string | null;
+  ssl_ca_cert: string | null;
+  hsts_max_age: number | null;
+  bind: string;
+  http_port: number;
+  https_port: number;
+  stats_bind: string;
+  stats_port: number;
+  stats_user: string | null;
+  redirect: string | null;
+  default_status: number;
+  default_body: string | null;
+  has_tcp_frontends: boolean;
+}
+
+/** True when the main template only prints each section (`{{ backends }}`), never tests or filters it. */
+function slotsArePlain(source: string): boolean {
+  return SLOTS.every((slot) => {
+    const uses = source.match(new RegExp(`\\b${slot}\\b`, "g"))?.length ?? 0;
+    const prints = source.match(new RegExp(`\\{\\{-?\\s*${slot}\\s*-?\\}\\}`, "g"))?.length ?? 0;
+    return uses === prints;
+  });
+}
+
 function hostCondition(h: HostMatch): string {
   return h.wildcard ? `{ var(txn.host) -m end .${h.name} }` : `{ var(txn.host) -m str ${h.name} }`;
 }
@@ -79,6 +113,7 @@ function prefixRegex(prefix: string): string {
 export class Renderer {
   private readonly liquid: Liquid;
   private readonly main;
+  private readonly slotsArePlain: boolean;
   private readonly backend: Fragment<BackendView>;
   private readonly server: Fragment<ServerView>;
   private readonly rule: Fragment<RuleView>;
@@ -88,6 +123,7 @@ export class Renderer {
     // In-memory templates only: a template must not read files on the render path.
     this.liquid = new Liquid({ templates: {}, strictFilters: true, greedy: false });
     this.main = this.liquid.parse(templates.main);
+    this.slotsArePlain = slotsArePlain(templates.main);
     this.backend = compileFragment(this.liquid, templates.backend, "backend");
     this.server = compileFragment(this.liquid, templates.server, "server");
     this.rule = compileFragment(this.liquid, templates.httpRule, "rule");
@@ -109,27 +145,32 @@ export class Renderer {
   }
 
   /**
-   * Text of backends and rules by object identity. The model builder hands out the same objects
-   * for Services that did not change, so a warm instance re-renders only what changed.
+   * Bytes of backends and of the rule list by object identity. The model builder hands out the
+   * same objects for what did not change, so a warm instance re-renders only what changed and
+   * copies the rest. Bytes rather than strings: the config leaves as bytes (hash, upload), and
+   * joining 10,000 cached buffers is one copy where a joined string must be flattened first.
    */
-  private readonly backendTexts = new WeakMap<Backend, { inter: string; text: string }>();
-  private readonly ruleTexts = new WeakMap<HttpRoute, string>();
+  private readonly backendBytes = new WeakMap<Backend, { inter: string; bytes: Buffer }>();
+  private readonly ruleBytes = new WeakMap<readonly HttpRoute[], Buffer>();
+  private main_: { key: string; parts: Array<Buffer | Slot> } | undefined;
 
-  backendText(b: Backend, inter: string): string {
-    const cached = this.backendTexts.get(b);
-    if (cached?.inter === inter) return cached.text;
-    const text = this.renderBackend(b, inter);
-    this.backendTexts.set(b, { inter, text });
-    return text;
+  private backendChunk(b: Backend, inter: string): Buffer {
+    const cached = this.backendBytes.get(b);
+    if (cached?.inter === inter) return cached.bytes;
+    const bytes = Buffer.from(this.renderBackend(b, inter), "utf8");
+    this.backendBytes.set(b, { inter, bytes });
+    return bytes;
   }
 
-  private ruleText(r: HttpRoute): string {
-    let text = this.ruleTexts.get(r);
-    if (text === undefined) {
-      text = this.rule(ruleView(r));
-      this.ruleTexts.set(r, text);
+  private rulesChunk(routes: readonly HttpRoute[]): Buffer {
+    let bytes = this.ruleBytes.get(routes);
+    if (bytes === undefined) {
+      let text = "";
+      for (const r of routes) text += this.rule(ruleView(r));
+      bytes = Buffer.from(text, "utf8");
+      this.ruleBytes.set(routes, bytes);
     }
-    return text;
+    return bytes;
   }
 
   private renderBackend(b: Backend, inter: string): string {
@@ -149,48 +190,80 @@ export class Renderer {
     });
   }
 
+  /**
+   * The main template's output split where the repeated sections go. It depends on the options
+   * and the default page only, so a warm instance renders it once. A custom main template that
+   * does more with a section than print it gets the sections as text instead.
+   */
+  private mainParts(view: MainView): Array<Buffer | Slot> | null {
+    if (!this.slotsArePlain) return null;
+    const key = JSON.stringify(view);
+    if (this.main_?.key === key) return this.main_.parts;
+    const slots = Object.fromEntries(SLOTS.map((slot, i) => [slot, `\u0000${i}\u0000`]));
+    const text = this.liquid.renderSync(this.main, { o: view, ...slots }) as string;
+    const parts: Array<Buffer | Slot> = [];
+    text.split(/\u0000(\d)\u0000/).forEach((piece, i) => parts.push(i % 2 === 1 ? SLOTS[Number(piece)]! : Buffer.from(piece, "utf8")));
+    this.main_ = { key, parts };
+    return parts;
+  }
+
+  /** The config text; for tests and tools that read it. The pipeline uses the bytes. */
   render(model: Model): string {
+    return this.renderBytes(model).toString("utf8");
+  }
+
+  renderBytes(model: Model): Buffer {
     const o = model.options;
     const https = o.sslCert !== undefined;
-    let backends = "";
-    for (const b of model.backends) backends += this.backendText(b, o.checkInterval);
-    let httpRules = "";
-    for (const r of model.httpRoutes) httpRules += this.ruleText(r);
-    let httpsRules = "";
-    for (const r of model.httpsRoutes) httpsRules += this.rule(ruleView(r));
-    let tcpFrontends = "";
-    for (const t of model.tcpFrontends as TcpFrontend[]) tcpFrontends += this.tcp({ name: t.name, bind: o.bindAddress, port: t.port, backend: t.backend });
     const needsRedirect = https && model.httpRoutes.some((r) => r.action === "https-redirect");
     const { status, body } = model.defaultPage;
     const bodyless = status === 204 || status === 304;
-    return this.liquid.renderSync(this.main, {
-      o: {
-        stats_socket: o.statsSocket,
-        hard_stop_after: o.hardStopAfter,
-        server_state_file: o.serverStateFile,
-        syslog: o.syslog,
-        https,
-        ssl_cert: o.sslCert ?? null,
-        ssl_ca_cert: o.sslCaCert ?? null,
-        hsts_max_age: o.hstsMaxAge > 0 ? o.hstsMaxAge : null,
-        bind: o.bindAddress,
-        http_port: o.httpPort,
-        https_port: o.httpsPort,
-        stats_bind: o.statsBind,
-        stats_port: o.statsPort,
-        stats_user: o.statsUser ?? null,
-        redirect: needsRedirect
-          ? o.httpsPort === 443
-            ? "scheme https"
-            : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`
-          : null,
-        default_status: status,
-        default_body: bodyless ? null : haproxyQuote(body),
-      },
-      http_rules: httpRules,
-      https_rules: httpsRules,
-      tcp_frontends: tcpFrontends,
-      backends,
-    }) as string;
+    const view: MainView = {
+      stats_socket: o.statsSocket,
+      hard_stop_after: o.hardStopAfter,
+      server_state_file: o.serverStateFile,
+      syslog: o.syslog,
+      https,
+      ssl_cert: o.sslCert ?? null,
+      ssl_ca_cert: o.sslCaCert ?? null,
+      hsts_max_age: o.hstsMaxAge > 0 ? o.hstsMaxAge : null,
+      bind: o.bindAddress,
+      http_port: o.httpPort,
+      https_port: o.httpsPort,
+      stats_bind: o.statsBind,
+      stats_port: o.statsPort,
+      stats_user: o.statsUser ?? null,
+      redirect: needsRedirect ? (o.httpsPort === 443 ? "scheme https" : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`) : null,
+      default_status: status,
+      default_body: bodyless ? null : haproxyQuote(body),
+      has_tcp_frontends: model.tcpFrontends.length > 0,
+    };
+    const section = (slot: Slot, chunks: Buffer[]): void => {
+      if (slot === "backends") {
+        for (const b of model.backends) chunks.push(this.backendChunk(b, o.checkInterval));
+      } else if (slot === "tcp_frontends") {
+        let text = "";
+        for (const t of model.tcpFrontends as TcpFrontend[]) text += this.tcp({ name: t.name, bind: o.bindAddress, port: t.port, backend: t.backend });
+        chunks.push(Buffer.from(text, "utf8"));
+      } else {
+        chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));
+      }
+    };
+    const parts = this.mainParts(view);
+    if (parts === null) {
+      const sections: Record<string, string> = {};
+      for (const slot of SLOTS) {
+        const chunks: Buffer[] = [];
+        section(slot, chunks);
+        sections[slot] = Buffer.concat(chunks).toString("utf8");
+      }
+      return Buffer.from(this.liquid.renderSync(this.main, { o: view, ...sections }) as string, "utf8");
+    }
+    const chunks: Buffer[] = [];
+    for (const part of parts) {
+      if (typeof part === "string") section(part, chunks);
+      else chunks.push(part);
+    }
+    return Buffer.concat(chunks);
   }
 }

@@ -23,4 +23,19 @@ describe("--template", () => {
     expect(config).toMatch(/^ {4}server S\d 127\.0\.0\.1:18181 check inter 2s$/m);
     expect(config).toContain("backend default_web_80 from http_defaults");
   });
+
+  it("gives a main template that tests or filters a section the section's text", () => {
+    const builtin = readFileSync(join(BUILTIN_TEMPLATE_DIR(), "haproxy.cfg.liquid"), "utf8");
+    // The test older templates used, and a filter: both must see the text, not a placeholder.
+    const custom = builtin.replace("{% if o.has_tcp_frontends %}", '{% if tcp_frontends != "" %}').replace("{{ backends }}", "# {{ backends | size }} bytes of backends\n{{ backends }}");
+    expect(custom).not.toBe(builtin);
+    const own = mkdtempSync(join(dir, "tested-"));
+    const main = join(own, "haproxy.cfg.liquid");
+    writeFileSync(main, custom);
+    const expected = new RenderContext(parseRenderOptions({})).render(demo).config;
+    const config = new RenderContext(parseRenderOptions({}), { template: main }).render(demo).config;
+    const marker = /^# (\d+) bytes of backends\n/m.exec(config);
+    expect(Number(marker?.[1])).toBe(config.length - marker!.index - marker![0].length);
+    expect(config.replace(marker![0], "")).toBe(expected);
+  });
 });

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ModelCache } from "../../shared/core/build-model.js";
+import { buildModel, ModelCache } from "../../shared/core/build-model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
@@ -90,6 +90,28 @@ describe("the warm-instance cache", () => {
     const v2 = snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.2"])])]);
     renderSnapshot(v1, options, renderer, {}, cache);
     expect(renderSnapshot(v2, options, renderer, {}, cache).config).toContain("10.0.0.2:80");
-    expect(cache.plans.size).toBe(0);
+    expect(cache.size).toBe(0);
+  });
+
+  it("swaps in the changed backend without settling routes again when only endpoints moved", () => {
+    const cache = new ModelCache();
+    const objects = (ip: string, rv: string) => [
+      service("api", [{ port: 80 }], { resourceVersion: "5", annotations: { "serviceloadbalancer/lb.host": "api.example.com" } }),
+      slice("api", [{ port: 80 }], ["10.0.0.9"], { resourceVersion: "6" }),
+      service("web", [{ port: 80 }], { resourceVersion: "7" }),
+      slice("web", [{ port: 80 }], [ip], { resourceVersion: rv }),
+    ];
+    const live = (ip: string, rv: string): Snapshot => ({ ...snapshotFromDocuments([list(objects(ip, rv), rv)]), trustedRevisions: true });
+    const first = buildModel(live("10.0.0.1", "10"), options, {}, cache);
+    const moved = buildModel(live("10.0.0.2", "11"), options, {}, cache);
+    expect(moved.httpRoutes).toBe(first.httpRoutes);
+    expect(moved.backends[0]).toBe(first.backends[0]);
+    expect(moved.backends[1]).not.toBe(first.backends[1]);
+    expect(moved.revision).toBe("11");
+    expect(new Renderer(templates).render(moved)).toBe(new Renderer(templates).render(buildModel(live("10.0.0.2", "11"), options)));
+    // An endpoint change that takes a port's last endpoint away changes what it claims: settled again.
+    const empty = buildModel({ ...snapshotFromDocuments([list(objects("10.0.0.2", "12").slice(0, 3), "12")]), trustedRevisions: true }, options, {}, cache);
+    expect(empty.httpRoutes).not.toBe(moved.httpRoutes);
+    expect(empty.skipped).toContainEqual({ service: "default/web", port: 80, reason: "no ready endpoints" });
   });
 });

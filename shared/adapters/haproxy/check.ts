@@ -56,7 +56,7 @@ function messages(output: string, level: "ALERT" | "WARNING"): string[] {
 }
 
 /** `haproxy -c` on a config text. A missing binary or a hung check throws: those are not verdicts on the config. */
-export async function checkConfig(text: string, { haproxyBin = "haproxy", workDir, timeoutMs = 30_000 }: CheckOptions = {}): Promise<CheckResult> {
+export async function checkConfig(text: string | Uint8Array, { haproxyBin = "haproxy", workDir, timeoutMs = 30_000 }: CheckOptions = {}): Promise<CheckResult> {
   const dir = await mkdtemp(join(workDir ?? tmpdir(), "haproxy-check-"));
   const file = join(dir, "haproxy.cfg");
   try {
