@@ -43,6 +43,7 @@ export interface ServerView {
   name: string;
   address: string;
   disabled: boolean;
+  /** The health-check interval; the built-in templates set it once, in the defaults sections. */
   inter: string;
   cookie: string | null;
 }
@@ -82,6 +83,7 @@ interface MainView {
   default_status: number;
   default_body: string | null;
   has_tcp_frontends: boolean;
+  check_interval: string;
 }
 
 /** True when the main template only prints each section (`{{ backends }}`), never tests or filters it. */
@@ -237,6 +239,7 @@ export class Renderer {
       default_status: status,
       default_body: bodyless ? null : haproxyQuote(body),
       has_tcp_frontends: model.tcpFrontends.length > 0,
+      check_interval: o.checkInterval,
     };
     const section = (slot: Slot, chunks: Buffer[]): void => {
       if (slot === "backends") {

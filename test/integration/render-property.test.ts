@@ -1,5 +1,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildModel } from "../../shared/core/build-model.js";
+import type { Model } from "../../shared/core/model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
@@ -38,6 +40,30 @@ function linePattern(line: string): RegExp | null {
   return new RegExp(`^${re}${")?".repeat(open)}$`);
 }
 const patterns = Object.values(templates).flatMap((source) => source.split("\n").flatMap((l: string) => linePattern(l) ?? []));
+
+/**
+ * Server lines have the shape of any `server <name> <address>`, so the line check alone cannot
+ * tell an injected one from ours: each backend must also hold exactly the slots the model gave
+ * it, s1…sN in order, and no other section any server.
+ */
+function strayServers(config: string, model: Model): string[] {
+  const slots = new Map(model.backends.map((b) => [b.name, b.servers.length]));
+  const stray: string[] = [];
+  let section = "";
+  let next = 1;
+  for (const line of config.split("\n")) {
+    if (/^\S/.test(line)) {
+      const held = next - 1;
+      if (slots.has(section) && held !== slots.get(section)) stray.push(`backend ${section}: ${held} of ${slots.get(section)} slots`);
+      section = /^backend (\S+)/.exec(line)?.[1] ?? line;
+      next = 1;
+    } else if (/^\s*server\s/.test(line)) {
+      if (!slots.has(section) || !line.startsWith(`    server s${next} `)) stray.push(`${section}: ${line}`);
+      next++;
+    }
+  }
+  return stray;
+}
 
 const hostile = fc.oneof(
   fc.constantFrom(
@@ -90,9 +116,20 @@ describe("hostile input never breaks the config", () => {
   afterAll(() => setup?.cleanup());
 
   it("the line check catches directives that no template line produces", () => {
-    for (const injected of ["    server x 1.2.3.4:80", "    http-request deny", "use_backend x if TRUE", "    stats auth admin:admin"]) {
+    for (const injected of ["    http-request deny", "use_backend x if TRUE", "    stats auth admin:admin"]) {
       expect(patterns.some((p) => p.test(injected))).toBe(false);
     }
+  });
+
+  it("the server check catches server lines the model did not ask for", () => {
+    const model = buildModel(snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.1"])])]), parseRenderOptions({}));
+    const config = renderer.render(model);
+    expect(strayServers(config, model)).toEqual([]);
+    const s1 = /^ {4}server s\d+ 10\.0\.0\.1:80\n/m.exec(config)![0];
+    expect(strayServers(config.replace(s1, `${s1}    server x 1.2.3.4:80\n`), model)).not.toEqual([]);
+    expect(strayServers(config.replace(s1, `${s1}${s1}`), model)).not.toEqual([]);
+    expect(strayServers(config.replace("backend default_page from http_defaults\n", `backend default_page from http_defaults\n${s1}`), model)).not.toEqual([]);
+    expect(strayServers(config.replace(s1, ""), model)).not.toEqual([]);
   });
 
   it("random clusters with hostile annotations render configs HAProxy accepts, with only template lines", () => {
@@ -109,9 +146,11 @@ describe("hostile input never breaks the config", () => {
           sslCert: ssl ? cert : undefined,
           httpsPort: setup.options.httpPort + 1,
         });
-        const { config } = renderSnapshot(snapshotFromDocuments([list(items)]), options, renderer);
+        const snapshot = snapshotFromDocuments([list(items)]);
+        const { config } = renderSnapshot(snapshot, options, renderer);
         const stray = config.split("\n").filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
         expect(stray).toEqual([]);
+        expect(strayServers(config, buildModel(snapshot, options))).toEqual([]);
         const check = haproxyCheck(config, setup.dir);
         expect(check.output).toBe("");
         expect(check.ok).toBe(true);
