@@ -9,7 +9,7 @@ import { renderSnapshot } from "../shared/core/pipeline.js";
 import { Renderer, type TemplateSet } from "../shared/core/render.js";
 import { parseSnapshot, type Snapshot } from "../shared/core/snapshot.js";
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
-import { machine, mib, table } from "./machine.js";
+import { machine, mib, percentile, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
 
 /**
@@ -26,6 +26,8 @@ interface CaseResult {
   msPerRender: number;
   bytes: number;
   peakRssMiB: number;
+  /** Warm case: build + render per change, p50 and p99 (nearest rank). */
+  totalMs?: { p50: number; p99: number };
 }
 
 const ENDPOINTS = 10;
@@ -47,11 +49,11 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
   const t2 = performance.now();
   if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0));
   const templates = engine === "liquid-per-item" ? naive(loadTemplates()) : loadTemplates();
-  const bytes = Buffer.byteLength(new Renderer(templates).render(model));
+  const bytes = new Renderer(templates).renderBytes(model).length;
   // A new renderer for every render, as the anchor parses its template every time: a renderer
   // remembers the text of the backends it has rendered, which is the warm case measured below.
   const start = performance.now();
-  for (let i = 0; i < iters; i++) new Renderer(templates).render(model);
+  for (let i = 0; i < iters; i++) new Renderer(templates).renderBytes(model);
   const msPerRender = (performance.now() - start) / iters;
   return {
     engine,
@@ -69,15 +71,18 @@ const WARM = "servicelb warm, 1 Service changed";
 
 /**
  * A warm function instance re-rendering after one Service changed (its EndpointSlice moved a
- * pod, so its resourceVersion went up): model build and render, with the instance's caches.
- * The snapshot is the live kind (trusted resourceVersions); parsing it is part of the list stage.
+ * pod, so its resourceVersion went up): model build and render to bytes, with the instance's
+ * caches. The snapshot is the live kind (trusted resourceVersions); parsing it is part of the
+ * list stage.
  */
 function warmReRender(services: number, snapshot: Snapshot, options: RenderOptions, iters: number, parseMs: number): CaseResult {
   const renderer = new Renderer(loadTemplates());
   const cache = new ModelCache();
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
-  let bytes = Buffer.byteLength(renderSnapshot(current, options, renderer, {}, cache).config);
-  let total = 0;
+  let bytes = renderSnapshot(current, options, renderer, {}, cache).bytes.length;
+  let build = 0;
+  let render = 0;
+  const totals: number[] = [];
   for (let i = 0; i < iters; i++) {
     const k = (i * 7919) % current.endpointSlices.length;
     const slices = [...current.endpointSlices];
@@ -88,11 +93,27 @@ function warmReRender(services: number, snapshot: Snapshot, options: RenderOptio
       endpoints: [...old.endpoints.slice(1), { addresses: [`10.255.${i % 256}.${k % 256}`], conditions: { ready: true } }],
     };
     current = { ...current, endpointSlices: slices };
-    const t = performance.now();
-    bytes = Buffer.byteLength(renderSnapshot(current, options, renderer, {}, cache).config);
-    total += performance.now() - t;
+    const t0 = performance.now();
+    const model = buildModel(current, options, {}, cache);
+    const t1 = performance.now();
+    bytes = renderer.renderBytes(model).length;
+    const t2 = performance.now();
+    build += t1 - t0;
+    render += t2 - t1;
+    totals.push(t2 - t0);
   }
-  return { engine: WARM, services, endpoints: ENDPOINTS, parseMs, buildMs: 0, msPerRender: Math.round((total / iters) * 10) / 10, bytes, peakRssMiB: mib(process.resourceUsage().maxRSS * 1024) };
+  const round1 = (x: number) => Math.round(x * 10) / 10;
+  return {
+    engine: WARM,
+    services,
+    endpoints: ENDPOINTS,
+    parseMs,
+    buildMs: round1(build / iters),
+    msPerRender: round1(render / iters),
+    bytes,
+    peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
+    totalMs: { p50: round1(percentile(totals, 50)), p99: round1(percentile(totals, 99)) },
+  };
 }
 
 function goAnchor(services: number, iters: number): CaseResult | string {
@@ -134,7 +155,7 @@ function main(): void {
     for (let round = 1; round <= rounds; round++) {
       const ours: CaseResult[] = [];
       for (const engine of round === 1 ? ["servicelb", "liquid-per-item", WARM] : ["servicelb"]) {
-        const out = execFileSync(process.execPath, [self, "--child", String(n), "--engine", engine, "--iters", engine === "liquid-per-item" ? "1" : String(engine === WARM ? 20 : iters)], { encoding: "utf8", maxBuffer: 1 << 20 });
+        const out = execFileSync(process.execPath, [self, "--child", String(n), "--engine", engine, "--iters", engine === "liquid-per-item" ? "1" : String(engine === WARM ? 50 : iters)], { encoding: "utf8", maxBuffer: 1 << 20 });
         ours.push(JSON.parse(out) as CaseResult);
       }
       const go = goAnchor(n, iters);
@@ -166,6 +187,9 @@ function main(): void {
     ),
   );
   for (const [n, xs] of ratios) console.log(`\n${n} services: servicelb / Go, median of ${xs.length} rounds: ${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`);
+  for (const r of results) {
+    if (r.totalMs) console.log(`${r.services} services, warm instance, 1 Service changed: build + render ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99 over 50 changes`);
+  }
   for (const n of notes) console.log(`note: ${n}`);
   console.log("\nGo's peak column is its heap (HeapSys), not process RSS.");
 }
