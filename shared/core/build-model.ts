@@ -291,7 +291,10 @@ export function buildModel(snapshot: Snapshot, options: RenderOptions, inputs: B
         const plan = (plans[i] = planService(svc, context));
         const versions = versionsOf(svc, source);
         if (versions === null) {
-          if (entry) inNamespace!.delete(name), warm.size--;
+          if (entry) {
+            inNamespace!.delete(name);
+            warm.size--;
+          }
           continue;
         }
         if (!entry) {
@@ -310,8 +313,13 @@ export function buildModel(snapshot: Snapshot, options: RenderOptions, inputs: B
     }
     // Forget Services that are gone; only walk the map when something is.
     if (warm.size !== kept) {
-      for (const inNamespace of warm.plans.values()) {
-        for (const [name, entry] of inNamespace) if (entry.generation !== generation) inNamespace.delete(name), warm.size--;
+      for (const [namespace, inNamespace] of warm.plans) {
+        for (const [name, entry] of inNamespace) {
+          if (entry.generation === generation) continue;
+          inNamespace.delete(name);
+          warm.size--;
+        }
+        if (inNamespace.size === 0) warm.plans.delete(namespace);
       }
     }
   } else {
