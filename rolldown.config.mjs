@@ -3,9 +3,38 @@
 // functions-framework stays external: it loads the bundle and must share its function registry.
 const targets = ["reconcile", "render"];
 
+// client-node's generated APIs and models only define classes (and set statics on them), so a
+// bundle may leave out those nobody uses. Without this, importing KubeConfig keeps all 850+
+// models (config.js imports gen/index.js, which re-exports them): ~1 MB that every cold start
+// parses. Models that ObjectSerializer names stay whenever a generated API is used.
+const clientNodeGenerated = /[\\/]@kubernetes[\\/]client-node[\\/]dist[\\/]gen[\\/](models|apis|types)[\\/]/;
+
+// node-fetch 2 (client-node's Watch and KubeConfig) takes `URL` from node:url and only falls back
+// to whatwg-url's when Node has none, which Node >= 10 always has; whatwg-url's tr46 table alone
+// is ~400 KB that every cold start would parse. The stub keeps the fallback's shape.
+const nodeFetchWithoutWhatwgUrl = {
+  name: "node-fetch-without-whatwg-url",
+  resolveId(id, importer) {
+    if (id === "whatwg-url" && importer && /[\\/]node_modules[\\/]node-fetch[\\/]/.test(importer)) return "\0whatwg-url-unused";
+  },
+  load(id) {
+    if (id === "\0whatwg-url-unused") return "export const URL = globalThis.URL;\nexport default { URL };";
+  },
+};
+
+// For packages without an exports map, the ES module build ("module") before the CommonJS one
+// ("main", rolldown's first choice on platform node). For the AWS SDK this is what lets the bundle
+// leave out what we do not use (all of client-s3's commands, every model and serializer: its
+// CommonJS build is one module per package) and skip the CommonJS wrappers. It also picks
+// liquidjs's liquid.node.mjs and node-fetch's lib/index.mjs: the same code as their "main".
+const mainFields = ["module", "main"];
+
 export default targets.map((name) => ({
   input: `dist/functions/${name}.js`,
   platform: "node",
+  resolve: { mainFields },
   external: [/^node:/, "@google-cloud/functions-framework"],
+  plugins: [nodeFetchWithoutWhatwgUrl],
+  treeshake: { moduleSideEffects: (id) => (clientNodeGenerated.test(id) ? false : undefined) },
   output: { file: `dist/bundle/${name}.mjs`, format: "esm", minify: true, codeSplitting: false },
 }));

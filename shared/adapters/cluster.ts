@@ -1,6 +1,11 @@
 import * as http from "node:http";
 import * as https from "node:https";
-import { ApiException, KubeConfig, Watch } from "@kubernetes/client-node";
+// client-node's own modules rather than its index, which re-exports every generated API (and so,
+// through ObjectSerializer, every model). With rolldown.config.mjs's treeshake settings a bundle
+// then carries only the generated code these modules use. Same classes as the index exports.
+import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
+import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
+import { Watch } from "@kubernetes/client-node/dist/watch.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 /**
