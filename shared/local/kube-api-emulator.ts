@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/label-selector.js";
+import { trace } from "./trace.js";
 
 /**
  * A Kubernetes API server for tests and the local stack's demo cluster, speaking the real wire protocol (paths, list/watch JSON,
@@ -15,7 +16,7 @@ import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core
 
 export type Kind = "Service" | "EndpointSlice" | "Endpoints";
 export type Resource = "services" | "endpointslices" | "endpoints";
-export type Verb = "list" | "watch";
+export type Verb = "list" | "watch" | "create" | "update" | "delete";
 
 interface KindInfo {
   resource: Resource;
@@ -109,7 +110,12 @@ export interface KubeApiEmulatorOptions {
 interface Route {
   kind: Kind;
   namespace: string | undefined;
+  /** Set for an object path (…/namespaces/<ns>/<resource>/<name>): the target of PUT and DELETE. */
+  name?: string;
 }
+
+/** Largest request body a write may carry, like the real server's 3 MiB limit. */
+const MAX_BODY_BYTES = 3 * 2 ** 20;
 
 interface Watcher {
   route: Route;
@@ -152,6 +158,12 @@ export class KubeApiEmulator {
   private requestHooks: Array<(req: RequestInfo) => void> = [];
   private watchers = new Set<Watcher>();
   private port = 0;
+  /**
+   * The objects of one kind at one revision, sorted by key: what every page of a list reads. Built
+   * once per (kind, revision) and kept for the few revisions whose lists may still be paging, so
+   * that a list of N objects in pages of L costs one sort, not N/L copies, replays and sorts.
+   */
+  private sortedCache = new Map<string, Array<[string, KubeObject]>>();
 
   constructor(options: KubeApiEmulatorOptions = {}) {
     this.token = options.token ?? randomBytes(16).toString("hex");
@@ -248,6 +260,7 @@ export class KubeApiEmulator {
 
   /** Forget history up to now, like etcd compaction: older watch resourceVersions answer 410. */
   compact(): void {
+    this.sortedCache.clear();
     this.base = new Map([...this.current].map(([kind, objects]) => [kind, new Map(objects)]));
     this.baseRv = this.rv;
     this.history = [];
@@ -300,6 +313,7 @@ export class KubeApiEmulator {
     for (const w of this.watchers) {
       if (w.route.kind === change.kind) this.send(w, change);
     }
+    trace("emulator", "write", { rv: change.rv, kind: change.kind, key: change.key });
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -328,8 +342,9 @@ export class KubeApiEmulator {
         throw new HttpError(code, failure.reason ?? "InternalError", failure.message ?? "an error on the server (\"injected failure\") has prevented the request from succeeding");
       }
       if (info.authorization !== `Bearer ${this.token}`) throw new HttpError(401, "Unauthorized", "Unauthorized");
-      if (info.method !== "GET") throw new HttpError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
-      this.route(info, res);
+      if (info.method === "GET") return this.route(info, res);
+      if (info.method === "POST" || info.method === "PUT" || info.method === "DELETE") return this.write(info, await readBody(req), res);
+      throw new HttpError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
     } catch (thrown) {
       const err = thrown instanceof HttpError ? thrown : new HttpError(500, "InternalError", `Internal error occurred: ${String(thrown)}`);
       json(res, err.code, {
@@ -349,29 +364,84 @@ export class KubeApiEmulator {
     const doc = this.discovery(info.path);
     if (doc) return json(res, 200, doc);
     const route = this.parseListPath(info.path);
-    if (!route) throw notFound();
-    const { resource, group } = KINDS[route.kind];
+    if (!route || route.name !== undefined) throw notFound();
     const verb: Verb = info.query.watch === "true" || info.query.watch === "1" ? "watch" : "list";
-    if (this.forbidden.get(resource)?.has(verb)) {
-      const scope = route.namespace === undefined ? "at the cluster scope" : `in the namespace "${route.namespace}"`;
-      throw new HttpError(
-        403,
-        "Forbidden",
-        `${resource} is forbidden: User "${this.user}" cannot ${verb} resource "${resource}" in API group "${group}" ${scope}`,
-        { details: group ? { group, kind: resource } : { kind: resource } },
-      );
-    }
+    this.authorize(route, verb);
     const selector = parseSelector(info.query.labelSelector ?? "");
     if (verb === "watch") this.watch(route, selector, info.query, res);
     else this.list(route, selector, info.query, res);
   }
 
   private parseListPath(path: string): Route | undefined {
-    const core = /^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(services|endpoints)$/.exec(path);
-    const discovery = /^\/apis\/discovery\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(endpointslices)$/.exec(path);
+    const core = /^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(services|endpoints)(?:\/([^/]+))?$/.exec(path);
+    const discovery = /^\/apis\/discovery\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(endpointslices)(?:\/([^/]+))?$/.exec(path);
     const m = core ?? (this.endpointSlices ? discovery : null);
     if (!m) return undefined;
-    return { kind: KIND_OF[m[2] as Resource], namespace: m[1] };
+    // An object lives in a namespace: /api/v1/services/<name> is not a path of the real server.
+    if (m[3] !== undefined && m[1] === undefined) return undefined;
+    return { kind: KIND_OF[m[2] as Resource], namespace: m[1], ...(m[3] !== undefined ? { name: decodeURIComponent(m[3]) } : {}) };
+  }
+
+  private authorize(route: Route, verb: Verb): void {
+    const { resource, group } = KINDS[route.kind];
+    if (!this.forbidden.get(resource)?.has(verb)) return;
+    const scope = route.namespace === undefined ? "at the cluster scope" : `in the namespace "${route.namespace}"`;
+    throw new HttpError(
+      403,
+      "Forbidden",
+      `${resource} is forbidden: User "${this.user}" cannot ${verb} resource "${resource}" in API group "${group}" ${scope}`,
+      { details: group ? { group, kind: resource } : { kind: resource } },
+    );
+  }
+
+  /**
+   * Writes as kubectl sends them: POST to a namespaced collection creates (409 when the object
+   * exists), PUT to an object replaces it (404 when it does not exist; 409 when the body names a
+   * resourceVersion that is no longer current), DELETE removes it. Each write is one revision and
+   * one watch event, exactly like upsert() and remove().
+   */
+  private write(info: RequestInfo, body: string, res: http.ServerResponse): void {
+    const route = this.parseListPath(info.path);
+    if (!route || route.namespace === undefined) throw notFound();
+    const { resource, group } = KINDS[route.kind];
+    const groupResource = group ? `${resource}.${group}` : resource;
+    const verb: Verb = info.method === "POST" ? "create" : info.method === "PUT" ? "update" : "delete";
+    if ((verb === "create") !== (route.name === undefined)) throw new HttpError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+    this.authorize(route, verb);
+    const key = (name: string) => `${route.namespace}/${name}`;
+    if (verb === "delete") {
+      const existing = this.current.get(route.kind)!.get(key(route.name!));
+      if (!existing) throw new HttpError(404, "NotFound", `${groupResource} "${route.name}" not found`, { details: { name: route.name, kind: resource } });
+      this.remove(route.kind, route.namespace, route.name!);
+      return json(res, 200, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details: { name: route.name, kind: resource, uid: existing.metadata.uid } });
+    }
+    let obj: KubeObject;
+    try {
+      obj = JSON.parse(body) as KubeObject;
+    } catch (err) {
+      throw new HttpError(400, "BadRequest", `the body of the request was in an unknown format: ${(err as Error).message}`);
+    }
+    const name = obj?.metadata?.name;
+    if (typeof name !== "string" || name === "") throw new HttpError(422, "Invalid", `${route.kind} is invalid: metadata.name: Required value: name is required`);
+    if (obj.kind !== undefined && obj.kind !== route.kind) throw new HttpError(400, "BadRequest", `the object's kind ${String(obj.kind)} does not match the path (${route.kind})`);
+    if (obj.metadata.namespace !== undefined && obj.metadata.namespace !== route.namespace) {
+      throw new HttpError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+    }
+    if (route.name !== undefined && route.name !== name) throw new HttpError(400, "BadRequest", `the name of the object (${name}) does not match the name on the URL (${route.name})`);
+    const existing = this.current.get(route.kind)!.get(key(name));
+    if (verb === "create" && existing) throw new HttpError(409, "AlreadyExists", `${groupResource} "${name}" already exists`, { details: { name, kind: resource } });
+    if (verb === "update") {
+      if (!existing) throw new HttpError(404, "NotFound", `${groupResource} "${name}" not found`, { details: { name, kind: resource } });
+      const rv = obj.metadata.resourceVersion;
+      if (rv !== undefined && rv !== "" && rv !== existing.metadata.resourceVersion) {
+        throw new HttpError(409, "Conflict", `Operation cannot be fulfilled on ${groupResource} "${name}": the object has been modified; please apply your changes to the latest version and try again`, {
+          details: { name, kind: resource },
+        });
+      }
+    }
+    const { resourceVersion: _rv, ...metadata } = obj.metadata;
+    const stored = this.upsert(route.kind, { ...obj, metadata: { ...metadata, namespace: route.namespace } });
+    json(res, verb === "create" ? 201 : 200, stored);
   }
 
   private discovery(path: string): object | undefined {
@@ -418,24 +488,51 @@ export class KubeApiEmulator {
       after = token.start;
     }
     // Pages of one list come from the same revision, as the real server's consistent snapshot does.
-    const objects = [...this.stateAt(route.kind, listRv)]
-      .filter(([key, obj]) => key > after && inScope(route, obj) && matches(selector, obj))
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const sorted = this.sortedAt(route.kind, listRv);
     const limit = Number(query.limit ?? 0);
-    const page = limit > 0 ? objects.slice(0, limit) : objects;
-    const more = page.length < objects.length;
+    const page: Array<[string, KubeObject]> = [];
+    let rest = 0;
+    for (let i = after === "" ? 0 : firstAfter(sorted, after); i < sorted.length; i++) {
+      const entry = sorted[i]!;
+      if (!inScope(route, entry[1]) || !matches(selector, entry[1])) continue;
+      if (limit > 0 && page.length === limit) {
+        // Only the remaining count is still needed, and only without a selector (see below).
+        if (selector.length > 0) rest = 1;
+        else if (route.namespace === undefined) rest = sorted.length - i;
+        else for (let j = i; j < sorted.length; j++) if (inScope(route, sorted[j]![1])) rest++;
+        break;
+      }
+      page.push(entry);
+    }
+    const more = rest > 0;
     const metadata: Record<string, unknown> = { resourceVersion: String(listRv) };
     if (more) {
       metadata.continue = encodeContinue({ rv: listRv, start: page[page.length - 1]![0], gen: this.tokenGeneration });
       // The real server counts the rest only when it need not filter.
-      if (selector.length === 0) metadata.remainingItemCount = objects.length - page.length;
+      if (selector.length === 0) metadata.remainingItemCount = rest;
     }
-    json(res, 200, {
-      kind: info.listKind,
-      apiVersion: info.apiVersion,
-      metadata,
-      items: page.map(([, obj]) => withoutTypeMeta(obj)),
+    // Stored objects never change (a write stores a new one), so each is serialized once, not once per list.
+    const items = page.map(([, obj]) => {
+      let text = serialized.get(obj);
+      if (text === undefined) serialized.set(obj, (text = JSON.stringify(withoutTypeMeta(obj))));
+      return text;
     });
+    const text = `{"kind":${JSON.stringify(info.listKind)},"apiVersion":${JSON.stringify(info.apiVersion)},"metadata":${JSON.stringify(metadata)},"items":[${items.join(",")}]}`;
+    res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  private sortedAt(kind: Kind, rv: number): Array<[string, KubeObject]> {
+    const id = `${kind}@${rv}`;
+    let sorted = this.sortedCache.get(id);
+    if (!sorted) {
+      const state = rv === this.rv ? this.current.get(kind)! : this.stateAt(kind, rv);
+      sorted = [...state].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      // A list pages through one revision; a few recent revisions cover lists in flight side by side.
+      if (this.sortedCache.size >= 8) this.sortedCache.delete(this.sortedCache.keys().next().value!);
+      this.sortedCache.set(id, sorted);
+    }
+    return sorted;
   }
 
   private stateAt(kind: Kind, rv: number): Map<string, KubeObject> {
@@ -456,6 +553,8 @@ export class KubeApiEmulator {
       throw new HttpError(400, "BadRequest", `invalid resource version: ${from}`);
     }
     res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+    // The real server answers the head at once; a client may wait for it before the first event.
+    res.flushHeaders();
     const watcher: Watcher = { route, selector, res };
     if (fromRv !== undefined && fromRv < this.baseRv) {
       // The real server reports a compacted revision as an ERROR event, then ends the stream.
@@ -491,6 +590,37 @@ export class KubeApiEmulator {
       change.type === "DELETED" ? (was ? "DELETED" : undefined) : was && is ? "MODIFIED" : is ? "ADDED" : was ? "DELETED" : undefined;
     if (type) w.res.write(JSON.stringify({ type, object: change.object }) + "\n");
   }
+}
+
+/** A list item's JSON, per stored object. */
+const serialized = new WeakMap<KubeObject, string>();
+
+/** Index of the first entry whose key sorts after `key`. */
+function firstAfter(sorted: Array<[string, KubeObject]>, key: string): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]![0] <= key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        req.destroy();
+        reject(new HttpError(413, "RequestEntityTooLarge", "the request body is too large"));
+      } else chunks.push(c);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
 }
 
 function take<R extends { times: number; match?: RequestMatch }>(rules: R[], info: RequestInfo): R | undefined {
