@@ -1,8 +1,9 @@
 import { watch, type FSWatcher, readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
 import { parseSnapshotText } from "../core/snapshot.js";
 import type { Logger } from "../adapters/log.js";
 import type { Kind, KubeApiEmulator, KubeObject } from "./kube-api-emulator.js";
+import { DemoBackends } from "./demo-backends.js";
+import { trace } from "./trace.js";
 
 const KINDS = new Set<Kind>(["Service", "EndpointSlice", "Endpoints"]);
 
@@ -48,8 +49,10 @@ function loopbackPorts(objects: Iterable<{ kind: Kind; obj: KubeObject }>): numb
 export class DemoCluster {
   private applied = new Map<string, string>();
   private watcher: FSWatcher | undefined;
+  private replaced = false;
   private timer: NodeJS.Timeout | undefined;
-  private readonly backends = new Map<number, Server>();
+  private readonly backends = new Set<number>();
+  private readonly processes = new DemoBackends();
 
   constructor(
     private readonly file: string,
@@ -81,17 +84,23 @@ export class DemoCluster {
   }
 
   watch(): void {
-    // Editors replace files as often as they write them: watch the file and re-read on any event.
-    this.watcher = watch(this.file, () => {
+    // Editors replace files as often as they write them. A "change" keeps the watch; a "rename"
+    // (the file replaced or moved away) needs a new watch on whatever now has the name.
+    this.watcher = watch(this.file, (event) => {
+      if (this.timer === undefined) trace("stack", "fs.event");
+      if (event === "rename") this.replaced = true;
       clearTimeout(this.timer);
       this.timer = setTimeout(() => {
+        this.timer = undefined;
+        trace("stack", "load.start");
         this.load().then(
           ({ written, removed }) => {
             if (written + removed > 0) this.log.info({ file: this.file, written, removed }, "demo cluster changed");
           },
           (err: Error) => this.log.warn({ file: this.file, err: err.message }, "demo cluster file not applied; the cluster keeps its last state"),
         );
-        if (this.watcher) {
+        if (this.replaced && this.watcher) {
+          this.replaced = false;
           this.watcher.close();
           this.rewatch();
         }
@@ -110,37 +119,19 @@ export class DemoCluster {
   }
 
   get backendPorts(): number[] {
-    return [...this.backends.keys()].sort((a, b) => a - b);
+    return [...this.backends].sort((a, b) => a - b);
   }
 
   private async startBackend(port: number): Promise<void> {
     if (this.backends.has(port)) return;
-    const server = createServer((req, res) => {
-      res.setHeader("content-type", "text/plain; charset=utf-8");
-      res.end(`demo backend 127.0.0.1:${port} answered ${req.method} ${req.url}\n`);
-    });
-    this.backends.set(port, server);
-    await new Promise<void>((resolve) => {
-      server.once("error", (err) => {
-        this.log.warn({ port, err: err.message }, "demo backend port is taken; requests to it reach whatever listens there");
-        resolve();
-      });
-      server.listen(port, "127.0.0.1", resolve);
-    });
+    this.backends.add(port);
+    const { error } = await this.processes.start(port);
+    if (error) this.log.warn({ port, err: error }, "demo backend port is taken; requests to it reach whatever listens there");
   }
 
   async stop(): Promise<void> {
     clearTimeout(this.timer);
     this.watcher?.close();
-    await Promise.all(
-      [...this.backends.values()].map(
-        (s) =>
-          new Promise<void>((resolve) => {
-            s.closeAllConnections();
-            s.close(() => resolve());
-            if (!s.listening) resolve();
-          }),
-      ),
-    );
+    await this.processes.stop();
   }
 }
