@@ -7,6 +7,7 @@ import { loadKubeConfig } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { packageRoot } from "../adapters/templates.js";
 import { DemoCluster } from "./demo-cluster.js";
+import { parseDeliveryPolicy, type DeliveryPolicy } from "./delivery-policy.js";
 import { startEventBridge } from "./event-bridge.js";
 import { KubeApiEmulator } from "./kube-api-emulator.js";
 import { freePort, waitForPort } from "./ports.js";
@@ -21,6 +22,11 @@ export interface LocalStackOptions {
   httpPort: number;
   statsPort: number;
   resyncMs: number;
+  /**
+   * When the event bridge hands changes to reconcile: servicelb's own (at once) unless set, or a
+   * peer's update policy for bench/e2e's side by side. Default: $SERVICELB_LOCAL_DELIVERY_POLICY.
+   */
+  deliveryPolicy?: DeliveryPolicy;
   log: Logger;
   /** Where the summary goes (stdout for people). */
   print: (text: string) => void;
@@ -179,7 +185,9 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       await waitForPort(ports.agent, "agent");
     }
 
-    const stopBridge = startEventBridge({ kc: loadKubeConfig({ kubeconfig }), sink: `http://127.0.0.1:${ports.reconcile}/`, resyncMs: o.resyncMs, log: o.log });
+    const envPolicy = process.env.SERVICELB_LOCAL_DELIVERY_POLICY;
+    const policy = o.deliveryPolicy ?? (envPolicy ? parseDeliveryPolicy(envPolicy) : undefined);
+    const stopBridge = startEventBridge({ kc: loadKubeConfig({ kubeconfig }), sink: `http://127.0.0.1:${ports.reconcile}/`, resyncMs: o.resyncMs, policy, log: o.log });
     stops.push(stopBridge);
 
     const lines = [
@@ -187,7 +195,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       "servicelb is running locally:",
       `  cluster          ${clusterLabel}`,
       `  object store     s3rver at http://127.0.0.1:${ports.s3} (bucket servicelb, data in ${join(data, "s3")})`,
-      `  reconcile        http://127.0.0.1:${ports.reconcile}/ (CloudEvents from the event bridge)`,
+      `  reconcile        http://127.0.0.1:${ports.reconcile}/ (CloudEvents from the event bridge${policy && policy.name !== "servicelb" ? `, held back by ${policy.name}'s update policy` : ""})`,
       `  dry run          http://127.0.0.1:${ports.render}/ (GET: the live cluster; POST: a snapshot)`,
       haproxy
         ? `  HAProxy          http://127.0.0.1:${o.httpPort}/   stats http://127.0.0.1:${o.statsPort}/   agent http://127.0.0.1:${ports.agent}/status`
