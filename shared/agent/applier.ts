@@ -12,6 +12,7 @@ import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/obj
 import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
 import { writeFileAtomic } from "./files.js";
 import type { AgentMetrics } from "./metrics.js";
+import { trace } from "../local/trace.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
 import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
 
@@ -141,6 +142,7 @@ export class Applier {
 
   /** A ping named `key`: pull unless that config (or a newer one) already runs. Returns at once. */
   notify(key: string): "pulling" | "current" {
+    trace("agent", "notify", { key, busy: this.inFlight !== undefined });
     if (this.current?.key && key <= this.current.key) return "current";
     void this.sync();
     return "pulling";
@@ -173,6 +175,7 @@ export class Applier {
     const { store, metrics } = this.o;
     const afterKey = this.backingOff() ? this.failure!.key : (this.current?.key ?? null);
     const stopTimer = metrics.pullSeconds.startTimer();
+    trace("agent", "pull.start");
     let newest;
     try {
       [newest] = await store.history({ limit: 1 });
@@ -198,6 +201,7 @@ export class Applier {
     }
     metrics.pulls.inc({ result: "new" });
     stopTimer();
+    trace("agent", "pull.end", { key: config.key });
     if (this.stopped) return;
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
     if (config.sha256 === this.current?.sha256) return this.succeed(config, "unchanged", performance.now());
@@ -221,6 +225,7 @@ export class Applier {
   private async checkThenActivate(config: StoredConfig, t0: number): Promise<void> {
     const [ok, serverState] = await Promise.all([this.check(config), this.serverStateFor(config.config)]);
     if (!ok) return;
+    trace("agent", "check.done", { key: config.key });
     if (await this.supersededWhileWaiting(config.key)) return;
     await this.activate(config, t0, serverState);
   }
@@ -263,12 +268,14 @@ export class Applier {
     };
     try {
       await this.applyRuntime(socket, changes);
+      trace("agent", "runtime.done", { key: config.key, changes: changes.length });
     } catch (err) {
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
       await undo();
       return this.checkThenActivate(config, t0);
     }
     if (!(await this.check(config))) return undo();
+    trace("agent", "check.done", { key: config.key });
     try {
       await writeFileAtomic(configPath, config.config);
     } catch (err) {
@@ -323,7 +330,9 @@ export class Applier {
         how = "reload";
         this.lastReloadAt = performance.now();
         metrics.reloads.inc();
+        trace("agent", "reload.start", { key: config.key });
         const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
+        trace("agent", "reload.end", { key: config.key });
         if (!result.ok) {
           metrics.reloadFailures.inc();
           throw new Error(`reload failed: ${result.reason ?? "unknown reason"}`);
@@ -397,6 +406,7 @@ export class Applier {
     metrics.applySeconds.observe({ how }, ms / 1000);
     if (how === "runtime") metrics.runtimeUpdates.inc();
     log.info({ key: config.key, revision: config.revision, how, ms: Math.round(ms) }, "config applied");
+    trace("agent", "applied", { key: config.key, how });
     await this.record({ applied, lastError });
   }
 

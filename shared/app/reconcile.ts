@@ -9,6 +9,7 @@ import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import { createObjectStore, StoreError, type ObjectStore } from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageRoot } from "../adapters/templates.js";
+import { trace } from "../local/trace.js";
 import { classifyEvent, type Verdict } from "./cloudevents.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
 import { RenderContext } from "./render-context.js";
@@ -93,14 +94,18 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     log.info("no agents configured (SERVICELB_AGENTS, SERVICELB_AGENT_SERVICE): nobody is pinged, agents rely on their poll");
   }
 
+  let passes = 0;
   async function pass(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
     const plog = log.child({ eventId: trigger.id, eventType: trigger.type });
+    const n = ++passes;
+    trace("reconcile", "pass.start", { n });
     const durationsMs = { list: 0, build: 0, render: 0, publish: 0, notify: 0 };
     let stage: Stage = "list";
     try {
       let t = performance.now();
       const snapshot = await readSnapshot();
       durationsMs.list = since(t);
+      trace("reconcile", "pass.listed", { n, revision: snapshot.revision });
       for (const warning of snapshot.listWarnings) plog.warn({ warning }, "cluster list warning");
 
       stage = "render";
@@ -117,6 +122,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       t = performance.now();
       const published = await store.publish({ config: rendered.bytes, revision: snapshot.revision, generator });
       durationsMs.publish = since(t);
+      trace("reconcile", "pass.published", { n, status: published.status, key: published.key });
       if (published.pruneError) plog.warn({ err: published.pruneError.message }, "published, but pruning old configs failed; the next publish retries");
 
       let notify: ReconcileResult["notify"];
@@ -125,6 +131,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         t = performance.now();
         const report = await notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision });
         durationsMs.notify = since(t);
+        trace("reconcile", "pass.notified", { n });
         notify = { agents: report.agents, ok: report.ok, failed: report.failed };
       }
 
@@ -150,6 +157,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       };
       const { eventId: _id, eventType: _type, ...fields } = result;
       plog.info(fields, `reconciled: ${published.status}`);
+      trace("reconcile", "pass.end", { n });
       return result;
     } catch (err) {
       const transient = (err instanceof ClusterError || err instanceof StoreError) && err.transient;
@@ -193,6 +201,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   return {
     async reconcile(event) {
       const c = classifyEvent(event, settings.options);
+      trace("reconcile", "event", { rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion, verdict: c.verdict, busy: inFlight !== undefined });
       const id = c.id ?? "(none)";
       const type = c.type ?? "(none)";
       if (c.verdict === "resync" || c.verdict === "relevant") return coalesced({ id, type }, c.verdict);
