@@ -12,7 +12,7 @@ import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/obj
 import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
 import { writeFileAtomic } from "./files.js";
 import type { AgentMetrics } from "./metrics.js";
-import { trace } from "../local/trace.js";
+import { trace } from "../adapters/trace.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
 import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
 

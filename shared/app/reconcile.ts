@@ -9,7 +9,7 @@ import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import { createObjectStore, StoreError, type ObjectStore } from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageRoot } from "../adapters/templates.js";
-import { trace } from "../local/trace.js";
+import { trace } from "../adapters/trace.js";
 import { classifyEvent, type Verdict } from "./cloudevents.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
 import { RenderContext } from "./render-context.js";

@@ -3,7 +3,7 @@ import { parseSnapshotText } from "../core/snapshot.js";
 import type { Logger } from "../adapters/log.js";
 import type { Kind, KubeApiEmulator, KubeObject } from "./kube-api-emulator.js";
 import { DemoBackends } from "./demo-backends.js";
-import { trace } from "./trace.js";
+import { trace } from "../adapters/trace.js";
 
 const KINDS = new Set<Kind>(["Service", "EndpointSlice", "Endpoints"]);
 

@@ -4,7 +4,7 @@ import { watchCluster, type ClusterEvent } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { PING_EVENT_TYPE } from "../app/cloudevents.js";
 import { deliveryGate, type DeliveryPolicy } from "./delivery-policy.js";
-import { trace } from "./trace.js";
+import { trace } from "../adapters/trace.js";
 
 const VERB: Record<ClusterEvent["type"], string> = { ADDED: "add", MODIFIED: "update", DELETED: "delete" };
 const RESOURCE: Record<string, string> = { Service: "services", EndpointSlice: "endpointslices", Endpoints: "endpoints" };

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/label-selector.js";
-import { trace } from "./trace.js";
+import { trace } from "../adapters/trace.js";
 
 /**
  * A Kubernetes API server for tests and the local stack's demo cluster, speaking the real wire protocol (paths, list/watch JSON,

@@ -119,7 +119,7 @@ describe("servicelb render against a live cluster", () => {
     expect(live.stderr).toBe("");
     expect(live.code).toBe(0);
     const out = JSON.parse(live.stdout);
-    expect(out.config).toMatch(/server s\d+ 10\.0\.0\.7:8080 check/);
+    expect(out.config).toMatch(/^ {4}server s\d+ 10\.0\.0\.7:8080$/m);
     expect(Number(out.revision)).toBeGreaterThan(0);
   });
 

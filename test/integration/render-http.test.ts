@@ -98,7 +98,7 @@ describe("HTTP function render (dry run)", () => {
     const r = await fetch(`${base}/?format=json`);
     expect(r.status).toBe(200);
     const out = (await r.json()) as { config: string };
-    expect(out.config).toMatch(/server s\d+ 10\.0\.0\.7:8080 check/);
+    expect(out.config).toMatch(/^ {4}server s\d+ 10\.0\.0\.7:8080$/m);
   });
 
   it("GET answers 503 with the reason when the API server fails", async () => {
