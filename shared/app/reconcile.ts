@@ -82,9 +82,9 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       },
       log,
     );
-  const readSnapshot = deps.readSnapshot ?? (() => readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }));
-  const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const ctx = new RenderContext(settings.options, { template: settings.template });
+  const readSnapshot = deps.readSnapshot ?? (() => readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }, ctx.liveItems));
+  const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
   if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
     // Agents refuse unauthenticated pings: without a token every ping would fail with 401.

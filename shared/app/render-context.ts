@@ -2,7 +2,7 @@ import { ModelCache, type BuildInputs } from "../core/build-model.js";
 import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
 import { Renderer } from "../core/render.js";
-import type { Snapshot } from "../core/snapshot.js";
+import { ParsedItems, type Snapshot } from "../core/snapshot.js";
 import { readErrorPage } from "../adapters/option-sources.js";
 import { loadTemplates } from "../adapters/templates.js";
 
@@ -15,6 +15,8 @@ export class RenderContext {
   readonly inputs: BuildInputs;
   /** Plans of unchanged Services between renders of live snapshots (a warm function instance). */
   private readonly cache = new ModelCache();
+  /** Validated items of live lists, for `readLiveSnapshot` on a warm instance. */
+  readonly liveItems = new ParsedItems();
 
   constructor(
     readonly options: RenderOptions,

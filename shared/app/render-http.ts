@@ -40,7 +40,7 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
         }
         snapshot = parseSnapshot(body.toString("utf8"));
       } else {
-        snapshot = await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context });
+        snapshot = await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }, ctx.liveItems);
       }
       const result = ctx.render(snapshot);
       if (req.query.check === "1" || req.query.check === "true") {

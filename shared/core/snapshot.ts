@@ -124,14 +124,82 @@ export function parseSnapshotText(text: string): unknown[] {
   return out;
 }
 
-function revisionOf(value: unknown): bigint {
-  return typeof value === "string" && /^[0-9]{1,30}$/.test(value) ? BigInt(value) : 0n;
+type Item = Service | EndpointSlice | Endpoints;
+interface ParsedItem {
+  resourceVersion: string;
+  item: Item;
+  generation: number;
 }
 
-/** Builds a Snapshot from parsed documents: Lists (List, ServiceList, …) or single objects. */
-export function snapshotFromDocuments(docs: unknown[]): Snapshot {
+/**
+ * Validated items of a warm instance's earlier live lists, by kind, namespace, name and
+ * resourceVersion. The API server gives every write a new resourceVersion, so an item listed
+ * again with the same one is the same object and need not be validated again: at 10,000 Services
+ * validation is most of the list stage. Only for live lists; a file's resourceVersions prove
+ * nothing. Items a list no longer returns are forgotten at the end of it.
+ */
+export class ParsedItems {
+  private readonly byKind = new Map<string, Map<string, Map<string, ParsedItem>>>();
+  private generation = 0;
+  private size = 0;
+  private seen = 0;
+
+  begin(): void {
+    this.generation++;
+    this.seen = 0;
+  }
+
+  take(kind: string, namespace: string, name: string, resourceVersion: string): Item | undefined {
+    const entry = this.byKind.get(kind)?.get(namespace)?.get(name);
+    if (entry?.resourceVersion !== resourceVersion) return undefined;
+    if (entry.generation !== this.generation) this.seen++;
+    entry.generation = this.generation;
+    return entry.item;
+  }
+
+  put(kind: string, namespace: string, name: string, resourceVersion: string, item: Item): void {
+    let inKind = this.byKind.get(kind);
+    if (!inKind) this.byKind.set(kind, (inKind = new Map()));
+    let inNamespace = inKind.get(namespace);
+    if (!inNamespace) inKind.set(namespace, (inNamespace = new Map()));
+    const entry = inNamespace.get(name);
+    if (!entry) this.size++;
+    if (entry?.generation !== this.generation) this.seen++;
+    inNamespace.set(name, { resourceVersion, item, generation: this.generation });
+  }
+
+  end(): void {
+    if (this.size === this.seen) return;
+    for (const inKind of this.byKind.values()) {
+      for (const [namespace, inNamespace] of inKind) {
+        for (const [name, entry] of inNamespace) {
+          if (entry.generation === this.generation) continue;
+          inNamespace.delete(name);
+          this.size--;
+        }
+        if (inNamespace.size === 0) inKind.delete(namespace);
+      }
+    }
+  }
+}
+
+const DECIMAL = /^0*([0-9]{1,30})$/;
+
+/** The higher of a revision so far and a resourceVersion, compared as decimals without BigInt (once per item). */
+function higherRevision(so: string, value: unknown): string {
+  if (typeof value !== "string") return so;
+  const digits = DECIMAL.exec(value)?.[1];
+  if (digits === undefined) return so;
+  return digits.length > so.length || (digits.length === so.length && digits > so) ? digits : so;
+}
+
+/**
+ * Builds a Snapshot from parsed documents: Lists (List, ServiceList, …) or single objects.
+ * `reuse` is for live lists only (see ParsedItems).
+ */
+export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Snapshot {
   const snap: Snapshot = { services: [], endpointSlices: [], endpoints: [], revision: "0", problems: [] };
-  let revision = 0n;
+  let revision = "0";
   const add = (item: unknown, kindHint: string | undefined, where: string) => {
     if (typeof item !== "object" || item === null) {
       snap.problems.push(`${where}: not an object`);
@@ -139,24 +207,31 @@ export function snapshotFromDocuments(docs: unknown[]): Snapshot {
     }
     const rec = item as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown; resourceVersion?: unknown } };
     const kind = typeof rec.kind === "string" ? rec.kind : kindHint;
-    const id = `${kind ?? "object"} ${String(rec.metadata?.namespace ?? "default")}/${String(rec.metadata?.name ?? "?")}`;
     const schema = kind === "Service" ? serviceSchema : kind === "EndpointSlice" ? endpointSliceSchema : kind === "Endpoints" ? endpointsSchema : undefined;
     if (!schema) {
       // Other kinds in a mixed `kubectl get` are legitimate; they just do not concern us.
       return;
     }
-    const parsed = schema.safeParse(item);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      snap.problems.push(`${where} (${id}): ${issue.path.join(".") || "item"}: ${issue.message}`);
-      return;
+    const { name, namespace, resourceVersion } = rec.metadata ?? {};
+    const key = reuse && typeof name === "string" && typeof namespace === "string" && typeof resourceVersion === "string" ? [kind!, namespace, name, resourceVersion] as const : undefined;
+    let data = key ? reuse!.take(...key) : undefined;
+    if (data === undefined) {
+      const parsed = schema.safeParse(item);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        const id = `${kind} ${String(namespace ?? "default")}/${String(name ?? "?")}`;
+        snap.problems.push(`${where} (${id}): ${issue.path.join(".") || "item"}: ${issue.message}`);
+        return;
+      }
+      data = parsed.data as Item;
+      if (key) reuse!.put(...key, data);
     }
-    const rv = revisionOf(rec.metadata?.resourceVersion);
-    if (rv > revision) revision = rv;
-    if (kind === "Service") snap.services.push(parsed.data as Service);
-    else if (kind === "EndpointSlice") snap.endpointSlices.push(parsed.data as EndpointSlice);
-    else snap.endpoints.push(parsed.data as Endpoints);
+    revision = higherRevision(revision, resourceVersion);
+    if (kind === "Service") snap.services.push(data as Service);
+    else if (kind === "EndpointSlice") snap.endpointSlices.push(data as EndpointSlice);
+    else snap.endpoints.push(data as Endpoints);
   };
+  reuse?.begin();
   docs.forEach((doc, d) => {
     if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
       throw new SnapshotError(`document ${d + 1} is not a Kubernetes object: expected kind List with items`);
@@ -164,8 +239,7 @@ export function snapshotFromDocuments(docs: unknown[]): Snapshot {
     const obj = doc as { kind?: unknown; items?: unknown; metadata?: { resourceVersion?: unknown } };
     if (typeof obj.kind === "string" && LIST_KINDS.has(obj.kind)) {
       if (!Array.isArray(obj.items)) throw new SnapshotError(`document ${d + 1} (${obj.kind}) has no items array`);
-      const rv = revisionOf(obj.metadata?.resourceVersion);
-      if (rv > revision) revision = rv;
+      revision = higherRevision(revision, obj.metadata?.resourceVersion);
       obj.items.forEach((item, i) => add(item, ITEM_KINDS[obj.kind as string], `items[${i}]`));
     } else if (obj.kind === "Service" || obj.kind === "EndpointSlice" || obj.kind === "Endpoints") {
       add(obj, undefined, `document ${d + 1}`);
@@ -175,7 +249,8 @@ export function snapshotFromDocuments(docs: unknown[]): Snapshot {
       );
     }
   });
-  snap.revision = revision.toString();
+  reuse?.end();
+  snap.revision = revision;
   return snap;
 }
 

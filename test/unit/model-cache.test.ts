@@ -4,7 +4,7 @@ import { buildModel, ModelCache } from "../../shared/core/build-model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
-import { snapshotFromDocuments, type Snapshot } from "../../shared/core/snapshot.js";
+import { ParsedItems, snapshotFromDocuments, type Snapshot } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice, type KubeFixture } from "../support/fixtures.js";
 
@@ -57,8 +57,8 @@ function apply(state: State, c: { name: string; op: string; ips: string[]; host:
   }
 }
 
-function snapshot(state: State, rv: number): Snapshot {
-  return { ...snapshotFromDocuments([list([...state.values()], String(rv))]), trustedRevisions: true };
+function snapshot(state: State, rv: number, reuse?: ParsedItems): Snapshot {
+  return { ...snapshotFromDocuments([list([...state.values()], String(rv))], reuse), trustedRevisions: true };
 }
 
 describe("the warm-instance cache", () => {
@@ -67,13 +67,13 @@ describe("the warm-instance cache", () => {
       fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), (changes) => {
         const warm = new Renderer(templates);
         const cache = new ModelCache();
+        const reuse = new ParsedItems();
         const state: State = new Map();
         let rv = 1;
         for (const c of changes) {
           apply(state, c, ++rv);
-          const snap = snapshot(state, rv);
-          const cached = renderSnapshot(snap, options, warm, {}, cache);
-          const cold = renderSnapshot(snap, options, new Renderer(templates));
+          const cached = renderSnapshot(snapshot(state, rv, reuse), options, warm, {}, cache);
+          const cold = renderSnapshot(snapshot(state, rv), options, new Renderer(templates));
           expect(cached.config).toBe(cold.config);
           expect(cached.warnings).toEqual(cold.warnings);
           expect(cached.skipped).toEqual(cold.skipped);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseSnapshot, SnapshotError } from "../../shared/core/snapshot.js";
+import { ParsedItems, parseSnapshot, snapshotFromDocuments, SnapshotError } from "../../shared/core/snapshot.js";
 import { list, service, slice } from "../support/fixtures.js";
 
 describe("snapshot parsing", () => {
@@ -50,5 +50,35 @@ describe("snapshot parsing", () => {
   it("refuses a YAML alias bomb with a clear error", () => {
     const bomb = ["a: &a [x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(", ")}]`), "kind: List", "items: []"].join("\n");
     expect(() => parseSnapshot(bomb)).toThrow(SnapshotError);
+  });
+
+  describe("a warm instance's validated items (live lists)", () => {
+    const web = (rv: string, ip = "10.0.0.1") => slice("web", [{ port: 80 }], [ip], { resourceVersion: rv });
+    const api = service("api", [{ port: 80 }], { resourceVersion: "3" });
+
+    it("reuses an item listed again with the same resourceVersion and validates a changed one", () => {
+      const reuse = new ParsedItems();
+      const first = snapshotFromDocuments([list([api, web("5")])], reuse);
+      const again = snapshotFromDocuments([list([api, web("5")])], reuse);
+      expect(again.services[0]).toBe(first.services[0]);
+      expect(again.endpointSlices[0]).toBe(first.endpointSlices[0]);
+      const moved = snapshotFromDocuments([list([api, web("6", "10.0.0.2")])], reuse);
+      expect(moved.endpointSlices[0]).not.toBe(first.endpointSlices[0]);
+      expect(moved.endpointSlices[0]!.endpoints[0]!.addresses).toEqual(["10.0.0.2"]);
+      expect(moved.services[0]).toBe(first.services[0]);
+    });
+
+    it("forgets items a list no longer returns, and never keeps invalid or unversioned ones", () => {
+      const reuse = new ParsedItems();
+      const first = snapshotFromDocuments([list([api, web("5")])], reuse);
+      snapshotFromDocuments([list([web("5")])], reuse);
+      expect(snapshotFromDocuments([list([api, web("5")])], reuse).services[0]).not.toBe(first.services[0]);
+      const bad = { ...service("bad", [{ port: 99999 }], { resourceVersion: "8" }) };
+      for (let i = 0; i < 2; i++) expect(snapshotFromDocuments([list([bad])], reuse).problems).toHaveLength(1);
+      const unversioned = service("plain", [{ port: 80 }]);
+      delete (unversioned.metadata as { resourceVersion?: string }).resourceVersion;
+      const a = snapshotFromDocuments([list([unversioned])], reuse).services[0];
+      expect(snapshotFromDocuments([list([unversioned])], reuse).services[0]).not.toBe(a);
+    });
   });
 });
