@@ -36,5 +36,6 @@ export default targets.map((name) => ({
   external: [/^node:/, "@google-cloud/functions-framework"],
   plugins: [nodeFetchWithoutWhatwgUrl],
   treeshake: { moduleSideEffects: (id) => (clientNodeGenerated.test(id) ? false : undefined) },
-  output: { file: `dist/bundle/${name}.mjs`, format: "esm", minify: true, codeSplitting: false },
+  // ASCII output: a source with any other character is held by V8 as UTF-16, twice the memory.
+  output: { file: `dist/bundle/${name}.mjs`, format: "esm", minify: true, codeSplitting: false, charset: "ascii" },
 }));

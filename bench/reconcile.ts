@@ -5,14 +5,14 @@ import { packageRoot } from "../shared/adapters/templates.js";
 import { KubeApiEmulator } from "../shared/local/kube-api-emulator.js";
 import { freePort } from "../test/support/net.js";
 import { startS3 } from "../test/support/s3.js";
-import { machine, table } from "./machine.js";
+import { machine, percentile, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
 
 /**
  * bench/reconcile: the deployed `reconcile` function (functions-framework, its own process) against
  * the Kubernetes API protocol fake and s3rver on loopback: cold start, then one invocation per
  * cluster size with the time of each stage and the function process's peak RSS.
- *   node dist/bench/reconcile.js [--json] [--sizes 1000,10000]
+ *   node dist/bench/reconcile.js [--json] [--sizes 1000,10000] [--starts 3] [--heap-mib 160]
  */
 const ENDPOINTS = 10;
 
@@ -27,6 +27,13 @@ interface Row {
   notify: number;
   totalMs: number;
   peakRssMiB: number;
+}
+
+/** CPU time (user + system) the process has used so far: less sensitive to a busy machine than wall time. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  // utime and stime, fields 14 and 15 of proc(5), in clock ticks (100 per second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 function peakRssMiB(pid: number): number {
@@ -54,6 +61,7 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const sizesArg = args[args.indexOf("--sizes") + 1];
   const sizes = (args.includes("--sizes") && sizesArg ? sizesArg : "1000,10000").split(",").map(Number);
+  const starts = Number(args.includes("--starts") ? args[args.indexOf("--starts") + 1] : 3);
   const heapCapMiB = Number(args.includes("--heap-mib") ? args[args.indexOf("--heap-mib") + 1] : 160);
   const api = await new KubeApiEmulator().start();
   const s3 = await startS3("bench");
@@ -104,15 +112,16 @@ async function main(): Promise<void> {
         await new Promise((r) => setTimeout(r, 5));
       }
     }
-    return { child, port, logs, coldStartMs: Math.round(performance.now() - started) };
+    return { child, port, logs, coldStartMs: Math.round(performance.now() - started), cpuMs: cpuMs(child.pid!) };
   }
 
-  const coldStarts: Array<{ source: string; coldStartMs: number; rssMiB: number }> = [];
+  const coldStarts: Array<{ source: string; coldStartMs: number; cpuMs: number; rssMiB: number }> = [];
   for (const source of ["dist/functions/reconcile.js", "dist/bundle/reconcile.mjs"]) {
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < starts; i++) {
       const f = await startFunction(source);
-      coldStarts.push({ source, coldStartMs: f.coldStartMs, rssMiB: peakRssMiB(f.child.pid!) });
+      coldStarts.push({ source, coldStartMs: f.coldStartMs, cpuMs: f.cpuMs, rssMiB: peakRssMiB(f.child.pid!) });
       f.child.kill("SIGTERM");
+      await new Promise((r) => f.child.once("exit", r));
     }
   }
   const { child, port, logs, coldStartMs } = await startFunction("dist/bundle/reconcile.mjs");
@@ -146,8 +155,12 @@ async function main(): Promise<void> {
     return;
   }
   console.log(`bench/reconcile — ${machine()}`);
-  console.log(`function cold start (process start → first request served), 3 starts each; heap cap --max-old-space-size=${heapCapMiB}\n`);
-  console.log(table(["source", "cold start ms", "RSS after MiB"], coldStarts.map((c) => [c.source, c.coldStartMs, c.rssMiB])));
+  console.log(`function cold start (process start → first request served), ${starts} starts each; heap cap --max-old-space-size=${heapCapMiB}\n`);
+  console.log(table(["source", "cold start ms", "CPU ms", "RSS after MiB"], coldStarts.map((c) => [c.source, c.coldStartMs, c.cpuMs, c.rssMiB])));
+  for (const source of new Set(coldStarts.map((c) => c.source))) {
+    const ms = coldStarts.filter((c) => c.source === source).map((c) => c.coldStartMs);
+    console.log(`${source}: cold start median ${percentile(ms, 50)} ms, min ${Math.min(...ms)}, max ${Math.max(...ms)}`);
+  }
   console.log(`\nOne invocation per row, from dist/bundle/reconcile.mjs (cold start of this instance: ${coldStartMs} ms):\n`);
   console.log(table(["services", "run", "status", "list ms", "build ms", "render ms", "publish ms", "notify ms", "request ms", "peak RSS MiB"], rows.map((r) => [r.services, r.run, r.status, r.list, r.build, r.render, r.publish, r.notify, r.totalMs, r.peakRssMiB])));
   console.log(`\nN HTTP services × ${ENDPOINTS} endpoints; API server: the Kubernetes API protocol fake (test/support) paging 500 per request; store: s3rver. Peak RSS is the function process's VmHWM after the row (cumulative).`);
