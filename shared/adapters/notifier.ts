@@ -1,6 +1,8 @@
 import { readFile } from "node:fs/promises";
-import { ApiException, DiscoveryV1Api, Observable, type ConfigurationOptions, type RequestContext, type V1EndpointSlice } from "@kubernetes/client-node";
-import { loadKubeConfig } from "./cluster.js";
+import type { V1EndpointSlice } from "@kubernetes/client-node";
+// Not the index: importing it at run time would put every generated API and model in the bundle.
+import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
+import { getRaw, loadKubeConfig } from "./cluster.js";
 import type { Logger } from "./log.js";
 
 /**
@@ -62,12 +64,9 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
 
   async function fromService(ref: { namespace: string; name: string }): Promise<string[]> {
     const kc = loadKubeConfig(options.kube ?? {});
-    const api = kc.makeApiClient(DiscoveryV1Api);
-    const list = await api.listNamespacedEndpointSlice(
-      { namespace: ref.namespace, labelSelector: `kubernetes.io/service-name=${ref.name}` },
-      withTimeout(timeoutMs),
-    );
-    return list.items.flatMap((slice) => agentUrls(slice, agentPort));
+    const path = `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(ref.namespace)}/endpointslices`;
+    const list = (await getRaw(kc, path, { labelSelector: `kubernetes.io/service-name=${ref.name}` }, AbortSignal.timeout(timeoutMs))) as { items?: V1EndpointSlice[] | null };
+    return (list.items ?? []).flatMap((slice) => agentUrls(slice, agentPort));
   }
 
   async function discover(): Promise<{ agents: string[]; error?: string }> {
@@ -145,27 +144,13 @@ function agentUrls(slice: V1EndpointSlice, agentPort: string | number): string[]
     .map((address) => `http://${ipv6 ? `[${address}]` : address}:${port}`);
 }
 
-/** Gives each request its own timeout signal; client-node has no per-call timeout option. */
-function withTimeout(ms: number): ConfigurationOptions {
-  return {
-    middleware: [
-      {
-        pre: (ctx: RequestContext) => {
-          ctx.setSignal(AbortSignal.timeout(ms));
-          return new Observable(Promise.resolve(ctx));
-        },
-        post: (res) => new Observable(Promise.resolve(res)),
-      },
-    ],
-    middlewareMergeStrategy: "append",
-  };
-}
-
 function describe(err: unknown): string {
   if (err instanceof ApiException) return `HTTP ${err.code}`;
   if (!(err instanceof Error)) return String(err);
   // fetch() hides the socket error (ECONNREFUSED, ...) in its cause.
   const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
   const code = typeof cause?.code === "string" ? cause.code : undefined;
-  return err.name === "TimeoutError" ? "timed out" : code ? `${err.message} (${code})` : err.message;
+  // An aborted http.request reports AbortError with the signal's TimeoutError as its cause.
+  const timedOut = err.name === "TimeoutError" || (err.name === "AbortError" && (err.cause as { name?: unknown } | undefined)?.name === "TimeoutError");
+  return timedOut ? "timed out" : code ? `${err.message} (${code})` : err.message;
 }
