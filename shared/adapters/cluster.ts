@@ -131,6 +131,16 @@ export function loadKubeConfig(options: { kubeconfig?: string; context?: string 
 }
 
 export async function listCluster(kc: KubeConfig, options: ListClusterOptions = {}): Promise<ClusterSnapshot> {
+  const { items, ...rest } = await listClusterItems(kc, options, (item) => item);
+  return { list: { apiVersion: "v1", kind: "List", metadata: { resourceVersion: rest.revision }, items }, ...rest };
+}
+
+/**
+ * The same lists, with every item handed to `keep` as its page arrives and only what `keep`
+ * returns kept: a caller that needs a few fields of each object need not hold every page of raw
+ * objects (with their managedFields and last-applied annotations) until the last one is in.
+ */
+export async function listClusterItems<T>(kc: KubeConfig, options: ListClusterOptions, keep: (item: KubeItem) => T): Promise<Omit<ClusterSnapshot, "list"> & { items: T[] }> {
   const started = performance.now();
   const limit = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -142,7 +152,7 @@ export async function listCluster(kc: KubeConfig, options: ListClusterOptions = 
   const signal = () => AbortSignal.any([AbortSignal.timeout(timeoutMs), cancel.signal]);
   const target = (resource: ResourceName): Target => ({ ...describe(kc), resource, verb: "list", namespace, timeoutMs });
   const list = (resource: ResourceName, selector?: string) =>
-    listAll((p) => rawListPage(kc, pathOf({ resource, namespace }), { ...p, labelSelector: selector }, signal()), limit, target(resource), stats);
+    listAll((p) => rawListPage(kc, pathOf({ resource, namespace }), { ...p, labelSelector: selector }, signal()), limit, target(resource), stats, keep);
 
   const services = list("services", labelSelector);
   const endpoints = (async () => {
@@ -167,7 +177,7 @@ export async function listCluster(kc: KubeConfig, options: ListClusterOptions = 
   const revision = newerRevision(svc.revision, eps.revision);
   stats.ms = Math.round(performance.now() - started);
   return {
-    list: { apiVersion: "v1", kind: "List", metadata: { resourceVersion: revision }, items: [...svc.items, ...eps.items] },
+    items: [...svc.items, ...eps.items],
     revision,
     warnings,
     stats,
@@ -220,15 +230,16 @@ async function rawListPage(kc: KubeConfig, path: string, params: PageParams & { 
 }
 
 /** Every page of one list; an expired continue token restarts the list so that it stays consistent. */
-async function listAll(
+async function listAll<T>(
   fetchPage: (params: PageParams) => Promise<Page>,
   limit: number,
   target: Target,
   stats: { pages: number },
-): Promise<{ items: KubeItem[]; revision: string }> {
+  keep: (item: KubeItem) => T,
+): Promise<{ items: T[]; revision: string }> {
   const info = RESOURCES[target.resource];
   for (let restarts = 0; ; restarts++) {
-    const items: KubeItem[] = [];
+    const items: T[] = [];
     let revision = "";
     let token: string | undefined;
     try {
@@ -237,7 +248,7 @@ async function listAll(
         stats.pages++;
         // Every page of a list reports the revision of its first page.
         revision ||= page.metadata?.resourceVersion ?? "";
-        for (const obj of page.items ?? []) items.push(withTypeMeta(obj, info));
+        for (const obj of page.items ?? []) items.push(keep(withTypeMeta(obj, info)));
         token = page.metadata?.continue || undefined;
       } while (token);
       return { items, revision };

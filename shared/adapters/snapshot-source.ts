@@ -1,12 +1,14 @@
 import { formatLabelSelector } from "../core/label-selector.js";
 import type { RenderOptions } from "../core/options.js";
-import { snapshotFromDocuments, type ParsedItems, type Snapshot } from "../core/snapshot.js";
-import { listCluster, loadKubeConfig } from "./cluster.js";
+import { snapshotFromItems, validateItem, type ParsedItems, type Snapshot } from "../core/snapshot.js";
+import { listClusterItems, loadKubeConfig } from "./cluster.js";
 
 export interface KubeAccess {
   kubeconfig?: string;
   context?: string;
   timeoutMs?: number;
+  /** Items per list request; the API server's default page is 500. */
+  pageSize?: number;
 }
 
 /**
@@ -15,11 +17,19 @@ export interface KubeAccess {
  */
 export async function readLiveSnapshot(options: Pick<RenderOptions, "namespace" | "selector">, access: KubeAccess, reuse?: ParsedItems): Promise<Snapshot & { listWarnings: string[] }> {
   const kc = loadKubeConfig({ kubeconfig: access.kubeconfig, context: access.context });
-  const live = await listCluster(kc, {
-    namespace: options.namespace,
-    labelSelector: options.selector && options.selector.length > 0 ? formatLabelSelector(options.selector) : undefined,
-    timeoutMs: access.timeoutMs,
-  });
-  const snapshot = snapshotFromDocuments([live.list], reuse);
+  // Each item is validated as its page arrives: the raw pages are garbage long before the last one.
+  reuse?.begin();
+  const live = await listClusterItems(
+    kc,
+    {
+      namespace: options.namespace,
+      labelSelector: options.selector && options.selector.length > 0 ? formatLabelSelector(options.selector) : undefined,
+      timeoutMs: access.timeoutMs,
+      pageSize: access.pageSize,
+    },
+    (item) => validateItem(item, undefined, "live list", reuse),
+  );
+  reuse?.end();
+  const snapshot = snapshotFromItems(live.items, [live.revision]);
   return { ...snapshot, revision: live.revision, trustedRevisions: true, listWarnings: live.warnings };
 }

@@ -136,7 +136,9 @@ interface ParsedItem {
  * resourceVersion. The API server gives every write a new resourceVersion, so an item listed
  * again with the same one is the same object and need not be validated again: at 10,000 Services
  * validation is most of the list stage. Only for live lists; a file's resourceVersions prove
- * nothing. Items a list no longer returns are forgotten at the end of it.
+ * nothing. Items a list no longer returns are forgotten at the end of it. Lists that overlap
+ * (concurrent dry runs) only make it forget more: an item is reused only for the very
+ * resourceVersion it was validated at.
  */
 export class ParsedItems {
   private readonly byKind = new Map<string, Map<string, Map<string, ParsedItem>>>();
@@ -193,44 +195,68 @@ function higherRevision(so: string, value: unknown): string {
   return digits.length > so.length || (digits.length === so.length && digits > so) ? digits : so;
 }
 
+/** One item as a snapshot keeps it, or why it was not understood; null for kinds of no concern. */
+export type ValidatedItem =
+  | { kind: "Service"; item: Service; resourceVersion: unknown }
+  | { kind: "EndpointSlice"; item: EndpointSlice; resourceVersion: unknown }
+  | { kind: "Endpoints"; item: Endpoints; resourceVersion: unknown }
+  | { kind: "problem"; problem: string }
+  | null;
+
+/**
+ * Validates one item (of a list, or a single object). `kindHint` names the kind of a typed list's
+ * items, which carry none; `reuse` is for live lists only (see ParsedItems).
+ */
+export function validateItem(item: unknown, kindHint: string | undefined, where: string, reuse?: ParsedItems): ValidatedItem {
+  if (typeof item !== "object" || item === null) return { kind: "problem", problem: `${where}: not an object` };
+  const rec = item as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown; resourceVersion?: unknown } };
+  const kind = typeof rec.kind === "string" ? rec.kind : kindHint;
+  const schema = kind === "Service" ? serviceSchema : kind === "EndpointSlice" ? endpointSliceSchema : kind === "Endpoints" ? endpointsSchema : undefined;
+  // Other kinds in a mixed `kubectl get` are legitimate; they just do not concern us.
+  if (!schema) return null;
+  const { name, namespace, resourceVersion } = rec.metadata ?? {};
+  const key = reuse && typeof name === "string" && typeof namespace === "string" && typeof resourceVersion === "string" ? ([kind!, namespace, name, resourceVersion] as const) : undefined;
+  let data = key ? reuse!.take(...key) : undefined;
+  if (data === undefined) {
+    const parsed = schema.safeParse(item);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const id = `${kind} ${String(namespace ?? "default")}/${String(name ?? "?")}`;
+      return { kind: "problem", problem: `${where} (${id}): ${issue.path.join(".") || "item"}: ${issue.message}` };
+    }
+    data = parsed.data as Item;
+    if (key) reuse!.put(...key, data);
+  }
+  return { kind, item: data, resourceVersion } as ValidatedItem;
+}
+
+/** A Snapshot of validated items; its revision is the highest of theirs and the lists'. */
+export function snapshotFromItems(items: readonly ValidatedItem[], listRevisions: readonly unknown[]): Snapshot {
+  const snap: Snapshot = { services: [], endpointSlices: [], endpoints: [], revision: "0", problems: [] };
+  let revision = "0";
+  for (const rv of listRevisions) revision = higherRevision(revision, rv);
+  for (const v of items) {
+    if (v === null) continue;
+    if (v.kind === "problem") {
+      snap.problems.push(v.problem);
+      continue;
+    }
+    revision = higherRevision(revision, v.resourceVersion);
+    if (v.kind === "Service") snap.services.push(v.item);
+    else if (v.kind === "EndpointSlice") snap.endpointSlices.push(v.item);
+    else snap.endpoints.push(v.item);
+  }
+  snap.revision = revision;
+  return snap;
+}
+
 /**
  * Builds a Snapshot from parsed documents: Lists (List, ServiceList, …) or single objects.
  * `reuse` is for live lists only (see ParsedItems).
  */
 export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Snapshot {
-  const snap: Snapshot = { services: [], endpointSlices: [], endpoints: [], revision: "0", problems: [] };
-  let revision = "0";
-  const add = (item: unknown, kindHint: string | undefined, where: string) => {
-    if (typeof item !== "object" || item === null) {
-      snap.problems.push(`${where}: not an object`);
-      return;
-    }
-    const rec = item as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown; resourceVersion?: unknown } };
-    const kind = typeof rec.kind === "string" ? rec.kind : kindHint;
-    const schema = kind === "Service" ? serviceSchema : kind === "EndpointSlice" ? endpointSliceSchema : kind === "Endpoints" ? endpointsSchema : undefined;
-    if (!schema) {
-      // Other kinds in a mixed `kubectl get` are legitimate; they just do not concern us.
-      return;
-    }
-    const { name, namespace, resourceVersion } = rec.metadata ?? {};
-    const key = reuse && typeof name === "string" && typeof namespace === "string" && typeof resourceVersion === "string" ? [kind!, namespace, name, resourceVersion] as const : undefined;
-    let data = key ? reuse!.take(...key) : undefined;
-    if (data === undefined) {
-      const parsed = schema.safeParse(item);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0]!;
-        const id = `${kind} ${String(namespace ?? "default")}/${String(name ?? "?")}`;
-        snap.problems.push(`${where} (${id}): ${issue.path.join(".") || "item"}: ${issue.message}`);
-        return;
-      }
-      data = parsed.data as Item;
-      if (key) reuse!.put(...key, data);
-    }
-    revision = higherRevision(revision, resourceVersion);
-    if (kind === "Service") snap.services.push(data as Service);
-    else if (kind === "EndpointSlice") snap.endpointSlices.push(data as EndpointSlice);
-    else snap.endpoints.push(data as Endpoints);
-  };
+  const items: ValidatedItem[] = [];
+  const listRevisions: unknown[] = [];
   reuse?.begin();
   docs.forEach((doc, d) => {
     if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
@@ -239,10 +265,10 @@ export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Sna
     const obj = doc as { kind?: unknown; items?: unknown; metadata?: { resourceVersion?: unknown } };
     if (typeof obj.kind === "string" && LIST_KINDS.has(obj.kind)) {
       if (!Array.isArray(obj.items)) throw new SnapshotError(`document ${d + 1} (${obj.kind}) has no items array`);
-      revision = higherRevision(revision, obj.metadata?.resourceVersion);
-      obj.items.forEach((item, i) => add(item, ITEM_KINDS[obj.kind as string], `items[${i}]`));
+      listRevisions.push(obj.metadata?.resourceVersion);
+      obj.items.forEach((item, i) => items.push(validateItem(item, ITEM_KINDS[obj.kind as string], `items[${i}]`, reuse)));
     } else if (obj.kind === "Service" || obj.kind === "EndpointSlice" || obj.kind === "Endpoints") {
-      add(obj, undefined, `document ${d + 1}`);
+      items.push(validateItem(obj, undefined, `document ${d + 1}`, reuse));
     } else {
       throw new SnapshotError(
         `document ${d + 1} has kind ${JSON.stringify(obj.kind ?? null)}: expected a List, ServiceList, EndpointSliceList, EndpointsList, Service, EndpointSlice or Endpoints`,
@@ -250,8 +276,7 @@ export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Sna
     }
   });
   reuse?.end();
-  snap.revision = revision;
-  return snap;
+  return snapshotFromItems(items, listRevisions);
 }
 
 export function parseSnapshot(text: string): Snapshot {
