@@ -59,6 +59,7 @@ describe("readLiveSnapshot", () => {
     });
     // Pages of two: the Service list restarts once, and must still hold every Service once.
     const second = await readLiveSnapshot({}, { kubeconfig, pageSize: 2 }, reuse);
+    expect(expired).toBe(true);
     expect(second.services.map((s) => s.metadata.name)).toEqual(["a", "b", "c", "d", "e"]);
     second.services.forEach((s, i) => expect(s).toBe(first.services[i]));
     const changed = second.endpointSlices.find((s) => s.metadata.name === "c-x")!;
