@@ -161,7 +161,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     host: options.listen.host,
     port: options.listen.port,
     expectedToken: tokenSource({ file: options.notifyTokenFile, token: options.notifyToken }),
-    onNotify: (body) => applier.notify(body.key),
+    onNotify: (body) => applier.notify(body.key, body.sha256),
     health,
     status,
     metrics,

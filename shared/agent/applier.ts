@@ -18,16 +18,21 @@ import { saveState, type AgentError, type AgentState, type AppliedConfig } from 
 
 /**
  * Brings HAProxy to the newest published config, one step at a time:
- * list → fetch (sha256 verified by the store) → runtime API when only server slots changed,
- * else `haproxy -c` → atomic write → reload through the master socket, confirmed by `show proc`.
+ * fetch (the key a ping named: one GET; else list the store, then GET; sha256 verified by the
+ * store) → runtime API when only server slots changed, else `haproxy -c` → atomic write →
+ * reload through the master socket, confirmed by `show proc`.
  *
  * - Newest wins, never older: a config is taken only if its key sorts after the running one's.
+ *   A key named by a ping is only a hint: when it cannot be fetched (or its sha256 differs from
+ *   the ping's), the store is listed as without a ping, and nothing is recorded against that key.
  * - Never lose the last good config (invariant 3): nothing reaches haproxy.cfg before it passed
  *   `haproxy -c`, and when a reload or start fails the previous file is put back, so that the
- *   file always describes what runs and a later reload or restart cannot pick up a failure.
- *   (Endpoint-only changes go live before the check: see applyThroughRuntime.)
+ *   file always describes a config that passed and a later reload or restart cannot pick up a
+ *   failure. (Endpoint-only changes go live before the check: see applyThroughRuntime.)
  * - A failed config is retried only when a newer one appears or its backoff expires.
- * - At most one pull in flight; requests during it fold into one more pull after it.
+ * - At most one pull in flight; requests during it fold into one more pull after it. The check
+ *   of an endpoint-only change runs in the background: a following change is pulled and applied
+ *   meanwhile, and the check of the newest live config follows (see validate()).
  * - Reloads are at least minReloadIntervalMs apart; a config waiting for its slot gives way to
  *   a newer one published meanwhile.
  */
@@ -67,6 +72,27 @@ interface Running {
   revision: string | null;
 }
 
+/** Endpoint-only changes live through the runtime API whose `haproxy -c` has not passed yet. */
+interface Unvalidated {
+  config: StoredConfig;
+  /** When its pull ended (apply duration). */
+  t0: number;
+}
+
+/** A background `haproxy -c` of a config already live through the runtime API. */
+interface Validation {
+  config: StoredConfig;
+  t0: number;
+  abort: AbortController;
+  /** Settles (never rejects) with the check's verdict. */
+  done: Promise<CheckVerdict>;
+  settled: boolean;
+  /** A structural config was written over it: its verdict no longer matters. */
+  cancelled: boolean;
+}
+
+type CheckVerdict = { ok: true } | { ok: false; stage: AgentError["stage"]; message: string };
+
 interface Failure {
   key: string;
   attempts: number;
@@ -84,7 +110,16 @@ export interface ApplierStatus {
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export class Applier {
+  /** What HAProxy runs (runtime API changes included); null until a config is known. */
   private current: Running | null = null;
+  /** What haproxy.cfg holds: always a config that passed `haproxy -c` (or the file found at start). */
+  private onDisk: Running | null = null;
+  /** Newest config live through the runtime API but not yet checked and written. */
+  private unvalidated: Unvalidated | null = null;
+  private validation: Validation | null = null;
+  /** The newest key an authenticated ping named, not yet looked at. */
+  private hint: { key: string; sha256: string } | null = null;
+  private wakers: Array<() => void> = [];
   private started = false;
   private state: AgentState;
   private failure: Failure | null = null;
@@ -99,7 +134,7 @@ export class Applier {
     if (o.disk !== null) {
       const sha = sha256(o.disk);
       const known = o.saved.applied?.sha256 === sha ? o.saved.applied : null;
-      this.current = { text: o.disk, sha256: sha, key: known?.key ?? null, revision: known?.revision ?? null };
+      this.current = this.onDisk = { text: o.disk, sha256: sha, key: known?.key ?? null, revision: known?.revision ?? null };
       applied = known;
       if (!known) o.log.warn({ configPath: o.configPath, sha256: sha }, "the config on disk is not the one last recorded (stopped between write and record?): the newest published config decides");
     }
@@ -132,18 +167,25 @@ export class Applier {
    */
   sync(): Promise<void> {
     if (this.stopped) return Promise.resolve();
+    this.pending = true;
     if (this.inFlight) {
-      this.pending = true;
+      // The loop may be waiting for a background check only: wake it to pull now.
+      for (const wake of this.wakers.splice(0)) wake();
       return this.inFlight;
     }
     this.inFlight = this.drain().finally(() => (this.inFlight = undefined));
     return this.inFlight;
   }
 
-  /** A ping named `key`: pull unless that config (or a newer one) already runs. Returns at once. */
-  notify(key: string): "pulling" | "current" {
-    trace("agent", "notify", { key, busy: this.inFlight !== undefined });
+  /**
+   * A ping named `key` (with its sha256): pull unless that config (or a newer one) already runs.
+   * The key is fetched directly, without listing the store, if it sorts after the running one.
+   * Returns at once.
+   */
+  notify(key: string, sha256?: string): "pulling" | "current" {
+    trace("agent", "notify", { key, busy: this.inFlight !== undefined && this.pulling });
     if (this.current?.key && key <= this.current.key) return "current";
+    if (sha256 !== undefined && (this.hint === null || key > this.hint.key)) this.hint = { key, sha256 };
     void this.sync();
     return "pulling";
   }
@@ -154,21 +196,67 @@ export class Applier {
     while (this.inFlight) await this.inFlight;
   }
 
+  /** True while a pull or an apply runs (not merely a background check). */
+  private pulling = false;
+
+  /**
+   * Pulls while asked to; between pulls, waits for the background check of the live runtime
+   * changes, or for a new request, whichever comes first. On stop, the check in flight is
+   * still finished, so that the file matches what runs.
+   */
   private async drain(): Promise<void> {
-    do {
-      this.pending = false;
-      try {
-        await this.cycle();
-        await this.ensureStarted();
-      } catch (err) {
-        // Every expected failure is recorded where it happens; this is a bug, but the loop must go on.
-        this.o.log.error({ err }, "unexpected error while applying a config");
+    for (;;) {
+      if (this.pending && !this.stopped) {
+        this.pending = false;
+        this.pulling = true;
+        try {
+          await this.cycle();
+          await this.ensureStarted();
+        } catch (err) {
+          // Every expected failure is recorded where it happens; this is a bug, but the loop must go on.
+          this.o.log.error({ err }, "unexpected error while applying a config");
+        } finally {
+          this.pulling = false;
+        }
+        continue;
       }
-    } while (this.pending && !this.stopped);
+      const v = this.validation;
+      if (!v) return;
+      if (!v.settled && !this.stopped) {
+        await Promise.race([v.done, new Promise<void>((r) => this.wakers.push(r))]);
+        continue;
+      }
+      try {
+        await this.finishValidation(v);
+      } catch (err) {
+        this.o.log.error({ err }, "unexpected error while finishing a config check");
+      }
+    }
   }
 
   private backingOff(): boolean {
     return this.failure !== null && Date.now() < this.failure.retryAt;
+  }
+
+  /**
+   * The config a ping named, by one GET, if its key sorts after `afterKey`; undefined when there
+   * is none or it cannot be had (the caller lists the store instead): a bogus or vanished key
+   * in a ping costs one failed GET, never a recorded failure or a backoff.
+   */
+  private async fetchHinted(afterKey: string | null): Promise<StoredConfig | undefined> {
+    const hint = this.hint;
+    this.hint = null;
+    if (hint === null || (afterKey !== null && hint.key <= afterKey)) return undefined;
+    try {
+      const config = await this.o.store.get(hint.key);
+      if (config.sha256 !== hint.sha256) throw new Error(`its sha256 is ${config.sha256}, the ping said ${hint.sha256}`);
+      this.o.metrics.notifiedPulls.inc({ result: "fetched" });
+      return config;
+    } catch (err) {
+      this.o.metrics.notifiedPulls.inc({ result: "fallback" });
+      this.o.log.warn({ key: hint.key, err: message(err) }, "cannot fetch the config a ping named; listing the store instead");
+      return undefined;
+    }
   }
 
   private async cycle(): Promise<void> {
@@ -176,6 +264,13 @@ export class Applier {
     const afterKey = this.backingOff() ? this.failure!.key : (this.current?.key ?? null);
     const stopTimer = metrics.pullSeconds.startTimer();
     trace("agent", "pull.start");
+    const hinted = await this.fetchHinted(afterKey);
+    if (hinted) {
+      metrics.pulls.inc({ result: "new" });
+      stopTimer();
+      trace("agent", "pull.end", { key: hinted.key, via: "ping" });
+      return this.take(hinted);
+    }
     let newest;
     try {
       [newest] = await store.history({ limit: 1 });
@@ -201,10 +296,20 @@ export class Applier {
     }
     metrics.pulls.inc({ result: "new" });
     stopTimer();
-    trace("agent", "pull.end", { key: config.key });
+    trace("agent", "pull.end", { key: config.key, via: "list" });
+    return this.take(config);
+  }
+
+  private async take(config: StoredConfig): Promise<void> {
     if (this.stopped) return;
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
-    if (config.sha256 === this.current?.sha256) return this.succeed(config, "unchanged", performance.now());
+    if (config.sha256 === this.current?.sha256) {
+      if (!this.unvalidated) return this.succeed(config, "unchanged", performance.now());
+      // Live but not yet checked: recorded under this key once its check passes.
+      this.current = { ...this.current, key: config.key, revision: config.revision };
+      this.unvalidated = { config, t0: performance.now() };
+      return this.validate();
+    }
     await this.apply(config);
   }
 
@@ -232,58 +337,117 @@ export class Applier {
 
   /** `haproxy -c`; false (failure recorded) when HAProxy rejects the config or cannot be run. */
   private async check(config: StoredConfig): Promise<boolean> {
+    const verdict = await this.verdict(config);
+    if (!verdict.ok) await this.fail(verdict.stage, config.key, verdict.message);
+    return verdict.ok;
+  }
+
+  /** `haproxy -c` and the node's own preconditions, nothing recorded. Never rejects. */
+  private async verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
     const { configPath, haproxyBin, log } = this.o;
     // HAProxy expands an unset variable to "": the stats page would take an empty password.
     if (config.config.includes("${SERVICELB_STATS_PASSWORD}") && !process.env.SERVICELB_STATS_PASSWORD) {
-      await this.fail("check", config.key, "the config protects the stats page (--stats-user) but SERVICELB_STATS_PASSWORD is not set for HAProxy on this node");
-      return false;
+      return { ok: false, stage: "check", message: "the config protects the stats page (--stats-user) but SERVICELB_STATS_PASSWORD is not set for HAProxy on this node" };
     }
     let check;
     try {
-      check = await checkConfig(config.config, { haproxyBin, workDir: dirname(configPath) });
+      check = await checkConfig(config.config, { haproxyBin, workDir: dirname(configPath), signal });
     } catch (err) {
-      await this.fail("check", config.key, message(err));
-      return false;
+      return { ok: false, stage: "check", message: message(err) };
     }
-    if (!check.ok) {
-      await this.fail("check", config.key, `haproxy -c rejected the config: ${check.errors.join("; ")}`);
-      return false;
-    }
+    if (!check.ok) return { ok: false, stage: "check", message: `haproxy -c rejected the config: ${check.errors.join("; ")}` };
     if (check.warnings.length > 0) log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
-    return true;
+    return { ok: true };
   }
 
   /**
-   * Only server slots changed: the new config is the running (validated) one with other literal
-   * addresses, each checked by diffConfigs' grammar, setServerAddr and HAProxy's runtime API. So
-   * the slots change first, which is what makes an endpoint change take effect in milliseconds
-   * instead of after `haproxy -c` (a quarter of a second at 1,000 Services); the file is written
-   * only once `haproxy -c` agrees, and should it not, the slots are changed back.
+   * Only server slots changed: the new config is the running one with other literal addresses,
+   * each checked by diffConfigs' grammar, setServerAddr and HAProxy's runtime API. So the slots
+   * change first, which is what makes an endpoint change take effect in milliseconds instead of
+   * after `haproxy -c` (a quarter of a second at 1,000 Services); the check then runs in the
+   * background (validate()), the file is written only once `haproxy -c` agrees, and should it
+   * not, the slots are changed back to the file's config.
    */
   private async applyThroughRuntime(socket: string, running: Running, config: StoredConfig, changes: ServerChange[], t0: number): Promise<void> {
-    const { configPath, log, metrics } = this.o;
-    const undo = async () => {
-      const back = diffConfigs(config.config, running.text);
-      if (back.kind === "runtime") await this.applyRuntime(socket, back.changes).catch((e: unknown) => log.error({ err: message(e) }, "cannot undo the runtime changes; the next reload restores the file's config"));
-    };
+    const { log, metrics } = this.o;
     try {
       await this.applyRuntime(socket, changes);
       trace("agent", "runtime.done", { key: config.key, changes: changes.length });
     } catch (err) {
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
-      await undo();
+      await this.undoRuntime(socket, config.config, running.text);
       return this.checkThenActivate(config, t0);
     }
-    if (!(await this.check(config))) return undo();
-    trace("agent", "check.done", { key: config.key });
-    try {
-      await writeFileAtomic(configPath, config.config);
-    } catch (err) {
-      await undo();
-      return this.fail("apply", config.key, `cannot write ${configPath}: ${message(err)}`);
-    }
     metrics.runtimeServerChanges.inc(changes.length);
-    await this.succeed(config, "runtime", t0);
+    this.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
+    this.unvalidated = { config, t0 };
+    this.validate();
+  }
+
+  /** Puts the slots of `fromText` (live) back to those of `toText`. */
+  private async undoRuntime(socket: string, fromText: string, toText: string): Promise<void> {
+    const back = diffConfigs(fromText, toText);
+    if (back.kind !== "runtime") {
+      this.o.log.error({ reason: back.kind === "reload" ? back.reason : "identical" }, "cannot undo the runtime changes; the next reload restores the file's config");
+      return;
+    }
+    await this.applyRuntime(socket, back.changes).catch((e: unknown) => this.o.log.error({ err: message(e) }, "cannot undo the runtime changes; the next reload restores the file's config"));
+  }
+
+  /**
+   * Starts `haproxy -c` of the newest unvalidated live config, unless a check runs already (the
+   * loop checks the newest one after it: coalescing). The verdict is acted on in the apply loop
+   * (finishValidation), never concurrently with a pull or an apply.
+   */
+  private validate(): void {
+    const u = this.unvalidated;
+    if (!u || this.validation) return;
+    const abort = new AbortController();
+    const v: Validation = {
+      config: u.config,
+      t0: u.t0,
+      abort,
+      settled: false,
+      cancelled: false,
+      done: this.verdict(u.config, abort.signal).then((r) => {
+        v.settled = true;
+        return r;
+      }),
+    };
+    this.validation = v;
+  }
+
+  /** Acts on a background check's verdict: write and record the config, or undo it. */
+  private async finishValidation(v: Validation): Promise<void> {
+    const { configPath, log } = this.o;
+    const verdict = await v.done;
+    if (this.validation === v) this.validation = null;
+    if (v.cancelled) return this.validate();
+    if (this.unvalidated?.config === v.config) this.unvalidated = null;
+    let failed: CheckVerdict = verdict;
+    if (verdict.ok) {
+      trace("agent", "check.done", { key: v.config.key });
+      try {
+        await writeFileAtomic(configPath, v.config.config);
+      } catch (err) {
+        failed = { ok: false, stage: "apply", message: `cannot write ${configPath}: ${message(err)}` };
+      }
+    }
+    if (failed.ok) {
+      await this.succeed(v.config, "runtime", v.t0);
+      return this.validate();
+    }
+    // Rejected: back to the file's config, whatever was applied on top of the rejected one meanwhile.
+    const socket = this.onDisk && statsSocketOf(this.onDisk.text);
+    const live = this.current;
+    if (socket && live && this.onDisk && live !== this.onDisk) await this.undoRuntime(socket, live.text, this.onDisk.text);
+    const newerWasLive = this.unvalidated !== null;
+    if (newerWasLive) log.warn({ key: this.unvalidated!.config.key }, "undone with the rejected config it was applied on; it is pulled again");
+    this.current = this.onDisk;
+    this.unvalidated = null;
+    await this.fail(failed.stage, v.config.key, failed.message);
+    // A newer config was live on top of the rejected one: pull it again (it sorts after the failure).
+    if (newerWasLive) this.pending = true;
   }
 
   /**
@@ -316,9 +480,19 @@ export class Applier {
   /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */
   private async activate(config: StoredConfig, t0: number, serverState: string | null): Promise<void> {
     const { configPath, haproxy, metrics, log } = this.o;
-    const previous = this.current;
+    // The file is put back to this on failure: the last config that passed, not unchecked runtime changes.
+    const previous = this.onDisk;
     const stateFile = serverStateFileOf(config.config);
     if (stateFile && serverState !== null) await this.writeServerState(stateFile, serverState);
+    // This config replaces the live runtime changes: their check no longer matters.
+    const superseded = this.unvalidated;
+    const v = this.validation;
+    if (v) {
+      v.cancelled = true;
+      v.abort.abort();
+      this.validation = null;
+    }
+    this.unvalidated = null;
     let how: "start" | "reload";
     try {
       await writeFileAtomic(configPath, config.config);
@@ -340,6 +514,11 @@ export class Applier {
       }
     } catch (err) {
       if (previous) await writeFileAtomic(configPath, previous.text).catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
+      // The previous worker keeps serving, with its unchecked runtime changes: check them again.
+      if (superseded && this.current?.sha256 === superseded.config.sha256) {
+        this.unvalidated = superseded;
+        this.validate();
+      }
       return this.fail("apply", config.key, message(err));
     } finally {
       if (stateFile) await this.writeServerState(stateFile, EMPTY_SERVER_STATE);
@@ -397,7 +576,10 @@ export class Applier {
     lastError: AgentError | null = null,
   ): Promise<void> {
     const { metrics, log } = this.o;
-    this.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
+    const running: Running = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
+    // A runtime config became live when applied; a newer one may be live by the time its check passed.
+    if (how !== "runtime") this.current = running;
+    this.onDisk = how === "runtime" && this.current?.sha256 === running.sha256 && this.current.key === running.key ? this.current : running;
     this.failure = null;
     const applied: AppliedConfig = { key: config.key, sha256: config.sha256, revision: config.revision, appliedAt: new Date().toISOString(), how };
     const ms = performance.now() - t0;

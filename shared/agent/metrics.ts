@@ -6,6 +6,7 @@ export interface AgentMetrics {
   appliedRevision: Gauge;
   appliedTimestamp: Gauge;
   pulls: Counter<"result">;
+  notifiedPulls: Counter<"result">;
   reloads: Counter;
   reloadFailures: Counter;
   runtimeUpdates: Counter;
@@ -29,6 +30,12 @@ export function createAgentMetrics(): AgentMetrics {
     appliedRevision: new Gauge({ name: "servicelb_agent_applied_revision", help: "Snapshot revision of the config HAProxy runs (0: unknown)", registers }),
     appliedTimestamp: new Gauge({ name: "servicelb_agent_applied_timestamp_seconds", help: "When the running config was applied", registers }),
     pulls: new Counter({ name: "servicelb_agent_pulls_total", help: "Looks at the store for a newer config, by result (new, none, failed)", labelNames: ["result"], registers }),
+    notifiedPulls: new Counter({
+      name: "servicelb_agent_notified_pulls_total",
+      help: "Configs fetched by the key a ping named, without listing the store (fetched), or not to be had that way (fallback: the store was listed)",
+      labelNames: ["result"],
+      registers,
+    }),
     reloads: new Counter({ name: "servicelb_agent_reloads_total", help: "HAProxy reloads through the master socket", registers }),
     reloadFailures: new Counter({ name: "servicelb_agent_reload_failures_total", help: "Reloads HAProxy reported failed or did not confirm; the previous config kept serving", registers }),
     runtimeUpdates: new Counter({ name: "servicelb_agent_runtime_updates_total", help: "Configs applied through the runtime API without a reload", registers }),

@@ -12,6 +12,8 @@ export interface CheckOptions {
   /** Where the temporary config is written; put it beside the live config so relative paths resolve alike. */
   workDir?: string;
   timeoutMs?: number;
+  /** Kills the check (e.g. its config was superseded); checkConfig then rejects with an AbortError. */
+  signal?: AbortSignal;
 }
 
 interface RunResult {
@@ -20,9 +22,10 @@ interface RunResult {
   stderr: string;
 }
 
-function run(bin: string, args: string[], timeoutMs: number): Promise<RunResult> {
+function run(bin: string, args: string[], timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, signal }, (err, stdout, stderr) => {
+      if (signal?.aborted) return reject(signal.reason instanceof Error ? signal.reason : new DOMException("haproxy -c aborted", "AbortError"));
       // execFile reports an exit status as a numeric code, a failure to run as a string code.
       const code = (err as (Error & { code?: number | string; killed?: boolean }) | null)?.code;
       if (!err) resolve({ code: 0, stdout, stderr });
@@ -56,12 +59,13 @@ function messages(output: string, level: "ALERT" | "WARNING"): string[] {
 }
 
 /** `haproxy -c` on a config text. A missing binary or a hung check throws: those are not verdicts on the config. */
-export async function checkConfig(text: string | Uint8Array, { haproxyBin = "haproxy", workDir, timeoutMs = 30_000 }: CheckOptions = {}): Promise<CheckResult> {
+export async function checkConfig(text: string | Uint8Array, { haproxyBin = "haproxy", workDir, timeoutMs = 30_000, signal }: CheckOptions = {}): Promise<CheckResult> {
+  signal?.throwIfAborted();
   const dir = await mkdtemp(join(workDir ?? tmpdir(), "haproxy-check-"));
   const file = join(dir, "haproxy.cfg");
   try {
     await writeFile(file, text);
-    const r = await run(haproxyBin, ["-c", "-f", file], timeoutMs);
+    const r = await run(haproxyBin, ["-c", "-f", file], timeoutMs, signal);
     // Messages name the temporary file; report it as plain "haproxy.cfg" so errors read the same every time.
     const output = `${r.stderr}${r.stdout}`.split(file).join("haproxy.cfg");
     if (r.code === 0) return { ok: true, warnings: messages(output, "WARNING") };

@@ -1,0 +1,314 @@
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { HaproxyProcess } from "../../shared/adapters/haproxy/process.js";
+import type { ObjectStore } from "../../shared/adapters/object-store.js";
+import type { Agent } from "../../shared/agent/agent.js";
+import { count, echoPods, testNode, web, type Echo, type Node } from "../support/agent.js";
+import { requireHaproxy } from "../support/haproxy.js";
+import { waitFor } from "../support/net.js";
+import { startS3, type TestS3 } from "../support/s3.js";
+
+// The agent's fast paths against a real HAProxy and s3rver: the key a ping names is fetched
+// without listing the store, and an endpoint change does not wait for the previous one's
+// `haproxy -c`. A wrapper around haproxy holds (or fails) the checks of chosen configs, so the
+// order of events is forced rather than timed.
+
+const A = "127.0.0.2";
+const B = "127.0.0.3";
+const C = "127.0.0.4";
+
+let s3: TestS3;
+let pods: Echo;
+const cleanups: Array<() => Promise<void> | void> = [];
+
+beforeAll(async () => {
+  requireHaproxy();
+  s3 = await startS3();
+  pods = await echoPods({ [A]: "A", [B]: "B", [C]: "C" });
+});
+
+afterAll(async () => {
+  await pods?.close();
+  await s3?.stop();
+});
+
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function node(): Promise<Node> {
+  const n = await testNode(s3);
+  cleanups.push(() => n.cleanup());
+  return n;
+}
+
+async function start(n: Node, extra: Record<string, unknown> = {}, deps = {}): Promise<Agent> {
+  const agent = await n.start(extra, deps);
+  cleanups.push(() => agent.stop());
+  return agent;
+}
+
+function served(n: Node, path: string, by: string) {
+  return waitFor(`${path} served by ${by}`, async () => {
+    const r = await n.get(path);
+    return r.status === 200 && r.body.startsWith(`${by} `) ? r : undefined;
+  });
+}
+
+async function answering(n: Node, path: string, times = 12): Promise<string[]> {
+  const seen = new Set<string>();
+  for (let i = 0; i < times; i++) seen.add((await n.get(path)).body.split(" ")[0]!);
+  return [...seen].sort();
+}
+
+const appliedKey = (agent: Agent, key: string) => waitFor(`applied ${key}`, async () => (agent.status().applied?.key === key ? true : undefined));
+
+/** The node's store, counting how often it is listed. */
+function countingStore(store: ObjectStore): { store: ObjectStore; lists: () => number; gets: () => number } {
+  let lists = 0;
+  let gets = 0;
+  return {
+    store: {
+      ...store,
+      history: (o) => {
+        lists++;
+        return store.history(o);
+      },
+      get: (key) => {
+        gets++;
+        return store.get(key);
+      },
+    },
+    lists: () => lists,
+    gets: () => gets,
+  };
+}
+
+/**
+ * `haproxy` for the agent, except that `haproxy -c` of a config naming `address` waits while the
+ * file `<dir>/hold` exists, and fails (as HAProxy would on a bad config) while `<dir>/reject`
+ * exists. Each check of such a config is logged to `<dir>/checks`.
+ */
+function checkGate(dir: string, address: string) {
+  const bin = join(dir, "haproxy-gated");
+  const hold = join(dir, "hold");
+  const reject = join(dir, "reject");
+  writeFileSync(
+    bin,
+    `#!/bin/sh
+if [ "$1" = "-c" ] && grep -q ' ${address}:' "$3"; then
+  echo check >> '${join(dir, "checks")}'
+  while [ -e '${hold}' ]; do sleep 0.02; done
+  if [ -e '${reject}' ]; then
+    echo "[ALERT]    (1) : config : the test's gate rejects ${address}" >&2
+    exit 1
+  fi
+fi
+exec haproxy "$@"
+`,
+  );
+  chmodSync(bin, 0o755);
+  return {
+    bin,
+    hold: () => writeFileSync(hold, ""),
+    release: () => rmSync(hold, { force: true }),
+    reject: () => writeFileSync(reject, ""),
+    checks: () => (existsSync(join(dir, "checks")) ? readFileSync(join(dir, "checks"), "utf8").split("\n").filter(Boolean).length : 0),
+  };
+}
+
+
+describe("the key a ping names", () => {
+  it("is fetched with one GET, without listing the store", async () => {
+    const n = await node();
+    await n.publish(web("web", pods.port, [A]), 100);
+    const counted = countingStore(n.store);
+    const agent = await start(n, {}, { store: counted.store });
+    const listsAtStart = counted.lists();
+
+    const moved = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, moved);
+    await appliedKey(agent, moved.key);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    const structural = await n.publish([...web("web", pods.port, [B]), ...web("api", pods.port, [C])], 120);
+    await n.notify(agent, structural);
+    await appliedKey(agent, structural.key);
+    await served(n, "/api/", "C");
+
+    expect(counted.lists()).toBe(listsAtStart);
+    expect(await count(agent.metrics.notifiedPulls, { result: "fetched" })).toBe(2);
+    expect(await count(agent.metrics.notifiedPulls, { result: "fallback" })).toBe(0);
+  });
+
+  it("falls back to listing on a bogus, foreign or mismatched key, records nothing against it, and ignores stale keys", async () => {
+    const n = await node();
+    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const counted = countingStore(n.store);
+    const agent = await start(n, {}, { store: counted.store });
+
+    // Well-formed, sorts after every real key, not in the store.
+    const bogus = { key: `${n.prefix}/configs/00000000009999999999-0123456789abcdef.cfg`, sha256: "0".repeat(64) };
+    const lists = counted.lists();
+    expect(await n.notify(agent, bogus)).toMatchObject({ status: 202 });
+    await waitFor("the fallback listing", async () => (counted.lists() > lists ? true : undefined));
+    await waitFor("the fallback counted", async () => ((await count(agent.metrics.notifiedPulls, { result: "fallback" })) === 1 ? true : undefined));
+    expect(agent.status()).toMatchObject({ applied: { key: first.key }, lastError: null, backoff: null });
+
+    // A real config whose key sorts before the bogus one is still applied at once.
+    const next = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, next);
+    await appliedKey(agent, next.key);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+
+    // The ping's sha256 differs from the stored config's: listed instead, and the store's own verified config applied.
+    const third = await n.publish(web("web", pods.port, [C]), 120);
+    await n.notify(agent, { key: third.key, sha256: "f".repeat(64) });
+    await appliedKey(agent, third.key);
+    expect(await count(agent.metrics.notifiedPulls, { result: "fallback" })).toBe(2);
+
+    // Another prefix (not this store's), sorting after this one: listed instead.
+    const fourth = await n.publish(web("web", pods.port, [A]), 130);
+    await n.notify(agent, { key: fourth.key.replace(n.prefix, "zz-elsewhere"), sha256: fourth.sha256 });
+    await appliedKey(agent, fourth.key);
+
+    // A stale key: nothing to do.
+    const gets = counted.gets();
+    const listsBefore = counted.lists();
+    const stale = await n.notify(agent, first);
+    expect(JSON.parse(stale.body)).toMatchObject({ action: "current" });
+    expect([counted.gets(), counted.lists()]).toEqual([gets, listsBefore]);
+    expect(agent.status()).toMatchObject({ applied: { key: fourth.key }, lastError: null, backoff: null });
+    expect(await count(agent.metrics.applyFailures)).toBe(0);
+  });
+});
+
+describe("endpoint changes while the previous one is checked", () => {
+  it("serves a follow-up change before the previous change's haproxy -c has finished; writes each only after its check", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin });
+    const firstText = readFileSync(n.configPath, "utf8");
+    const before = await n.reloads();
+
+    gate.hold();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
+    // Live through the runtime API, but neither recorded nor written until haproxy -c agrees.
+    expect(agent.status().applied?.key).toBe(first.key);
+    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
+
+    // The next change does not wait for that check.
+    const toBC = await n.publish(web("web", pods.port, [B, C]), 120);
+    await n.notify(agent, toBC);
+    await waitFor("B and C serving", async () => ((await answering(n, "/web/")).join() === "B,C" ? true : undefined));
+    expect(agent.status().applied?.key).toBe(first.key);
+    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
+
+    gate.release();
+    await appliedKey(agent, toBC.key);
+    expect(agent.status()).toMatchObject({ applied: { how: "runtime" }, lastError: null });
+    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toBC.key)).config);
+    expect(await count(agent.metrics.runtimeUpdates)).toBe(2);
+    expect(await n.reloads()).toBe(before);
+  });
+
+  it("undoes a change whose background check fails, with the change applied on top of it, then re-applies the newer one", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin });
+    const firstText = readFileSync(n.configPath, "utf8");
+    const before = await n.reloads();
+
+    // Only B's configs are rejected; C's on top of B is fine by itself.
+    gate.hold();
+    gate.reject();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    const toC = await n.publish(web("web", pods.port, [C]), 120);
+    await n.notify(agent, toC);
+    await served(n, "/web/", "C");
+
+    gate.release();
+    await appliedKey(agent, toC.key);
+    expect(await answering(n, "/web/")).toEqual(["C"]);
+    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toC.key)).config);
+    expect(await count(agent.metrics.applyFailures, { stage: "check" })).toBe(1);
+    expect(await n.reloads()).toBe(before);
+    expect(firstText).not.toBe(readFileSync(n.configPath, "utf8"));
+  });
+
+  it("undoes a lone change whose background check fails and keeps the last good file", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin });
+    const firstText = readFileSync(n.configPath, "utf8");
+
+    gate.hold();
+    gate.reject();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    gate.release();
+    const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
+    expect(err).toMatchObject({ stage: "check", key: toB.key, message: expect.stringContaining("gate rejects") });
+    expect(agent.status()).toMatchObject({ applied: { key: first.key }, backoff: { key: toB.key } });
+    expect(await answering(n, "/web/")).toEqual(["A"]);
+    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
+  });
+
+  it("lets a structural change supersede a change still in its check: the reload runs the new file", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin });
+    const before = await n.reloads();
+
+    gate.hold();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    // Without B: its check is not held.
+    const structural = await n.publish([...web("web", pods.port, [C]), ...web("api", pods.port, [A])], 120);
+    await n.notify(agent, structural);
+    await appliedKey(agent, structural.key);
+    await served(n, "/api/", "A");
+    expect(await answering(n, "/web/")).toEqual(["C"]);
+    expect(agent.status()).toMatchObject({ applied: { how: "reload" }, lastError: null });
+    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(structural.key)).config);
+    expect(await n.reloads()).toBe(before + 1);
+    gate.release();
+    // B's check was abandoned: nothing recorded for it, nothing written.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(agent.status()).toMatchObject({ applied: { key: structural.key }, lastError: null });
+    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(structural.key)).config);
+  });
+});
+
+describe("reload confirmation", () => {
+  it("confirms a reload by show proc (count up, failed 0) and reports a failed one, now polled every 10 ms", async () => {
+    const n = await node();
+    await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n);
+    await agent.stop();
+    // The agent left a valid config on disk; drive HAProxy directly.
+    const proc = new HaproxyProcess({ configPath: n.configPath, masterSocket: n.masterSocket, stopGraceMs: 2000, killGraceMs: 2000 });
+    await proc.start();
+    cleanups.push(() => proc.stop());
+    const ok = await proc.reload();
+    expect(ok).toMatchObject({ ok: true, reloadsAfter: ok.reloadsBefore + 1 });
+    expect(ok.status.master.failedReloads).toBe(0);
+    const good = readFileSync(n.configPath, "utf8");
+    writeFileSync(n.configPath, `${good}\nbackend broken\n    nosuchdirective on\n`);
+    const failed = await proc.reload();
+    expect(failed).toMatchObject({ ok: false, reloadsAfter: failed.reloadsBefore + 1 });
+    writeFileSync(n.configPath, good);
+    expect(await proc.reload()).toMatchObject({ ok: true });
+  });
+});
