@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent as HttpAgent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -190,8 +190,10 @@ async function main(): Promise<void> {
   try {
     await publish(web("web", pods.port, [A]));
     const entry = join(fileURLToPath(new URL(".", import.meta.url)), "..", "functions", "agent.js");
+    // HAProxy's health-check and reload chatter about 16,000 servers would bury the tables.
+    const agentLog = openSync(join(tmpdir(), "bench-agent.log"), "w");
     agent = spawn(process.execPath, [entry], {
-      stdio: ["ignore", "ignore", "inherit"],
+      stdio: ["ignore", "ignore", agentLog],
       env: {
         PATH: process.env.PATH,
         LOG_LEVEL: "warn",
@@ -210,6 +212,7 @@ async function main(): Promise<void> {
         ...(process.env.SERVICELB_TRACE_FILE ? { SERVICELB_TRACE_FILE: process.env.SERVICELB_TRACE_FILE } : {}),
       },
     });
+    closeSync(agentLog);
     const startedAt = performance.now();
     await waitUntil("the agent to serve", async () => (await fetch(`${agentUrl}/healthz`)).status === 200);
     const startMs = performance.now() - startedAt;
@@ -344,6 +347,7 @@ async function main(): Promise<void> {
       ),
     );
     console.log(`\np50/p99 are nearest-rank over ${iterations} samples each (p99 of fewer than 100 samples is the largest).`);
+    console.log(`The agent's and HAProxy's logs of this run: ${join(tmpdir(), "bench-agent.log")}`);
   } finally {
     if (agent && agent.exitCode === null && agent.signalCode === null) {
       // SIGTERM, not SIGKILL: the agent must take its HAProxy down with it.
