@@ -86,8 +86,13 @@ interface MainView {
   check_interval: string;
 }
 
-/** True when the main template only prints each section (`{{ backends }}`), never tests or filters it. */
+/**
+ * True when the main template only prints each section (`{{ backends }}`), never tests or filters
+ * it. Captured output could hold a printed section and be tested afterwards, so a template that
+ * captures anything is never plain.
+ */
 function slotsArePlain(source: string): boolean {
+  if (/\{%-?\s*(capture|liquid)\b/.test(source)) return false;
   return SLOTS.every((slot) => {
     const uses = source.match(new RegExp(`\\b${slot}\\b`, "g"))?.length ?? 0;
     const prints = source.match(new RegExp(`\\{\\{-?\\s*${slot}\\s*-?\\}\\}`, "g"))?.length ?? 0;

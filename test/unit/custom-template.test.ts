@@ -38,4 +38,17 @@ describe("--template", () => {
     expect(Number(marker?.[1])).toBe(config.length - marker!.index - marker![0].length);
     expect(config.replace(marker![0], "")).toBe(expected);
   });
+
+  it("gives captured output the section's text", () => {
+    const builtin = readFileSync(join(BUILTIN_TEMPLATE_DIR(), "haproxy.cfg.liquid"), "utf8");
+    const custom = builtin.replace("{{ backends }}", '{% capture all %}{{ backends }}{% endcapture %}{% if all contains "server s1 " %}# has servers\n{% endif %}{{ all }}');
+    expect(custom).not.toBe(builtin);
+    const own = mkdtempSync(join(dir, "captured-"));
+    const main = join(own, "haproxy.cfg.liquid");
+    writeFileSync(main, custom);
+    const expected = new RenderContext(parseRenderOptions({})).render(demo).config;
+    const config = new RenderContext(parseRenderOptions({}), { template: main }).render(demo).config;
+    expect(config.replace("# has servers\n", "")).toBe(expected);
+    expect(config).toContain("# has servers\n");
+  });
 });
