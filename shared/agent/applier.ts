@@ -239,6 +239,18 @@ export class Applier {
   }
 
   /**
+   * Only a key after this one may be taken: the running config's, or the failed one's while it
+   * backs off when that is newer (invariant 1: a config running through the runtime API moves
+   * `current` past a failure without clearing it, so the failure alone is not enough).
+   */
+  private afterKey(): string | null {
+    const running = this.current?.key ?? null;
+    const failed = this.backingOff() ? this.failure!.key : null;
+    if (running === null) return failed;
+    return failed !== null && failed > running ? failed : running;
+  }
+
+  /**
    * The config a ping named, by one GET, if its key sorts after `afterKey`; undefined when there
    * is none or it cannot be had (the caller lists the store instead): a bogus or vanished key
    * in a ping costs one failed GET, never a recorded failure or a backoff.
@@ -247,6 +259,9 @@ export class Applier {
     const hint = this.hint;
     this.hint = null;
     if (hint === null || (afterKey !== null && hint.key <= afterKey)) return undefined;
+    // The running config has no key (none yet, or a file on disk the agent cannot name): any key
+    // could be older than it, so only the listing's newest decides.
+    if (this.current?.key == null) return undefined;
     try {
       const config = await this.o.store.get(hint.key);
       if (config.sha256 !== hint.sha256) throw new Error(`its sha256 is ${config.sha256}, the ping said ${hint.sha256}`);
@@ -261,7 +276,7 @@ export class Applier {
 
   private async cycle(): Promise<void> {
     const { store, metrics } = this.o;
-    const afterKey = this.backingOff() ? this.failure!.key : (this.current?.key ?? null);
+    const afterKey = this.afterKey();
     const stopTimer = metrics.pullSeconds.startTimer();
     trace("agent", "pull.start");
     const hinted = await this.fetchHinted(afterKey);
@@ -302,6 +317,12 @@ export class Applier {
 
   private async take(config: StoredConfig): Promise<void> {
     if (this.stopped) return;
+    // Newest wins, never older (invariant 1), whatever path brought the config here.
+    const runningKey = this.current?.key ?? null;
+    if (runningKey !== null && config.key <= runningKey) {
+      trace("agent", "take.stale", { key: config.key, running: runningKey });
+      return;
+    }
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
     if (config.sha256 === this.current?.sha256) {
       if (!this.unvalidated) return this.succeed(config, "unchanged", performance.now());

@@ -1,9 +1,10 @@
-import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { HaproxyProcess } from "../../shared/adapters/haproxy/process.js";
 import type { ObjectStore } from "../../shared/adapters/object-store.js";
 import type { Agent } from "../../shared/agent/agent.js";
+import { stateFilePath } from "../../shared/agent/options.js";
 import { count, echoPods, testNode, web, type Echo, type Node } from "../support/agent.js";
 import { requireHaproxy } from "../support/haproxy.js";
 import { waitFor } from "../support/net.js";
@@ -82,6 +83,40 @@ function countingStore(store: ObjectStore): { store: ObjectStore; lists: () => n
     },
     lists: () => lists,
     gets: () => gets,
+  };
+}
+
+/**
+ * The node's store, except that it is unreachable while `down` is set, and that the next GET of
+ * a key passed to holdGet() waits until released (reached resolves when it starts waiting).
+ */
+function gatedStore(store: ObjectStore) {
+  let down = false;
+  const holds = new Map<string, { reach: () => void; released: Promise<void> }>();
+  const unreachable = () => Promise.reject(new Error("the test's store is unreachable"));
+  return {
+    store: {
+      ...store,
+      history: (o) => (down ? unreachable() : store.history(o)),
+      get: async (key) => {
+        if (down) return unreachable();
+        const hold = holds.get(key);
+        if (hold) {
+          holds.delete(key);
+          hold.reach();
+          await hold.released;
+        }
+        return store.get(key);
+      },
+    } satisfies ObjectStore,
+    setDown: (d: boolean) => (down = d),
+    holdGet(key: string) {
+      let reach!: () => void;
+      let release!: () => void;
+      const reached = new Promise<void>((r) => (reach = r));
+      holds.set(key, { reach, released: new Promise<void>((r) => (release = r)) });
+      return { reached, release };
+    },
   };
 }
 
@@ -288,6 +323,71 @@ describe("endpoint changes while the previous one is checked", () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(agent.status()).toMatchObject({ applied: { key: structural.key }, lastError: null });
     expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(structural.key)).config);
+  });
+});
+
+describe("newest wins (invariant 1)", () => {
+  it("never applies an older key a late ping names, while a failed config backs off and a newer one runs", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    const gated = gatedStore(n.store);
+    await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin }, { store: gated.store });
+
+    gate.hold();
+    gate.reject();
+    const k6 = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, k6);
+    await served(n, "/web/", "B");
+    // An older snapshot's config, published before k7 but named by a ping that arrives late.
+    const late = await n.publish(web("web", pods.port, [A, C]), 120);
+    const k7 = await n.publish(web("web", pods.port, [C]), 130);
+    await n.notify(agent, k7);
+    await served(n, "/web/", "C");
+
+    // k6's check fails: both are undone, k6 backs off and k7 is pulled again; meanwhile the late ping.
+    const held = gated.holdGet(k7.key);
+    gate.release();
+    await held.reached;
+    const pulls = await count(agent.metrics.pulls);
+    expect(JSON.parse((await n.notify(agent, late)).body)).toMatchObject({ action: "pulling" });
+    held.release();
+
+    // k7 pulled again, then the pull the ping asked for.
+    await waitFor("k7 applied and the ping's pull done", async () => ((await count(agent.metrics.pulls)) >= pulls + 2 && agent.status().applied?.key === k7.key ? true : undefined));
+    expect(await answering(n, "/web/")).toEqual(["C"]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(agent.status()).toMatchObject({ applied: { key: k7.key } });
+    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(k7.key)).config);
+    expect(await answering(n, "/web/")).toEqual(["C"]);
+  });
+
+  it("does not trust a ping's key while the running config is unknown (file written, not recorded): lists the store", async () => {
+    const n = await node();
+    const older = await n.publish(web("web", pods.port, [A]), 100);
+    const newest = await n.publish(web("web", pods.port, [B]), 110);
+    // A crash between writing newest's file and recording it: the state still names older.
+    const options = n.options();
+    mkdirSync(options.stateDir, { recursive: true });
+    mkdirSync(dirname(n.configPath), { recursive: true });
+    writeFileSync(n.configPath, (await n.store.get(newest.key)).config);
+    writeFileSync(
+      stateFilePath(options),
+      JSON.stringify({ applied: { key: older.key, sha256: older.sha256, revision: "100", appliedAt: new Date().toISOString(), how: "reload" }, lastError: null }),
+    );
+    // The store is unreachable at start: HAProxy serves the file, whose key the agent cannot name.
+    const gated = gatedStore(n.store);
+    gated.setDown(true);
+    const agent = await start(n, {}, { store: gated.store });
+    expect(agent.status().applied).toMatchObject({ key: null, how: "start" });
+    await served(n, "/web/", "B");
+
+    gated.setDown(false);
+    await n.notify(agent, older);
+    const applied = await waitFor("a key recorded", async () => agent.status().applied?.key ?? undefined);
+    expect(applied).toBe(newest.key);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    expect(await count(agent.metrics.notifiedPulls, { result: "fetched" })).toBe(0);
   });
 });
 
