@@ -326,9 +326,9 @@ export class Applier {
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
     if (config.sha256 === this.current?.sha256) {
       if (!this.unvalidated) return this.succeed(config, "unchanged", performance.now());
-      // Live but not yet checked: recorded under this key once its check passes.
+      // Live but not yet checked: recorded under this key once its check (of the same bytes) passes.
       this.current = { ...this.current, key: config.key, revision: config.revision };
-      this.unvalidated = { config, t0: performance.now() };
+      this.unvalidated = { config, t0: this.unvalidated.t0 };
       return this.validate();
     }
     await this.apply(config);
@@ -444,18 +444,22 @@ export class Applier {
     const verdict = await v.done;
     if (this.validation === v) this.validation = null;
     if (v.cancelled) return this.validate();
-    if (this.unvalidated?.config === v.config) this.unvalidated = null;
+    // The verdict is on bytes: the same config pulled again under a newer key meanwhile (see
+    // take()) is recorded under that key, once, with the time it first went live.
+    const u = this.unvalidated;
+    const checked = u !== null && u.config.sha256 === v.config.sha256 ? u : { config: v.config, t0: v.t0 };
+    if (checked === u) this.unvalidated = null;
     let failed: CheckVerdict = verdict;
     if (verdict.ok) {
-      trace("agent", "check.done", { key: v.config.key });
+      trace("agent", "check.done", { key: checked.config.key });
       try {
-        await writeFileAtomic(configPath, v.config.config);
+        await writeFileAtomic(configPath, checked.config.config);
       } catch (err) {
         failed = { ok: false, stage: "apply", message: `cannot write ${configPath}: ${message(err)}` };
       }
     }
     if (failed.ok) {
-      await this.succeed(v.config, "runtime", v.t0);
+      await this.succeed(checked.config, "runtime", checked.t0);
       return this.validate();
     }
     // Rejected: back to the file's config, whatever was applied on top of the rejected one meanwhile.
@@ -466,7 +470,7 @@ export class Applier {
     if (newerWasLive) log.warn({ key: this.unvalidated!.config.key }, "undone with the rejected config it was applied on; it is pulled again");
     this.current = this.onDisk;
     this.unvalidated = null;
-    await this.fail(failed.stage, v.config.key, failed.message);
+    await this.fail(failed.stage, checked.config.key, failed.message);
     // A newer config was live on top of the rejected one: pull it again (it sorts after the failure).
     if (newerWasLive) this.pending = true;
   }

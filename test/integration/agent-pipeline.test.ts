@@ -298,6 +298,35 @@ describe("endpoint changes while the previous one is checked", () => {
     expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
   });
 
+  it("checks, writes and counts a live config once when it is pulled again under a newer key (same bytes) during its check", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin });
+
+    gate.hold();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
+    // Back to B's bytes under a newer key (C's config was never pulled here).
+    await n.publish(web("web", pods.port, [C]), 120);
+    const textB = (await n.store.get(toB.key)).config;
+    const againB = await n.store.publish({ config: textB, revision: "130", generator: "servicelb/test" });
+    expect(againB.status).toBe("published");
+    await n.notify(agent, againB);
+    await waitFor("B's bytes pulled again", async () => ((await count(agent.metrics.notifiedPulls, { result: "fetched" })) === 2 ? true : undefined));
+
+    gate.release();
+    await appliedKey(agent, againB.key);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(gate.checks()).toBe(1);
+    expect(await count(agent.metrics.runtimeUpdates)).toBe(1);
+    expect(agent.status()).toMatchObject({ applied: { key: againB.key, how: "runtime" }, lastError: null });
+    expect(readFileSync(n.configPath, "utf8")).toBe(textB);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+  });
+
   it("lets a structural change supersede a change still in its check: the reload runs the new file", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
