@@ -92,6 +92,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       metrics.haproxyRestarts.inc();
       log.error({ attempt: info.attempt, delayMs: info.delayMs }, info.reason);
     },
+    onRestarted: (configText) => applier.haproxyRestarted(configText),
     ...deps.haproxy,
   });
   // While a reload we ordered runs, the master re-executes and refuses its CLI; the old worker serves meanwhile.

@@ -127,6 +127,13 @@ export class Applier {
   private inFlight: Promise<void> | undefined;
   private pending = false;
   private stopped = false;
+  /** HAProxy was restarted by its supervisor on this file text (null: unknown); acted on in the loop. */
+  private restarted: { text: string | null } | null = null;
+  /**
+   * What the slots run is not known (undoing runtime changes failed and no reload has restored
+   * the file's config yet): the next change goes through a reload, never a runtime diff.
+   */
+  private liveUnknown = false;
   private readonly abort = new AbortController();
 
   constructor(private readonly o: ApplierOptions) {
@@ -190,6 +197,17 @@ export class Applier {
     return "pulling";
   }
 
+  /**
+   * HAProxy was restarted after dying on its own: it runs the file (`fileText`, read when it was
+   * started), not the runtime changes made to the dead one. The unchecked ones are dropped (their
+   * check is cancelled) and the newest config is applied again from what runs.
+   */
+  haproxyRestarted(fileText: string | null): void {
+    if (this.stopped || !this.started) return;
+    this.restarted = { text: fileText };
+    void this.sync();
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
@@ -206,6 +224,11 @@ export class Applier {
    */
   private async drain(): Promise<void> {
     for (;;) {
+      if (this.restarted && !this.stopped) {
+        const { text } = this.restarted;
+        this.restarted = null;
+        this.resetAfterRestart(text);
+      }
       if (this.pending && !this.stopped) {
         this.pending = false;
         this.pulling = true;
@@ -232,6 +255,28 @@ export class Applier {
         this.o.log.error({ err }, "unexpected error while finishing a config check");
       }
     }
+  }
+
+  private resetAfterRestart(fileText: string | null): void {
+    const dropped = this.unvalidated;
+    this.cancelValidation();
+    this.unvalidated = null;
+    this.liveUnknown = false;
+    const disk = this.onDisk;
+    const sha = fileText === null ? null : sha256(fileText);
+    // A file the agent did not record (it wrote it just before or after the restart read it): its key is unknown.
+    this.current = fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
+    this.o.log.warn({ running: this.current?.key ?? null, dropped: dropped?.config.key ?? null }, "HAProxy was restarted on the config file: applying the newest config again from it");
+    this.pending = true;
+  }
+
+  /** A background check no longer matters (its config was replaced, or HAProxy lost it): kill it. */
+  private cancelValidation(): void {
+    const v = this.validation;
+    if (!v) return;
+    v.cancelled = true;
+    v.abort.abort();
+    this.validation = null;
   }
 
   private backingOff(): boolean {
@@ -297,6 +342,7 @@ export class Applier {
     if (!newest || (afterKey !== null && newest.key <= afterKey)) {
       stopTimer();
       metrics.pulls.inc({ result: "none" });
+      if (this.liveUnknown) await this.reloadFromDisk();
       if (!this.failure && this.state.lastError) await this.record({ ...this.state, lastError: null });
       return;
     }
@@ -324,7 +370,7 @@ export class Applier {
       return;
     }
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
-    if (config.sha256 === this.current?.sha256) {
+    if (config.sha256 === this.current?.sha256 && !this.liveUnknown) {
       if (!this.unvalidated) return this.succeed(config, "unchanged", performance.now());
       // Live but not yet checked: recorded under this key once its check (of the same bytes) passes.
       this.current = { ...this.current, key: config.key, revision: config.revision };
@@ -338,7 +384,7 @@ export class Applier {
     const t0 = performance.now();
     await this.ensureServerStateFile(config.config);
     const running = this.current;
-    if (running && this.started && this.o.haproxy.running) {
+    if (running && this.started && this.o.haproxy.running && !this.liveUnknown) {
       const diff = diffConfigs(running.text, config.config);
       const socket = statsSocketOf(running.text);
       if (diff.kind === "runtime" && socket) return this.applyThroughRuntime(socket, running, config, diff.changes, t0);
@@ -396,8 +442,11 @@ export class Applier {
       trace("agent", "runtime.done", { key: config.key, changes: changes.length });
     } catch (err) {
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
-      await this.undoRuntime(socket, config.config, running.text);
-      return this.checkThenActivate(config, t0);
+      if (!(await this.undoRuntime(socket, config.config, running.text))) this.liveUnknown = true;
+      await this.checkThenActivate(config, t0);
+      // Not activated (rejected, failed or superseded): put the slots back by reloading the file.
+      if (this.liveUnknown) await this.reloadFromDisk();
+      return;
     }
     metrics.runtimeServerChanges.inc(changes.length);
     this.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
@@ -405,14 +454,49 @@ export class Applier {
     this.validate();
   }
 
-  /** Puts the slots of `fromText` (live) back to those of `toText`. */
-  private async undoRuntime(socket: string, fromText: string, toText: string): Promise<void> {
+  /** Puts the slots of `fromText` (live) back to those of `toText`; false when that failed (the slots are then unknown). */
+  private async undoRuntime(socket: string, fromText: string, toText: string): Promise<boolean> {
     const back = diffConfigs(fromText, toText);
+    if (back.kind === "identical") return true;
     if (back.kind !== "runtime") {
-      this.o.log.error({ reason: back.kind === "reload" ? back.reason : "identical" }, "cannot undo the runtime changes; the next reload restores the file's config");
+      this.o.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");
+      return false;
+    }
+    try {
+      await this.applyRuntime(socket, back.changes);
+      return true;
+    } catch (err) {
+      this.o.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
+      return false;
+    }
+  }
+
+  /**
+   * The live slots are not known (an undo failed): reload HAProxy onto the file, which holds the
+   * last checked config, dropping every runtime change. On failure the next change reloads.
+   */
+  private async reloadFromDisk(): Promise<void> {
+    const { haproxy, metrics, log } = this.o;
+    this.liveUnknown = true;
+    if (!this.started || !haproxy.running || !this.onDisk || this.stopped) return;
+    this.lastReloadAt = performance.now();
+    metrics.reloads.inc();
+    trace("agent", "reload.start", { key: this.onDisk.key, why: "undo" });
+    const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
+    trace("agent", "reload.end", { key: this.onDisk.key });
+    if (!result.ok) {
+      metrics.reloadFailures.inc();
+      log.error({ reason: result.reason }, "reloading the file's config failed; the next change reloads");
       return;
     }
-    await this.applyRuntime(socket, back.changes).catch((e: unknown) => this.o.log.error({ err: message(e) }, "cannot undo the runtime changes; the next reload restores the file's config"));
+    const dropped = this.unvalidated;
+    this.cancelValidation();
+    this.unvalidated = null;
+    this.current = this.onDisk;
+    this.liveUnknown = false;
+    log.warn({ key: this.onDisk.key }, "reloaded the file's config to undo runtime changes");
+    // Runtime changes newer than the file were dropped with the rest: pull them again.
+    if (dropped) this.pending = true;
   }
 
   /**
@@ -465,11 +549,13 @@ export class Applier {
     // Rejected: back to the file's config, whatever was applied on top of the rejected one meanwhile.
     const socket = this.onDisk && statsSocketOf(this.onDisk.text);
     const live = this.current;
-    if (socket && live && this.onDisk && live !== this.onDisk) await this.undoRuntime(socket, live.text, this.onDisk.text);
+    let undone = true;
+    if (live && this.onDisk && live !== this.onDisk) undone = socket ? await this.undoRuntime(socket, live.text, this.onDisk.text) : false;
     const newerWasLive = this.unvalidated !== null;
     if (newerWasLive) log.warn({ key: this.unvalidated!.config.key }, "undone with the rejected config it was applied on; it is pulled again");
     this.current = this.onDisk;
     this.unvalidated = null;
+    if (!undone) await this.reloadFromDisk();
     await this.fail(failed.stage, checked.config.key, failed.message);
     // A newer config was live on top of the rejected one: pull it again (it sorts after the failure).
     if (newerWasLive) this.pending = true;
@@ -511,12 +597,7 @@ export class Applier {
     if (stateFile && serverState !== null) await this.writeServerState(stateFile, serverState);
     // This config replaces the live runtime changes: their check no longer matters.
     const superseded = this.unvalidated;
-    const v = this.validation;
-    if (v) {
-      v.cancelled = true;
-      v.abort.abort();
-      this.validation = null;
-    }
+    this.cancelValidation();
     this.unvalidated = null;
     let how: "start" | "reload";
     try {
@@ -548,6 +629,7 @@ export class Applier {
     } finally {
       if (stateFile) await this.writeServerState(stateFile, EMPTY_SERVER_STATE);
     }
+    this.liveUnknown = false;
     return this.succeed(config, how, t0);
   }
 

@@ -1,9 +1,11 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { HaproxyProcess } from "../../shared/adapters/haproxy/process.js";
 import type { ObjectStore } from "../../shared/adapters/object-store.js";
 import type { Agent } from "../../shared/agent/agent.js";
+import { statsSocketOf } from "../../shared/agent/config-facts.js";
 import { stateFilePath } from "../../shared/agent/options.js";
 import { count, echoPods, testNode, web, type Echo, type Node } from "../support/agent.js";
 import { requireHaproxy } from "../support/haproxy.js";
@@ -417,6 +419,71 @@ describe("newest wins (invariant 1)", () => {
     expect(applied).toBe(newest.key);
     expect(await answering(n, "/web/")).toEqual(["B"]);
     expect(await count(agent.metrics.notifiedPulls, { result: "fetched" })).toBe(0);
+  });
+});
+
+describe("HAProxy restarted, runtime undo failed", () => {
+  it("after a supervised restart (which runs the file), applies the newest config again instead of trusting the live state it lost", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin });
+
+    gate.hold();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
+    // Crash (OOM, ...): the supervisor restarts HAProxy on the file, i.e. on A.
+    const master = (await showProc(n.masterSocket)).master.pid;
+    process.kill(master, "SIGKILL");
+    await waitFor("HAProxy restarted", async () => {
+      const s = await showProc(n.masterSocket, { timeoutMs: 500 });
+      return s.master.pid !== master && s.workers.length > 0 ? true : undefined;
+    });
+    // The lost runtime change is applied again (and checked again) on top of the file's config.
+    await waitFor("B checked again after the restart", async () => (gate.checks() === 2 ? true : undefined));
+    gate.release();
+    await appliedKey(agent, toB.key);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toB.key)).config);
+
+    // Later diffs start from what runs.
+    const toBC = await n.publish(web("web", pods.port, [B, C]), 120);
+    await n.notify(agent, toBC);
+    await appliedKey(agent, toBC.key);
+    expect(await answering(n, "/web/")).toEqual(["B", "C"]);
+  });
+
+  it("reloads the file's config when undoing a rejected runtime change fails", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin });
+    const socket = statsSocketOf(readFileSync(n.configPath, "utf8"))!;
+    const before = await n.reloads();
+
+    gate.hold();
+    gate.reject();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    // The runtime API cannot be reached for the undo.
+    renameSync(socket, `${socket}.away`);
+    gate.release();
+    await waitFor("the check error", async () => (agent.status().lastError?.stage === "check" ? true : undefined));
+    await waitFor("A served again", async () => ((await answering(n, "/web/")).join() === "A" ? true : undefined));
+    expect(await n.reloads()).toBe(before + 1);
+    expect(agent.status()).toMatchObject({ applied: { key: first.key }, backoff: { key: toB.key } });
+
+    // The runtime API reachable again (a reload hands the same socket to the new worker): the next endpoint change uses it.
+    renameSync(`${socket}.away`, socket);
+    const toC = await n.publish(web("web", pods.port, [C]), 120);
+    await n.notify(agent, toC);
+    await appliedKey(agent, toC.key);
+    expect(agent.status().applied).toMatchObject({ how: "runtime" });
+    expect(await answering(n, "/web/")).toEqual(["C"]);
+    expect(await n.reloads()).toBe(before + 1);
   });
 });
 

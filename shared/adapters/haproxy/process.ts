@@ -24,6 +24,12 @@ export interface HaproxyProcessOptions {
   onOutput?: (line: string, stream: "stdout" | "stderr") => void;
   /** Called when the master died on its own, before the restart that follows after info.delayMs. */
   onRestart?: (info: RestartInfo) => void;
+  /**
+   * Called once a master restarted after onRestart serves (answers with a worker), with the
+   * config file's text as it was when the master was started (null: unreadable). It runs that
+   * file's config: runtime API changes made to the dead one are gone.
+   */
+  onRestarted?: (configText: string | null) => void;
   restartInitialDelayMs?: number;
   restartMaxDelayMs?: number;
   restartResetAfterMs?: number;
@@ -82,7 +88,7 @@ function within(p: Promise<void>, ms: number): Promise<boolean> {
  * Foreground (no -D) so that its death is an exit event here, not a stale pid file.
  */
 export class HaproxyProcess {
-  private readonly o: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart">> & Pick<HaproxyProcessOptions, "onOutput" | "onRestart">;
+  private readonly o: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> & Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">;
   private current: Running | undefined;
   private supervised = false;
   private stopping = false;
@@ -222,7 +228,28 @@ export class HaproxyProcess {
     this.o.onRestart?.({ reason, code, signal, attempt: this.attempt, delayMs });
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
-      if (!this.stopping) this.spawnMaster();
+      if (this.stopping) return;
+      let configText: string | null;
+      try {
+        configText = readFileSync(this.o.configPath, "utf8");
+      } catch {
+        configText = null;
+      }
+      const next = this.spawnMaster();
+      void this.serving(next).then((ok) => {
+        if (ok && this.current === next && !this.stopping) this.o.onRestarted?.(configText);
+      });
     }, delayMs);
+  }
+
+  /** True once `run`'s master answers with a worker; false if it exits, is replaced or stopped, or times out. */
+  private async serving(run: Running): Promise<boolean> {
+    const deadline = Date.now() + this.o.startTimeoutMs;
+    while (this.current === run && !this.stopping && run.child.exitCode === null && run.child.signalCode === null && Date.now() < deadline) {
+      const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
+      if (status && status.master.pid === run.child.pid && status.workers.length > 0) return this.current === run;
+      await sleep(50);
+    }
+    return false;
   }
 }
