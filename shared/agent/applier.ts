@@ -91,7 +91,8 @@ interface Validation {
   cancelled: boolean;
 }
 
-type CheckVerdict = { ok: true } | { ok: false; stage: AgentError["stage"]; message: string };
+/** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
+type CheckVerdict = { ok: true } | { ok: false; stage: AgentError["stage"]; message: string; unavailable?: boolean };
 
 interface Failure {
   key: string;
@@ -134,6 +135,9 @@ export class Applier {
    * the file's config yet): the next change goes through a reload, never a runtime diff.
    */
   private liveUnknown = false;
+  /** The background check of the live runtime changes could not run: it is tried again then (see checkUnavailable). */
+  private checkRetry: NodeJS.Timeout | undefined;
+  private checkRetries = 0;
   private readonly abort = new AbortController();
 
   constructor(private readonly o: ApplierOptions) {
@@ -175,6 +179,11 @@ export class Applier {
   sync(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     this.pending = true;
+    return this.run();
+  }
+
+  /** Runs the loop, or wakes it when it waits for a background check only. */
+  private run(): Promise<void> {
     if (this.inFlight) {
       // The loop may be waiting for a background check only: wake it to pull now.
       for (const wake of this.wakers.splice(0)) wake();
@@ -270,8 +279,11 @@ export class Applier {
     this.pending = true;
   }
 
-  /** A background check no longer matters (its config was replaced, or HAProxy lost it): kill it. */
+  /** A background check no longer matters (its config was replaced, or HAProxy lost it): kill it, or its retry. */
   private cancelValidation(): void {
+    clearTimeout(this.checkRetry);
+    this.checkRetry = undefined;
+    this.checkRetries = 0;
     const v = this.validation;
     if (!v) return;
     v.cancelled = true;
@@ -343,7 +355,8 @@ export class Applier {
       stopTimer();
       metrics.pulls.inc({ result: "none" });
       if (this.liveUnknown) await this.reloadFromDisk();
-      if (!this.failure && this.state.lastError) await this.record({ ...this.state, lastError: null });
+      // A check that could not run (retried) still stands as the last error.
+      if (!this.failure && this.checkRetries === 0 && this.state.lastError) await this.record({ ...this.state, lastError: null });
       return;
     }
     let config: StoredConfig;
@@ -420,8 +433,9 @@ export class Applier {
     try {
       check = await checkConfig(config.config, { haproxyBin, workDir: dirname(configPath), signal });
     } catch (err) {
-      return { ok: false, stage: "check", message: message(err) };
+      return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${message(err)}` };
     }
+    if (!check.ok && !check.alerted) return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${check.errors.join("; ")}` };
     if (!check.ok) return { ok: false, stage: "check", message: `haproxy -c rejected the config: ${check.errors.join("; ")}` };
     if (check.warnings.length > 0) log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
     return { ok: true };
@@ -506,7 +520,9 @@ export class Applier {
    */
   private validate(): void {
     const u = this.unvalidated;
-    if (!u || this.validation) return;
+    if (!u || this.validation || this.stopped) return;
+    clearTimeout(this.checkRetry);
+    this.checkRetry = undefined;
     const abort = new AbortController();
     const v: Validation = {
       config: u.config,
@@ -532,6 +548,8 @@ export class Applier {
     // take()) is recorded under that key, once, with the time it first went live.
     const u = this.unvalidated;
     const checked = u !== null && u.config.sha256 === v.config.sha256 ? u : { config: v.config, t0: v.t0 };
+    if (!verdict.ok && verdict.unavailable) return this.checkUnavailable(checked, verdict.message);
+    this.checkRetries = 0;
     if (checked === u) this.unvalidated = null;
     let failed: CheckVerdict = verdict;
     if (verdict.ok) {
@@ -559,6 +577,32 @@ export class Applier {
     await this.fail(failed.stage, checked.config.key, failed.message);
     // A newer config was live on top of the rejected one: pull it again (it sorts after the failure).
     if (newerWasLive) this.pending = true;
+  }
+
+  /**
+   * The check of live runtime changes could not run to a verdict: nothing is known against the
+   * config, so they stay live (undoing them would make a hiccup of the node an outage of the
+   * endpoints), unrecorded and unwritten; the failure is reported and the newest live config is
+   * checked again after a backoff (or as soon as a newer one goes live).
+   */
+  private async checkUnavailable(checked: Unvalidated, why: string): Promise<void> {
+    const { backoff, metrics, log } = this.o;
+    if (!this.unvalidated && this.current?.sha256 === checked.config.sha256) this.unvalidated = checked;
+    const key = (this.unvalidated ?? checked).config.key;
+    this.checkRetries++;
+    const retryInMs = Math.min(backoff.initialMs * 2 ** (this.checkRetries - 1), backoff.maxMs);
+    metrics.checksUnavailable.inc();
+    const text = `${why}; the runtime changes stay live and are checked again in ${retryInMs} ms`;
+    log.error({ key, retryInMs }, text);
+    await this.record({ ...this.state, lastError: { stage: "check", key, message: text, at: new Date().toISOString() } });
+    if (this.stopped || !this.unvalidated) return;
+    clearTimeout(this.checkRetry);
+    this.checkRetry = setTimeout(() => {
+      this.checkRetry = undefined;
+      if (this.stopped) return;
+      this.validate();
+      void this.run();
+    }, retryInMs);
   }
 
   /**

@@ -125,7 +125,8 @@ function gatedStore(store: ObjectStore) {
 /**
  * `haproxy` for the agent, except that `haproxy -c` of a config naming `address` waits while the
  * file `<dir>/hold` exists, and fails (as HAProxy would on a bad config) while `<dir>/reject`
- * exists. Each check of such a config is logged to `<dir>/checks`.
+ * exists, and is killed (no verdict) while `<dir>/crash` exists. Each check of such a config is
+ * logged to `<dir>/checks`.
  */
 function checkGate(dir: string, address: string) {
   const bin = join(dir, "haproxy-gated");
@@ -137,6 +138,8 @@ function checkGate(dir: string, address: string) {
 if [ "$1" = "-c" ] && grep -q ' ${address}:' "$3"; then
   echo check >> '${join(dir, "checks")}'
   while [ -e '${hold}' ]; do sleep 0.02; done
+  # As if the check could not run to a verdict (OOM-killed, timed out...).
+  if [ -e '${join(dir, "crash")}' ]; then kill -KILL $$; fi
   if [ -e '${reject}' ]; then
     echo "[ALERT]    (1) : config : the test's gate rejects ${address}" >&2
     exit 1
@@ -151,6 +154,7 @@ exec haproxy "$@"
     hold: () => writeFileSync(hold, ""),
     release: () => rmSync(hold, { force: true }),
     reject: () => writeFileSync(reject, ""),
+    crash: (on = true) => (on ? writeFileSync(join(dir, "crash"), "") : rmSync(join(dir, "crash"), { force: true })),
     checks: () => (existsSync(join(dir, "checks")) ? readFileSync(join(dir, "checks"), "utf8").split("\n").filter(Boolean).length : 0),
   };
 }
@@ -327,6 +331,36 @@ describe("endpoint changes while the previous one is checked", () => {
     expect(agent.status()).toMatchObject({ applied: { key: againB.key, how: "runtime" }, lastError: null });
     expect(readFileSync(n.configPath, "utf8")).toBe(textB);
     expect(await answering(n, "/web/")).toEqual(["B"]);
+  });
+
+  it("keeps a live change whose haproxy -c cannot run to a verdict, reports it and checks it again later", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin }, { backoff: { initialMs: 200, maxMs: 400 } });
+    const firstText = readFileSync(n.configPath, "utf8");
+    const before = await n.reloads();
+
+    gate.crash();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
+    expect(err).toMatchObject({ stage: "check", key: toB.key, message: expect.stringContaining("haproxy -c could not run") });
+    // Not a verdict on the config: the change stays live, unrecorded and unwritten.
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    expect(agent.status()).toMatchObject({ applied: { key: first.key }, backoff: null });
+    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
+    await waitFor("checked again", async () => (gate.checks() >= 2 ? true : undefined));
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+
+    gate.crash(false);
+    await appliedKey(agent, toB.key);
+    expect(agent.status()).toMatchObject({ applied: { how: "runtime" }, lastError: null });
+    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toB.key)).config);
+    expect(await count(agent.metrics.applyFailures)).toBe(0);
+    expect(await count(agent.metrics.checksUnavailable)).toBeGreaterThanOrEqual(1);
+    expect(await n.reloads()).toBe(before);
   });
 
   it("lets a structural change supersede a change still in its check: the reload runs the new file", async () => {

@@ -5,7 +5,11 @@ import { join } from "node:path";
 
 export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
 
-export type CheckResult = { ok: true; warnings: string[] } | { ok: false; errors: string[]; output: string };
+/**
+ * `alerted`: HAProxy said why (ALERT lines), i.e. a verdict on the config. Without, it exited
+ * non-zero without saying why (say it could not load): nothing is known about the config.
+ */
+export type CheckResult = { ok: true; warnings: string[] } | { ok: false; errors: string[]; output: string; alerted: boolean };
 
 export interface CheckOptions {
   haproxyBin?: string;
@@ -70,7 +74,7 @@ export async function checkConfig(text: string | Uint8Array, { haproxyBin = "hap
     const output = `${r.stderr}${r.stdout}`.split(file).join("haproxy.cfg");
     if (r.code === 0) return { ok: true, warnings: messages(output, "WARNING") };
     const errors = messages(output, "ALERT");
-    return { ok: false, errors: errors.length > 0 ? errors : [`haproxy -c exited with code ${r.code}`], output };
+    return { ok: false, errors: errors.length > 0 ? errors : [`haproxy -c exited with code ${r.code}`], output, alerted: errors.length > 0 };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
