@@ -194,8 +194,10 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     status,
     stop() {
       stopping ??= (async () => {
-        await poll.stop();
+        // The applier first: it refuses pings and polls and drops a pending check, so that the
+        // poll's run in flight (which waits on the applier's loop) ends at once too.
         await applier.stop();
+        await poll.stop();
         await reporter?.stop();
         await proc.stop();
         // The last word, so that `servicelb status` shows this node down rather than a report going stale.

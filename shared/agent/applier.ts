@@ -217,9 +217,17 @@ export class Applier {
     void this.sync();
   }
 
+  /**
+   * Refuses new work at once (pings, polls, a restart), kills a check in flight (background or
+   * not) and waits only for the step in progress. An abandoned check leaves the file at the last
+   * checked config; the next start pulls the newest again.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
+    this.restarted = null;
+    this.cancelValidation();
+    for (const wake of this.wakers.splice(0)) wake();
     while (this.inFlight) await this.inFlight;
   }
 
@@ -228,8 +236,8 @@ export class Applier {
 
   /**
    * Pulls while asked to; between pulls, waits for the background check of the live runtime
-   * changes, or for a new request, whichever comes first. On stop, the check in flight is
-   * still finished, so that the file matches what runs.
+   * changes, or for a new request, whichever comes first. On stop, a check in flight is
+   * abandoned (see stop()).
    */
   private async drain(): Promise<void> {
     for (;;) {
@@ -253,8 +261,8 @@ export class Applier {
         continue;
       }
       const v = this.validation;
-      if (!v) return;
-      if (!v.settled && !this.stopped) {
+      if (!v || this.stopped) return;
+      if (!v.settled) {
         await Promise.race([v.done, new Promise<void>((r) => this.wakers.push(r))]);
         continue;
       }
@@ -417,7 +425,8 @@ export class Applier {
 
   /** `haproxy -c`; false (failure recorded) when HAProxy rejects the config or cannot be run. */
   private async check(config: StoredConfig): Promise<boolean> {
-    const verdict = await this.verdict(config);
+    const verdict = await this.verdict(config, this.abort.signal);
+    if (this.stopped) return false;
     if (!verdict.ok) await this.fail(verdict.stage, config.key, verdict.message);
     return verdict.ok;
   }

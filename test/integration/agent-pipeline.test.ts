@@ -521,6 +521,43 @@ describe("HAProxy restarted, runtime undo failed", () => {
   });
 });
 
+describe("stopping", () => {
+  it("stops promptly while a background check is held, a poll runs and pings keep coming; the check is abandoned", async () => {
+    const n = await node();
+    const gate = checkGate(n.dir, B);
+    await n.publish(web("web", pods.port, [A]), 100);
+    const agent = await start(n, { haproxyBin: gate.bin, pollInterval: "100ms" });
+    cleanups.push(() => gate.release());
+    const firstText = readFileSync(n.configPath, "utf8");
+
+    gate.hold();
+    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    await n.notify(agent, toB);
+    await served(n, "/web/", "B");
+    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
+    // Past a poll tick (100-120 ms): that poll run joins the loop, which waits for the check.
+    await new Promise((r) => setTimeout(r, 300));
+
+    const next = await n.publish(web("web", pods.port, [B, C]), 120);
+    let pinging = true;
+    const pinger = (async () => {
+      while (pinging) {
+        await n.notify(agent, next).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    })();
+    const t0 = Date.now();
+    const outcome = await Promise.race([agent.stop().then(() => "stopped"), new Promise((r) => setTimeout(() => r("still stopping"), 5000))]);
+    pinging = false;
+    await pinger;
+    expect(outcome).toBe("stopped");
+    expect(Date.now() - t0).toBeLessThan(5000);
+    // The unchecked change was never written.
+    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
+    expect(agent.status().haproxy.running).toBe(false);
+  });
+});
+
 describe("reload confirmation", () => {
   it("confirms a reload by show proc (count up, failed 0) and reports a failed one, now polled every 10 ms", async () => {
     const n = await node();
