@@ -10,7 +10,7 @@ import { setServerAddr, setServerState, showServersState } from "../adapters/hap
 import type { Logger } from "../adapters/log.js";
 import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/object-store.js";
 import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
-import { writeFileAtomic } from "./files.js";
+import { NotDurableError, writeFileAtomic } from "./files.js";
 import type { AgentMetrics } from "./metrics.js";
 import { trace } from "../adapters/trace.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
@@ -564,7 +564,7 @@ export class Applier {
     if (verdict.ok) {
       trace("agent", "check.done", { key: checked.config.key });
       try {
-        await writeFileAtomic(configPath, checked.config.config);
+        await this.writeConfig(checked.config.config);
       } catch (err) {
         failed = { ok: false, stage: "apply", message: `cannot write ${configPath}: ${message(err)}` };
       }
@@ -643,7 +643,7 @@ export class Applier {
 
   /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */
   private async activate(config: StoredConfig, t0: number, serverState: string | null): Promise<void> {
-    const { configPath, haproxy, metrics, log } = this.o;
+    const { haproxy, metrics, log } = this.o;
     // The file is put back to this on failure: the last config that passed, not unchecked runtime changes.
     const previous = this.onDisk;
     const stateFile = serverStateFileOf(config.config);
@@ -654,7 +654,7 @@ export class Applier {
     this.unvalidated = null;
     let how: "start" | "reload";
     try {
-      await writeFileAtomic(configPath, config.config);
+      await this.writeConfig(config.config);
       if (!this.started) {
         how = "start";
         await haproxy.start();
@@ -672,7 +672,7 @@ export class Applier {
         }
       }
     } catch (err) {
-      if (previous) await writeFileAtomic(configPath, previous.text).catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
+      if (previous) await this.writeConfig(previous.text).catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
       // The previous worker keeps serving, with its unchecked runtime changes: check them again.
       if (superseded && this.current?.sha256 === superseded.config.sha256) {
         this.unvalidated = superseded;
@@ -684,6 +684,16 @@ export class Applier {
     }
     this.liveUnknown = false;
     return this.succeed(config, how, t0);
+  }
+
+  /** haproxy.cfg ← text, atomically; replaced but not synced to disk (NotDurableError) counts as written. */
+  private async writeConfig(text: string): Promise<void> {
+    try {
+      await writeFileAtomic(this.o.configPath, text);
+    } catch (err) {
+      if (!(err instanceof NotDurableError)) throw err;
+      this.o.log.warn({ err: err.message }, "the config file was replaced but may not survive a power loss");
+    }
   }
 
   /** Health and maintenance states to keep across the reload, for servers that stay the same endpoint; null: none. */

@@ -3,9 +3,18 @@ import { open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 /**
+ * The new data is in place (renamed over the target) but syncing the directory failed, so the
+ * rename may not survive a power loss: every reader sees the new file, i.e. it was written.
+ */
+export class NotDurableError extends Error {
+  override readonly name = "NotDurableError";
+}
+
+/**
  * Replaces `path` with `data` so that a reader (HAProxy re-reading its config on reload, the
  * agent after a crash) sees the old file or the new one, never a mix: write a temporary file in
- * the same directory, fsync it, rename it over the target, fsync the directory.
+ * the same directory, fsync it, rename it over the target, fsync the directory. A failure after
+ * the rename throws NotDurableError: the file was replaced all the same.
  */
 export async function writeFileAtomic(path: string, data: string, mode = 0o644): Promise<void> {
   const dir = dirname(path);
@@ -26,11 +35,15 @@ export async function writeFileAtomic(path: string, data: string, mode = 0o644):
     await rm(tmp, { force: true });
     throw err;
   }
-  const d = await open(dir, "r");
   try {
-    await d.sync();
-  } finally {
-    await d.close();
+    const d = await open(dir, "r");
+    try {
+      await d.sync();
+    } finally {
+      await d.close();
+    }
+  } catch (err) {
+    throw new NotDurableError(`${path} was replaced, but syncing ${dir} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 }
 
