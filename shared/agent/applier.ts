@@ -189,7 +189,11 @@ export class Applier {
       for (const wake of this.wakers.splice(0)) wake();
       return this.inFlight;
     }
-    this.inFlight = this.drain().finally(() => (this.inFlight = undefined));
+    this.inFlight = this.drain().finally(() => {
+      this.inFlight = undefined;
+      // Asked for between the loop's last look and here (a microtask): run again.
+      if (!this.stopped && (this.pending || this.restarted)) void this.run();
+    });
     return this.inFlight;
   }
 
