@@ -9,18 +9,18 @@ import { fileURLToPath } from "node:url";
  * emulator and the event bridge, which in a real cluster never share a machine with the pods.
  */
 
-type Request = { id: number; port: number };
+type Request = { id: number; host: string; port: number };
 type Reply = { id: number; error?: string };
 
-const body = (port: number, method: string | undefined, url: string | undefined) => `demo backend 127.0.0.1:${port} answered ${method} ${url}\n`;
+const body = (host: string, port: number, method: string | undefined, url: string | undefined) => `demo backend ${host}:${port} answered ${method} ${url}\n`;
 
-/** The parent's side: start(port) resolves once a backend listens there (or the port is taken: the error says so). */
+/** The parent's side: start(host, port) resolves once a backend listens there (or the address is taken: the error says so). */
 export class DemoBackends {
   private child: ChildProcess | undefined;
   private next = 0;
   private readonly waiting = new Map<number, (reply: Reply) => void>();
 
-  start(port: number): Promise<Reply> {
+  start(host: string, port: number): Promise<Reply> {
     if (!this.child) {
       this.child = fork(fileURLToPath(import.meta.url), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
       this.child.on("message", (m: Reply) => {
@@ -35,7 +35,7 @@ export class DemoBackends {
     const id = this.next++;
     return new Promise((resolve) => {
       this.waiting.set(id, resolve);
-      this.child!.send({ id, port } satisfies Request);
+      this.child!.send({ id, host, port } satisfies Request);
     });
   }
 
@@ -56,10 +56,10 @@ function serve(): void {
   process.on("message", (m: Request) => {
     const server = createServer((req, res) => {
       res.setHeader("content-type", "text/plain; charset=utf-8");
-      res.end(body(m.port, req.method, req.url));
+      res.end(body(m.host, m.port, req.method, req.url));
     });
     server.once("error", (err) => process.send!({ id: m.id, error: err.message } satisfies Reply));
-    server.listen(m.port, "127.0.0.1", () => {
+    server.listen(m.port, m.host, () => {
       servers.push(server);
       process.send!({ id: m.id } satisfies Reply);
     });

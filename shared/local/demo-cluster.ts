@@ -23,35 +23,42 @@ function objectsOf(text: string): Map<string, { kind: Kind; obj: KubeObject }> {
   return out;
 }
 
-/** Loopback ports the demo's endpoints point at (127.0.0.1 only): each gets a demo backend. */
-function loopbackPorts(objects: Iterable<{ kind: Kind; obj: KubeObject }>): number[] {
-  const ports = new Set<number>();
+/** Linux answers every 127.0.0.0/8 address on loopback: several endpoints of one slice can share a port. */
+const LOOPBACK = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
+/** Loopback addresses and ports the demo's endpoints point at: each gets a demo backend. */
+function loopbackEndpoints(objects: Iterable<{ kind: Kind; obj: KubeObject }>): Array<{ host: string; port: number }> {
+  const found = new Map<string, { host: string; port: number }>();
+  const add = (hosts: string[], ports: Array<{ port?: number }>) => {
+    for (const host of hosts) {
+      if (!LOOPBACK.test(host)) continue;
+      for (const { port } of ports) if (port) found.set(`${host}:${port}`, { host, port });
+    }
+  };
   for (const { kind, obj } of objects) {
     if (kind === "EndpointSlice") {
       const eps = (obj.endpoints as Array<{ addresses?: string[] }> | undefined) ?? [];
-      if (!eps.some((e) => e.addresses?.includes("127.0.0.1"))) continue;
-      for (const p of (obj.ports as Array<{ port?: number }> | undefined) ?? []) if (p.port) ports.add(p.port);
+      add(eps.flatMap((e) => e.addresses ?? []), (obj.ports as Array<{ port?: number }> | undefined) ?? []);
     } else if (kind === "Endpoints") {
       for (const s of (obj.subsets as Array<{ addresses?: Array<{ ip: string }>; ports?: Array<{ port?: number }> }> | undefined) ?? []) {
-        if (!s.addresses?.some((a) => a.ip === "127.0.0.1")) continue;
-        for (const p of s.ports ?? []) if (p.port) ports.add(p.port);
+        add((s.addresses ?? []).map((a) => a.ip), s.ports ?? []);
       }
     }
   }
-  return [...ports].sort((a, b) => a - b);
+  return [...found.values()];
 }
 
 /**
  * The embedded demo cluster of `npm start`: a cluster file served by the Kubernetes API emulator,
  * re-applied whenever the file changes (a file that does not parse leaves the cluster as it was),
- * and a small HTTP server on every loopback port its endpoints name, so real requests flow.
+ * and a small HTTP server on every loopback address and port its endpoints name, so real requests flow.
  */
 export class DemoCluster {
   private applied = new Map<string, string>();
   private watcher: FSWatcher | undefined;
   private replaced = false;
   private timer: NodeJS.Timeout | undefined;
-  private readonly backends = new Set<number>();
+  private readonly backends = new Set<string>();
   private readonly processes = new DemoBackends();
 
   constructor(
@@ -79,7 +86,7 @@ export class DemoCluster {
       this.applied.delete(key);
       removed++;
     }
-    for (const port of loopbackPorts(objects.values())) await this.startBackend(port);
+    for (const { host, port } of loopbackEndpoints(objects.values())) await this.startBackend(host, port);
     return { written, removed };
   }
 
@@ -118,15 +125,12 @@ export class DemoCluster {
     }
   }
 
-  get backendPorts(): number[] {
-    return [...this.backends].sort((a, b) => a - b);
-  }
-
-  private async startBackend(port: number): Promise<void> {
-    if (this.backends.has(port)) return;
-    this.backends.add(port);
-    const { error } = await this.processes.start(port);
-    if (error) this.log.warn({ port, err: error }, "demo backend port is taken; requests to it reach whatever listens there");
+  private async startBackend(host: string, port: number): Promise<void> {
+    const key = `${host}:${port}`;
+    if (this.backends.has(key)) return;
+    this.backends.add(key);
+    const { error } = await this.processes.start(host, port);
+    if (error) this.log.warn({ address: key, err: error }, "demo backend address is taken; requests to it reach whatever listens there");
   }
 
   async stop(): Promise<void> {

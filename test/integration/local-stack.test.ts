@@ -13,9 +13,9 @@ function cluster(webPort: number, apiPort: number): string {
   return readFileSync(join(root, "examples", "cluster.yaml"), "utf8").replaceAll("18181", String(webPort)).replaceAll("18182", String(apiPort));
 }
 
-function listening(port: number): Promise<boolean> {
+function listening(port: number, host = "127.0.0.1"): Promise<boolean> {
   return new Promise((resolve) => {
-    const s = connect(port, "127.0.0.1");
+    const s = connect(port, host);
     s.once("connect", () => {
       s.destroy();
       resolve(true);
@@ -54,16 +54,17 @@ describe("npm start (servicelb local)", () => {
       expect(first.body).toBe(`demo backend 127.0.0.1:${web1} answered GET /hello\n`);
       expect((await httpGet(httpPort, "/", { host: "api.example.com" })).body).toBe(`demo backend 127.0.0.1:${api} answered GET /\n`);
 
-      // Move the web pod to another port: a new endpoint for the same Service.
-      writeFileSync(file, cluster(web2, api));
+      // Move the web pod to another address and port (any 127/8 address is loopback): a new endpoint for the same Service.
+      writeFileSync(file, cluster(web2, api).replace("addresses: [127.0.0.1]", "addresses: [127.0.0.2]"));
       await waitFor("the edited endpoint to be served", async () => {
         const r = await httpGet(httpPort, "/web/again");
-        return r.body.includes(`127.0.0.1:${web2}`) ? r : undefined;
+        return r.body.includes(`127.0.0.2:${web2}`) ? r : undefined;
       }, 15_000);
 
       stack.kill("SIGINT");
       expect(await exited).toBe(0);
       for (const p of new Set(ports)) expect(await listening(p)).toBe(false);
+      expect(await listening(web2, "127.0.0.2")).toBe(false);
       expect(spawnSync("pgrep", ["-f", data], { encoding: "utf8" }).stdout.trim()).toBe("");
     } catch (e) {
       stack.kill("SIGKILL");
