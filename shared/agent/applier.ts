@@ -288,6 +288,10 @@ export class Applier {
     // A file the agent did not record (it wrote it just before or after the restart read it): its key is unknown.
     this.current = fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
     this.o.log.warn({ running: this.current?.key ?? null, dropped: dropped?.config.key ?? null }, "HAProxy was restarted on the config file: applying the newest config again from it");
+    // What failed while HAProxy was down (a reload with no master) must not wait out a backoff,
+    // and a ping's key may now be older than what the store has: list the store afresh.
+    this.failure = null;
+    this.hint = null;
     this.pending = true;
   }
 

@@ -489,6 +489,22 @@ describe("HAProxy restarted, runtime undo failed", () => {
     expect(await answering(n, "/web/")).toEqual(["B", "C"]);
   });
 
+  it("applies a config that failed while HAProxy was down as soon as HAProxy is back, not after its backoff", async () => {
+    const n = await node();
+    await n.publish(web("web", pods.port, [A]), 100);
+    // A restart delay long enough to publish and ping in between; the backoff (60 s) far longer than the test.
+    const agent = await start(n, {}, { haproxy: { restartInitialDelayMs: 3000, stopGraceMs: 3000, killGraceMs: 2000 } });
+    const master = (await showProc(n.masterSocket)).master.pid;
+    process.kill(master, "SIGKILL");
+    await waitFor("HAProxy down", async () => ((await showProc(n.masterSocket, { timeoutMs: 200 }).catch(() => null)) === null ? true : undefined));
+    const next = await n.publish([...web("web", pods.port, [A]), ...web("api", pods.port, [B])], 110);
+    await n.notify(agent, next);
+    await waitFor("the failed apply", async () => (agent.status().lastError?.key === next.key ? true : undefined));
+    expect(agent.status().backoff).toMatchObject({ key: next.key });
+    await appliedKey(agent, next.key);
+    await served(n, "/api/", "B");
+  });
+
   it("reloads the file's config when undoing a rejected runtime change fails", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);

@@ -76,7 +76,8 @@ export async function checkConfig(text: string | Uint8Array, { haproxyBin = "hap
     const errors = messages(output, "ALERT");
     return { ok: false, errors: errors.length > 0 ? errors : [`haproxy -c exited with code ${r.code}`], output, alerted: errors.length > 0 };
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    // A leftover temporary directory must not turn HAProxy's verdict into an error.
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
 }
 

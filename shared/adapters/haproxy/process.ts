@@ -236,15 +236,20 @@ export class HaproxyProcess {
         configText = null;
       }
       const next = this.spawnMaster();
-      void this.serving(next).then((ok) => {
-        if (ok && this.current === next && !this.stopping) this.o.onRestarted?.(configText);
-      });
+      // No deadline: a master that is slow to serve must still be reported once it does, or the
+      // agent would go on diffing against the runtime state the dead master had.
+      this.serving(next, Infinity)
+        .then((ok) => {
+          if (ok && this.current === next && !this.stopping) this.o.onRestarted?.(configText);
+        })
+        // A throwing callback is a bug to see, not a reason for an unhandled rejection to end the agent.
+        .catch((err: unknown) => process.emitWarning(`onRestarted failed: ${(err as Error).stack ?? String(err)}`));
     }, delayMs);
   }
 
   /** True once `run`'s master answers with a worker; false if it exits, is replaced or stopped, or times out. */
-  private async serving(run: Running): Promise<boolean> {
-    const deadline = Date.now() + this.o.startTimeoutMs;
+  private async serving(run: Running, timeoutMs = this.o.startTimeoutMs): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
     while (this.current === run && !this.stopping && run.child.exitCode === null && run.child.signalCode === null && Date.now() < deadline) {
       const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
       if (status && status.master.pid === run.child.pid && status.workers.length > 0) return this.current === run;
