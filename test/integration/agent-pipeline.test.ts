@@ -1,71 +1,21 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { HaproxyProcess } from "../../shared/adapters/haproxy/process.js";
 import type { ObjectStore } from "../../shared/adapters/object-store.js";
-import type { Agent } from "../../shared/agent/agent.js";
 import { statsSocketOf } from "../../shared/agent/config-facts.js";
 import { stateFilePath } from "../../shared/agent/options.js";
-import { count, echoPods, testNode, web, type Echo, type Node } from "../support/agent.js";
-import { requireHaproxy } from "../support/haproxy.js";
+import { A, agentWorld, B, C, count, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";
-import { startS3, type TestS3 } from "../support/s3.js";
 
 // The agent's fast paths against a real HAProxy and s3rver: the key a ping names is fetched
 // without listing the store, and an endpoint change does not wait for the previous one's
 // `haproxy -c`. A wrapper around haproxy holds (or fails) the checks of chosen configs, so the
 // order of events is forced rather than timed.
 
-const A = "127.0.0.2";
-const B = "127.0.0.3";
-const C = "127.0.0.4";
-
-let s3: TestS3;
-let pods: Echo;
-const cleanups: Array<() => Promise<void> | void> = [];
-
-beforeAll(async () => {
-  requireHaproxy();
-  s3 = await startS3();
-  pods = await echoPods({ [A]: "A", [B]: "B", [C]: "C" });
-});
-
-afterAll(async () => {
-  await pods?.close();
-  await s3?.stop();
-});
-
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function node(): Promise<Node> {
-  const n = await testNode(s3);
-  cleanups.push(() => n.cleanup());
-  return n;
-}
-
-async function start(n: Node, extra: Record<string, unknown> = {}, deps = {}): Promise<Agent> {
-  const agent = await n.start(extra, deps);
-  cleanups.push(() => agent.stop());
-  return agent;
-}
-
-function served(n: Node, path: string, by: string) {
-  return waitFor(`${path} served by ${by}`, async () => {
-    const r = await n.get(path);
-    return r.status === 200 && r.body.startsWith(`${by} `) ? r : undefined;
-  });
-}
-
-async function answering(n: Node, path: string, times = 12): Promise<string[]> {
-  const seen = new Set<string>();
-  for (let i = 0; i < times; i++) seen.add((await n.get(path)).body.split(" ")[0]!);
-  return [...seen].sort();
-}
-
-const appliedKey = (agent: Agent, key: string) => waitFor(`applied ${key}`, async () => (agent.status().applied?.key === key ? true : undefined));
+const world = agentWorld();
+const { node, start, served, answering, appliedKey, cleanups } = world;
 
 /** The node's store, counting how often it is listed. */
 function countingStore(store: ObjectStore): { store: ObjectStore; lists: () => number; gets: () => number } {
@@ -163,16 +113,16 @@ exec haproxy "$@"
 describe("the key a ping names", () => {
   it("is fetched with one GET, without listing the store", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const counted = countingStore(n.store);
     const agent = await start(n, {}, { store: counted.store });
     const listsAtStart = counted.lists();
 
-    const moved = await n.publish(web("web", pods.port, [B]), 110);
+    const moved = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, moved);
     await appliedKey(agent, moved.key);
     expect(await answering(n, "/web/")).toEqual(["B"]);
-    const structural = await n.publish([...web("web", pods.port, [B]), ...web("api", pods.port, [C])], 120);
+    const structural = await n.publish([...web("web", world.pods.port, [B]), ...web("api", world.pods.port, [C])], 120);
     await n.notify(agent, structural);
     await appliedKey(agent, structural.key);
     await served(n, "/api/", "C");
@@ -184,7 +134,7 @@ describe("the key a ping names", () => {
 
   it("falls back to listing on a bogus, foreign or mismatched key, records nothing against it, and ignores stale keys", async () => {
     const n = await node();
-    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
     const counted = countingStore(n.store);
     const agent = await start(n, {}, { store: counted.store });
 
@@ -197,19 +147,19 @@ describe("the key a ping names", () => {
     expect(agent.status()).toMatchObject({ applied: { key: first.key }, lastError: null, backoff: null });
 
     // A real config whose key sorts before the bogus one is still applied at once.
-    const next = await n.publish(web("web", pods.port, [B]), 110);
+    const next = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, next);
     await appliedKey(agent, next.key);
     expect(await answering(n, "/web/")).toEqual(["B"]);
 
     // The ping's sha256 differs from the stored config's: listed instead, and the store's own verified config applied.
-    const third = await n.publish(web("web", pods.port, [C]), 120);
+    const third = await n.publish(web("web", world.pods.port, [C]), 120);
     await n.notify(agent, { key: third.key, sha256: "f".repeat(64) });
     await appliedKey(agent, third.key);
     expect(await count(agent.metrics.notifiedPulls, { result: "fallback" })).toBe(2);
 
     // Another prefix (not this store's), sorting after this one: listed instead.
-    const fourth = await n.publish(web("web", pods.port, [A]), 130);
+    const fourth = await n.publish(web("web", world.pods.port, [A]), 130);
     await n.notify(agent, { key: fourth.key.replace(n.prefix, "zz-elsewhere"), sha256: fourth.sha256 });
     await appliedKey(agent, fourth.key);
 
@@ -228,13 +178,13 @@ describe("endpoint changes while the previous one is checked", () => {
   it("serves a follow-up change before the previous change's haproxy -c has finished; writes each only after its check", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
     const firstText = readFileSync(n.configPath, "utf8");
     const before = await n.reloads();
 
     gate.hold();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
@@ -243,7 +193,7 @@ describe("endpoint changes while the previous one is checked", () => {
     expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
 
     // The next change does not wait for that check.
-    const toBC = await n.publish(web("web", pods.port, [B, C]), 120);
+    const toBC = await n.publish(web("web", world.pods.port, [B, C]), 120);
     await n.notify(agent, toBC);
     await waitFor("B and C serving", async () => ((await answering(n, "/web/")).join() === "B,C" ? true : undefined));
     expect(agent.status().applied?.key).toBe(first.key);
@@ -260,7 +210,7 @@ describe("endpoint changes while the previous one is checked", () => {
   it("undoes a change whose background check fails, with the change applied on top of it, then re-applies the newer one", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
     const firstText = readFileSync(n.configPath, "utf8");
     const before = await n.reloads();
@@ -268,10 +218,10 @@ describe("endpoint changes while the previous one is checked", () => {
     // Only B's configs are rejected; C's on top of B is fine by itself.
     gate.hold();
     gate.reject();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
-    const toC = await n.publish(web("web", pods.port, [C]), 120);
+    const toC = await n.publish(web("web", world.pods.port, [C]), 120);
     await n.notify(agent, toC);
     await served(n, "/web/", "C");
 
@@ -287,13 +237,13 @@ describe("endpoint changes while the previous one is checked", () => {
   it("undoes a lone change whose background check fails and keeps the last good file", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
     const firstText = readFileSync(n.configPath, "utf8");
 
     gate.hold();
     gate.reject();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     gate.release();
@@ -307,16 +257,16 @@ describe("endpoint changes while the previous one is checked", () => {
   it("checks, writes and counts a live config once when it is pulled again under a newer key (same bytes) during its check", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
 
     gate.hold();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
     // Back to B's bytes under a newer key (C's config was never pulled here).
-    await n.publish(web("web", pods.port, [C]), 120);
+    await n.publish(web("web", world.pods.port, [C]), 120);
     const textB = (await n.store.get(toB.key)).config;
     const againB = await n.store.publish({ config: textB, revision: "130", generator: "servicelb/test" });
     expect(againB.status).toBe("published");
@@ -336,13 +286,13 @@ describe("endpoint changes while the previous one is checked", () => {
   it("keeps a live change whose haproxy -c cannot run to a verdict, reports it and checks it again later", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin }, { backoff: { initialMs: 200, maxMs: 400 } });
     const firstText = readFileSync(n.configPath, "utf8");
     const before = await n.reloads();
 
     gate.crash();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
@@ -366,16 +316,16 @@ describe("endpoint changes while the previous one is checked", () => {
   it("lets a structural change supersede a change still in its check: the reload runs the new file", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
     const before = await n.reloads();
 
     gate.hold();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     // Without B: its check is not held.
-    const structural = await n.publish([...web("web", pods.port, [C]), ...web("api", pods.port, [A])], 120);
+    const structural = await n.publish([...web("web", world.pods.port, [C]), ...web("api", world.pods.port, [A])], 120);
     await n.notify(agent, structural);
     await appliedKey(agent, structural.key);
     await served(n, "/api/", "A");
@@ -396,17 +346,17 @@ describe("newest wins (invariant 1)", () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
     const gated = gatedStore(n.store);
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin }, { store: gated.store });
 
     gate.hold();
     gate.reject();
-    const k6 = await n.publish(web("web", pods.port, [B]), 110);
+    const k6 = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, k6);
     await served(n, "/web/", "B");
     // An older snapshot's config, published before k7 but named by a ping that arrives late.
-    const late = await n.publish(web("web", pods.port, [A, C]), 120);
-    const k7 = await n.publish(web("web", pods.port, [C]), 130);
+    const late = await n.publish(web("web", world.pods.port, [A, C]), 120);
+    const k7 = await n.publish(web("web", world.pods.port, [C]), 130);
     await n.notify(agent, k7);
     await served(n, "/web/", "C");
 
@@ -429,8 +379,8 @@ describe("newest wins (invariant 1)", () => {
 
   it("does not trust a ping's key while the running config is unknown (file written, not recorded): lists the store", async () => {
     const n = await node();
-    const older = await n.publish(web("web", pods.port, [A]), 100);
-    const newest = await n.publish(web("web", pods.port, [B]), 110);
+    const older = await n.publish(web("web", world.pods.port, [A]), 100);
+    const newest = await n.publish(web("web", world.pods.port, [B]), 110);
     // A crash between writing newest's file and recording it: the state still names older.
     const options = n.options();
     mkdirSync(options.stateDir, { recursive: true });
@@ -460,11 +410,11 @@ describe("HAProxy restarted, runtime undo failed", () => {
   it("after a supervised restart (which runs the file), applies the newest config again instead of trusting the live state it lost", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
 
     gate.hold();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
@@ -483,7 +433,7 @@ describe("HAProxy restarted, runtime undo failed", () => {
     expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toB.key)).config);
 
     // Later diffs start from what runs.
-    const toBC = await n.publish(web("web", pods.port, [B, C]), 120);
+    const toBC = await n.publish(web("web", world.pods.port, [B, C]), 120);
     await n.notify(agent, toBC);
     await appliedKey(agent, toBC.key);
     expect(await answering(n, "/web/")).toEqual(["B", "C"]);
@@ -491,13 +441,13 @@ describe("HAProxy restarted, runtime undo failed", () => {
 
   it("applies a config that failed while HAProxy was down as soon as HAProxy is back, not after its backoff", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     // A restart delay long enough to publish and ping in between; the backoff (60 s) far longer than the test.
     const agent = await start(n, {}, { haproxy: { restartInitialDelayMs: 3000, stopGraceMs: 3000, killGraceMs: 2000 } });
     const master = (await showProc(n.masterSocket)).master.pid;
     process.kill(master, "SIGKILL");
     await waitFor("HAProxy down", async () => ((await showProc(n.masterSocket, { timeoutMs: 200 }).catch(() => null)) === null ? true : undefined));
-    const next = await n.publish([...web("web", pods.port, [A]), ...web("api", pods.port, [B])], 110);
+    const next = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [B])], 110);
     await n.notify(agent, next);
     await waitFor("the failed apply", async () => (agent.status().lastError?.key === next.key ? true : undefined));
     expect(agent.status().backoff).toMatchObject({ key: next.key });
@@ -508,14 +458,14 @@ describe("HAProxy restarted, runtime undo failed", () => {
   it("reloads the file's config when undoing a rejected runtime change fails", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
     const socket = statsSocketOf(readFileSync(n.configPath, "utf8"))!;
     const before = await n.reloads();
 
     gate.hold();
     gate.reject();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     // The runtime API cannot be reached for the undo.
@@ -528,7 +478,7 @@ describe("HAProxy restarted, runtime undo failed", () => {
 
     // The runtime API reachable again (a reload hands the same socket to the new worker): the next endpoint change uses it.
     renameSync(`${socket}.away`, socket);
-    const toC = await n.publish(web("web", pods.port, [C]), 120);
+    const toC = await n.publish(web("web", world.pods.port, [C]), 120);
     await n.notify(agent, toC);
     await appliedKey(agent, toC.key);
     expect(agent.status().applied).toMatchObject({ how: "runtime" });
@@ -541,20 +491,20 @@ describe("stopping", () => {
   it("stops promptly while a background check is held, a poll runs and pings keep coming; the check is abandoned", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin, pollInterval: "100ms" });
     cleanups.push(() => gate.release());
     const firstText = readFileSync(n.configPath, "utf8");
 
     gate.hold();
-    const toB = await n.publish(web("web", pods.port, [B]), 110);
+    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
     await served(n, "/web/", "B");
     await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
     // Past a poll tick (100-120 ms): that poll run joins the loop, which waits for the check.
     await new Promise((r) => setTimeout(r, 300));
 
-    const next = await n.publish(web("web", pods.port, [B, C]), 120);
+    const next = await n.publish(web("web", world.pods.port, [B, C]), 120);
     let pinging = true;
     const pinger = (async () => {
       while (pinging) {
@@ -577,7 +527,7 @@ describe("stopping", () => {
 describe("reload confirmation", () => {
   it("confirms a reload by show proc (count up, failed 0) and reports a failed one, now polled every 10 ms", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     await agent.stop();
     // The agent left a valid config on disk; drive HAProxy directly.

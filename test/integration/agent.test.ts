@@ -2,83 +2,32 @@ import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { processAlive } from "../../shared/adapters/haproxy/process.js";
 import { createObjectStore } from "../../shared/adapters/object-store.js";
-import type { Agent } from "../../shared/agent/agent.js";
 import { stateFilePath } from "../../shared/agent/options.js";
 import { runStatus, type FleetStatus } from "../../shared/app/status-command.js";
-import { count, echoPods, testNode, TOKEN, web, type Echo, type Node } from "../support/agent.js";
-import { requireHaproxy } from "../support/haproxy.js";
+import { A, agentWorld, B, C, count, echoPods, TOKEN, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";
-import { deadEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
+import { deadEndpoint, S3RVER_CREDENTIALS } from "../support/s3.js";
 
 // The node agent against a real HAProxy and a real S3 protocol server (s3rver). Pods are echo
 // servers on 127.0.0.2-4 (one port), so a Service's endpoints differ by address as in a cluster.
 
-const A = "127.0.0.2";
-const B = "127.0.0.3";
-const C = "127.0.0.4";
-
-let s3: TestS3;
-let pods: Echo;
-const cleanups: Array<() => Promise<void> | void> = [];
-
-beforeAll(async () => {
-  requireHaproxy();
-  s3 = await startS3();
-  pods = await echoPods({ [A]: "A", [B]: "B", [C]: "C" });
-});
-
-afterAll(async () => {
-  await pods?.close();
-  await s3?.stop();
-});
-
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function node(renderExtra: Record<string, unknown> = {}): Promise<Node> {
-  const n = await testNode(s3, renderExtra);
-  cleanups.push(() => n.cleanup());
-  return n;
-}
-
-async function start(n: Node, extra: Record<string, unknown> = {}, deps = {}): Promise<Agent> {
-  const agent = await n.start(extra, deps);
-  cleanups.push(() => agent.stop());
-  return agent;
-}
-
-/** Waits until `path` is answered by pod `by`. */
-function served(n: Node, path: string, by: string) {
-  return waitFor(`${path} served by ${by}`, async () => {
-    const r = await n.get(path);
-    return r.status === 200 && r.body.startsWith(`${by} `) ? r : undefined;
-  });
-}
-
-/** Which pods answer `path` over `times` requests. */
-async function answering(n: Node, path: string, times = 12): Promise<string[]> {
-  const seen = new Set<string>();
-  for (let i = 0; i < times; i++) seen.add((await n.get(path)).body.split(" ")[0]!);
-  return [...seen].sort();
-}
-
-const appliedKey = (agent: Agent, key: string) => waitFor(`applied ${key}`, async () => (agent.status().applied?.key === key ? true : undefined));
+const world = agentWorld();
+const { node, start, served, answering, appliedKey, cleanups } = world;
 
 describe("applying configs", () => {
   it("serves the newest config at start, before any ping, and applies a structural change with exactly one reload", async () => {
     const n = await node();
-    const first = await n.publish(web("web", pods.port, [A]), 100);
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     expect(agent.status().applied).toMatchObject({ key: first.key, revision: "100", how: "start" });
     expect(await n.get("/web/x")).toEqual({ status: 200, body: "A /x" });
 
     const before = await n.reloads();
-    const second = await n.publish([...web("web", pods.port, [A]), ...web("api", pods.port, [B])], 110);
+    const second = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [B])], 110);
     expect(await n.notify(agent, second)).toMatchObject({ status: 202 });
     await appliedKey(agent, second.key);
     await served(n, "/api/y", "B");
@@ -95,22 +44,22 @@ describe("applying configs", () => {
 
   it("applies endpoint-only changes (move, scale up, scale down) through the runtime API with 0 reloads", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const before = await n.reloads();
 
-    const moved = await n.publish(web("web", pods.port, [B]), 110);
+    const moved = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, moved);
     await appliedKey(agent, moved.key);
     expect(agent.status().applied?.how).toBe("runtime");
     expect(await answering(n, "/web/")).toEqual(["B"]);
 
-    const up = await n.publish(web("web", pods.port, [B, C]), 120);
+    const up = await n.publish(web("web", world.pods.port, [B, C]), 120);
     await n.notify(agent, up);
     await appliedKey(agent, up.key);
     expect(await answering(n, "/web/")).toEqual(["B", "C"]);
 
-    const down = await n.publish(web("web", pods.port, [C]), 130);
+    const down = await n.publish(web("web", world.pods.port, [C]), 130);
     await n.notify(agent, down);
     await appliedKey(agent, down.key);
     expect(await answering(n, "/web/")).toEqual(["C"]);
@@ -120,7 +69,7 @@ describe("applying configs", () => {
     expect(await count(agent.metrics.runtimeUpdates)).toBe(3);
     // Written too, so that a later reload keeps the runtime changes...
     expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(down.key)).config);
-    const structural = await n.publish([...web("web", pods.port, [C]), ...web("api", pods.port, [A])], 140);
+    const structural = await n.publish([...web("web", world.pods.port, [C]), ...web("api", world.pods.port, [A])], 140);
     await n.notify(agent, structural);
     await appliedKey(agent, structural.key);
     await served(n, "/api/", "A");
@@ -134,11 +83,11 @@ describe("applying configs", () => {
     const other = await echoPods({ [A]: "A2" });
     cleanups.push(() => other.close());
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     await served(n, "/web/", "A");
     // Same slot, same address, another port, plus a new Service: a reload with the state file in play.
-    const next = await n.publish([...web("web", other.port, [A]), ...web("api", pods.port, [B])], 110);
+    const next = await n.publish([...web("web", other.port, [A]), ...web("api", world.pods.port, [B])], 110);
     await n.notify(agent, next);
     await appliedKey(agent, next.key);
     expect(agent.status().applied?.how).toBe("reload");
@@ -147,7 +96,7 @@ describe("applying configs", () => {
 
   it("rejects a config that fails haproxy -c, keeps serving the old one and reports the error", async () => {
     const n = await node();
-    const good = await n.publish(web("web", pods.port, [A]), 100);
+    const good = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const before = await n.reloads();
     const goodText = readFileSync(n.configPath, "utf8");
@@ -170,7 +119,7 @@ describe("applying configs", () => {
 
     // While it backs off, the broken config is not fetched again; a newer good one is applied at once.
     await n.notify(agent, broken);
-    const fixed = await n.publish(web("web", pods.port, [B]), 120);
+    const fixed = await n.publish(web("web", world.pods.port, [B]), 120);
     await n.notify(agent, fixed);
     await appliedKey(agent, fixed.key);
     expect(agent.status()).toMatchObject({ lastError: null, backoff: null });
@@ -181,7 +130,7 @@ describe("applying configs", () => {
   it("refuses a config that protects the stats page when SERVICELB_STATS_PASSWORD is not set on the node", async () => {
     expect(process.env.SERVICELB_STATS_PASSWORD).toBeUndefined();
     const n = await node({ statsUser: "admin" });
-    const cfg = await n.publish(web("web", pods.port, [A]), 100);
+    const cfg = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
     expect(err).toMatchObject({ stage: "check", key: cfg.key, message: expect.stringContaining("SERVICELB_STATS_PASSWORD is not set") });
@@ -190,12 +139,12 @@ describe("applying configs", () => {
 
   it("undoes a runtime change HAProxy refuses and rejects that config", async () => {
     const n = await node();
-    const good = await n.publish(web("web", pods.port, [A]), 100);
+    const good = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const before = await n.reloads();
     const goodText = readFileSync(n.configPath, "utf8");
     // Only a server address differs, so it takes the runtime path; 300.1.2.3 fits the line's grammar but is no address.
-    const bad = await n.store.publish({ config: goodText.replace(`${A}:${pods.port}`, `300.1.2.3:${pods.port}`), revision: "110", generator: "servicelb/test" });
+    const bad = await n.store.publish({ config: goodText.replace(`${A}:${world.pods.port}`, `300.1.2.3:${world.pods.port}`), revision: "110", generator: "servicelb/test" });
     await n.notify(agent, bad);
     const err = await waitFor("the error", async () => agent.status().lastError ?? undefined);
     expect(err).toMatchObject({ stage: "check", key: bad.key });
@@ -207,13 +156,13 @@ describe("applying configs", () => {
 
   it("refuses a config whose body does not match its sha256", async () => {
     const n = await node();
-    const good = await n.publish(web("web", pods.port, [A]), 100);
+    const good = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
-    const next = await n.publish(web("web", pods.port, [B]), 110);
+    const next = await n.publish(web("web", world.pods.port, [B]), 110);
     const text = (await n.store.get(next.key)).config;
     // Tampered behind the store's back: same key and metadata, another body.
-    await s3.client.send(
-      new PutObjectCommand({ Bucket: s3.bucket, Key: next.key, Body: text.replace(B, C), Metadata: { sha256: next.sha256, revision: "110", generator: "x" } }),
+    await world.s3.client.send(
+      new PutObjectCommand({ Bucket: world.s3.bucket, Key: next.key, Body: text.replace(B, C), Metadata: { sha256: next.sha256, revision: "110", generator: "x" } }),
     );
     await n.notify(agent, next);
     const err = await waitFor("the verify error", async () => agent.status().lastError ?? undefined);
@@ -225,17 +174,17 @@ describe("applying configs", () => {
 
   it("rate-limits reloads and lets the newest config win over one waiting for its slot", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { minReloadInterval: "1500ms" });
-    const v2 = await n.publish([...web("web", pods.port, [A]), ...web("b2", pods.port, [B])], 110);
+    const v2 = await n.publish([...web("web", world.pods.port, [A]), ...web("b2", world.pods.port, [B])], 110);
     await n.notify(agent, v2);
     await appliedKey(agent, v2.key);
     const v2At = Date.parse(agent.status().applied!.appliedAt);
-    const v3 = await n.publish([...web("web", pods.port, [A]), ...web("b3", pods.port, [B])], 120);
+    const v3 = await n.publish([...web("web", world.pods.port, [A]), ...web("b3", world.pods.port, [B])], 120);
     await n.notify(agent, v3);
     // v3 is pulled and checked, then waits for its reload slot; v4 arrives while it waits.
     await waitFor("v3 pulled", async () => ((await count(agent.metrics.pulls, { result: "new" })) >= 3 ? true : undefined));
-    const v4 = await n.publish([...web("web", pods.port, [A]), ...web("b4", pods.port, [B])], 130);
+    const v4 = await n.publish([...web("web", world.pods.port, [A]), ...web("b4", world.pods.port, [B])], 130);
     await n.notify(agent, v4);
     await appliedKey(agent, v4.key);
     // Reloads start at least 1,500 ms apart; the two reloads' own durations differ by far less than 200 ms.
@@ -249,9 +198,9 @@ describe("applying configs", () => {
 describe("converging and recovering", () => {
   it("converges by polling when every ping is lost", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { pollInterval: "300ms" });
-    const next = await n.publish([...web("web", pods.port, [A]), ...web("api", pods.port, [C])], 110);
+    const next = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [C])], 110);
     const t0 = Date.now();
     await appliedKey(agent, next.key);
     expect(Date.now() - t0).toBeLessThan(3000);
@@ -260,10 +209,10 @@ describe("converging and recovering", () => {
 
   it("serves the last good config on disk when the store is unreachable at start", async () => {
     const n = await node();
-    const good = await n.publish(web("web", pods.port, [A]), 100);
+    const good = await n.publish(web("web", world.pods.port, [A]), 100);
     const first = await n.start();
     await first.stop();
-    const dead = createObjectStore({ url: `s3://${s3.bucket}/${n.prefix}`, endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 500 });
+    const dead = createObjectStore({ url: `s3://${world.s3.bucket}/${n.prefix}`, endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 500 });
     cleanups.push(() => dead.close());
     const agent = await start(n, {}, { store: dead });
     expect(await n.get("/web/")).toEqual({ status: 200, body: "A /" });
@@ -273,7 +222,7 @@ describe("converging and recovering", () => {
 
   it("answers /healthz 503 with the reason while it has no config to serve, and keeps trying", async () => {
     const n = await node();
-    const dead = createObjectStore({ url: `s3://${s3.bucket}/${n.prefix}`, endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 500 });
+    const dead = createObjectStore({ url: `s3://${world.s3.bucket}/${n.prefix}`, endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 500 });
     cleanups.push(() => dead.close());
     const agent = await start(n, {}, { store: dead });
     const health = await fetch(`${agent.url}/healthz`);
@@ -284,7 +233,7 @@ describe("converging and recovering", () => {
 
   it("reports itself down in the store when stopped", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await n.start();
     await agent.stop();
     const [last] = (await n.store.listStatuses()) as Array<{ haproxy: { running: boolean } }>;
@@ -293,8 +242,8 @@ describe("converging and recovering", () => {
 
   it("recovers when killed between writing the config and reloading", async () => {
     const n = await node();
-    const v1 = await n.publish(web("web", pods.port, [A]), 100);
-    const v2 = await n.publish([...web("web", pods.port, [A]), ...web("api", pods.port, [B])], 110);
+    const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
+    const v2 = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [B])], 110);
     const v1Text = (await n.store.get(v1.key)).config;
     const v2Text = (await n.store.get(v2.key)).config;
     // The killed agent's world: its HAProxy still runs v1, its state names v1, and v2 was
@@ -323,7 +272,7 @@ describe("converging and recovering", () => {
 
   it("restarts a killed HAProxy: /healthz goes 503, then 200, and traffic flows", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const seen: number[] = [];
     let polling = true;
@@ -349,7 +298,7 @@ describe("converging and recovering", () => {
 describe("HTTP API", () => {
   it("answers /notify 401 without or with a wrong token, 400 on a malformed body, 202 when accepted", async () => {
     const n = await node();
-    const v1 = await n.publish(web("web", pods.port, [A]), 100);
+    const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const post = (body: string, auth?: string) =>
       fetch(`${agent.url}/notify`, { method: "POST", headers: { "content-type": "application/json", ...(auth ? { authorization: auth } : {}) }, body });
@@ -382,7 +331,7 @@ describe("HTTP API", () => {
 
   it("forwards HAProxy's own log lines (--syslog) to the agent's stdout", async () => {
     const n = await node({ syslog: true });
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const lines: string[] = [];
     await start(n, {}, { haproxyLog: (line: string) => lines.push(line) });
     await n.get("/web/logged-request");
@@ -392,10 +341,10 @@ describe("HTTP API", () => {
 
   it("folds a burst of 20 notifies into at most a couple of pulls", async () => {
     const n = await node();
-    await n.publish(web("web", pods.port, [A]), 100);
+    await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const pullsBefore = await count(agent.metrics.pulls);
-    const next = await n.publish(web("web", pods.port, [B]), 110);
+    const next = await n.publish(web("web", world.pods.port, [B]), 110);
     const answers = await Promise.all(Array.from({ length: 20 }, () => n.notify(agent, next)));
     expect(answers.every((a) => a.status === 202)).toBe(true);
     await appliedKey(agent, next.key);
@@ -406,7 +355,7 @@ describe("HTTP API", () => {
 
   it("serves /status and Prometheus /metrics", async () => {
     const n = await node();
-    const v1 = await n.publish(web("web", pods.port, [A]), 100);
+    const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const status = (await (await fetch(`${agent.url}/status`)).json()) as Record<string, unknown>;
     expect(status).toMatchObject({ node: expect.stringMatching(/^node-\d+$/), applied: { key: v1.key, sha256: v1.sha256, revision: "100" }, lastError: null, haproxy: { running: true } });
@@ -426,12 +375,12 @@ describe("servicelb status", () => {
 
   it("shows for every node which config it runs and whether it is behind", async () => {
     const n = await node();
-    const v1 = await n.publish(web("web", pods.port, [A]), 100);
+    const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
     await start(n);
     await waitFor("the status report", async () => ((await n.store.listStatuses()).length === 1 ? true : undefined));
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
-    const flags = { store: `s3://${s3.bucket}/${n.prefix}`, storeEndpoint: s3.endpoint, storePathStyle: true };
+    const flags = { store: `s3://${world.s3.bucket}/${n.prefix}`, storeEndpoint: world.s3.endpoint, storePathStyle: true };
     const run = async (extra: Record<string, unknown> = {}) => {
       let out = "";
       const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
@@ -447,7 +396,7 @@ describe("servicelb status", () => {
     expect(text).toMatch(/^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+0+100-[0-9a-f]{16}\.cfg\s+-$/m);
 
     // Published without a ping and with a long poll interval: the node is behind until it pulls.
-    const v2 = await n.publish(web("web", pods.port, [B]), 110);
+    const v2 = await n.publish(web("web", world.pods.port, [B]), 110);
     const fleet = JSON.parse(await run({ format: "json" })) as FleetStatus;
     expect(fleet.newest).toEqual({ key: v2.key, revision: "110" });
     expect(fleet.nodes).toEqual([expect.objectContaining({ key: v1.key, revision: "100", behind: true, stale: false, haproxyRunning: true, lastError: null })]);

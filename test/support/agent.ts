@@ -11,8 +11,10 @@ import { parseAgentOptions, type AgentOptions } from "../../shared/agent/options
 import { RenderContext } from "../../shared/app/render-context.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { list, service, slice } from "./fixtures.js";
-import { loopbackOptions, type LoopbackSetup } from "./haproxy.js";
-import { S3RVER_CREDENTIALS, type TestS3 } from "./s3.js";
+import { afterAll, afterEach, beforeAll } from "vitest";
+import { loopbackOptions, requireHaproxy, type LoopbackSetup } from "./haproxy.js";
+import { waitFor } from "./net.js";
+import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "./s3.js";
 
 /** Agent tests: one node's world in a temp dir — its store prefix, sockets, config path and token. */
 
@@ -177,4 +179,64 @@ export function httpGet(port: number, path: string, agent: HttpAgent | false = f
 export async function count(metric: { get(): Promise<{ values: Array<{ value: number; labels: Partial<Record<string, string | number>> }> }> }, labels: Record<string, string> = {}): Promise<number> {
   const { values } = await metric.get();
   return values.filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((a, v) => a + v.value, 0);
+}
+
+/** The echo pods of agent tests: one port, three addresses, so endpoints differ by address as in a cluster. */
+export const A = "127.0.0.2";
+export const B = "127.0.0.3";
+export const C = "127.0.0.4";
+
+/**
+ * An agent test file's world: one s3rver and the echo pods A, B and C for the file, and nodes,
+ * agents and whatever else is pushed to `cleanups` torn down after each test. Call at top level.
+ */
+export function agentWorld() {
+  let s3: TestS3 | undefined;
+  let pods: Echo | undefined;
+  const cleanups: Array<() => Promise<void> | void> = [];
+  beforeAll(async () => {
+    requireHaproxy();
+    s3 = await startS3();
+    pods = await echoPods({ [A]: "A", [B]: "B", [C]: "C" });
+  });
+  afterAll(async () => {
+    await pods?.close();
+    await s3?.stop();
+  });
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  return {
+    get s3(): TestS3 {
+      return s3!;
+    },
+    get pods(): Echo {
+      return pods!;
+    },
+    cleanups,
+    async node(renderExtra: Record<string, unknown> = {}): Promise<Node> {
+      const n = await testNode(s3!, renderExtra);
+      cleanups.push(() => n.cleanup());
+      return n;
+    },
+    async start(n: Node, extra: Record<string, unknown> = {}, deps: AgentDeps = {}): Promise<Agent> {
+      const agent = await n.start(extra, deps);
+      cleanups.push(() => agent.stop());
+      return agent;
+    },
+    /** Waits until `path` is answered by pod `by`. */
+    served(n: Node, path: string, by: string) {
+      return waitFor(`${path} served by ${by}`, async () => {
+        const r = await n.get(path);
+        return r.status === 200 && r.body.startsWith(`${by} `) ? r : undefined;
+      });
+    },
+    /** Which pods answer `path` over `times` requests. */
+    async answering(n: Node, path: string, times = 12): Promise<string[]> {
+      const seen = new Set<string>();
+      for (let i = 0; i < times; i++) seen.add((await n.get(path)).body.split(" ")[0]!);
+      return [...seen].sort();
+    },
+    appliedKey: (agent: Agent, key: string) => waitFor(`applied ${key}`, async () => (agent.status().applied?.key === key ? true : undefined)),
+  };
 }
