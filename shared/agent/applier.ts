@@ -2,11 +2,12 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { diffConfigs, type ServerChange } from "../core/config-diff.js";
+import { diffConfigs } from "../core/config-diff.js";
+import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { sha256 } from "../core/sha256.js";
 import type { ReloadResult } from "../adapters/haproxy/master.js";
-import { setServerAddr, setServerState, showServersState } from "../adapters/haproxy/runtime.js";
+import { runRuntimeCommand, showServersState } from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
 import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/object-store.js";
 import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
@@ -416,8 +417,9 @@ export class Applier {
     if (running && this.started && this.o.haproxy.running && !this.liveUnknown) {
       const diff = diffConfigs(running.text, config.config);
       const socket = statsSocketOf(running.text);
-      if (diff.kind === "runtime" && socket) return this.applyThroughRuntime(socket, running, config, diff.changes, t0);
-      if (diff.kind === "reload") this.o.log.info({ key: config.key, reason: diff.reason }, "config change needs a reload");
+      const plan = diff.kind === "runtime" ? planRuntime(diff.changes, diff.spare) : diff;
+      if (plan.kind === "runtime" && diff.kind === "runtime" && socket) return this.applyThroughRuntime(socket, running, config, plan.commands, diff.changes.length, t0);
+      if (plan.kind === "reload") this.o.log.info({ key: config.key, reason: plan.reason }, "config change needs a reload");
     }
     await this.checkThenActivate(config, t0);
   }
@@ -466,11 +468,11 @@ export class Applier {
    * background (validate()), the file is written only once `haproxy -c` agrees, and should it
    * not, the slots are changed back to the file's config.
    */
-  private async applyThroughRuntime(socket: string, running: Running, config: StoredConfig, changes: ServerChange[], t0: number): Promise<void> {
+  private async applyThroughRuntime(socket: string, running: Running, config: StoredConfig, commands: RuntimeCommand[], slots: number, t0: number): Promise<void> {
     const { log, metrics } = this.o;
     try {
-      await this.applyRuntime(socket, changes);
-      trace("agent", "runtime.done", { key: config.key, changes: changes.length });
+      await this.applyRuntime(socket, commands);
+      trace("agent", "runtime.done", { key: config.key, changes: slots });
     } catch (err) {
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
       if (!(await this.undoRuntime(socket, config.config, running.text))) this.liveUnknown = true;
@@ -479,7 +481,7 @@ export class Applier {
       if (this.liveUnknown) await this.reloadFromDisk();
       return;
     }
-    metrics.runtimeServerChanges.inc(changes.length);
+    metrics.runtimeServerChanges.inc(slots);
     this.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
     this.unvalidated = { config, t0 };
     this.validate();
@@ -487,14 +489,15 @@ export class Applier {
 
   /** Puts the slots of `fromText` (live) back to those of `toText`; false when that failed (the slots are then unknown). */
   private async undoRuntime(socket: string, fromText: string, toText: string): Promise<boolean> {
-    const back = diffConfigs(fromText, toText);
-    if (back.kind === "identical") return true;
+    const diff = diffConfigs(fromText, toText);
+    if (diff.kind === "identical") return true;
+    const back = diff.kind === "runtime" ? planRuntime(diff.changes, diff.spare) : diff;
     if (back.kind !== "runtime") {
       this.o.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");
       return false;
     }
     try {
-      await this.applyRuntime(socket, back.changes);
+      await this.applyRuntime(socket, back.commands);
       return true;
     } catch (err) {
       this.o.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
@@ -622,17 +625,9 @@ export class Applier {
     }, retryInMs);
   }
 
-  /**
-   * A slot going live is put in maintenance, re-addressed, then made ready: a server leaving
-   * maintenance starts UP at once (measured on 2.6), whereas a bare address change would keep
-   * the old endpoint's health, e.g. DOWN until `rise` checks pass on the new one.
-   */
-  private async applyRuntime(socket: string, changes: ServerChange[]): Promise<void> {
-    for (const c of changes) {
-      await setServerState(socket, c.backend, c.server, "maint");
-      await setServerAddr(socket, c.backend, c.server, c.address, c.port);
-      if (c.enabled) await setServerState(socket, c.backend, c.server, "ready");
-    }
+  /** Make before break: the commands are in planRuntime's order, one at a time. */
+  private async applyRuntime(socket: string, commands: RuntimeCommand[]): Promise<void> {
+    for (const c of commands) await runRuntimeCommand(socket, c);
   }
 
   /** Waits out --min-reload-interval; true when a newer config was published meanwhile (it will be pulled next). */

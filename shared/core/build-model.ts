@@ -161,10 +161,8 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     } else {
       addresses = c.index.addresses(svc, sp);
     }
-    if (addresses.length === 0) {
-      skip("no ready endpoints", sp.port);
-      continue;
-    }
+    // No ready endpoint keeps the backend, every slot free: the route answers 503 (the Service
+    // exists, nothing serves it) and scaling back up is a runtime change, not a reload.
     const backendName = `${namespace}_${name}_${sp.port}`;
     const cookie = !isTcp && ann.cookieSticky;
     const affinity: Backend["affinity"] = cookie

@@ -8,16 +8,31 @@
  * cost a reload, never a wrong runtime change.
  */
 
-export interface ServerChange {
-  backend: string;
-  server: string;
+export interface SlotState {
   /** Bare address, without IPv6 brackets (what `set server ... addr` takes). */
   address: string;
   port: number;
+  /** false: the line says `disabled` (the slot is in maintenance). */
   enabled: boolean;
 }
 
-export type ConfigDiff = { kind: "identical" } | { kind: "runtime"; changes: ServerChange[] } | { kind: "reload"; reason: string };
+export interface ServerChange {
+  backend: string;
+  server: string;
+  from: SlotState;
+  to: SlotState;
+}
+
+/** A slot that is `disabled` and unchanged in both configs: free to carry an endpoint for a moment. */
+export interface SpareSlot extends SlotState {
+  server: string;
+}
+
+export type ConfigDiff =
+  | { kind: "identical" }
+  /** `spare`: for each backend with changes, its slots free before and after (in config order). */
+  | { kind: "runtime"; changes: ServerChange[]; spare: Map<string, SpareSlot[]> }
+  | { kind: "reload"; reason: string };
 
 interface ServerLine {
   server: string;
@@ -47,13 +62,29 @@ function show(line: string, max = 100): string {
   return JSON.stringify(line.length > max ? `${line.slice(0, max)}…` : line);
 }
 
+/** A free slot's line: `disabled` and nothing after it (cheap test first: most lines are not). */
+function spareOf(line: string): SpareSlot | undefined {
+  if (!line.endsWith(" disabled") || !line.startsWith("    server ")) return undefined;
+  const s = parseServer(line);
+  return s && !s.enabled ? { server: s.server, address: s.address, port: s.port, enabled: false } : undefined;
+}
+
 export function diffConfigs(oldText: string, newText: string): ConfigDiff {
   if (oldText === newText) return { kind: "identical" };
   const a = oldText.split("\n");
   const b = newText.split("\n");
   const changes: ServerChange[] = [];
+  const spare = new Map<string, SpareSlot[]>();
   // Lines before any difference are identical, so both sides are always in the same section.
   let backend: string | null = null;
+  // The current backend's free slots; kept only if the backend has changes.
+  let spareHere: SpareSlot[] = [];
+  let changesBefore = 0;
+  const closeSection = () => {
+    if (backend !== null && changes.length > changesBefore) spare.set(backend, spareHere);
+    spareHere = [];
+    changesBefore = changes.length;
+  };
   for (let i = 0; i < Math.max(a.length, b.length); i++) {
     const oldLine = a[i];
     const newLine = b[i];
@@ -62,7 +93,13 @@ export function diffConfigs(oldText: string, newText: string): ConfigDiff {
     if (newLine === undefined) return { kind: "reload", reason: `line ${n} removed: ${show(oldLine)}` };
     if (oldLine === newLine) {
       const s = sectionOf(oldLine);
-      if (s !== undefined) backend = s;
+      if (s !== undefined) {
+        closeSection();
+        backend = s;
+      } else if (backend !== null) {
+        const free = spareOf(oldLine);
+        if (free) spareHere.push(free);
+      }
       continue;
     }
     const o = parseServer(oldLine);
@@ -72,7 +109,8 @@ export function diffConfigs(oldText: string, newText: string): ConfigDiff {
     if (o.params !== c.params) {
       return { kind: "reload", reason: `line ${n}: server ${backend}/${o.server} parameters changed: ${show(o.params.trim(), 60)} -> ${show(c.params.trim(), 60)}` };
     }
-    changes.push({ backend, server: c.server, address: c.address, port: c.port, enabled: c.enabled });
+    changes.push({ backend, server: c.server, from: { address: o.address, port: o.port, enabled: o.enabled }, to: { address: c.address, port: c.port, enabled: c.enabled } });
   }
-  return { kind: "runtime", changes };
+  closeSection();
+  return { kind: "runtime", changes, spare };
 }

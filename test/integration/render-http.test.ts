@@ -46,13 +46,13 @@ describe("HTTP function render (dry run)", () => {
   });
 
   it("POST a JSON snapshot with ?format=json: warnings, skipped, revision and stats", async () => {
-    const body = JSON.stringify({ kind: "List", metadata: { resourceVersion: "77" }, items: [service("x", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.algorithm": "magic" } }), service("y", [{ port: 80 }])] });
+    const body = JSON.stringify({ kind: "List", metadata: { resourceVersion: "77" }, items: [service("x", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.algorithm": "magic" } }), service("y", [{ port: 80 }], { type: "LoadBalancer" })] });
     const r = await fetch(`${base}/?format=json`, { method: "POST", body, headers: { "content-type": "application/json" } });
     expect(r.status).toBe(200);
     const out = (await r.json()) as { revision: string; warnings: Array<{ service: string }>; skipped: Array<{ reason: string }> };
     expect(out.revision).toBe("77");
     expect(out.warnings[0]!.service).toBe("default/x");
-    expect(out.skipped.map((s) => s.reason)).toEqual(["no ready endpoints", "no ready endpoints"]);
+    expect(out.skipped.map((s) => s.reason)).toEqual(["type LoadBalancer: it has a load balancer already"]);
   });
 
   it("never puts the stats password in the output, only a reference HAProxy resolves on the node", async () => {

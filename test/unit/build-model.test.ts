@@ -103,13 +103,19 @@ describe("exposure", () => {
     [service("lb", [{ port: 80 }], { type: "LoadBalancer" }), "LoadBalancer"],
     [service("ext", [{ port: 80 }], { type: "ExternalName" }), "ExternalName"],
     [service("dns", [{ port: 53, protocol: "UDP" }]), "UDP"],
-    [service("empty", [{ port: 80 }]), "no ready endpoints"],
     [service("kubernetes", [{ port: 443 }]), "system"],
     [service("kube-dns", [{ port: 53 }], { namespace: "kube-system" }), "system"],
   ])("skips %# with a reason", (svc, reason) => {
     const m = build([svc]);
     expect(m.backends).toEqual([]);
     expect(m.skipped[0]!.reason).toContain(reason);
+  });
+
+  it("keeps a Service with no ready endpoint, every slot free: it answers 503 and scales back up without a reload", () => {
+    const m = build([service("empty", [{ port: 80 }])]);
+    expect(m.skipped).toEqual([]);
+    expect(m.backends.map((b) => [b.name, b.servers.map((s) => s.address)])).toEqual([["default_empty_80", [null, null, null, null]]]);
+    expect(m.httpRoutes.map((r) => r.backend)).toEqual(["default_empty_80"]);
   });
 
   it("exposes system Services when asked", () => {

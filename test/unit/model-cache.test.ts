@@ -109,9 +109,11 @@ describe("the warm-instance cache", () => {
     expect(moved.backends[1]).not.toBe(first.backends[1]);
     expect(moved.revision).toBe("11");
     expect(new Renderer(templates).render(moved)).toBe(new Renderer(templates).render(buildModel(live("10.0.0.2", "11"), options)));
-    // An endpoint change that takes a port's last endpoint away changes what it claims: settled again.
-    const empty = buildModel({ ...snapshotFromDocuments([list(objects("10.0.0.2", "12").slice(0, 3), "12")]), trustedRevisions: true }, options, {}, cache);
-    expect(empty.httpRoutes).not.toBe(moved.httpRoutes);
-    expect(empty.skipped).toContainEqual({ service: "default/web", port: 80, reason: "no ready endpoints" });
+    // Losing the last endpoint changes no claim either: the backend stays, every slot free.
+    const noEndpoints = (): Snapshot => ({ ...snapshotFromDocuments([list(objects("10.0.0.2", "12").slice(0, 3), "12")]), trustedRevisions: true });
+    const empty = buildModel(noEndpoints(), options, {}, cache);
+    expect(empty.httpRoutes).toBe(moved.httpRoutes);
+    expect(empty.backends[1]!.servers.every((s) => s.address === null)).toBe(true);
+    expect(new Renderer(templates).render(empty)).toBe(new Renderer(templates).render(buildModel(noEndpoints(), options)));
   });
 });

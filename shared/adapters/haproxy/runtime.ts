@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import type { RuntimeCommand } from "../../core/runtime-plan.js";
 import { cliCommand, type CliOptions } from "./cli.js";
 
 /** HAProxy answered a runtime command with an error message instead of doing it. */
@@ -49,6 +50,11 @@ export async function setServerState(socketPath: string, backend: string, server
   // Success is an empty answer.
   const answer = await runtimeCommand(socketPath, cmd, opts);
   if (answer !== "") throw new RuntimeApiError(cmd, answer);
+}
+
+/** One planned slot command (see core/runtime-plan.ts), with the checks of the functions above. */
+export function runRuntimeCommand(socketPath: string, c: RuntimeCommand, opts?: CliOptions): Promise<void> {
+  return c.op === "addr" ? setServerAddr(socketPath, c.backend, c.server, c.address, c.port, opts) : setServerState(socketPath, c.backend, c.server, c.state, opts);
 }
 
 /**

@@ -1,0 +1,88 @@
+import type { ServerChange, SlotState, SpareSlot } from "./config-diff.js";
+
+/*
+ * Orders the slot changes of an endpoint-only config change into runtime API commands that
+ * never leave a backend with fewer ready servers than min(ready before, ready after), at any
+ * instant: make before break. Pure: slot changes in, commands out.
+ *
+ * Per backend, in this order:
+ * 1. up: a free slot gets its new address while still in maintenance, then goes ready (a
+ *    server leaving maintenance starts UP at once on 2.6, with no stale health from its old
+ *    address);
+ * 2. move (a serving slot gets another address; the only endpoint moving in place is the
+ *    case that matters): a spare slot, free before and after, carries the new address first;
+ *    only then is the old address drained and taken down, the slot re-addressed and readied;
+ *    then the spare is drained, taken down and put back to its own address. No spare left:
+ *    reload instead (a reload of the same change drops nothing);
+ * 3. down: drain (no new requests; in-flight ones finish, HAProxy does not cut a server's
+ *    sessions when it enters maintenance), maintenance, then the config's placeholder address.
+ * A slot free before and after whose placeholder changed only gets its address.
+ *
+ * The result is exactly the new config's slots, so a later reload, `show servers state` or
+ * diff sees the file's state and nothing else.
+ */
+
+export type RuntimeCommand =
+  | { op: "addr"; backend: string; server: string; address: string; port: number }
+  | { op: "state"; backend: string; server: string; state: "ready" | "drain" | "maint" };
+
+export type RuntimePlan = { kind: "runtime"; commands: RuntimeCommand[] } | { kind: "reload"; reason: string };
+
+/** The runtime API command line, as HAProxy 2.6's stats socket takes it. */
+export function commandText(c: RuntimeCommand): string {
+  return c.op === "addr" ? `set server ${c.backend}/${c.server} addr ${c.address} port ${c.port}` : `set server ${c.backend}/${c.server} state ${c.state}`;
+}
+
+const sameAddress = (a: SlotState, b: SlotState) => a.address === b.address && a.port === b.port;
+
+export function planRuntime(changes: readonly ServerChange[], spare: ReadonlyMap<string, readonly SpareSlot[]>): RuntimePlan {
+  const byBackend = new Map<string, ServerChange[]>();
+  for (const c of changes) {
+    let list = byBackend.get(c.backend);
+    if (!list) byBackend.set(c.backend, (list = []));
+    list.push(c);
+  }
+  const commands: RuntimeCommand[] = [];
+  for (const [backend, list] of byBackend) {
+    const addr = (server: string, s: SlotState): RuntimeCommand => ({ op: "addr", backend, server, address: s.address, port: s.port });
+    const state = (server: string, st: "ready" | "drain" | "maint"): RuntimeCommand => ({ op: "state", backend, server, state: st });
+    const ups = list.filter((c) => !c.from.enabled && c.to.enabled);
+    const moves = list.filter((c) => c.from.enabled && c.to.enabled && !sameAddress(c.from, c.to));
+    const downs = list.filter((c) => c.from.enabled && !c.to.enabled);
+    const quiet = list.filter((c) => !c.from.enabled && !c.to.enabled);
+    for (const c of ups) {
+      if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
+      commands.push(state(c.server, "ready"));
+    }
+    if (moves.length > 0) {
+      const bridge = spare.get(backend)?.[0];
+      if (!bridge) {
+        const m = moves[0]!;
+        return { kind: "reload", reason: `${backend}/${m.server} moves from ${show(m.from)} to ${show(m.to)} and the backend has no free slot to carry the new address meanwhile` };
+      }
+      for (const c of moves) {
+        commands.push(
+          addr(bridge.server, c.to),
+          state(bridge.server, "ready"),
+          state(c.server, "drain"),
+          state(c.server, "maint"),
+          addr(c.server, c.to),
+          state(c.server, "ready"),
+          state(bridge.server, "drain"),
+          state(bridge.server, "maint"),
+          addr(bridge.server, bridge),
+        );
+      }
+    }
+    for (const c of downs) {
+      commands.push(state(c.server, "drain"), state(c.server, "maint"));
+      if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
+    }
+    for (const c of quiet) if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
+  }
+  return { kind: "runtime", commands };
+}
+
+function show(s: SlotState): string {
+  return s.address.includes(":") ? `[${s.address}]:${s.port}` : `${s.address}:${s.port}`;
+}
