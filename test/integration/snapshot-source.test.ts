@@ -3,6 +3,9 @@ import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { ParsedItems } from "../../shared/core/snapshot.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
 
+/** Every namespace, every label. */
+const ALL = { namespace: undefined, selector: undefined };
+
 // The live snapshot through the real @kubernetes/client-node against the API emulator.
 
 function service(name: string, port = 80): KubeObject {
@@ -37,7 +40,7 @@ describe("readLiveSnapshot", () => {
 
   it("reports a malformed object and keeps the others", async () => {
     const bad = server.upsert("Service", service("bad", 99999));
-    const snap = await readLiveSnapshot({}, { kubeconfig });
+    const snap = await readLiveSnapshot(ALL, { kubeconfig });
     expect(snap.services.map((s) => s.metadata.name)).toEqual(["a", "b", "c", "d", "e"]);
     expect(snap.problems).toHaveLength(1);
     expect(snap.problems[0]).toMatch(/^live list \(Service default\/bad\): spec\.ports\.0\.port: /);
@@ -48,7 +51,7 @@ describe("readLiveSnapshot", () => {
 
   it("reuses unchanged objects across lists, also when a list restarts after an expired continue token", async () => {
     const reuse = new ParsedItems();
-    const first = await readLiveSnapshot({}, { kubeconfig }, reuse);
+    const first = await readLiveSnapshot(ALL, { kubeconfig }, reuse);
     server.upsert("EndpointSlice", slice("c", "10.1.0.9"));
     let expired = false;
     server.onRequest((req) => {
@@ -58,7 +61,7 @@ describe("readLiveSnapshot", () => {
       }
     });
     // Pages of two: the Service list restarts once, and must still hold every Service once.
-    const second = await readLiveSnapshot({}, { kubeconfig, pageSize: 2 }, reuse);
+    const second = await readLiveSnapshot(ALL, { kubeconfig, pageSize: 2 }, reuse);
     expect(expired).toBe(true);
     expect(second.services.map((s) => s.metadata.name)).toEqual(["a", "b", "c", "d", "e"]);
     second.services.forEach((s, i) => expect(s).toBe(first.services[i]));
