@@ -16,6 +16,7 @@ import { echoPods, httpGet, web } from "../test/support/agent.js";
 import { list, service, slice } from "../test/support/fixtures.js";
 import { loopbackOptions } from "../test/support/haproxy.js";
 import { freePort } from "../test/support/net.js";
+import { podName, ROLLOUT_PODS, rolloutSteps, runRollout, type RolloutResult } from "../test/support/rollout.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
 import { machine, mib, table, percentile } from "./machine.js";
 
@@ -26,6 +27,8 @@ import { machine, mib, table, percentile } from "./machine.js";
  *     or the new endpoint (endpoint-only change, runtime API) answers through HAProxy;
  *   - failed requests across R structural reloads under keep-alive and new-connection load, and
  *     beside it the same for the original's `haproxy -D -sf` reloads (the anchor);
+ *   - failed requests across a rollout of 100 endpoint changes under the same load (runtime API,
+ *     make before break; test/support/rollout.ts);
  *   - the agent's RSS.
  * The cluster is N Services × 10 endpoints; the filler endpoints are loopback addresses on a
  * closed port (health checks fail fast, nothing leaves the machine).
@@ -70,6 +73,7 @@ async function main(): Promise<void> {
 
   const s3 = await startS3();
   const pods = await echoPods({ [A]: "A", [B]: "B" });
+  const rollPods = await echoPods(Object.fromEntries(ROLLOUT_PODS.map((ip) => [ip, podName(ip)])));
   const lb = await loopbackOptions({ checkInterval: "2s", hardStopAfter: "5m" });
   const dir = mkdtempSync(join(tmpdir(), "bench-agent-"));
   const closedPort = await freePort();
@@ -278,6 +282,23 @@ async function main(): Promise<void> {
     await underLoad.stop();
     const underLoadS = (performance.now() - underLoadStart) / 1000;
     const loadReloads = (await metric("servicelb_agent_reloads_total")) - loadReloadsBefore;
+
+    // A rollout under load: Service "roll" among the others, its endpoints changed 100 times.
+    const roll = rolloutSteps(rollPods.port);
+    const rollStart = performance.now();
+    const rollout: RolloutResult = await runRollout(
+      {
+        httpPort: lb.options.httpPort,
+        path: "/roll",
+        publish: (ips) => publish([...web("web", pods.port, [A]), ...web("roll", rollPods.port, ips)]),
+        notify,
+        applied: (key) => waitUntil(`${key} applied`, async () => (await status()).applied?.key === key),
+        reloads: () => metric("servicelb_agent_reloads_total"),
+      },
+      roll.initial,
+      roll.steps,
+    );
+    const rollS = (performance.now() - rollStart) / 1000;
     const failedReloads = await metric("servicelb_agent_reload_failures_total");
     const mem = rssKiB(agent.pid!);
     const procs = await showProc(join(dir, "master.sock"));
@@ -302,6 +323,13 @@ async function main(): Promise<void> {
       endpointOnly: { applyMeanMs: runtimeApplyMeanMs, n: endpointOnly.length, p50Ms: round(percentile(endpointOnly, 50)), p99Ms: round(percentile(endpointOnly, 99)), maxMs: round(Math.max(...endpointOnly)), reloads: endpointReloads },
       endpointFollowUp: { n: followUp.length, p50Ms: round(percentile(followUp, 50)), p99Ms: round(percentile(followUp, 99)), maxMs: round(Math.max(...followUp)) },
       underLoad: { reloads: loadReloads, failedReloads, seconds: Math.round(underLoadS), keepAlive: tally.keepAlive, newConnection: tally.fresh },
+      rollout: {
+        changes: rollout.changes,
+        reloads: rollout.reloads,
+        seconds: Math.round(rollS),
+        keepAlive: { ok: rollout.keepAlive.ok, at503WhileZero: rollout.keepAlive.atZero, failed: rollout.keepAlive.failed.length },
+        newConnection: { ok: rollout.fresh.ok, at503WhileZero: rollout.fresh.atZero, failed: rollout.fresh.failed.length },
+      },
       agentRssMiB: mib(mem.rss * 1024),
       agentPeakRssMiB: mib(mem.peak * 1024),
       haproxyRssMiB: mib(haproxyRssKiB * 1024),
@@ -338,6 +366,12 @@ async function main(): Promise<void> {
           ["  keep-alive clients (4)", `${classic.keepAlive.failed} failed, ${classic.keepAlive.ok} ok`],
           ["  new connection per request (4)", `${classic.fresh.failed} failed, ${classic.fresh.ok} ok`],
           ["  HAProxy processes still running after the last reload", classic.aliveAtEnd],
+          [
+            `failed requests across a rollout of ${rollout.changes} endpoint changes under load`,
+            `${rollout.keepAlive.failed.length + rollout.fresh.failed.length} of ${[rollout.keepAlive, rollout.fresh].reduce((n, t) => n + t.ok + t.atZero + t.failed.length, 0)}, ${rollout.reloads} reloads`,
+          ],
+          ["  keep-alive clients (4)", `${rollout.keepAlive.failed.length} failed, ${rollout.keepAlive.ok} ok, ${rollout.keepAlive.atZero} × 503 while at zero endpoints`],
+          ["  new connection per request (4)", `${rollout.fresh.failed.length} failed, ${rollout.fresh.ok} ok, ${rollout.fresh.atZero} × 503 while at zero endpoints`],
           ["failed reloads", failedReloads],
           ["agent start → /healthz 200", `${result.startToHealthyMs} ms`],
           ["agent RSS after the run (peak)", `${result.agentRssMiB} MiB (${result.agentPeakRssMiB} MiB)`],
@@ -357,6 +391,7 @@ async function main(): Promise<void> {
     }
     store.close();
     await pods.close();
+    await rollPods.close();
     await s3.stop();
     lb.cleanup();
     rmSync(dir, { recursive: true, force: true });
