@@ -2,8 +2,9 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { diffConfigs } from "../core/config-diff.js";
-import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
+import type { RuntimeCommand } from "../core/runtime-plan.js";
+import { decideApply } from "./decide.js";
+import { configVerdict, type CheckVerdict, type ConfigChecker } from "./verdict.js";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { sha256 } from "../core/sha256.js";
 import type { ReloadResult } from "../adapters/haproxy/master.js";
@@ -44,7 +45,7 @@ export interface HaproxyControl {
   /** Starts HAProxy on the config file; resolves once it serves. */
   start(): Promise<void>;
   /** Reloads onto the config file; `ok: false` means the previous worker kept serving. */
-  reload(): Promise<ReloadResult>;
+  reload(): Promise<Pick<ReloadResult, "ok" | "reason">>;
 }
 
 export interface ApplierOptions {
@@ -63,7 +64,19 @@ export interface ApplierOptions {
   saved: AgentState;
   /** Called after every applied config and every failure (e.g. to report status). */
   onChange?: () => void;
+  /** HAProxy's ports, real by default; a test injects fakes to force an interleaving. */
+  check?: ConfigChecker;
+  runtime?: RuntimePort;
 }
+
+/** What the applier does on HAProxy's runtime API socket. */
+export interface RuntimePort {
+  run(socket: string, command: RuntimeCommand): Promise<void>;
+  /** `show servers state`, as the server-state file takes it. */
+  serversState(socket: string): Promise<string>;
+}
+
+const REAL_RUNTIME: RuntimePort = { run: runRuntimeCommand, serversState: showServersState };
 
 interface Running {
   text: string;
@@ -92,8 +105,6 @@ interface Validation {
   cancelled: boolean;
 }
 
-/** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
-type CheckVerdict = { ok: true } | { ok: false; stage: AgentError["stage"]; message: string; unavailable?: boolean };
 
 interface Failure {
   key: string;
@@ -414,13 +425,10 @@ export class Applier {
     const t0 = performance.now();
     await this.ensureServerStateFile(config.config);
     const running = this.current;
-    if (running && this.started && this.o.haproxy.running && !this.liveUnknown) {
-      const diff = diffConfigs(running.text, config.config);
-      const socket = statsSocketOf(running.text);
-      const plan = diff.kind === "runtime" ? planRuntime(diff.changes, diff.spare) : diff;
-      if (plan.kind === "runtime" && diff.kind === "runtime" && socket) return this.applyThroughRuntime(socket, running, config, plan.commands, diff.changes.length, t0);
-      if (plan.kind === "reload") this.o.log.info({ key: config.key, reason: plan.reason }, "config change needs a reload");
-    }
+    const live = running && this.started && this.o.haproxy.running ? { text: running.text, known: !this.liveUnknown } : null;
+    const decision = decideApply(live, config.config);
+    if (decision.kind === "runtime") return this.applyThroughRuntime(decision.socket, running!, config, decision.commands, decision.slots, t0);
+    if (live && decision.kind === "reload") this.o.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
     await this.checkThenActivate(config, t0);
   }
 
@@ -441,23 +449,9 @@ export class Applier {
     return verdict.ok;
   }
 
-  /** `haproxy -c` and the node's own preconditions, nothing recorded. Never rejects. */
-  private async verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
-    const { configPath, haproxyBin, log } = this.o;
-    // HAProxy expands an unset variable to "": the stats page would take an empty password.
-    if (config.config.includes("${SERVICELB_STATS_PASSWORD}") && !process.env.SERVICELB_STATS_PASSWORD) {
-      return { ok: false, stage: "check", message: "the config protects the stats page (--stats-user) but SERVICELB_STATS_PASSWORD is not set for HAProxy on this node" };
-    }
-    let check;
-    try {
-      check = await checkConfig(config.config, { haproxyBin, workDir: dirname(configPath), signal });
-    } catch (err) {
-      return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${message(err)}` };
-    }
-    if (!check.ok && !check.alerted) return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${check.errors.join("; ")}` };
-    if (!check.ok) return { ok: false, stage: "check", message: `haproxy -c rejected the config: ${check.errors.join("; ")}` };
-    if (check.warnings.length > 0) log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
-    return { ok: true };
+  private verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
+    const { configPath, haproxyBin, log, check = checkConfig } = this.o;
+    return configVerdict(config, { check, haproxyBin, workDir: dirname(configPath), log }, signal);
   }
 
   /**
@@ -475,7 +469,7 @@ export class Applier {
       trace("agent", "runtime.done", { key: config.key, changes: slots });
     } catch (err) {
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
-      if (!(await this.undoRuntime(socket, config.config, running.text))) this.liveUnknown = true;
+      if (!(await this.undoRuntime(config.config, running.text))) this.liveUnknown = true;
       await this.checkThenActivate(config, t0);
       // Not activated (rejected, failed or superseded): put the slots back by reloading the file.
       if (this.liveUnknown) await this.reloadFromDisk();
@@ -488,16 +482,15 @@ export class Applier {
   }
 
   /** Puts the slots of `fromText` (live) back to those of `toText`; false when that failed (the slots are then unknown). */
-  private async undoRuntime(socket: string, fromText: string, toText: string): Promise<boolean> {
-    const diff = diffConfigs(fromText, toText);
-    if (diff.kind === "identical") return true;
-    const back = diff.kind === "runtime" ? planRuntime(diff.changes, diff.spare) : diff;
-    if (back.kind !== "runtime") {
+  private async undoRuntime(fromText: string, toText: string): Promise<boolean> {
+    const back = decideApply({ text: fromText, known: true }, toText);
+    if (back.kind === "identical") return true;
+    if (back.kind === "reload") {
       this.o.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");
       return false;
     }
     try {
-      await this.applyRuntime(socket, back.commands);
+      await this.applyRuntime(back.socket, back.commands);
       return true;
     } catch (err) {
       this.o.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
@@ -585,10 +578,9 @@ export class Applier {
       return this.validate();
     }
     // Rejected: back to the file's config, whatever was applied on top of the rejected one meanwhile.
-    const socket = this.onDisk && statsSocketOf(this.onDisk.text);
     const live = this.current;
     let undone = true;
-    if (live && this.onDisk && live !== this.onDisk) undone = socket ? await this.undoRuntime(socket, live.text, this.onDisk.text) : false;
+    if (live && this.onDisk && live !== this.onDisk) undone = await this.undoRuntime(live.text, this.onDisk.text);
     const newerWasLive = this.unvalidated !== null;
     if (newerWasLive) log.warn({ key: this.unvalidated!.config.key }, "undone with the rejected config it was applied on; it is pulled again");
     this.current = this.onDisk;
@@ -627,7 +619,8 @@ export class Applier {
 
   /** Make before break: the commands are in planRuntime's order, one at a time. */
   private async applyRuntime(socket: string, commands: RuntimeCommand[]): Promise<void> {
-    for (const c of commands) await runRuntimeCommand(socket, c);
+    const runtime = this.o.runtime ?? REAL_RUNTIME;
+    for (const c of commands) await runtime.run(socket, c);
   }
 
   /** Waits out --min-reload-interval; true when a newer config was published meanwhile (it will be pulled next). */
@@ -704,7 +697,7 @@ export class Applier {
     const socket = this.current && statsSocketOf(this.current.text);
     if (!socket || !this.started || !this.o.haproxy.running) return null;
     try {
-      return serverStateFor(await showServersState(socket), nextConfig);
+      return serverStateFor(await (this.o.runtime ?? REAL_RUNTIME).serversState(socket), nextConfig);
     } catch (err) {
       this.o.log.warn({ err: message(err) }, "cannot save server states before the reload; servers restart from the config alone");
       return null;

@@ -24,6 +24,13 @@ export const TEMPLATE_FILES: Record<keyof TemplateSet, string> = {
 /** Placeholder address of a free server slot; it is `disabled`, so HAProxy never sends to it. */
 export const FREE_SLOT_ADDRESS = "127.0.0.1:1";
 
+/**
+ * The node variable HAProxy reads the stats password from, so it is never in a config. The agent
+ * refuses a config that references it while the variable is unset (HAProxy would expand it to "").
+ */
+export const STATS_PASSWORD_VARIABLE = "SERVICELB_STATS_PASSWORD";
+export const STATS_PASSWORD_REF = `\${${STATS_PASSWORD_VARIABLE}}`;
+
 export interface BackendView {
   name: string;
   defaults: string;
@@ -79,6 +86,8 @@ interface MainView {
   stats_bind: string;
   stats_port: number;
   stats_user: string | null;
+  /** `"${SERVICELB_STATS_PASSWORD}"`: HAProxy expands it on the node. */
+  stats_password_ref: string;
   redirect: string | null;
   default_status: number;
   default_body: string | null;
@@ -240,6 +249,7 @@ export class Renderer {
       stats_bind: o.statsBind,
       stats_port: o.statsPort,
       stats_user: o.statsUser ?? null,
+      stats_password_ref: STATS_PASSWORD_REF,
       redirect: needsRedirect ? (o.httpsPort === 443 ? "scheme https" : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`) : null,
       default_status: status,
       default_body: bodyless ? null : haproxyQuote(body),

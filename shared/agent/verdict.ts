@@ -1,0 +1,41 @@
+import type { CheckOptions, CheckResult } from "../adapters/haproxy/check.js";
+import type { Logger } from "../adapters/log.js";
+import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render.js";
+import type { AgentError } from "./state.js";
+
+/** Whether a config may go live on this node: `haproxy -c` and the node's own preconditions. */
+
+/** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
+export type CheckVerdict = { ok: true } | { ok: false; stage: AgentError["stage"]; message: string; unavailable?: boolean };
+
+/** `haproxy -c`, as adapters/haproxy/check.ts runs it; injected so a test can decide the verdict and its timing. */
+export type ConfigChecker = (text: string, opts: CheckOptions) => Promise<CheckResult>;
+
+export interface VerdictOptions {
+  check: ConfigChecker;
+  haproxyBin: string;
+  /** Where the check's temporary config goes: beside the live one, so relative paths resolve alike. */
+  workDir: string;
+  log: Logger;
+  env?: NodeJS.ProcessEnv;
+}
+
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** Never rejects; nothing is recorded. */
+export async function configVerdict(config: { key: string; config: string }, o: VerdictOptions, signal?: AbortSignal): Promise<CheckVerdict> {
+  const env = o.env ?? process.env;
+  if (config.config.includes(STATS_PASSWORD_REF) && !env[STATS_PASSWORD_VARIABLE]) {
+    return { ok: false, stage: "check", message: `the config protects the stats page (--stats-user) but ${STATS_PASSWORD_VARIABLE} is not set for HAProxy on this node` };
+  }
+  let check: CheckResult;
+  try {
+    check = await o.check(config.config, { haproxyBin: o.haproxyBin, workDir: o.workDir, signal });
+  } catch (err) {
+    return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${message(err)}` };
+  }
+  if (!check.ok && !check.alerted) return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${check.errors.join("; ")}` };
+  if (!check.ok) return { ok: false, stage: "check", message: `haproxy -c rejected the config: ${check.errors.join("; ")}` };
+  if (check.warnings.length > 0) o.log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
+  return { ok: true };
+}

@@ -1,0 +1,146 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { CheckResult } from "../../shared/adapters/haproxy/check.js";
+import { createLogger } from "../../shared/adapters/log.js";
+import type { StoredConfig } from "../../shared/adapters/object-store.js";
+import { Applier, type RuntimePort } from "../../shared/agent/applier.js";
+import { createAgentMetrics } from "../../shared/agent/metrics.js";
+import { EMPTY_STATE } from "../../shared/agent/state.js";
+import { commandText } from "../../shared/core/runtime-plan.js";
+import { sha256 } from "../../shared/core/sha256.js";
+
+// The applier with every HAProxy port faked (haproxy -c, the runtime API, process control), so
+// an interleaving that the real binary makes a matter of luck is forced here step by step. The
+// real-binary paths are covered by test/integration/agent*.test.ts.
+
+const config = (slots: Array<string | null>) => `global
+    master-worker
+    stats socket /run/haproxy/admin.sock mode 600 level admin
+
+backend default_web_80 from http_defaults
+${slots.map((a, i) => `    server s${i + 1} ${a ?? "127.0.0.1:1 disabled"}`).join("\n")}
+`;
+
+const stored = (n: number, text: string): StoredConfig => ({ key: `configs/${String(n).padStart(20, "0")}-${sha256(text).slice(0, 16)}.cfg`, revision: String(n), sha256: sha256(text), config: text });
+
+/** A `haproxy -c` whose verdicts the test hands out, one per call, in call order. */
+function gatedCheck() {
+  const waiting: Array<(r: CheckResult) => void> = [];
+  return {
+    check: () => new Promise<CheckResult>((resolve) => waiting.push(resolve)),
+    async next(result: CheckResult) {
+      for (let i = 0; i < 200 && waiting.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      waiting.shift()!(result);
+    },
+  };
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function world() {
+  const dir = mkdtempSync(join(tmpdir(), "applier-"));
+  dirs.push(dir);
+  const configs: StoredConfig[] = [];
+  const commands: string[] = [];
+  const gate = gatedCheck();
+  const runtime: RuntimePort = {
+    run: async (_socket, c) => void commands.push(commandText(c)),
+    serversState: async () => "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord\n",
+  };
+  let reloads = 0;
+  const configPath = join(dir, "haproxy.cfg");
+  const applier = new Applier({
+    store: {
+      history: async () => [...configs].reverse().map((c) => ({ key: c.key, revision: c.revision, sha256Prefix: c.sha256.slice(0, 16), size: c.config.length, lastModified: new Date() })),
+      get: async (key) => configs.find((c) => c.key === key)!,
+    },
+    haproxy: {
+      running: true,
+      start: async () => undefined,
+      reload: async () => {
+        reloads++;
+        return { ok: true };
+      },
+    },
+    configPath,
+    stateFile: join(dir, "state.json"),
+    haproxyBin: "haproxy",
+    minReloadIntervalMs: 0,
+    backoff: { initialMs: 60_000, maxMs: 60_000 },
+    metrics: createAgentMetrics(),
+    log: createLogger("applier-test", "silent"),
+    disk: null,
+    saved: EMPTY_STATE,
+    check: gate.check,
+    runtime,
+  });
+  return { applier, configs, commands, gate, configPath, reloads: () => reloads };
+}
+
+const OK: CheckResult = { ok: true, warnings: [] };
+
+describe("Applier with faked HAProxy ports", () => {
+  it("a background check that rejects a live in-place move undoes it make before break, and the file never held it", async () => {
+    const w = world();
+    const first = stored(1, config(["10.0.0.1:80", null]));
+    w.configs.push(first);
+    const started = w.applier.sync();
+    await w.gate.next(OK);
+    await started;
+    expect(w.applier.status().applied?.key).toBe(first.key);
+
+    const moved = stored(2, config(["10.0.0.2:80", null]));
+    w.configs.push(moved);
+    const applying = w.applier.sync();
+    // Live through the runtime API before any verdict: the new pod rides the spare slot s2 first.
+    await w.gate.next({ ok: false, errors: ["[ALERT] bad"], output: "", alerted: true });
+    await applying;
+    expect(w.commands.map((c) => c.replace("set server default_web_80/", ""))).toEqual([
+      "s2 addr 10.0.0.2 port 80",
+      "s2 state ready",
+      "s1 state drain",
+      "s1 state maint",
+      "s1 addr 10.0.0.2 port 80",
+      "s1 state ready",
+      "s2 state drain",
+      "s2 state maint",
+      "s2 addr 127.0.0.1 port 1",
+      // The undo moves the old pod back the same way.
+      "s2 addr 10.0.0.1 port 80",
+      "s2 state ready",
+      "s1 state drain",
+      "s1 state maint",
+      "s1 addr 10.0.0.1 port 80",
+      "s1 state ready",
+      "s2 state drain",
+      "s2 state maint",
+      "s2 addr 127.0.0.1 port 1",
+    ]);
+    expect(readFileSync(w.configPath, "utf8")).toBe(first.config);
+    expect(w.applier.status()).toMatchObject({ applied: { key: first.key }, lastError: { stage: "check", key: moved.key } });
+    expect(w.reloads()).toBe(0);
+  });
+
+  it("an in-place move with no spare slot is reloaded after its check, with no runtime command", async () => {
+    const w = world();
+    const first = stored(1, config(["10.0.0.1:80", "10.0.0.2:80"]));
+    w.configs.push(first);
+    const started = w.applier.sync();
+    await w.gate.next(OK);
+    await started;
+    const moved = stored(2, config(["10.0.0.3:80", "10.0.0.2:80"]));
+    w.configs.push(moved);
+    const applying = w.applier.sync();
+    await w.gate.next(OK);
+    await applying;
+    expect(w.commands).toEqual([]);
+    expect(w.reloads()).toBe(1);
+    expect(readFileSync(w.configPath, "utf8")).toBe(moved.config);
+    expect(w.applier.status().applied).toMatchObject({ key: moved.key, how: "reload" });
+  });
+});
