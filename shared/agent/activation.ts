@@ -1,0 +1,356 @@
+import { dirname } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { checkConfig } from "../adapters/haproxy/check.js";
+import type { ReloadResult } from "../adapters/haproxy/master.js";
+import { runRuntimeCommand, showServersState } from "../adapters/haproxy/runtime.js";
+import type { Logger } from "../adapters/log.js";
+import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
+import { trace } from "../adapters/trace.js";
+import type { RuntimeCommand } from "../core/runtime-plan.js";
+import { BackgroundCheck, type Unvalidated, type Validation } from "./background-check.js";
+import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
+import { ConfigFiles } from "./config-files.js";
+import { decideApply } from "./decide.js";
+import type { AgentMetrics } from "./metrics.js";
+import type { NodeState, Running } from "./node-state.js";
+import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
+import { configVerdict, type CheckVerdict, type ConfigChecker } from "./verdict.js";
+
+/**
+ * Takes one config onto the node (decide.ts says how): through the runtime API when only server
+ * slots changed — live at once, make before break, checked afterwards in the background, undone
+ * if `haproxy -c` rejects it — else `haproxy -c`, atomic write, reload (or the first start).
+ * The pull loop (applier.ts) calls it one step at a time; nothing here runs concurrently.
+ *
+ * Never lose the last good config (invariant 3): nothing reaches haproxy.cfg before it passed
+ * `haproxy -c`, and when a reload or start fails the previous file is put back, so the file
+ * always describes a config that passed and a later reload or restart cannot pick up a failure.
+ */
+
+/** What the apply steps need of HAProxy's process; HaproxyProcess provides it. */
+export interface HaproxyControl {
+  readonly running: boolean;
+  /** Starts HAProxy on the config file; resolves once it serves. */
+  start(): Promise<void>;
+  /** Reloads onto the config file; `ok: false` means the previous worker kept serving. */
+  reload(): Promise<Pick<ReloadResult, "ok" | "reason">>;
+}
+
+/** What the apply steps do on HAProxy's runtime API socket. */
+export interface RuntimePort {
+  run(socket: string, command: RuntimeCommand): Promise<void>;
+  /** `show servers state`, as the server-state file takes it. */
+  serversState(socket: string): Promise<string>;
+}
+
+const REAL_RUNTIME: RuntimePort = { run: runRuntimeCommand, serversState: showServersState };
+
+export interface ActivationOptions {
+  store: Pick<ObjectStore, "history">;
+  haproxy: HaproxyControl;
+  configPath: string;
+  haproxyBin: string;
+  minReloadIntervalMs: number;
+  /** Wait before checking again live changes whose check could not run: initialMs, doubling up to maxMs. */
+  backoff: { initialMs: number; maxMs: number };
+  metrics: AgentMetrics;
+  log: Logger;
+  /** HAProxy's ports, real by default; a test injects fakes to force an interleaving. */
+  check?: ConfigChecker;
+  runtime?: RuntimePort;
+}
+
+/** The pull loop, as the apply steps see it. */
+export interface LoopHandle {
+  stopped(): boolean;
+  /** A pull was asked for since the loop's last look. */
+  pullRequested(): boolean;
+  /** Ask for one more pull (changes were dropped and must be pulled again). */
+  pullAgain(): void;
+  /** Run the loop (e.g. a background check is due again). */
+  wake(): void;
+  /** Aborted when the agent stops. */
+  signal: AbortSignal;
+}
+
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+export class Activation {
+  private lastReloadAt = -Infinity;
+  /** The background checks of changes live through the runtime API. */
+  readonly checks: BackgroundCheck;
+  private readonly files: ConfigFiles;
+
+  constructor(
+    private readonly o: ActivationOptions,
+    private readonly node: NodeState,
+    private readonly host: LoopHandle,
+  ) {
+    this.checks = new BackgroundCheck((config, signal) => this.verdict(config, signal), () => host.stopped());
+    this.files = new ConfigFiles(o.configPath, o.log);
+  }
+
+  async apply(config: StoredConfig): Promise<void> {
+    const t0 = performance.now();
+    await this.files.ensureServerStateFile(config.config);
+    const running = this.node.current;
+    const live = running && this.node.started && this.o.haproxy.running ? { text: running.text, known: !this.node.liveUnknown } : null;
+    const decision = decideApply(live, config.config);
+    if (decision.kind === "runtime") return this.applyThroughRuntime(decision.socket, running!, config, decision.commands, decision.slots, t0);
+    if (live && decision.kind === "reload") this.o.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
+    await this.checkThenActivate(config, t0);
+  }
+
+  /** `haproxy -c` and, meanwhile, the server states the reload will carry over; then the reload. */
+  private async checkThenActivate(config: StoredConfig, t0: number): Promise<void> {
+    const [ok, serverState] = await Promise.all([this.check(config), this.serverStateFor(config.config)]);
+    if (!ok) return;
+    trace("agent", "check.done", { key: config.key });
+    if (await this.supersededWhileWaiting(config.key)) return;
+    await this.activate(config, t0, serverState);
+  }
+
+  /** `haproxy -c`; false (failure recorded) when HAProxy rejects the config or cannot be run. */
+  private async check(config: StoredConfig): Promise<boolean> {
+    const verdict = await this.verdict(config, this.host.signal);
+    if (this.host.stopped()) return false;
+    if (!verdict.ok) await this.node.fail(verdict.stage, config.key, verdict.message);
+    return verdict.ok;
+  }
+
+  verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
+    const { configPath, haproxyBin, log, check = checkConfig } = this.o;
+    return configVerdict(config, { check, haproxyBin, workDir: dirname(configPath), log }, signal);
+  }
+
+  /**
+   * Only server slots changed: the new config is the running one with other literal addresses,
+   * each checked by diffConfigs' grammar, setServerAddr and HAProxy's runtime API. So the slots
+   * change first, which is what makes an endpoint change take effect in milliseconds instead of
+   * after `haproxy -c` (a quarter of a second at 1,000 Services); the check then runs in the
+   * background (background-check.ts), the file is written only once `haproxy -c` agrees, and should it
+   * not, the slots are changed back to the file's config.
+   */
+  private async applyThroughRuntime(socket: string, running: Running, config: StoredConfig, commands: RuntimeCommand[], slots: number, t0: number): Promise<void> {
+    const { log, metrics } = this.o;
+    try {
+      await this.applyRuntime(socket, commands);
+      trace("agent", "runtime.done", { key: config.key, changes: slots });
+    } catch (err) {
+      log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
+      if (!(await this.undoRuntime(config.config, running.text))) this.node.liveUnknown = true;
+      await this.checkThenActivate(config, t0);
+      // Not activated (rejected, failed or superseded): put the slots back by reloading the file.
+      if (this.node.liveUnknown) await this.reloadFromDisk();
+      return;
+    }
+    metrics.runtimeServerChanges.inc(slots);
+    this.node.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
+    this.checks.pending = { config, t0 };
+    this.checks.start();
+  }
+
+  /** Puts the slots of `fromText` (live) back to those of `toText`; false when that failed (the slots are then unknown). */
+  private async undoRuntime(fromText: string, toText: string): Promise<boolean> {
+    const back = decideApply({ text: fromText, known: true }, toText);
+    if (back.kind === "identical") return true;
+    if (back.kind === "reload") {
+      this.o.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");
+      return false;
+    }
+    try {
+      await this.applyRuntime(back.socket, back.commands);
+      return true;
+    } catch (err) {
+      this.o.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
+      return false;
+    }
+  }
+
+  /**
+   * The live slots are not known (an undo failed): reload HAProxy onto the file, which holds the
+   * last checked config, dropping every runtime change. On failure the next change reloads.
+   */
+  async reloadFromDisk(): Promise<void> {
+    const { haproxy, metrics, log } = this.o;
+    this.node.liveUnknown = true;
+    if (!this.node.started || !haproxy.running || !this.node.onDisk || this.host.stopped()) return;
+    this.lastReloadAt = performance.now();
+    metrics.reloads.inc();
+    trace("agent", "reload.start", { key: this.node.onDisk.key, why: "undo" });
+    const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
+    trace("agent", "reload.end", { key: this.node.onDisk.key });
+    if (!result.ok) {
+      metrics.reloadFailures.inc();
+      log.error({ reason: result.reason }, "reloading the file's config failed; the next change reloads");
+      return;
+    }
+    const dropped = this.checks.pending;
+    this.checks.cancel();
+    this.checks.pending = null;
+    this.node.current = this.node.onDisk;
+    this.node.liveUnknown = false;
+    log.warn({ key: this.node.onDisk.key }, "reloaded the file's config to undo runtime changes");
+    // Runtime changes newer than the file were dropped with the rest: pull them again.
+    if (dropped) this.host.pullAgain();
+  }
+
+  /** Acts on a background check's verdict: write and record the config, or undo it. */
+  async finishValidation(v: Validation): Promise<void> {
+    const { configPath, log } = this.o;
+    const verdict = await v.done;
+    if (this.checks.running === v) this.checks.running = null;
+    if (v.cancelled) return this.checks.start();
+    // The verdict is on bytes: the same config pulled again under a newer key meanwhile (see
+    // take()) is recorded under that key, once, with the time it first went live.
+    const u = this.checks.pending;
+    const checked = u !== null && u.config.sha256 === v.config.sha256 ? u : { config: v.config, t0: v.t0 };
+    if (!verdict.ok && verdict.unavailable) return this.checkUnavailable(checked, verdict.message);
+    this.checks.retries = 0;
+    if (checked === u) this.checks.pending = null;
+    let failed: CheckVerdict = verdict;
+    if (verdict.ok) {
+      trace("agent", "check.done", { key: checked.config.key });
+      try {
+        await this.files.writeConfig(checked.config.config);
+      } catch (err) {
+        failed = { ok: false, stage: "apply", message: `cannot write ${configPath}: ${message(err)}` };
+      }
+    }
+    if (failed.ok) {
+      await this.node.succeed(checked.config, "runtime", checked.t0);
+      return this.checks.start();
+    }
+    // Rejected: back to the file's config, whatever was applied on top of the rejected one meanwhile.
+    const live = this.node.current;
+    let undone = true;
+    if (live && this.node.onDisk && live !== this.node.onDisk) undone = await this.undoRuntime(live.text, this.node.onDisk.text);
+    const newerWasLive = this.checks.pending !== null;
+    if (newerWasLive) log.warn({ key: this.checks.pending!.config.key }, "undone with the rejected config it was applied on; it is pulled again");
+    this.node.current = this.node.onDisk;
+    this.checks.pending = null;
+    if (!undone) await this.reloadFromDisk();
+    await this.node.fail(failed.stage, checked.config.key, failed.message);
+    // A newer config was live on top of the rejected one: pull it again (it sorts after the failure).
+    if (newerWasLive) this.host.pullAgain();
+  }
+
+  /**
+   * The check of live runtime changes could not run to a verdict: nothing is known against the
+   * config, so they stay live (undoing them would make a hiccup of the node an outage of the
+   * endpoints), unrecorded and unwritten; the failure is reported and the newest live config is
+   * checked again after a backoff (or as soon as a newer one goes live).
+   */
+  private async checkUnavailable(checked: Unvalidated, why: string): Promise<void> {
+    const { backoff, metrics, log } = this.o;
+    if (!this.checks.pending && this.node.current?.sha256 === checked.config.sha256) this.checks.pending = checked;
+    const key = (this.checks.pending ?? checked).config.key;
+    this.checks.retries++;
+    const retryInMs = Math.min(backoff.initialMs * 2 ** (this.checks.retries - 1), backoff.maxMs);
+    metrics.checksUnavailable.inc();
+    const text = `${why}; the runtime changes stay live and are checked again in ${retryInMs} ms`;
+    log.error({ key, retryInMs }, text);
+    await this.node.recordError({ stage: "check", key, message: text, at: new Date().toISOString() });
+    if (this.host.stopped() || !this.checks.pending) return;
+    this.checks.retryIn(retryInMs, () => this.host.wake());
+  }
+
+  /** Make before break: the commands are in planRuntime's order, one at a time. */
+  private async applyRuntime(socket: string, commands: RuntimeCommand[]): Promise<void> {
+    const runtime = this.o.runtime ?? REAL_RUNTIME;
+    for (const c of commands) await runtime.run(socket, c);
+  }
+
+  /** Waits out --min-reload-interval; true when a newer config was published meanwhile (it will be pulled next). */
+  private async supersededWhileWaiting(key: string): Promise<boolean> {
+    const wait = this.lastReloadAt + this.o.minReloadIntervalMs - performance.now();
+    if (wait <= 0) return false;
+    try {
+      await sleep(wait, undefined, { signal: this.host.signal });
+    } catch {
+      return true; // stopped
+    }
+    if (!this.host.pullRequested()) return false;
+    const [newest] = await this.o.store.history({ limit: 1 }).catch(() => []);
+    return newest !== undefined && newest.key > key;
+  }
+
+  /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */
+  private async activate(config: StoredConfig, t0: number, serverState: string | null): Promise<void> {
+    const { haproxy, metrics, log } = this.o;
+    // The file is put back to this on failure: the last config that passed, not unchecked runtime changes.
+    const previous = this.node.onDisk;
+    const stateFile = serverStateFileOf(config.config);
+    if (stateFile && serverState !== null) await this.files.writeServerState(stateFile, serverState);
+    // This config replaces the live runtime changes: their check no longer matters.
+    const superseded = this.checks.pending;
+    this.checks.cancel();
+    this.checks.pending = null;
+    let how: "start" | "reload";
+    try {
+      await this.files.writeConfig(config.config);
+      if (!this.node.started) {
+        how = "start";
+        await haproxy.start();
+        this.node.started = true;
+      } else {
+        how = "reload";
+        this.lastReloadAt = performance.now();
+        metrics.reloads.inc();
+        trace("agent", "reload.start", { key: config.key });
+        const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
+        trace("agent", "reload.end", { key: config.key });
+        if (!result.ok) {
+          metrics.reloadFailures.inc();
+          throw new Error(`reload failed: ${result.reason ?? "unknown reason"}`);
+        }
+      }
+    } catch (err) {
+      if (previous) await this.files.writeConfig(previous.text).catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
+      // The previous worker keeps serving, with its unchecked runtime changes: check them again.
+      if (superseded && this.node.current?.sha256 === superseded.config.sha256) {
+        this.checks.pending = superseded;
+        this.checks.start();
+      }
+      return this.node.fail("apply", config.key, message(err));
+    } finally {
+      if (stateFile) await this.files.writeServerState(stateFile, EMPTY_SERVER_STATE);
+    }
+    this.node.liveUnknown = false;
+    return this.node.succeed(config, how, t0);
+  }
+
+
+
+  /** Health and maintenance states to keep across the reload, for servers that stay the same endpoint; null: none. */
+  private async serverStateFor(nextConfig: string): Promise<string | null> {
+    const socket = this.node.current && statsSocketOf(this.node.current.text);
+    if (!socket || !this.node.started || !this.o.haproxy.running) return null;
+    try {
+      return serverStateFor(await (this.o.runtime ?? REAL_RUNTIME).serversState(socket), nextConfig);
+    } catch (err) {
+      this.o.log.warn({ err: message(err) }, "cannot save server states before the reload; servers restart from the config alone");
+      return null;
+    }
+  }
+
+
+
+
+
+  /** No newer config could be applied: serve the one on disk, if HAProxy is not running one yet. */
+  async ensureStarted(): Promise<void> {
+    const running = this.node.current;
+    if (this.node.started || !running || this.host.stopped()) return;
+    const t0 = performance.now();
+    try {
+      await this.files.ensureServerStateFile(running.text);
+      await this.o.haproxy.start();
+      this.node.started = true;
+    } catch (err) {
+      return this.node.fail("apply", running.key, `HAProxy did not start on ${this.o.configPath}: ${message(err)}`);
+    }
+    // Started from disk because nothing newer could be had: an error pulling it still stands.
+    await this.node.succeed({ key: running.key, config: running.text, sha256: running.sha256, revision: running.revision }, "start", t0, this.node.lastError);
+  }
+}

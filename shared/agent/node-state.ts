@@ -1,0 +1,164 @@
+import type { Logger } from "../adapters/log.js";
+import type { StoredConfig } from "../adapters/object-store.js";
+import { trace } from "../adapters/trace.js";
+import { sha256 } from "../core/sha256.js";
+import type { AgentMetrics } from "./metrics.js";
+import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
+
+/**
+ * What the agent knows about its node — the config HAProxy runs, the one on disk, whether the
+ * slots are known — and the record of outcomes (status, metrics, the state file). Shared by the
+ * pull loop (applier.ts) and the apply steps (activation.ts); only these two change it.
+ */
+
+export interface Running {
+  text: string;
+  sha256: string;
+  /** null: a config on disk the agent cannot name (see state.ts). */
+  key: string | null;
+  revision: string | null;
+}
+
+interface Failure {
+  key: string;
+  attempts: number;
+  retryAt: number;
+}
+
+export interface ApplierStatus {
+  /** The config HAProxy runs; null until HAProxy serves one. */
+  applied: AppliedConfig | null;
+  lastError: AgentError | null;
+  /** A config that failed and waits for its retry (or for a newer one). */
+  backoff: { key: string; attempts: number; retryAt: string } | null;
+}
+
+export interface NodeStateOptions {
+  configPath: string;
+  stateFile: string;
+  /** Wait before retrying a failed config: initialMs, doubling up to maxMs. */
+  backoff: { initialMs: number; maxMs: number };
+  metrics: AgentMetrics;
+  log: Logger;
+  /** haproxy.cfg as found on disk at start (null: none), and the state saved beside it. */
+  disk: string | null;
+  saved: AgentState;
+  /** Called after every applied config and every failure (e.g. to report status). */
+  onChange?: () => void;
+}
+
+export class NodeState {
+  /** What HAProxy runs (runtime API changes included); null until a config is known. */
+  current: Running | null = null;
+  /** What haproxy.cfg holds: always a config that passed `haproxy -c` (or the file found at start). */
+  onDisk: Running | null = null;
+  /** HAProxy was started (by the agent) and runs `current`. */
+  started = false;
+  /**
+   * What the slots run is not known (undoing runtime changes failed and no reload has restored
+   * the file's config yet): the next change goes through a reload, never a runtime diff.
+   */
+  liveUnknown = false;
+  private failure: Failure | null = null;
+  private state: AgentState;
+
+  constructor(private readonly o: NodeStateOptions) {
+    let applied: AppliedConfig | null = null;
+    if (o.disk !== null) {
+      const sha = sha256(o.disk);
+      const known = o.saved.applied?.sha256 === sha ? o.saved.applied : null;
+      this.current = this.onDisk = { text: o.disk, sha256: sha, key: known?.key ?? null, revision: known?.revision ?? null };
+      applied = known;
+      if (!known) o.log.warn({ configPath: o.configPath, sha256: sha }, "the config on disk is not the one last recorded (stopped between write and record?): the newest published config decides");
+    }
+    // Nothing runs yet: "applied" becomes true once HAProxy serves (see status()).
+    this.state = { applied, lastError: o.saved.lastError };
+  }
+
+  status(): ApplierStatus {
+    const f = this.failure;
+    return {
+      applied: this.started ? this.state.applied : null,
+      lastError: this.state.lastError,
+      backoff: f && Date.now() < f.retryAt ? { key: f.key, attempts: f.attempts, retryAt: new Date(f.retryAt).toISOString() } : null,
+    };
+  }
+
+  get lastError(): AgentError | null {
+    return this.state.lastError;
+  }
+
+  get failed(): boolean {
+    return this.failure !== null;
+  }
+
+  /** What failed while HAProxy was down must not wait out a backoff. */
+  forgetFailure(): void {
+    this.failure = null;
+  }
+
+  /**
+   * Only a key after this one may be taken: the running config's, or the failed one's while it
+   * backs off when that is newer (invariant 1: a config running through the runtime API moves
+   * `current` past a failure without clearing it, so the failure alone is not enough).
+   */
+  afterKey(): string | null {
+    const running = this.current?.key ?? null;
+    const f = this.failure;
+    const failed = f !== null && Date.now() < f.retryAt ? f.key : null;
+    if (running === null) return failed;
+    return failed !== null && failed > running ? failed : running;
+  }
+
+  async succeed(
+    config: Omit<StoredConfig, "key" | "revision"> & { key: string | null; revision: string | null },
+    how: AppliedConfig["how"],
+    t0: number,
+    lastError: AgentError | null = null,
+  ): Promise<void> {
+    const { metrics, log } = this.o;
+    const running: Running = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
+    // A runtime config became live when applied; a newer one may be live by the time its check passed.
+    if (how !== "runtime") this.current = running;
+    this.onDisk = how === "runtime" && this.current?.sha256 === running.sha256 && this.current.key === running.key ? this.current : running;
+    this.failure = null;
+    const applied: AppliedConfig = { key: config.key, sha256: config.sha256, revision: config.revision, appliedAt: new Date().toISOString(), how };
+    const ms = performance.now() - t0;
+    metrics.appliedRevision.set(config.revision === null ? 0 : Number(config.revision));
+    metrics.appliedTimestamp.set(Date.now() / 1000);
+    metrics.applySeconds.observe({ how }, ms / 1000);
+    if (how === "runtime") metrics.runtimeUpdates.inc();
+    log.info({ key: config.key, revision: config.revision, how, ms: Math.round(ms) }, "config applied");
+    trace("agent", "applied", { key: config.key, how });
+    await this.record({ applied, lastError });
+  }
+
+  /** A failed step; a failed config (not a failed pull) waits out a backoff before it is tried again. */
+  async fail(stage: AgentError["stage"], key: string | null, text: string): Promise<void> {
+    const { backoff, metrics, log } = this.o;
+    metrics.applyFailures.inc({ stage });
+    let retryInMs: number | undefined;
+    if (stage !== "pull" && key !== null) {
+      const attempts = this.failure?.key === key ? this.failure.attempts + 1 : 1;
+      retryInMs = Math.min(backoff.initialMs * 2 ** (attempts - 1), backoff.maxMs);
+      this.failure = { key, attempts, retryAt: Date.now() + retryInMs };
+    }
+    log.error({ stage, key, retryInMs }, `config not applied (${stage}): ${text}; the previous config keeps serving`);
+    await this.recordError({ stage, key, message: text, at: new Date().toISOString() });
+  }
+
+  /** The last error, without a failure of its own (e.g. a check that could not run), or null to clear it. */
+  async recordError(lastError: AgentError | null): Promise<void> {
+    await this.record({ ...this.state, lastError });
+  }
+
+  private async record(state: AgentState): Promise<void> {
+    this.state = state;
+    try {
+      await saveState(this.o.stateFile, state);
+    } catch (err) {
+      this.o.log.error({ err: err instanceof Error ? err.message : String(err), file: this.o.stateFile }, "cannot save the agent state");
+    }
+    this.o.onChange?.();
+  }
+}
