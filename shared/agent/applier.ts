@@ -1,12 +1,8 @@
-import type { Logger } from "../adapters/log.js";
 import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/object-store.js";
 import { trace } from "../adapters/trace.js";
 import { sha256 } from "../core/sha256.js";
-import { Activation, type HaproxyControl, type RuntimePort } from "./activation.js";
-import type { AgentMetrics } from "./metrics.js";
-import { NodeState, type ApplierStatus } from "./node-state.js";
-import type { AgentState } from "./state.js";
-import type { ConfigChecker } from "./verdict.js";
+import { Activation, type ActivationOptions } from "./activation.js";
+import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
 
 export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
@@ -27,25 +23,8 @@ export type { HaproxyControl, RuntimePort } from "./activation.js";
  *   and the newest config is applied again from the file's.
  */
 
-export interface ApplierOptions {
+export interface ApplierOptions extends NodeStateOptions, ActivationOptions {
   store: Pick<ObjectStore, "history" | "get">;
-  haproxy: HaproxyControl;
-  configPath: string;
-  stateFile: string;
-  haproxyBin: string;
-  minReloadIntervalMs: number;
-  /** Wait before retrying a failed config: initialMs, doubling up to maxMs. */
-  backoff: { initialMs: number; maxMs: number };
-  metrics: AgentMetrics;
-  log: Logger;
-  /** haproxy.cfg as found on disk at start (null: none), and the state saved beside it. */
-  disk: string | null;
-  saved: AgentState;
-  /** Called after every applied config and every failure (e.g. to report status). */
-  onChange?: () => void;
-  /** HAProxy's ports, real by default; a test injects fakes to force an interleaving. */
-  check?: ConfigChecker;
-  runtime?: RuntimePort;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
