@@ -7,7 +7,6 @@ import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
 import { trace } from "../adapters/trace.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
-import { BackgroundCheck, type Unvalidated, type Validation } from "./background-check.js";
 import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
 import { ConfigFiles } from "./config-files.js";
 import { decideApply } from "./decide.js";
@@ -67,18 +66,24 @@ export interface LoopHandle {
   pullRequested(): boolean;
   /** Ask for one more pull (changes were dropped and must be pulled again). */
   pullAgain(): void;
-  /** Run the loop (e.g. a background check is due again). */
-  wake(): void;
   /** Aborted when the agent stops. */
   signal: AbortSignal;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
+/** A runtime command failed after `done` others had succeeded. */
+class RuntimeStepError extends Error {
+  constructor(
+    readonly done: number,
+    cause: unknown,
+  ) {
+    super(message(cause), { cause });
+  }
+}
+
 export class Activation {
   private lastReloadAt = -Infinity;
-  /** The background checks of changes live through the runtime API. */
-  readonly checks: BackgroundCheck;
   private readonly files: ConfigFiles;
 
   constructor(
@@ -86,7 +91,6 @@ export class Activation {
     private readonly node: NodeState,
     private readonly host: LoopHandle,
   ) {
-    this.checks = new BackgroundCheck((config, signal) => this.verdict(config, signal), () => host.stopped());
     this.files = new ConfigFiles(o.configPath, o.log);
   }
 
@@ -124,21 +128,26 @@ export class Activation {
   }
 
   /**
-   * Only server slots changed: the new config is the running one with other literal addresses,
-   * each checked by diffConfigs' grammar, setServerAddr and HAProxy's runtime API. So the slots
-   * change first, which is what makes an endpoint change take effect in milliseconds instead of
-   * after `haproxy -c` (a quarter of a second at 1,000 Services); the check then runs in the
-   * background (background-check.ts), the file is written only once `haproxy -c` agrees, and should it
-   * not, the slots are changed back to the file's config.
+   * Only server slots changed: live at once through the runtime API (make before break), then
+   * written. No `haproxy -c`: the new config is a config that passed it (or that HAProxy runs)
+   * with other server addresses and `disabled` flags in existing slots, and nothing else — every
+   * other line is byte-identical (diffConfigs), each changed line matches the server grammar
+   * (an IP literal and a port, the same parameters), and HAProxy's runtime API accepted each
+   * address and state. A config HAProxy parsed with these servers differs from one it accepted
+   * only in values its own runtime API just validated, so the check could not say no; it would
+   * cost a full parse of the config (a quarter of a second of CPU at 1,000 Services) per change.
+   * Should the file not be written, the slots go back, so HAProxy and the file never disagree.
    */
   private async applyThroughRuntime(socket: string, running: Running, config: StoredConfig, commands: RuntimeCommand[], slots: number, t0: number): Promise<void> {
-    const { log, metrics } = this.o;
+    const { configPath, log, metrics } = this.o;
     try {
       await this.applyRuntime(socket, commands);
       trace("agent", "runtime.done", { key: config.key, changes: slots });
     } catch (err) {
+      // Some commands ran, some did not: the slots are neither config's. A reload sets every slot
+      // from a file, with no drop: the new config's once it passes haproxy -c, else the old one's.
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
-      if (!(await this.undoRuntime(config.config, running.text))) this.node.liveUnknown = true;
+      if (!(err instanceof RuntimeStepError) || err.done > 0) this.node.liveUnknown = true;
       await this.checkThenActivate(config, t0);
       // Not activated (rejected, failed or superseded): put the slots back by reloading the file.
       if (this.node.liveUnknown) await this.reloadFromDisk();
@@ -146,8 +155,14 @@ export class Activation {
     }
     metrics.runtimeServerChanges.inc(slots);
     this.node.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
-    this.checks.pending = { config, t0 };
-    this.checks.start();
+    try {
+      await this.files.writeConfig(config.config);
+    } catch (err) {
+      if (await this.undoRuntime(config.config, running.text)) this.node.current = running;
+      else await this.reloadFromDisk();
+      return this.node.fail("apply", config.key, `cannot write ${configPath}: ${message(err)}`);
+    }
+    await this.node.succeed(config, "runtime", t0);
   }
 
   /** Puts the slots of `fromText` (live) back to those of `toText`; false when that failed (the slots are then unknown). */
@@ -185,9 +200,7 @@ export class Activation {
       log.error({ reason: result.reason }, "reloading the file's config failed; the next change reloads");
       return;
     }
-    const dropped = this.checks.pending;
-    this.checks.cancel();
-    this.checks.pending = null;
+    const dropped = this.node.current !== this.node.onDisk;
     this.node.current = this.node.onDisk;
     this.node.liveUnknown = false;
     log.warn({ key: this.node.onDisk.key }, "reloaded the file's config to undo runtime changes");
@@ -195,70 +208,16 @@ export class Activation {
     if (dropped) this.host.pullAgain();
   }
 
-  /** Acts on a background check's verdict: write and record the config, or undo it. */
-  async finishValidation(v: Validation): Promise<void> {
-    const { configPath, log } = this.o;
-    const verdict = await v.done;
-    if (this.checks.running === v) this.checks.running = null;
-    if (v.cancelled) return this.checks.start();
-    // The verdict is on bytes: the same config pulled again under a newer key meanwhile (see
-    // take()) is recorded under that key, once, with the time it first went live.
-    const u = this.checks.pending;
-    const checked = u !== null && u.config.sha256 === v.config.sha256 ? u : { config: v.config, t0: v.t0 };
-    if (!verdict.ok && verdict.unavailable) return this.checkUnavailable(checked, verdict.message);
-    this.checks.retries = 0;
-    if (checked === u) this.checks.pending = null;
-    let failed: CheckVerdict = verdict;
-    if (verdict.ok) {
-      trace("agent", "check.done", { key: checked.config.key });
-      try {
-        await this.files.writeConfig(checked.config.config);
-      } catch (err) {
-        failed = { ok: false, stage: "apply", message: `cannot write ${configPath}: ${message(err)}` };
-      }
-    }
-    if (failed.ok) {
-      await this.node.succeed(checked.config, "runtime", checked.t0);
-      return this.checks.start();
-    }
-    // Rejected: back to the file's config, whatever was applied on top of the rejected one meanwhile.
-    const live = this.node.current;
-    let undone = true;
-    if (live && this.node.onDisk && live !== this.node.onDisk) undone = await this.undoRuntime(live.text, this.node.onDisk.text);
-    const newerWasLive = this.checks.pending !== null;
-    if (newerWasLive) log.warn({ key: this.checks.pending!.config.key }, "undone with the rejected config it was applied on; it is pulled again");
-    this.node.current = this.node.onDisk;
-    this.checks.pending = null;
-    if (!undone) await this.reloadFromDisk();
-    await this.node.fail(failed.stage, checked.config.key, failed.message);
-    // A newer config was live on top of the rejected one: pull it again (it sorts after the failure).
-    if (newerWasLive) this.host.pullAgain();
-  }
-
-  /**
-   * The check of live runtime changes could not run to a verdict: nothing is known against the
-   * config, so they stay live (undoing them would make a hiccup of the node an outage of the
-   * endpoints), unrecorded and unwritten; the failure is reported and the newest live config is
-   * checked again after a backoff (or as soon as a newer one goes live).
-   */
-  private async checkUnavailable(checked: Unvalidated, why: string): Promise<void> {
-    const { backoff, metrics, log } = this.o;
-    if (!this.checks.pending && this.node.current?.sha256 === checked.config.sha256) this.checks.pending = checked;
-    const key = (this.checks.pending ?? checked).config.key;
-    this.checks.retries++;
-    const retryInMs = Math.min(backoff.initialMs * 2 ** (this.checks.retries - 1), backoff.maxMs);
-    metrics.checksUnavailable.inc();
-    const text = `${why}; the runtime changes stay live and are checked again in ${retryInMs} ms`;
-    log.error({ key, retryInMs }, text);
-    await this.node.recordError({ stage: "check", key, message: text, at: new Date().toISOString() });
-    if (this.host.stopped() || !this.checks.pending) return;
-    this.checks.retryIn(retryInMs, () => this.host.wake());
-  }
-
   /** Make before break: the commands are in planRuntime's order, one at a time. */
   private async applyRuntime(socket: string, commands: RuntimeCommand[]): Promise<void> {
     const runtime = this.o.runtime ?? REAL_RUNTIME;
-    for (const c of commands) await runtime.run(socket, c);
+    for (const [i, c] of commands.entries()) {
+      try {
+        await runtime.run(socket, c);
+      } catch (err) {
+        throw new RuntimeStepError(i, err);
+      }
+    }
   }
 
   /** Waits out --min-reload-interval; true when a newer config was published meanwhile (it will be pulled next). */
@@ -278,14 +237,10 @@ export class Activation {
   /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */
   private async activate(config: StoredConfig, t0: number, serverState: string | null): Promise<void> {
     const { haproxy, metrics, log } = this.o;
-    // The file is put back to this on failure: the last config that passed, not unchecked runtime changes.
+    // The file is put back to this on failure: what the previous worker, which keeps serving, runs.
     const previous = this.node.onDisk;
     const stateFile = serverStateFileOf(config.config);
     if (stateFile && serverState !== null) await this.files.writeServerState(stateFile, serverState);
-    // This config replaces the live runtime changes: their check no longer matters.
-    const superseded = this.checks.pending;
-    this.checks.cancel();
-    this.checks.pending = null;
     let how: "start" | "reload";
     try {
       await this.files.writeConfig(config.config);
@@ -307,11 +262,6 @@ export class Activation {
       }
     } catch (err) {
       if (previous) await this.files.writeConfig(previous.text).catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
-      // The previous worker keeps serving, with its unchecked runtime changes: check them again.
-      if (superseded && this.node.current?.sha256 === superseded.config.sha256) {
-        this.checks.pending = superseded;
-        this.checks.start();
-      }
       return this.node.fail("apply", config.key, message(err));
     } finally {
       if (stateFile) await this.files.writeServerState(stateFile, EMPTY_SERVER_STATE);

@@ -34,7 +34,6 @@ export class Applier {
   private readonly steps: Activation;
   /** The newest key an authenticated ping named, not yet looked at. */
   private hint: { key: string; sha256: string } | null = null;
-  private wakers: Array<() => void> = [];
   private inFlight: Promise<void> | undefined;
   private pending = false;
   private stopped = false;
@@ -50,7 +49,6 @@ export class Applier {
       pullAgain: () => {
         this.pending = true;
       },
-      wake: () => void this.run(),
       signal: this.abort.signal,
     });
   }
@@ -79,13 +77,9 @@ export class Applier {
     return this.run();
   }
 
-  /** Runs the loop, or wakes it when it waits for a background check only. */
+  /** Runs the loop unless it runs already (it looks at `pending` again before it ends). */
   private run(): Promise<void> {
-    if (this.inFlight) {
-      // The loop may be waiting for a background check only: wake it to pull now.
-      for (const wake of this.wakers.splice(0)) wake();
-      return this.inFlight;
-    }
+    if (this.inFlight) return this.inFlight;
     this.inFlight = this.drain().finally(() => {
       this.inFlight = undefined;
       // Asked for between the loop's last look and here (a microtask): run again.
@@ -109,8 +103,8 @@ export class Applier {
 
   /**
    * HAProxy was restarted after dying on its own: it runs the file (`fileText`, read when it was
-   * started), not the runtime changes made to the dead one. The unchecked ones are dropped (their
-   * check is cancelled) and the newest config is applied again from what runs.
+   * started), not runtime changes made to the dead one after the file was last written. The
+   * newest config is applied again from what runs.
    */
   haproxyRestarted(fileText: string | null): void {
     if (this.stopped || !this.node.started) return;
@@ -119,27 +113,21 @@ export class Applier {
   }
 
   /**
-   * Refuses new work at once (pings, polls, a restart), kills a check in flight (background or
-   * not) and waits only for the step in progress. An abandoned check leaves the file at the last
-   * checked config; the next start pulls the newest again.
+   * Refuses new work at once (pings, polls, a restart), kills a `haproxy -c` in flight and waits
+   * only for the step in progress. An abandoned check leaves the file at the last config that
+   * passed; the next start pulls the newest again.
    */
   async stop(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
     this.restarted = null;
-    this.steps.checks.cancel();
-    for (const wake of this.wakers.splice(0)) wake();
     while (this.inFlight) await this.inFlight;
   }
 
-  /** True while a pull or an apply runs (not merely a background check). */
+  /** True while a pull or an apply runs. */
   private pulling = false;
 
-  /**
-   * Pulls while asked to; between pulls, waits for the background check of the live runtime
-   * changes, or for a new request, whichever comes first. On stop, a check in flight is
-   * abandoned (see stop()).
-   */
+  /** Pulls while asked to. */
   private async drain(): Promise<void> {
     for (;;) {
       if (this.restarted && !this.stopped) {
@@ -161,28 +149,18 @@ export class Applier {
         }
         continue;
       }
-      const v = this.steps.checks.running;
-      if (!v || this.stopped) return;
-      if (!v.settled) {
-        await Promise.race([v.done, new Promise<void>((r) => this.wakers.push(r))]);
-        continue;
-      }
-      try {
-        await this.steps.finishValidation(v);
-      } catch (err) {
-        this.o.log.error({ err }, "unexpected error while finishing a config check");
-      }
+      return;
     }
   }
 
   private resetAfterRestart(fileText: string | null): void {
-    const dropped = this.steps.checks.drop();
+    const dropped = this.node.current !== this.node.onDisk ? (this.node.current?.key ?? null) : null;
     this.node.liveUnknown = false;
     const disk = this.node.onDisk;
     const sha = fileText === null ? null : sha256(fileText);
     // A file the agent did not record (it wrote it just before or after the restart read it): its key is unknown.
     this.node.current = fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
-    this.o.log.warn({ running: this.node.current?.key ?? null, dropped: dropped?.config.key ?? null }, "HAProxy was restarted on the config file: applying the newest config again from it");
+    this.o.log.warn({ running: this.node.current?.key ?? null, dropped }, "HAProxy was restarted on the config file: applying the newest config again from it");
     // What failed while HAProxy was down (a reload with no master) must not wait out a backoff,
     // and a ping's key may now be older than what the store has: list the store afresh.
     this.node.forgetFailure();
@@ -238,8 +216,8 @@ export class Applier {
       stopTimer();
       metrics.pulls.inc({ result: "none" });
       if (this.node.liveUnknown) await this.steps.reloadFromDisk();
-      // A check that could not run (retried) still stands as the last error.
-      if (!this.node.failed && this.steps.checks.retries === 0 && this.node.lastError) await this.node.recordError(null);
+      // Nothing newer and nothing failed backing off: an error of an earlier pull no longer stands.
+      if (!this.node.failed && this.node.lastError) await this.node.recordError(null);
       return;
     }
     let config: StoredConfig;
@@ -266,13 +244,7 @@ export class Applier {
       return;
     }
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
-    if (config.sha256 === this.node.current?.sha256 && !this.node.liveUnknown) {
-      if (!this.steps.checks.pending) return this.node.succeed(config, "unchanged", performance.now());
-      // Live but not yet checked: recorded under this key once its check (of the same bytes) passes.
-      this.node.current = { ...this.node.current, key: config.key, revision: config.revision };
-      this.steps.checks.pending = { config, t0: this.steps.checks.pending.t0 };
-      return this.steps.checks.start();
-    }
+    if (config.sha256 === this.node.current?.sha256 && !this.node.liveUnknown) return this.node.succeed(config, "unchanged", performance.now());
     await this.steps.apply(config);
   }
 }

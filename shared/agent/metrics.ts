@@ -12,7 +12,6 @@ export interface AgentMetrics {
   runtimeUpdates: Counter;
   runtimeServerChanges: Counter;
   applyFailures: Counter<"stage">;
-  checksUnavailable: Counter;
   pullSeconds: Histogram;
   applySeconds: Histogram<"how">;
   notifications: Counter<"result">;
@@ -42,11 +41,6 @@ export function createAgentMetrics(): AgentMetrics {
     runtimeUpdates: new Counter({ name: "servicelb_agent_runtime_updates_total", help: "Configs applied through the runtime API without a reload", registers }),
     runtimeServerChanges: new Counter({ name: "servicelb_agent_runtime_server_changes_total", help: "Server slots changed through the runtime API", registers }),
     applyFailures: new Counter({ name: "servicelb_agent_apply_failures_total", help: "Configs not applied, by stage (pull, verify, check, apply)", labelNames: ["stage"], registers }),
-    checksUnavailable: new Counter({
-      name: "servicelb_agent_checks_unavailable_total",
-      help: "Background haproxy -c runs that ended without a verdict (could not start, timed out, killed); the runtime changes stayed live and were checked again later",
-      registers,
-    }),
     pullSeconds: new Histogram({ name: "servicelb_agent_pull_duration_seconds", help: "Listing and fetching a config from the store", buckets: LATENCY_BUCKETS, registers }),
     applySeconds: new Histogram({
       name: "servicelb_agent_apply_duration_seconds",

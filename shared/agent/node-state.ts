@@ -117,10 +117,7 @@ export class NodeState {
     lastError: AgentError | null = null,
   ): Promise<void> {
     const { metrics, log } = this.o;
-    const running: Running = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
-    // A runtime config became live when applied; a newer one may be live by the time its check passed.
-    if (how !== "runtime") this.current = running;
-    this.onDisk = how === "runtime" && this.current?.sha256 === running.sha256 && this.current.key === running.key ? this.current : running;
+    this.current = this.onDisk = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
     this.failure = null;
     const applied: AppliedConfig = { key: config.key, sha256: config.sha256, revision: config.revision, appliedAt: new Date().toISOString(), how };
     const ms = performance.now() - t0;

@@ -1,16 +1,15 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { HaproxyProcess } from "../../shared/adapters/haproxy/process.js";
 import type { ObjectStore } from "../../shared/adapters/object-store.js";
-import { statsSocketOf } from "../../shared/agent/config-facts.js";
 import { stateFilePath } from "../../shared/agent/options.js";
 import { A, agentWorld, B, C, count, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";
 
 // The agent's fast paths against a real HAProxy and s3rver: the key a ping names is fetched
-// without listing the store, and an endpoint change does not wait for the previous one's
+// without listing the store, and an endpoint change goes live and is written without
 // `haproxy -c`. A wrapper around haproxy holds (or fails) the checks of chosen configs, so the
 // order of events is forced rather than timed.
 
@@ -75,8 +74,7 @@ function gatedStore(store: ObjectStore) {
 /**
  * `haproxy` for the agent, except that `haproxy -c` of a config naming `address` waits while the
  * file `<dir>/hold` exists, and fails (as HAProxy would on a bad config) while `<dir>/reject`
- * exists, and is killed (no verdict) while `<dir>/crash` exists. Each check of such a config is
- * logged to `<dir>/checks`.
+ * exists. Each check of such a config is logged to `<dir>/checks`.
  */
 function checkGate(dir: string, address: string) {
   const bin = join(dir, "haproxy-gated");
@@ -88,8 +86,6 @@ function checkGate(dir: string, address: string) {
 if [ "$1" = "-c" ] && grep -q ' ${address}:' "$3"; then
   echo check >> '${join(dir, "checks")}'
   while [ -e '${hold}' ]; do sleep 0.02; done
-  # As if the check could not run to a verdict (OOM-killed, timed out...).
-  if [ -e '${join(dir, "crash")}' ]; then kill -KILL $$; fi
   if [ -e '${reject}' ]; then
     echo "[ALERT]    (1) : config : the test's gate rejects ${address}" >&2
     exit 1
@@ -104,7 +100,6 @@ exec haproxy "$@"
     hold: () => writeFileSync(hold, ""),
     release: () => rmSync(hold, { force: true }),
     reject: () => writeFileSync(reject, ""),
-    crash: (on = true) => (on ? writeFileSync(join(dir, "crash"), "") : rmSync(join(dir, "crash"), { force: true })),
     checks: () => (existsSync(join(dir, "checks")) ? readFileSync(join(dir, "checks"), "utf8").split("\n").filter(Boolean).length : 0),
   };
 }
@@ -174,170 +169,42 @@ describe("the key a ping names", () => {
   });
 });
 
-describe("endpoint changes while the previous one is checked", () => {
-  it("serves a follow-up change before the previous change's haproxy -c has finished; writes each only after its check", async () => {
-    const n = await node();
-    const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { haproxyBin: gate.bin });
-    const firstText = readFileSync(n.configPath, "utf8");
-    const before = await n.reloads();
-
-    gate.hold();
-    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
-    await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
-    // Live through the runtime API, but neither recorded nor written until haproxy -c agrees.
-    expect(agent.status().applied?.key).toBe(first.key);
-    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
-
-    // The next change does not wait for that check.
-    const toBC = await n.publish(web("web", world.pods.port, [B, C]), 120);
-    await n.notify(agent, toBC);
-    await waitFor("B and C serving", async () => ((await answering(n, "/web/")).join() === "B,C" ? true : undefined));
-    expect(agent.status().applied?.key).toBe(first.key);
-    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
-
-    gate.release();
-    await appliedKey(agent, toBC.key);
-    expect(agent.status()).toMatchObject({ applied: { how: "runtime" }, lastError: null });
-    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toBC.key)).config);
-    expect(await count(agent.metrics.runtimeUpdates)).toBe(2);
-    expect(await n.reloads()).toBe(before);
-  });
-
-  it("undoes a change whose background check fails, with the change applied on top of it, then re-applies the newer one", async () => {
-    const n = await node();
-    const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { haproxyBin: gate.bin });
-    const firstText = readFileSync(n.configPath, "utf8");
-    const before = await n.reloads();
-
-    // Only B's configs are rejected; C's on top of B is fine by itself.
-    gate.hold();
-    gate.reject();
-    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
-    await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    const toC = await n.publish(web("web", world.pods.port, [C]), 120);
-    await n.notify(agent, toC);
-    await served(n, "/web/", "C");
-
-    gate.release();
-    await appliedKey(agent, toC.key);
-    expect(await answering(n, "/web/")).toEqual(["C"]);
-    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toC.key)).config);
-    expect(await count(agent.metrics.applyFailures, { stage: "check" })).toBe(1);
-    expect(await n.reloads()).toBe(before);
-    expect(firstText).not.toBe(readFileSync(n.configPath, "utf8"));
-  });
-
-  it("undoes a lone change whose background check fails and keeps the last good file", async () => {
-    const n = await node();
-    const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { haproxyBin: gate.bin });
-    const firstText = readFileSync(n.configPath, "utf8");
-
-    gate.hold();
-    gate.reject();
-    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
-    await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    gate.release();
-    const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
-    expect(err).toMatchObject({ stage: "check", key: toB.key, message: expect.stringContaining("gate rejects") });
-    expect(agent.status()).toMatchObject({ applied: { key: first.key }, backoff: { key: toB.key } });
-    expect(await answering(n, "/web/")).toEqual(["A"]);
-    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
-  });
-
-  it("checks, writes and counts a live config once when it is pulled again under a newer key (same bytes) during its check", async () => {
+describe("endpoint changes", () => {
+  it("go live and are written at once, with no haproxy -c and no reload", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
     await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
-
-    gate.hold();
-    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
-    await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
-    // Back to B's bytes under a newer key (C's config was never pulled here).
-    await n.publish(web("web", world.pods.port, [C]), 120);
-    const textB = (await n.store.get(toB.key)).config;
-    const againB = await n.store.publish({ config: textB, revision: "130", generator: "servicelb/test" });
-    expect(againB.status).toBe("published");
-    await n.notify(agent, againB);
-    await waitFor("B's bytes pulled again", async () => ((await count(agent.metrics.notifiedPulls, { result: "fetched" })) === 2 ? true : undefined));
-
-    gate.release();
-    await appliedKey(agent, againB.key);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(gate.checks()).toBe(1);
-    expect(await count(agent.metrics.runtimeUpdates)).toBe(1);
-    expect(agent.status()).toMatchObject({ applied: { key: againB.key, how: "runtime" }, lastError: null });
-    expect(readFileSync(n.configPath, "utf8")).toBe(textB);
-    expect(await answering(n, "/web/")).toEqual(["B"]);
-  });
-
-  it("keeps a live change whose haproxy -c cannot run to a verdict, reports it and checks it again later", async () => {
-    const n = await node();
-    const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { haproxyBin: gate.bin }, { backoff: { initialMs: 200, maxMs: 400 } });
-    const firstText = readFileSync(n.configPath, "utf8");
     const before = await n.reloads();
 
-    gate.crash();
     const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
-    expect(err).toMatchObject({ stage: "check", key: toB.key, message: expect.stringContaining("haproxy -c could not run") });
-    // Not a verdict on the config: the change stays live, unrecorded and unwritten.
-    expect(await answering(n, "/web/")).toEqual(["B"]);
-    expect(agent.status()).toMatchObject({ applied: { key: first.key }, backoff: null });
-    expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
-    await waitFor("checked again", async () => (gate.checks() >= 2 ? true : undefined));
-    expect(await answering(n, "/web/")).toEqual(["B"]);
-
-    gate.crash(false);
     await appliedKey(agent, toB.key);
     expect(agent.status()).toMatchObject({ applied: { how: "runtime" }, lastError: null });
     expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toB.key)).config);
-    expect(await count(agent.metrics.applyFailures)).toBe(0);
-    expect(await count(agent.metrics.checksUnavailable)).toBeGreaterThanOrEqual(1);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    expect(gate.checks()).toBe(0);
     expect(await n.reloads()).toBe(before);
   });
 
-  it("lets a structural change supersede a change still in its check: the reload runs the new file", async () => {
+  it("a structural change after them is checked and reloaded from what runs", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
     await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin });
     const before = await n.reloads();
 
-    gate.hold();
     const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    // Without B: its check is not held.
-    const structural = await n.publish([...web("web", world.pods.port, [C]), ...web("api", world.pods.port, [A])], 120);
+    await appliedKey(agent, toB.key);
+    const structural = await n.publish([...web("web", world.pods.port, [B]), ...web("api", world.pods.port, [C])], 120);
     await n.notify(agent, structural);
     await appliedKey(agent, structural.key);
-    await served(n, "/api/", "A");
-    expect(await answering(n, "/web/")).toEqual(["C"]);
-    expect(agent.status()).toMatchObject({ applied: { how: "reload" }, lastError: null });
-    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(structural.key)).config);
+    expect(agent.status().applied).toMatchObject({ how: "reload" });
+    expect(gate.checks()).toBe(1);
     expect(await n.reloads()).toBe(before + 1);
-    gate.release();
-    // B's check was abandoned: nothing recorded for it, nothing written.
-    await new Promise((r) => setTimeout(r, 300));
-    expect(agent.status()).toMatchObject({ applied: { key: structural.key }, lastError: null });
-    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(structural.key)).config);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    await served(n, "/api/", "C");
   });
 });
 
@@ -349,18 +216,18 @@ describe("newest wins (invariant 1)", () => {
     await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n, { haproxyBin: gate.bin }, { store: gated.store });
 
+    // k6 adds a Service (a reload): its haproxy -c is held, then fails.
     gate.hold();
     gate.reject();
-    const k6 = await n.publish(web("web", world.pods.port, [B]), 110);
+    const k6 = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [B])], 110);
     await n.notify(agent, k6);
-    await served(n, "/web/", "B");
+    await waitFor("k6's check held", async () => (gate.checks() === 1 ? true : undefined));
     // An older snapshot's config, published before k7 but named by a ping that arrives late.
     const late = await n.publish(web("web", world.pods.port, [A, C]), 120);
     const k7 = await n.publish(web("web", world.pods.port, [C]), 130);
     await n.notify(agent, k7);
-    await served(n, "/web/", "C");
 
-    // k6's check fails: both are undone, k6 backs off and k7 is pulled again; meanwhile the late ping.
+    // k6's check fails and k6 backs off; k7 is pulled next, and the late ping comes meanwhile.
     const held = gated.holdGet(k7.key);
     gate.release();
     await held.reached;
@@ -368,8 +235,9 @@ describe("newest wins (invariant 1)", () => {
     expect(JSON.parse((await n.notify(agent, late)).body)).toMatchObject({ action: "pulling" });
     held.release();
 
-    // k7 pulled again, then the pull the ping asked for.
+    // k7, then the pull the ping asked for.
     await waitFor("k7 applied and the ping's pull done", async () => ((await count(agent.metrics.pulls)) >= pulls + 2 && agent.status().applied?.key === k7.key ? true : undefined));
+    expect(await count(agent.metrics.applyFailures, { stage: "check" })).toBe(1);
     expect(await answering(n, "/web/")).toEqual(["C"]);
     await new Promise((r) => setTimeout(r, 300));
     expect(agent.status()).toMatchObject({ applied: { key: k7.key } });
@@ -407,35 +275,28 @@ describe("newest wins (invariant 1)", () => {
 });
 
 describe("HAProxy restarted, runtime undo failed", () => {
-  it("after a supervised restart (which runs the file), applies the newest config again instead of trusting the live state it lost", async () => {
+  it("after a supervised restart, HAProxy runs the file, which holds the last endpoint change; later diffs start from what runs", async () => {
     const n = await node();
-    const gate = checkGate(n.dir, B);
     await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { haproxyBin: gate.bin });
+    const agent = await start(n);
 
-    gate.hold();
     const toB = await n.publish(web("web", world.pods.port, [B]), 110);
     await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
-    // Crash (OOM, ...): the supervisor restarts HAProxy on the file, i.e. on A.
+    await appliedKey(agent, toB.key);
+    // Crash (OOM, ...): the supervisor restarts HAProxy on the file.
     const master = (await showProc(n.masterSocket)).master.pid;
     process.kill(master, "SIGKILL");
     await waitFor("HAProxy restarted", async () => {
       const s = await showProc(n.masterSocket, { timeoutMs: 500 });
       return s.master.pid !== master && s.workers.length > 0 ? true : undefined;
     });
-    // The lost runtime change is applied again (and checked again) on top of the file's config.
-    await waitFor("B checked again after the restart", async () => (gate.checks() === 2 ? true : undefined));
-    gate.release();
-    await appliedKey(agent, toB.key);
-    expect(await answering(n, "/web/")).toEqual(["B"]);
-    expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(toB.key)).config);
+    await served(n, "/web/", "B");
+    expect(agent.status()).toMatchObject({ applied: { key: toB.key } });
 
-    // Later diffs start from what runs.
     const toBC = await n.publish(web("web", world.pods.port, [B, C]), 120);
     await n.notify(agent, toBC);
     await appliedKey(agent, toBC.key);
+    expect(agent.status().applied).toMatchObject({ how: "runtime" });
     expect(await answering(n, "/web/")).toEqual(["B", "C"]);
   });
 
@@ -454,41 +315,10 @@ describe("HAProxy restarted, runtime undo failed", () => {
     await appliedKey(agent, next.key);
     await served(n, "/api/", "B");
   });
-
-  it("reloads the file's config when undoing a rejected runtime change fails", async () => {
-    const n = await node();
-    const gate = checkGate(n.dir, B);
-    const first = await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { haproxyBin: gate.bin });
-    const socket = statsSocketOf(readFileSync(n.configPath, "utf8"))!;
-    const before = await n.reloads();
-
-    gate.hold();
-    gate.reject();
-    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
-    await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    // The runtime API cannot be reached for the undo.
-    renameSync(socket, `${socket}.away`);
-    gate.release();
-    await waitFor("the check error", async () => (agent.status().lastError?.stage === "check" ? true : undefined));
-    await waitFor("A served again", async () => ((await answering(n, "/web/")).join() === "A" ? true : undefined));
-    expect(await n.reloads()).toBe(before + 1);
-    expect(agent.status()).toMatchObject({ applied: { key: first.key }, backoff: { key: toB.key } });
-
-    // The runtime API reachable again (a reload hands the same socket to the new worker): the next endpoint change uses it.
-    renameSync(`${socket}.away`, socket);
-    const toC = await n.publish(web("web", world.pods.port, [C]), 120);
-    await n.notify(agent, toC);
-    await appliedKey(agent, toC.key);
-    expect(agent.status().applied).toMatchObject({ how: "runtime" });
-    expect(await answering(n, "/web/")).toEqual(["C"]);
-    expect(await n.reloads()).toBe(before + 1);
-  });
 });
 
 describe("stopping", () => {
-  it("stops promptly while a background check is held, a poll runs and pings keep coming; the check is abandoned", async () => {
+  it("stops promptly while a haproxy -c is held, a poll runs and pings keep coming; the check is abandoned", async () => {
     const n = await node();
     const gate = checkGate(n.dir, B);
     await n.publish(web("web", world.pods.port, [A]), 100);
@@ -497,10 +327,9 @@ describe("stopping", () => {
     const firstText = readFileSync(n.configPath, "utf8");
 
     gate.hold();
-    const toB = await n.publish(web("web", world.pods.port, [B]), 110);
-    await n.notify(agent, toB);
-    await served(n, "/web/", "B");
-    await waitFor("B's check held", async () => (gate.checks() === 1 ? true : undefined));
+    const structural = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [B])], 110);
+    await n.notify(agent, structural);
+    await waitFor("the check held", async () => (gate.checks() === 1 ? true : undefined));
     // Past a poll tick (100-120 ms): that poll run joins the loop, which waits for the check.
     await new Promise((r) => setTimeout(r, 300));
 
@@ -518,7 +347,7 @@ describe("stopping", () => {
     await pinger;
     expect(outcome).toBe("stopped");
     expect(Date.now() - t0).toBeLessThan(5000);
-    // The unchecked change was never written.
+    // The unchecked config was never written.
     expect(readFileSync(n.configPath, "utf8")).toBe(firstText);
     expect(agent.status().haproxy.running).toBe(false);
   });

@@ -12,8 +12,8 @@ import { commandText } from "../../shared/core/runtime-plan.js";
 import { sha256 } from "../../shared/core/sha256.js";
 
 // The applier with every HAProxy port faked (haproxy -c, the runtime API, process control), so
-// an interleaving that the real binary makes a matter of luck is forced here step by step. The
-// real-binary paths are covered by test/integration/agent*.test.ts.
+// an interleaving or a failure that the real binary makes a matter of luck is forced here step
+// by step. The real-binary paths are covered by test/integration/agent*.test.ts.
 
 const config = (slots: Array<string | null>) => `global
     master-worker
@@ -28,8 +28,15 @@ const stored = (n: number, text: string): StoredConfig => ({ key: `configs/${Str
 /** A `haproxy -c` whose verdicts the test hands out, one per call, in call order. */
 function gatedCheck() {
   const waiting: Array<(r: CheckResult) => void> = [];
+  let calls = 0;
   return {
-    check: () => new Promise<CheckResult>((resolve) => waiting.push(resolve)),
+    get calls() {
+      return calls;
+    },
+    check: () => {
+      calls++;
+      return new Promise<CheckResult>((resolve) => waiting.push(resolve));
+    },
     async next(result: CheckResult) {
       for (let i = 0; i < 200 && waiting.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
       waiting.shift()!(result);
@@ -42,14 +49,18 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function world() {
+function world(runtimeFails?: (command: string) => boolean) {
   const dir = mkdtempSync(join(tmpdir(), "applier-"));
   dirs.push(dir);
   const configs: StoredConfig[] = [];
   const commands: string[] = [];
   const gate = gatedCheck();
   const runtime: RuntimePort = {
-    run: async (_socket, c) => void commands.push(commandText(c)),
+    run: async (_socket, c) => {
+      const text = commandText(c);
+      if (runtimeFails?.(text)) throw new Error(`HAProxy runtime API: "${text}" failed`);
+      commands.push(text);
+    },
     serversState: async () => "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord\n",
   };
   let reloads = 0;
@@ -79,13 +90,13 @@ function world() {
     check: gate.check,
     runtime,
   });
-  return { applier, configs, commands, gate, configPath, reloads: () => reloads };
+  return { applier, configs, commands, gate, configPath, reloads: () => reloads, checks: () => gate.calls };
 }
 
 const OK: CheckResult = { ok: true, warnings: [] };
 
 describe("Applier with faked HAProxy ports", () => {
-  it("a background check that rejects a live in-place move undoes it make before break, and the file never held it", async () => {
+  it("an in-place move goes live make before break and is written at once, with no haproxy -c", async () => {
     const w = world();
     const first = stored(1, config(["10.0.0.1:80", null]));
     w.configs.push(first);
@@ -96,10 +107,8 @@ describe("Applier with faked HAProxy ports", () => {
 
     const moved = stored(2, config(["10.0.0.2:80", null]));
     w.configs.push(moved);
-    const applying = w.applier.sync();
-    // Live through the runtime API before any verdict: the new pod rides the spare slot s2 first.
-    await w.gate.next({ ok: false, errors: ["[ALERT] bad"], output: "", alerted: true });
-    await applying;
+    await w.applier.sync();
+    // The new pod rides the spare slot s2 until its own slot has the new address.
     expect(w.commands.map((c) => c.replace("set server default_web_80/", ""))).toEqual([
       "s2 addr 10.0.0.2 port 80",
       "s2 state ready",
@@ -110,20 +119,59 @@ describe("Applier with faked HAProxy ports", () => {
       "s2 state drain",
       "s2 state maint",
       "s2 addr 127.0.0.1 port 1",
-      // The undo moves the old pod back the same way.
-      "s2 addr 10.0.0.1 port 80",
+    ]);
+    expect(readFileSync(w.configPath, "utf8")).toBe(moved.config);
+    expect(w.applier.status()).toMatchObject({ applied: { key: moved.key, how: "runtime" }, lastError: null });
+    expect(w.checks()).toBe(1);
+    expect(w.reloads()).toBe(0);
+  });
+
+  it("a runtime change HAProxy refuses half-way is checked and reloaded: the reload sets every slot", async () => {
+    // HAProxy refuses the new address of s1, after s2 carried it and s1 was taken down.
+    const w = world((c) => c === "set server default_web_80/s1 addr 10.0.0.2 port 80");
+    const first = stored(1, config(["10.0.0.1:80", null]));
+    w.configs.push(first);
+    const started = w.applier.sync();
+    await w.gate.next(OK);
+    await started;
+    const moved = stored(2, config(["10.0.0.2:80", null]));
+    w.configs.push(moved);
+    const applying = w.applier.sync();
+    await w.gate.next(OK);
+    await applying;
+    expect(w.commands.map((c) => c.replace("set server default_web_80/", ""))).toEqual([
+      "s2 addr 10.0.0.2 port 80",
       "s2 state ready",
       "s1 state drain",
       "s1 state maint",
-      "s1 addr 10.0.0.1 port 80",
-      "s1 state ready",
-      "s2 state drain",
-      "s2 state maint",
-      "s2 addr 127.0.0.1 port 1",
     ]);
+    expect(w.reloads()).toBe(1);
+    expect(readFileSync(w.configPath, "utf8")).toBe(moved.config);
+    expect(w.applier.status().applied).toMatchObject({ key: moved.key, how: "reload" });
+  });
+
+  it("a rejected reload after a half-done runtime change reloads the file's config, and the slots are known again", async () => {
+    const w = world((c) => c === "set server default_web_80/s1 addr 10.0.0.2 port 80");
+    const first = stored(1, config(["10.0.0.1:80", null]));
+    w.configs.push(first);
+    const started = w.applier.sync();
+    await w.gate.next(OK);
+    await started;
+    const moved = stored(2, config(["10.0.0.2:80", null]));
+    w.configs.push(moved);
+    const applying = w.applier.sync();
+    await w.gate.next({ ok: false, errors: ["[ALERT] bad"], output: "", alerted: true });
+    await applying;
+    // The file's config, reloaded: every slot as the last good config says.
+    expect(w.reloads()).toBe(1);
     expect(readFileSync(w.configPath, "utf8")).toBe(first.config);
     expect(w.applier.status()).toMatchObject({ applied: { key: first.key }, lastError: { stage: "check", key: moved.key } });
-    expect(w.reloads()).toBe(0);
+    // The next endpoint change goes through the runtime API again.
+    const next = stored(3, config(["10.0.0.1:80", "10.0.0.3:80"]));
+    w.configs.push(next);
+    await w.applier.sync();
+    expect(w.commands.slice(-2)).toEqual(["set server default_web_80/s2 addr 10.0.0.3 port 80", "set server default_web_80/s2 state ready"]);
+    expect(w.applier.status().applied).toMatchObject({ key: next.key, how: "runtime" });
   });
 
   it("an in-place move with no spare slot is reloaded after its check, with no runtime command", async () => {
