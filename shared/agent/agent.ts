@@ -29,7 +29,7 @@ export interface AgentDeps {
   /** Default: the store named by the options, credentials from the standard AWS chain. */
   store?: ObjectStore;
   /** Supervision timings (tests shorten them). */
-  haproxy?: Partial<Pick<HaproxyProcessOptions, "restartInitialDelayMs" | "restartMaxDelayMs" | "stopGraceMs" | "killGraceMs">>;
+  haproxy?: Partial<Pick<HaproxyProcessOptions, "restartDelayMs" | "restartStableMs" | "restartInitialDelayMs" | "restartMaxDelayMs" | "stopGraceMs" | "killGraceMs">>;
   /** Retry of a failed config. Default 10 s doubling to 5 min. */
   backoff?: { initialMs: number; maxMs: number };
   /** HAProxy's own log lines (its stdout, `--syslog`). Default: the agent's stdout. */
@@ -89,10 +89,16 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     stopGraceMs: options.stopGrace,
     onOutput: (line, stream) => (stream === "stdout" ? haproxyLog(line) : haproxyDiagnostic(log, line)),
     onRestart: (info) => {
-      metrics.haproxyRestarts.inc();
-      log.error({ attempt: info.attempt, delayMs: info.delayMs }, info.reason);
+      metrics.haproxyRestarts.inc({ cause: info.cause });
+      metrics.haproxyQuickCrashes.set(info.quickCrashes);
+      metrics.haproxyRestartDelay.set(info.delayMs / 1000);
+      log.error({ cause: info.cause, servedMs: info.servedMs, quickCrashes: info.quickCrashes, delayMs: info.delayMs }, info.reason);
     },
-    onRestarted: (configText) => applier.haproxyRestarted(configText),
+    onRestarted: (configText, recovery) => {
+      metrics.haproxyRecoverySeconds.observe({ cause: recovery.cause }, recovery.downMs / 1000);
+      log.warn({ cause: recovery.cause, downMs: recovery.downMs }, "HAProxy serves again");
+      applier.haproxyRestarted(configText);
+    },
     ...deps.haproxy,
   });
   // While a reload we ordered runs, the master re-executes and refuses its CLI; the old worker serves meanwhile.
@@ -134,7 +140,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   const status = (): NodeStatus => ({
     node: options.nodeName,
     ...applier.status(),
-    haproxy: { running: proc.running },
+    haproxy: { running: proc.running, ...proc.supervision() },
     reportIntervalSeconds: options.statusInterval / 1000,
     reportedAt: new Date().toISOString(),
     agent: version,

@@ -291,7 +291,12 @@ describe("converging and recovering", () => {
     expect(seen.slice(seen.indexOf(503))).toContain(200);
     expect((await showProc(n.masterSocket)).master.pid).not.toBe(master);
     await served(n, "/web/", "A");
-    expect(await count(agent.metrics.haproxyRestarts)).toBe(1);
+    expect(await count(agent.metrics.haproxyRestarts, { cause: "master-exited" })).toBe(1);
+    // A config that had served is not held responsible: restarted at once, and said so.
+    expect(agent.status().haproxy).toMatchObject({ running: true, restarts: 1, lastRestart: { cause: "master-exited", delayMs: 0, signal: "SIGKILL" }, pendingRestart: null });
+    const metrics = await (await fetch(`${agent.url}/metrics`)).text();
+    expect(metrics).toMatch(/^servicelb_agent_haproxy_recovery_seconds_count\{cause="master-exited"\} 1$/m);
+    expect(metrics).toMatch(/^servicelb_agent_haproxy_restart_delay_seconds 0$/m);
   });
 });
 
