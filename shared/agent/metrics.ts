@@ -21,6 +21,11 @@ export interface AgentMetrics {
   haproxyQuickCrashes: Gauge;
   haproxyRestartDelay: Gauge;
   haproxyRecoverySeconds: Histogram<"cause">;
+  storeFailures: Counter<"operation" | "reason">;
+  lastSuccessfulPull: Gauge;
+  pullStale: Gauge;
+  /** What pullStale reports at each scrape (staleness changes with time alone, not on an event). */
+  probePullStale(probe: () => boolean): void;
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -29,6 +34,7 @@ export function createAgentMetrics(): AgentMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  let stale = () => false;
   return {
     registry,
     appliedRevision: new Gauge({ name: "servicelb_agent_applied_revision", help: "Snapshot revision of the config HAProxy runs (0: unknown)", registers }),
@@ -75,5 +81,23 @@ export function createAgentMetrics(): AgentMetrics {
       buckets: LATENCY_BUCKETS,
       registers,
     }),
+    storeFailures: new Counter({
+      name: "servicelb_agent_store_failures_total",
+      help: "Failed store requests, by operation (list, get, put) and reason (deadline: no complete answer within --store-timeout; too-large: over --max-config-size; stopping; error)",
+      labelNames: ["operation", "reason"],
+      registers,
+    }),
+    lastSuccessfulPull: new Gauge({ name: "servicelb_agent_last_successful_pull_timestamp_seconds", help: "When the agent last completed a look at the store (list, and the newer config's fetch if there was one)", registers }),
+    pullStale: new Gauge({
+      name: "servicelb_agent_pull_stale",
+      help: "1 while no pull has completed for longer than --stale-pull-periods poll intervals",
+      registers,
+      collect() {
+        this.set(stale() ? 1 : 0);
+      },
+    }),
+    probePullStale(probe) {
+      stale = probe;
+    },
   };
 }

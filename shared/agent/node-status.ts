@@ -1,6 +1,18 @@
 import { z } from "zod";
 import { agentErrorSchema, appliedSchema } from "./state.js";
 
+/** Whether the agent can pull from the store (store-watch.ts). */
+export const pullHealthSchema = z.object({
+  /** The last completed pull: the listing, and the newer config's GET when there was one. */
+  lastSuccessAt: z.string().nullable(),
+  consecutiveFailures: z.number(),
+  lastFailure: z.object({ at: z.string(), message: z.string() }).nullable(),
+  /** No completed pull for longer than staleAfterSeconds (--stale-pull-periods × --poll-interval). */
+  stale: z.boolean(),
+  staleAfterSeconds: z.number(),
+});
+export type PullHealth = z.infer<typeof pullHealthSchema>;
+
 const restartSchema = z.object({
   at: z.string(),
   cause: z.enum(["master-exited", "worker-lost"]),
@@ -30,6 +42,7 @@ export const nodeStatusSchema = z.object({
     pendingRestart: z.object({ at: z.string(), delayMs: z.number(), quickCrashes: z.number() }).nullable().optional(),
   }),
   /** How often the agent reports: a report much older than this means the agent is gone or cut off. */
+  pull: pullHealthSchema.optional(),
   reportIntervalSeconds: z.number(),
   reportedAt: z.string(),
   /** e.g. "servicelb/0.1.0" */
