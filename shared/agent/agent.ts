@@ -183,7 +183,11 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       const err = applier.status().lastError;
       return { ok: false, reason: `no config applied yet${err ? ` (last error: ${err.message})` : ""}` };
     }
-    if (!proc.running) return { ok: false, reason: "HAProxy is not running; the agent restarts it" };
+    if (!proc.running) {
+      const next = proc.supervision().pendingRestart;
+      const when = next && next.delayMs > 0 ? ` at ${next.at} (${next.quickCrashes} quick crashes in a row: backing off)` : "";
+      return { ok: false, reason: `HAProxy is not running; the agent restarts it${when}` };
+    }
     // The reload itself is confirmed (or reported failed) by the applier within its timeout.
     if (reloading) return { ok: true };
     try {
