@@ -12,6 +12,7 @@ import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
 import { sha256 } from "../core/sha256.js";
 import { parseStoreUrl } from "../core/store-url.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
+import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyText } from "./store-limits.js";
 
 /*
  * Published configs live at <prefix>configs/<revision, 20 digits>-<sha256, 16 hex>.cfg.
@@ -60,8 +61,12 @@ export interface ObjectStoreOptions {
   forcePathStyle?: boolean;
   /** Default: the standard AWS credential chain (env, shared files, web identity, IMDS...). */
   credentials?: S3ClientConfig["credentials"];
-  /** Per-request connect and response timeout. Default 5000 ms. */
+  /** Per-request connect and idle timeout (no byte for this long). Default 5000 ms. */
   timeoutMs?: number;
+  /** Overall deadline of one request, body included (see store-limits.ts). Default 30000 ms. */
+  deadlineMs?: number;
+  /** Largest object body read; a larger one is refused unread. Default 64 MiB. */
+  maxObjectBytes?: number;
   /** How many configs publish() keeps. Default 50. */
   retain?: number;
 }
@@ -145,6 +150,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   const { bucket, prefix } = parseStoreUrl(options.url);
   const region = options.region ?? "us-east-1";
   const timeoutMs = options.timeoutMs ?? 5000;
+  const maxObjectBytes = options.maxObjectBytes ?? DEFAULT_MAX_OBJECT_BYTES;
   const retain = options.retain ?? 50;
   assertKeep(retain, "retain");
   const endpoint = options.endpoint ?? `AWS S3 (${region})`;
@@ -165,6 +171,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     requestChecksumCalculation: "WHEN_REQUIRED",
     responseChecksumValidation: "WHEN_REQUIRED",
   });
+  limitRequests(client, { deadlineMs: options.deadlineMs ?? 30_000, maxObjectBytes });
 
   async function send<T>(operation: string, key: string, run: () => Promise<T>): Promise<T> {
     try {
@@ -254,7 +261,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const { revision, shaPrefix } = requireConfigKey(key);
     const { config, metadata } = await send("get", key, async () => {
       const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-      return { config: await response.Body!.transformToString("utf-8"), metadata: response.Metadata };
+      return { config: await readBodyText(response.Body, maxObjectBytes), metadata: response.Metadata };
     });
     const expected = metadataSha(key, shaPrefix, metadata);
     const actual = sha256(config);
@@ -384,7 +391,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         keys.map(async (key) => {
           const text = await send("get", key, async () => {
             const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-            return response.Body!.transformToString("utf-8");
+            return readBodyText(response.Body, maxObjectBytes);
           });
           try {
             return JSON.parse(text) as unknown;

@@ -1,3 +1,4 @@
+import type { S3ClientConfig } from "@aws-sdk/client-s3";
 import { mkdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,6 +15,7 @@ import { stateFilePath, type AgentOptions } from "./options.js";
 import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
 import { loadState } from "./state.js";
 import { startStatusReporter, type StatusReporter } from "./status-reporter.js";
+import { watchStore } from "./store-watch.js";
 import { tokenSource } from "./token.js";
 import { until } from "./until.js";
 
@@ -26,10 +28,12 @@ import { until } from "./until.js";
 
 export interface AgentDeps {
   log?: Logger;
-  /** Default: the store named by the options, credentials from the standard AWS chain. */
+  /** Default: the store named by the options. */
   store?: ObjectStore;
-  /** Supervision timings (tests shorten them). */
-  haproxy?: Partial<Pick<HaproxyProcessOptions, "restartInitialDelayMs" | "restartMaxDelayMs" | "stopGraceMs" | "killGraceMs">>;
+  /** For the default store; default: the standard AWS credential chain. */
+  storeCredentials?: S3ClientConfig["credentials"];
+  /** Supervision timings (tests change them). */
+  haproxy?: Partial<Pick<HaproxyProcessOptions, "restartDelayMs" | "restartStableMs" | "restartInitialDelayMs" | "restartMaxDelayMs" | "stopGraceMs" | "killGraceMs">>;
   /** Retry of a failed config. Default 10 s doubling to 5 min. */
   backoff?: { initialMs: number; maxMs: number };
   /** HAProxy's own log lines (its stdout, `--syslog`). Default: the agent's stdout. */
@@ -45,7 +49,10 @@ export interface Agent {
   stop(): Promise<void>;
 }
 
-const STORE_TIMEOUT_MS = 3000;
+/** Connect and idle timeout of store requests: a store that stops answering is given up on fast. */
+const STORE_IDLE_TIMEOUT_MS = 3000;
+/** The last status report on the way out may not hold up the stop: the store may be the reason for it. */
+const FINAL_STATUS_TIMEOUT_MS = 2000;
 
 /** "servicelb/<version>" from the package.json above this module (source and dist/ sit at different depths). */
 async function agentVersion(): Promise<string> {
@@ -73,12 +80,23 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   const ownStore = deps.store === undefined;
   const store =
     deps.store ??
-    createObjectStore({ url: options.store, endpoint: options.storeEndpoint, region: options.storeRegion, forcePathStyle: options.storePathStyle, timeoutMs: STORE_TIMEOUT_MS });
+    createObjectStore({
+      url: options.store,
+      endpoint: options.storeEndpoint,
+      region: options.storeRegion,
+      forcePathStyle: options.storePathStyle,
+      credentials: deps.storeCredentials,
+      timeoutMs: STORE_IDLE_TIMEOUT_MS,
+      deadlineMs: options.storeTimeout,
+      maxObjectBytes: options.maxConfigSize,
+    });
   const haproxyLog = deps.haproxyLog ?? ((line: string) => process.stdout.write(`${line}\n`));
   const version = await agentVersion();
   for (const dir of [options.stateDir, dirname(options.configPath), dirname(options.masterSocket)]) await mkdir(dir, { recursive: true });
 
   const metrics = createAgentMetrics();
+  const watched = watchStore(store, { metrics, staleAfterMs: options.pollInterval * options.stalePullPeriods });
+  metrics.probePullStale(() => watched.health().stale);
   const stateFile = stateFilePath(options);
   const [saved, disk, orphan] = await Promise.all([loadState(stateFile, log), readIfExists(options.configPath), findOrphanMaster(options.masterSocket)]);
 
@@ -89,10 +107,16 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     stopGraceMs: options.stopGrace,
     onOutput: (line, stream) => (stream === "stdout" ? haproxyLog(line) : haproxyDiagnostic(log, line)),
     onRestart: (info) => {
-      metrics.haproxyRestarts.inc();
-      log.error({ attempt: info.attempt, delayMs: info.delayMs }, info.reason);
+      metrics.haproxyRestarts.inc({ cause: info.cause });
+      metrics.haproxyQuickCrashes.set(info.quickCrashes);
+      metrics.haproxyRestartDelay.set(info.delayMs / 1000);
+      log.error({ cause: info.cause, servedMs: info.servedMs, quickCrashes: info.quickCrashes, delayMs: info.delayMs }, info.reason);
     },
-    onRestarted: (configText) => applier.haproxyRestarted(configText),
+    onRestarted: (configText, recovery) => {
+      metrics.haproxyRecoverySeconds.observe({ cause: recovery.cause }, recovery.downMs / 1000);
+      log.warn({ cause: recovery.cause, downMs: recovery.downMs }, "HAProxy serves again");
+      applier.haproxyRestarted(configText);
+    },
     ...deps.haproxy,
   });
   // While a reload we ordered runs, the master re-executes and refuses its CLI; the old worker serves meanwhile.
@@ -117,7 +141,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
 
   let reporter: StatusReporter | undefined;
   const applier = new Applier({
-    store,
+    store: watched.store,
     haproxy,
     configPath: options.configPath,
     stateFile,
@@ -134,18 +158,36 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   const status = (): NodeStatus => ({
     node: options.nodeName,
     ...applier.status(),
-    haproxy: { running: proc.running },
+    haproxy: { running: proc.running, ...proc.supervision() },
+    pull: watched.health(),
     reportIntervalSeconds: options.statusInterval / 1000,
     reportedAt: new Date().toISOString(),
     agent: version,
   });
 
+  /**
+   * Whether this node load-balances: the liveness and readiness of the agent's pod. A store the
+   * agent cannot pull from is not a reason to take the node out or restart it (that would turn a
+   * store outage into a load-balancer outage): it is said in the answer and in /status.
+   */
   async function health(): Promise<Health> {
+    const h = await serving();
+    const pull = watched.health();
+    if (!h.ok || !pull.stale) return h;
+    const since = pull.lastSuccessAt ? `since ${pull.lastSuccessAt}` : "since the agent started";
+    return { ok: true, warning: `no pull from the store has completed ${since} (over ${pull.staleAfterSeconds} s); HAProxy serves the last applied config` };
+  }
+
+  async function serving(): Promise<Health> {
     if (!applier.serving) {
       const err = applier.status().lastError;
       return { ok: false, reason: `no config applied yet${err ? ` (last error: ${err.message})` : ""}` };
     }
-    if (!proc.running) return { ok: false, reason: "HAProxy is not running; the agent restarts it" };
+    if (!proc.running) {
+      const next = proc.supervision().pendingRestart;
+      const when = next && next.delayMs > 0 ? ` at ${next.at} (${next.quickCrashes} quick crashes in a row: backing off)` : "";
+      return { ok: false, reason: `HAProxy is not running; the agent restarts it${when}` };
+    }
     // The reload itself is confirmed (or reported failed) by the applier within its timeout.
     if (reloading) return { ok: true };
     try {
@@ -171,7 +213,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
 
   await applier.sync();
   reporter = startStatusReporter({
-    store,
+    store: watched.store,
     node: options.nodeName,
     intervalMs: options.statusInterval,
     report: status,
@@ -187,6 +229,20 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   });
   log.info({ url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey }, "agent started");
 
+  async function finalStatus(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`)), FINAL_STATUS_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([store.putStatus(options.nodeName, status()), timeout]);
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, "cannot write the final status");
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   let stopping: Promise<void> | undefined;
   return {
     url: api.url,
@@ -194,6 +250,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     status,
     stop() {
       stopping ??= (async () => {
+        // Nothing waits for the store from here on: requests in flight are abandoned.
+        watched.stop();
         // The applier first: it refuses pings and polls and drops a pending check, so that the
         // poll's run in flight (which waits on the applier's loop) ends at once too.
         await applier.stop();
@@ -201,7 +259,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
         await reporter?.stop();
         await proc.stop();
         // The last word, so that `servicelb status` shows this node down rather than a report going stale.
-        await store.putStatus(options.nodeName, status()).catch((err: unknown) => log.warn({ err: (err as Error).message }, "cannot write the final status"));
+        await finalStatus();
         await api.close();
         if (ownStore) store.close();
         log.info("agent stopped");

@@ -8,7 +8,7 @@ import { bearerToken, tokenMatches } from "./token.js";
 /**
  * The agent's HTTP API:
  *   POST /notify  — a ping from the reconcile function (bearer token); 202 at once, the pull runs after.
- *   GET  /healthz — 200 only when HAProxy answers and runs an applied config; else 503 with the reason.
+ *   GET  /healthz — 200 only when HAProxy answers and runs an applied config (with a warning when pulls are stale); else 503 with the reason.
  *   GET  /metrics — Prometheus.
  *   GET  /status  — what runs, since when, the last error.
  */
@@ -21,7 +21,8 @@ export const notifySchema = z.object({
 });
 export type NotifyBody = z.infer<typeof notifySchema>;
 
-export type Health = { ok: true } | { ok: false; reason: string };
+/** `warning`: the node serves, but something an operator should know about is wrong. */
+export type Health = { ok: true; warning?: string } | { ok: false; reason: string };
 
 export interface HttpApiOptions {
   host: string;
@@ -123,7 +124,7 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
       case "/healthz": {
         only("GET,HEAD");
         const h = await o.health();
-        return h.ok ? send(res, 200, { ok: true }) : send(res, 503, { ok: false, reason: h.reason });
+        return h.ok ? send(res, 200, h) : send(res, 503, h);
       }
       case "/metrics":
         only("GET,HEAD");

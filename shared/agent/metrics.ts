@@ -16,7 +16,15 @@ export interface AgentMetrics {
   applySeconds: Histogram<"how">;
   notifications: Counter<"result">;
   loopFailures: Counter<"loop">;
-  haproxyRestarts: Counter;
+  haproxyRestarts: Counter<"cause">;
+  haproxyQuickCrashes: Gauge;
+  haproxyRestartDelay: Gauge;
+  haproxyRecoverySeconds: Histogram<"cause">;
+  storeFailures: Counter<"operation" | "reason">;
+  lastSuccessfulPull: Gauge;
+  pullStale: Gauge;
+  /** What pullStale reports at each scrape (staleness changes with time alone, not on an event). */
+  probePullStale(probe: () => boolean): void;
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -25,6 +33,7 @@ export function createAgentMetrics(): AgentMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  let stale = () => false;
   return {
     registry,
     appliedRevision: new Gauge({ name: "servicelb_agent_applied_revision", help: "Snapshot revision of the config HAProxy runs (0: unknown)", registers }),
@@ -51,6 +60,38 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     notifications: new Counter({ name: "servicelb_agent_notifications_total", help: "POST /notify requests, by result", labelNames: ["result"], registers }),
     loopFailures: new Counter({ name: "servicelb_agent_loop_failures_total", help: "Failed runs of the agent's loops (poll, status)", labelNames: ["loop"], registers }),
-    haproxyRestarts: new Counter({ name: "servicelb_agent_haproxy_restarts_total", help: "Times the HAProxy master died and was restarted", registers }),
+    haproxyRestarts: new Counter({
+      name: "servicelb_agent_haproxy_restarts_total",
+      help: "HAProxy brought back after a death, by cause (master-exited: the master was restarted; worker-lost: its worker died under it and a reload forked a new one)",
+      labelNames: ["cause"],
+      registers,
+    }),
+    haproxyQuickCrashes: new Gauge({ name: "servicelb_agent_haproxy_quick_crashes", help: "HAProxy masters in a row that died before serving or soon after (0: the last one had served stably)", registers }),
+    haproxyRestartDelay: new Gauge({ name: "servicelb_agent_haproxy_restart_delay_seconds", help: "Delay before the latest HAProxy restart (0: at once; more: backing off a master that keeps crashing)", registers }),
+    haproxyRecoverySeconds: new Histogram({
+      name: "servicelb_agent_haproxy_recovery_seconds",
+      help: "From HAProxy's death (master or worker) to a new worker serving, by cause",
+      labelNames: ["cause"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    storeFailures: new Counter({
+      name: "servicelb_agent_store_failures_total",
+      help: "Failed store requests, by operation (list, get, put) and reason (deadline: no complete answer within --store-timeout; too-large: over --max-config-size; stopping; error)",
+      labelNames: ["operation", "reason"],
+      registers,
+    }),
+    lastSuccessfulPull: new Gauge({ name: "servicelb_agent_last_successful_pull_timestamp_seconds", help: "When the agent last completed a look at the store (list, and the newer config's fetch if there was one)", registers }),
+    pullStale: new Gauge({
+      name: "servicelb_agent_pull_stale",
+      help: "1 while no pull has completed for longer than --stale-pull-periods poll intervals",
+      registers,
+      collect() {
+        this.set(stale() ? 1 : 0);
+      },
+    }),
+    probePullStale(probe) {
+      stale = probe;
+    },
   };
 }

@@ -1,6 +1,29 @@
 import { z } from "zod";
 import { agentErrorSchema, appliedSchema } from "./state.js";
 
+/** Whether the agent can pull from the store (store-watch.ts). */
+export const pullHealthSchema = z.object({
+  /** The last completed pull: the listing, and the newer config's GET when there was one. */
+  lastSuccessAt: z.string().nullable(),
+  consecutiveFailures: z.number(),
+  lastFailure: z.object({ at: z.string(), message: z.string() }).nullable(),
+  /** No completed pull for longer than staleAfterSeconds (--stale-pull-periods × --poll-interval). */
+  stale: z.boolean(),
+  staleAfterSeconds: z.number(),
+});
+export type PullHealth = z.infer<typeof pullHealthSchema>;
+
+const restartSchema = z.object({
+  at: z.string(),
+  cause: z.enum(["master-exited", "worker-lost"]),
+  reason: z.string(),
+  code: z.number().nullable(),
+  signal: z.string().nullable(),
+  servedMs: z.number().nullable(),
+  quickCrashes: z.number(),
+  delayMs: z.number(),
+});
+
 /** `status/<node>.json`: what one agent reports to the store, and what `servicelb status` reads. */
 export const nodeStatusSchema = z.object({
   node: z.string(),
@@ -9,8 +32,17 @@ export const nodeStatusSchema = z.object({
   lastError: agentErrorSchema.nullable(),
   /** A failed config waiting for its retry. */
   backoff: z.object({ key: z.string(), attempts: z.number(), retryAt: z.string() }).nullable(),
-  haproxy: z.object({ running: z.boolean() }),
+  haproxy: z.object({
+    running: z.boolean(),
+    // Optional: agents before these fields still report.
+    /** Masters restarted and workers replaced since the agent started. */
+    restarts: z.number().optional(),
+    lastRestart: restartSchema.nullable().optional(),
+    /** A restart waiting out its backoff (a master that keeps crashing). */
+    pendingRestart: z.object({ at: z.string(), delayMs: z.number(), quickCrashes: z.number() }).nullable().optional(),
+  }),
   /** How often the agent reports: a report much older than this means the agent is gone or cut off. */
+  pull: pullHealthSchema.optional(),
   reportIntervalSeconds: z.number(),
   reportedAt: z.string(),
   /** e.g. "servicelb/0.1.0" */

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { envName, flagName, OptionsError, optionsFromEnv } from "../core/options.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
 import { storeUrlSchema } from "../core/store-url.js";
+import { DEFAULT_MAX_OBJECT_BYTES } from "../adapters/store-limits.js";
 
 /**
  * The agent's settings in one table, named like the render options: `--kebab-case` flags and
@@ -23,6 +24,17 @@ const durationMs = (min: number) =>
       return Number(n) * UNIT_MS[unit as keyof typeof UNIT_MS];
     })
     .refine((ms) => ms >= min, `at least ${min} ms`);
+const UNIT_BYTES = { "": 1, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 } as const;
+const sizeBytes = (min: number) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,12}(Ki|Mi|Gi)?$/, "a size in bytes, or with Ki, Mi or Gi, such as 64Mi")
+    .transform((s) => {
+      const [, n, unit = ""] = /^([0-9]+)(Ki|Mi|Gi)?$/.exec(s)!;
+      return Number(n) * UNIT_BYTES[unit as keyof typeof UNIT_BYTES];
+    })
+    .refine((bytes) => bytes >= min, `at least ${min} bytes`);
+const count = (min: number) => z.union([z.number(), z.string().regex(/^[0-9]{1,6}$/, "a whole number").transform(Number)]).pipe(z.number().int().min(min));
 const filePath = z.string().min(1, "a path").max(4096);
 // Unix socket paths are limited to 108 bytes (sun_path) on Linux.
 const socketPath = z.string().min(1, "a path").max(107, "at most 107 bytes (a unix socket path)");
@@ -63,6 +75,12 @@ export const agentOptionSpecs = {
   haproxyBin: { schema: z.string().min(1).default("haproxy"), help: "HAProxy binary (default: haproxy on the PATH)" },
   pollInterval: { schema: durationMs(100).default(30_000), help: "how often to look for a newer config without a ping (default 30s, jittered)" },
   minReloadInterval: { schema: durationMs(0).default(1000), help: "least time between two reloads (default 1s); the newest config waits and wins" },
+  storeTimeout: {
+    schema: durationMs(100).default(20_000),
+    help: "deadline of each store request, body included (default 20s); the client's own timeouts only catch a store that goes silent, not one that answers slowly",
+  },
+  maxConfigSize: { schema: sizeBytes(1024).default(DEFAULT_MAX_OBJECT_BYTES), help: "largest config object the agent reads (default 64Mi); a larger one is refused from its Content-Length, unread" },
+  stalePullPeriods: { schema: count(1).default(3), help: "after this many poll intervals without a completed pull, /status, /healthz and metrics say the pulls are stale (default 3)" },
   statusInterval: { schema: durationMs(100).default(60_000), help: "how often to write status/<node>.json (default 60s, and after every apply)" },
   stopGrace: {
     schema: durationMs(0).default(330_000),

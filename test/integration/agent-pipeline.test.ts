@@ -304,7 +304,7 @@ describe("HAProxy restarted, runtime undo failed", () => {
     const n = await node();
     await n.publish(web("web", world.pods.port, [A]), 100);
     // A restart delay long enough to publish and ping in between; the backoff (60 s) far longer than the test.
-    const agent = await start(n, {}, { haproxy: { restartInitialDelayMs: 3000, stopGraceMs: 3000, killGraceMs: 2000 } });
+    const agent = await start(n, {}, { haproxy: { restartDelayMs: 3000, stopGraceMs: 3000, killGraceMs: 2000 } });
     const master = (await showProc(n.masterSocket)).master.pid;
     process.kill(master, "SIGKILL");
     await waitFor("HAProxy down", async () => ((await showProc(n.masterSocket, { timeoutMs: 200 }).catch(() => null)) === null ? true : undefined));

@@ -37,7 +37,12 @@ describe("applying configs", () => {
     expect(await count(agent.metrics.reloadFailures)).toBe(0);
     // The file is the new config and the state beside it names it, for a restart.
     expect(readFileSync(n.configPath, "utf8")).toBe((await n.store.get(second.key)).config);
-    expect(JSON.parse(readFileSync(stateFilePath(n.options()), "utf8"))).toMatchObject({ applied: { key: second.key }, lastError: null });
+    // status() says applied as the state file is being written: wait for the file itself.
+    const saved = await waitFor("the state file names it", async () => {
+      const state = JSON.parse(readFileSync(stateFilePath(n.options()), "utf8")) as { applied?: { key?: string } };
+      return state.applied?.key === second.key ? state : undefined;
+    });
+    expect(saved).toMatchObject({ applied: { key: second.key }, lastError: null });
     const health = await fetch(`${agent.url}/healthz`);
     expect(health.status).toBe(200);
   });
@@ -291,7 +296,12 @@ describe("converging and recovering", () => {
     expect(seen.slice(seen.indexOf(503))).toContain(200);
     expect((await showProc(n.masterSocket)).master.pid).not.toBe(master);
     await served(n, "/web/", "A");
-    expect(await count(agent.metrics.haproxyRestarts)).toBe(1);
+    expect(await count(agent.metrics.haproxyRestarts, { cause: "master-exited" })).toBe(1);
+    // A config that had served is not held responsible: restarted at once, and said so.
+    expect(agent.status().haproxy).toMatchObject({ running: true, restarts: 1, lastRestart: { cause: "master-exited", delayMs: 0, signal: "SIGKILL" }, pendingRestart: null });
+    const metrics = await (await fetch(`${agent.url}/metrics`)).text();
+    expect(metrics).toMatch(/^servicelb_agent_haproxy_recovery_seconds_count\{cause="master-exited"\} 1$/m);
+    expect(metrics).toMatch(/^servicelb_agent_haproxy_restart_delay_seconds 0$/m);
   });
 });
 

@@ -209,8 +209,9 @@ describe("HaproxyProcess, master socket and runtime API against a real HAProxy",
     const oldWorker = (await showProc(inst.masterSock)).workers[0]!.pid;
     process.kill(oldMaster, "SIGKILL");
     const info = await waitFor("the restart callback", async () => restarts[0]);
-    expect(info).toMatchObject({ signal: "SIGKILL", attempt: 1, delayMs: 200 });
-    expect(info.reason).toContain(`${oldMaster} exited unexpectedly (signal SIGKILL)`);
+    // Its config had served: no reason to wait.
+    expect(info).toMatchObject({ cause: "master-exited", signal: "SIGKILL", delayMs: 0 });
+    expect(info.reason).toMatch(new RegExp(`${oldMaster} exited unexpectedly \\(signal SIGKILL\\) after serving \\d+\\.\\d s; restarting now`));
     const status = await waitFor("a new master with a worker", async () => {
       const s = await showProc(inst.masterSock, { timeoutMs: 500 });
       return s.master.pid === proc.pid && s.master.pid !== oldMaster && s.workers.length > 0 ? s : undefined;
@@ -249,7 +250,7 @@ describe("HaproxyProcess edge cases", () => {
     await expect(missing.start()).rejects.toThrow(HAPROXY_INSTALL_HINT);
   });
 
-  it("backs off exponentially while the master keeps dying, and resets once one stays up", async () => {
+  it("backs off, capped, only while masters keep dying soon after start; a master that served stably is restarted at once", async () => {
     const inst = await instance("flappy");
     await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
     const restarts: RestartInfo[] = [];
@@ -259,21 +260,23 @@ describe("HaproxyProcess edge cases", () => {
       onRestart: (i) => restarts.push(i),
       restartInitialDelayMs: 100,
       restartMaxDelayMs: 400,
-      restartResetAfterMs: 1500,
+      restartStableMs: 1500,
     });
     try {
       await proc.start();
       // Every restart now fails to load: the master exits with code 1 right away.
       await writeFile(inst.cfgPath, "global\n    nosuchdirective 1\n");
       process.kill(proc.pid!, "SIGKILL");
-      await waitFor("four restarts", async () => (restarts.length >= 4 ? true : undefined));
-      expect(restarts.slice(0, 4).map((r) => [r.attempt, r.delayMs])).toEqual([
-        [1, 100],
-        [2, 200],
-        [3, 400],
+      await waitFor("five restarts", async () => (restarts.length >= 5 ? true : undefined));
+      // The first death (soon after start) is restarted at once; the next ones, of masters that never served, back off.
+      expect(restarts.slice(0, 5).map((r) => [r.quickCrashes, r.delayMs])).toEqual([
+        [1, 0],
+        [2, 100],
+        [3, 200],
         [4, 400],
+        [5, 400],
       ]);
-      expect(restarts[1]).toMatchObject({ code: 1, signal: null, reason: expect.stringContaining("(code 1)") });
+      expect(restarts[1]).toMatchObject({ code: 1, signal: null, servedMs: null, reason: expect.stringMatching(/\(code 1\) before it served \(2 quick crashes in a row: .*\); restarting in 100 ms/) });
 
       await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
       await served(inst, "A");
@@ -285,10 +288,62 @@ describe("HaproxyProcess edge cases", () => {
       const before = restarts.length;
       process.kill(up.master.pid, "SIGKILL");
       const again = await waitFor("the restart after a long run", async () => restarts[before]);
-      expect(again).toMatchObject({ attempt: 1, delayMs: 100, signal: "SIGKILL" });
+      expect(again).toMatchObject({ quickCrashes: 0, delayMs: 0, signal: "SIGKILL" });
+      expect(again.servedMs).toBeGreaterThanOrEqual(1500);
       await served(inst, "A");
     } finally {
       await proc.stop();
+    }
+    expect(livePids(inst.cfgPath)).toEqual([]);
+  });
+
+  it("reloads a master left without a worker (its worker ended while an old one drains), which 2.6 does not do by itself", async () => {
+    // A backend that never answers keeps a request, and so the old worker, alive after a reload.
+    const sockets = new Set<import("node:net").Socket>();
+    const silent: Server = createServer(() => undefined);
+    silent.on("connection", (s) => sockets.add(s));
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const inst = await instance("orphaned");
+    const slowPort = await freePort();
+    await writeFile(
+      inst.cfgPath,
+      `${config(inst, { s1: a.port })}\nfrontend slow\n    bind 127.0.0.1:${slowPort}\n    timeout server 60s\n    default_backend hang\n\nbackend hang\n    server h 127.0.0.1:${(silent.address() as AddressInfo).port}\n`,
+    );
+    const restarts: RestartInfo[] = [];
+    const recovered: Array<{ configText: string | null; cause: string }> = [];
+    const proc = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      onRestart: (i) => restarts.push(i),
+      onRestarted: (configText, r) => recovered.push({ configText, cause: r.cause }),
+      stopGraceMs: 500,
+      killGraceMs: 2000,
+    });
+    try {
+      await proc.start();
+      const pending = httpGet(slowPort, "/hang").catch((err: Error) => err);
+      await waitFor("the request to reach the backend", async () => (sockets.size > 0 ? true : undefined));
+      expect((await proc.reload()).ok).toBe(true);
+      const before = await showProc(inst.masterSock);
+      expect(before.oldWorkers).toHaveLength(1);
+      // A clean exit (SIGTERM) of the current worker: 2.6's master neither exits nor forks another.
+      process.kill(before.workers[0]!.pid, "SIGTERM");
+      const lost = await waitFor("the supervisor to see the lost worker", async () => restarts[0]);
+      expect(lost).toMatchObject({ cause: "worker-lost", delayMs: 0, reason: expect.stringContaining("does not fork another by itself; reloading it now") });
+      await waitFor("the recovery", async () => recovered[0]);
+      expect(recovered[0]).toMatchObject({ cause: "worker-lost", configText: expect.stringContaining("backend hang") });
+      const after = await showProc(inst.masterSock);
+      expect(after.master.pid).toBe(before.master.pid);
+      expect(after.workers).toHaveLength(1);
+      expect(after.workers[0]!.pid).not.toBe(before.workers[0]!.pid);
+      await served(inst, "A");
+      expect(proc.supervision()).toMatchObject({ restarts: 1, lastRestart: { cause: "worker-lost" }, pendingRestart: null });
+      for (const s of sockets) s.destroy();
+      await pending;
+    } finally {
+      await proc.stop();
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => silent.close(() => r()));
     }
     expect(livePids(inst.cfgPath)).toEqual([]);
   });

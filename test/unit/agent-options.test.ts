@@ -20,6 +20,9 @@ describe("parseAgentOptions", () => {
       minReloadInterval: 1000,
       statusInterval: 60_000,
       stopGrace: 330_000,
+      storeTimeout: 20_000,
+      maxConfigSize: 64 * 1024 * 1024,
+      stalePullPeriods: 3,
       notifyToken: "t",
     });
     expect(o.nodeName).toBe(hostname().toLowerCase());
@@ -32,6 +35,14 @@ describe("parseAgentOptions", () => {
       { pollInterval: "250ms", minReloadInterval: "0ms", stateDir: "/var/lib/agent", storePathStyle: undefined },
     );
     expect(o).toMatchObject({ pollInterval: 250, minReloadInterval: 0, listen: { host: "::1", port: 9000 }, storePathStyle: true, nodeName: "node-a", stateDir: "/var/lib/agent", storeRegion: "eu-west-1" });
+  });
+
+  it("reads sizes with binary units and whole numbers of periods", () => {
+    expect(parseAgentOptions({ ...env, SERVICELB_MAX_CONFIG_SIZE: "8Mi", SERVICELB_STALE_PULL_PERIODS: "5" }, { storeTimeout: "2m" })).toMatchObject({ maxConfigSize: 8 * 1024 * 1024, stalePullPeriods: 5, storeTimeout: 120_000 });
+    expect(parseAgentOptions(env, { maxConfigSize: "65536" }).maxConfigSize).toBe(65536);
+    expect(() => parseAgentOptions({ ...env, SERVICELB_MAX_CONFIG_SIZE: "64MB" })).toThrow(/--max-config-size \/ SERVICELB_MAX_CONFIG_SIZE: a size in bytes, or with Ki, Mi or Gi/);
+    expect(() => parseAgentOptions({ ...env, SERVICELB_MAX_CONFIG_SIZE: "10" })).toThrow(/at least 1024 bytes/);
+    expect(() => parseAgentOptions({ ...env, SERVICELB_STALE_PULL_PERIODS: "0" })).toThrow(/--stale-pull-periods/);
   });
 
   it("never takes the token from a flag (it would show in ps)", () => {

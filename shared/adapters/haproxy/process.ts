@@ -3,16 +3,29 @@ import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
+import { decideRestart, DEFAULT_RESTART_POLICY } from "./restart-policy.js";
+
+/** master-exited: the master died and is started again; worker-lost: its worker died under it and a reload forks a new one. */
+export type RestartCause = "master-exited" | "worker-lost";
 
 export interface RestartInfo {
-  /** e.g. "HAProxy master 1234 exited unexpectedly (signal SIGKILL)". */
+  cause: RestartCause;
+  /** e.g. "HAProxy master 1234 exited unexpectedly (signal SIGKILL) after serving 40.2 s; restarting now". */
   reason: string;
   code: number | null;
   signal: NodeJS.Signals | null;
-  /** Consecutive restarts; back to 1 once a master had stayed up for restartResetAfterMs. */
-  attempt: number;
+  /** How long the lost master (or worker's master) had served; null: it never served. */
+  servedMs: number | null;
+  /** Quick crashes in a row, this one included (see restart-policy.ts); 0 after a stable run. */
+  quickCrashes: number;
   /** Wait before this restart. */
   delayMs: number;
+}
+
+export interface Recovery {
+  cause: RestartCause;
+  /** From the death of the master (or worker) to a new worker serving. */
+  downMs: number;
 }
 
 export interface HaproxyProcessOptions {
@@ -22,17 +35,19 @@ export interface HaproxyProcessOptions {
   haproxyBin?: string;
   /** Every line HAProxy (master and workers) writes, for the caller's log. */
   onOutput?: (line: string, stream: "stdout" | "stderr") => void;
-  /** Called when the master died on its own, before the restart that follows after info.delayMs. */
+  /** Called when the master died on its own (before the restart that follows after info.delayMs), or its worker did. */
   onRestart?: (info: RestartInfo) => void;
   /**
-   * Called once a master restarted after onRestart serves (answers with a worker), with the
-   * config file's text as it was when the master was started (null: unreadable). It runs that
-   * file's config: runtime API changes made to the dead one are gone.
+   * Called once HAProxy serves again after onRestart, with the config file's text as it was when
+   * the new master (or worker) was started (null: unreadable). It runs that file's config:
+   * runtime API changes made to the dead one are gone.
    */
-  onRestarted?: (configText: string | null) => void;
+  onRestarted?: (configText: string | null, recovery: Recovery) => void;
+  /** See restart-policy.ts. */
+  restartDelayMs?: number;
+  restartStableMs?: number;
   restartInitialDelayMs?: number;
   restartMaxDelayMs?: number;
-  restartResetAfterMs?: number;
   /** Soft stop (SIGUSR1) lets connections finish for this long before SIGTERM. */
   stopGraceMs?: number;
   /** After SIGTERM, this long before SIGKILL of the master and its workers. */
@@ -41,15 +56,33 @@ export interface HaproxyProcessOptions {
   reloadTimeoutMs?: number;
 }
 
+/** What the supervisor has done, for /status. */
+export interface SupervisionStatus {
+  /** Masters restarted and workers replaced since the agent started. */
+  restarts: number;
+  lastRestart: (RestartInfo & { at: string }) | null;
+  /** A restart waiting out its delay. */
+  pendingRestart: { at: string; delayMs: number; quickCrashes: number } | null;
+}
+
 interface Running {
   child: ChildProcess;
   startedAt: number;
+  /** When it was first seen serving (a worker answering in `show proc`). */
+  servingSince?: number;
+  /** The master announced it kills everything and exits (2.6's exit-on-failure): no reload can save it. */
+  exitingOnFailure?: boolean;
   exited: Promise<void>;
   /** Exit plus end of its output pipes, which workers may hold open after the master is gone. */
   closed: Promise<void>;
 }
 
 const RECENT_LINES = 20;
+/** The master's line when its current worker dies; its next lines say whether it exits too. */
+const CURRENT_WORKER_EXITED = /: Current worker .*exited with code/;
+const EXIT_ON_FAILURE = /exit-on-failure: killing every process/;
+/** Time for the master's lines after a worker's death to arrive, and for its own exit when it gives up. */
+const WORKER_LOST_GRACE_MS = 150;
 
 /** Linux: a pid that is gone or a zombie is not running (zombies are reaped by whoever adopted them, maybe never). */
 export function processAlive(pid: number): boolean {
@@ -83,26 +116,40 @@ function within(p: Promise<void>, ms: number): Promise<boolean> {
   });
 }
 
+/** "12.3 s" */
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
 /**
  * HAProxy in master-worker mode as a supervised foreground child: `haproxy -W -S <sock> -f <cfg>`.
  * Foreground (no -D) so that its death is an exit event here, not a stale pid file.
+ *
+ * Supervision, as measured on 2.6.12: a master whose current worker dies exits as well when no
+ * other worker is left, or when the worker died of anything but SIGTERM/SIGINT/exit 0 (its
+ * "exit-on-failure", which `master-worker no-exit-on-failure` does not turn off in 2.6): the
+ * restart below covers those. But a worker that exits cleanly while an old worker still drains
+ * connections leaves the master up with no current worker and nothing listening, and the master
+ * does not fork a new one by itself: a reload does, so the supervisor reloads then.
  */
 export class HaproxyProcess {
   private readonly o: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> & Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">;
   private current: Running | undefined;
   private supervised = false;
   private stopping = false;
-  private attempt = 0;
+  private quickCrashes = 0;
   private restartTimer: NodeJS.Timeout | undefined;
   private reloadQueue: Promise<unknown> = Promise.resolve();
   private readonly recent: string[] = [];
+  private restarts = 0;
+  private lastRestart: SupervisionStatus["lastRestart"] = null;
+  private pendingRestart: SupervisionStatus["pendingRestart"] = null;
 
   constructor(options: HaproxyProcessOptions) {
     this.o = {
       haproxyBin: "haproxy",
-      restartInitialDelayMs: 500,
-      restartMaxDelayMs: 30_000,
-      restartResetAfterMs: 60_000,
+      restartDelayMs: DEFAULT_RESTART_POLICY.delayMs,
+      restartStableMs: DEFAULT_RESTART_POLICY.stableMs,
+      restartInitialDelayMs: DEFAULT_RESTART_POLICY.backoffInitialMs,
+      restartMaxDelayMs: DEFAULT_RESTART_POLICY.backoffMaxMs,
       stopGraceMs: 10_000,
       killGraceMs: 5_000,
       startTimeoutMs: 15_000,
@@ -121,12 +168,16 @@ export class HaproxyProcess {
     return this.running ? this.current!.child.pid : undefined;
   }
 
+  supervision(): SupervisionStatus {
+    return { restarts: this.restarts, lastRestart: this.lastRestart, pendingRestart: this.pendingRestart };
+  }
+
   /** Starts HAProxy and resolves once its master answers with a worker; rejects (no restart) if it exits first. */
   async start(): Promise<void> {
     if (this.current || this.restartTimer) throw new Error("HAProxy is already started");
     this.stopping = false;
     this.supervised = false;
-    this.attempt = 0;
+    this.quickCrashes = 0;
     this.recent.length = 0;
     const run = this.spawnMaster();
     const deadline = Date.now() + this.o.startTimeoutMs;
@@ -145,16 +196,21 @@ export class HaproxyProcess {
       }
       await sleep(50);
     }
+    run.servingSince = Date.now();
     this.supervised = true;
   }
 
   /** Reloads via the master socket, one at a time; `ok: false` means the old worker kept serving. */
   reload(): Promise<ReloadResult> {
-    const run = () => {
+    return this.queued(() => {
       if (!this.running) return Promise.reject(new Error("HAProxy is not running"));
       return reload(this.o.masterSocket, { timeoutMs: this.o.reloadTimeoutMs });
-    };
-    const result = this.reloadQueue.then(run, run);
+    });
+  }
+
+  /** Runs `task` after every reload queued before it: reloads never overlap. */
+  private queued<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.reloadQueue.then(task, task);
     this.reloadQueue = result.catch(() => undefined);
     return result;
   }
@@ -168,6 +224,7 @@ export class HaproxyProcess {
     this.stopping = true;
     clearTimeout(this.restartTimer);
     this.restartTimer = undefined;
+    this.pendingRestart = null;
     await this.reloadQueue;
     const run = this.current;
     if (!run) return;
@@ -199,6 +256,8 @@ export class HaproxyProcess {
       createInterface({ input: child[stream]! }).on("line", (line) => {
         this.recent.push(line);
         if (this.recent.length > RECENT_LINES) this.recent.shift();
+        if (EXIT_ON_FAILURE.test(line)) run.exitingOnFailure = true;
+        else if (CURRENT_WORKER_EXITED.test(line)) this.workerExited(run, line);
         this.o.onOutput?.(line, stream);
       });
     }
@@ -216,35 +275,78 @@ export class HaproxyProcess {
     return run;
   }
 
+  private readConfig(): string | null {
+    try {
+      return readFileSync(this.o.configPath, "utf8");
+    } catch {
+      return null;
+    }
+  }
+
+  private restarting(info: RestartInfo): void {
+    this.restarts++;
+    this.lastRestart = { ...info, at: new Date().toISOString() };
+    this.o.onRestart?.(info);
+  }
+
   private exited(run: Running, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.current !== run) return;
     this.current = undefined;
     if (this.stopping || !this.supervised) return;
-    if (Date.now() - run.startedAt >= this.o.restartResetAfterMs) this.attempt = 0;
-    this.attempt++;
-    const delayMs = Math.min(this.o.restartInitialDelayMs * 2 ** (this.attempt - 1), this.o.restartMaxDelayMs);
+    const diedAt = Date.now();
+    const servedMs = run.servingSince === undefined ? null : diedAt - run.servingSince;
+    const policy = { delayMs: this.o.restartDelayMs, stableMs: this.o.restartStableMs, backoffInitialMs: this.o.restartInitialDelayMs, backoffMaxMs: this.o.restartMaxDelayMs };
+    const { quickCrashes, delayMs } = decideRestart(policy, this.quickCrashes, servedMs);
+    this.quickCrashes = quickCrashes;
     const how = signal ? `signal ${signal}` : code === null ? this.recent.at(-1) ?? "spawn failure" : `code ${code}`;
-    const reason = `HAProxy master ${run.child.pid ?? "(not started)"} exited unexpectedly (${how}); restarting in ${delayMs} ms`;
-    this.o.onRestart?.({ reason, code, signal, attempt: this.attempt, delayMs });
+    const lived = servedMs === null ? "before it served" : `after serving ${seconds(servedMs)}`;
+    const streak = quickCrashes > 1 ? ` (${quickCrashes} quick crashes in a row: its config or environment may be crashing it)` : "";
+    const reason = `HAProxy master ${run.child.pid ?? "(not started)"} exited unexpectedly (${how}) ${lived}${streak}; restarting ${delayMs > 0 ? `in ${delayMs} ms` : "now"}`;
+    this.pendingRestart = { at: new Date(diedAt + delayMs).toISOString(), delayMs, quickCrashes };
+    this.restarting({ cause: "master-exited", reason, code, signal, servedMs, quickCrashes, delayMs });
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
+      this.pendingRestart = null;
       if (this.stopping) return;
-      let configText: string | null;
-      try {
-        configText = readFileSync(this.o.configPath, "utf8");
-      } catch {
-        configText = null;
-      }
+      const configText = this.readConfig();
       const next = this.spawnMaster();
       // No deadline: a master that is slow to serve must still be reported once it does, or the
       // agent would go on diffing against the runtime state the dead master had.
       this.serving(next, Infinity)
         .then((ok) => {
-          if (ok && this.current === next && !this.stopping) this.o.onRestarted?.(configText);
+          if (ok && this.current === next && !this.stopping) this.o.onRestarted?.(configText, { cause: "master-exited", downMs: Date.now() - diedAt });
         })
         // A throwing callback is a bug to see, not a reason for an unhandled rejection to end the agent.
         .catch((err: unknown) => process.emitWarning(`onRestarted failed: ${(err as Error).stack ?? String(err)}`));
     }, delayMs);
+  }
+
+  /**
+   * The master said its current worker exited. When the master then stays up without a worker
+   * (see the class comment), reload it, which forks a new worker on the config file; a master
+   * that does not get a worker that way is killed, and restarted like any that died.
+   */
+  private workerExited(run: Running, line: string): void {
+    if (!this.supervised || this.stopping || this.current !== run) return;
+    const diedAt = Date.now();
+    const servedMs = run.servingSince === undefined ? null : diedAt - run.servingSince;
+    void this.queued(async () => {
+      await sleep(WORKER_LOST_GRACE_MS);
+      if (this.current !== run || this.stopping || !this.running || run.exitingOnFailure) return;
+      const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
+      if (!status || status.master.pid !== run.child.pid || status.workers.length > 0) return;
+      const reason = `HAProxy's current worker exited under a live master ${run.child.pid} (${line.replace(/^\[\w+\]\s+\(\d+\)\s*:\s*/, "")}), which does not fork another by itself; reloading it now`;
+      this.restarting({ cause: "worker-lost", reason, code: null, signal: null, servedMs, quickCrashes: this.quickCrashes, delayMs: 0 });
+      const configText = this.readConfig();
+      const result = await reload(this.o.masterSocket, { timeoutMs: this.o.reloadTimeoutMs }).catch(() => undefined);
+      if (this.current !== run || this.stopping) return;
+      if (result?.ok && result.status.workers.length > 0) {
+        run.servingSince = Date.now();
+        this.o.onRestarted?.(configText, { cause: "worker-lost", downMs: Date.now() - diedAt });
+        return;
+      }
+      run.child.kill("SIGKILL");
+    }).catch((err: unknown) => process.emitWarning(`replacing a lost HAProxy worker failed: ${(err as Error).stack ?? String(err)}`));
   }
 
   /** True once `run`'s master answers with a worker; false if it exits, is replaced or stopped, or times out. */
@@ -252,7 +354,10 @@ export class HaproxyProcess {
     const deadline = Date.now() + timeoutMs;
     while (this.current === run && !this.stopping && run.child.exitCode === null && run.child.signalCode === null && Date.now() < deadline) {
       const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
-      if (status && status.master.pid === run.child.pid && status.workers.length > 0) return this.current === run;
+      if (status && status.master.pid === run.child.pid && status.workers.length > 0) {
+        run.servingSince ??= Date.now();
+        return this.current === run;
+      }
       await sleep(50);
     }
     return false;

@@ -1,0 +1,128 @@
+import { StoreError, type ObjectStore } from "../adapters/object-store.js";
+import { ObjectTooLargeError, StoreDeadlineError } from "../adapters/store-limits.js";
+import type { AgentMetrics } from "./metrics.js";
+import type { PullHealth } from "./node-status.js";
+
+/**
+ * The store as the agent's loops use it, watched:
+ * - whether pulls complete: a pull is a listing and, when it names a config newer than the
+ *   running one, that config's GET. A listing that works while the GET it leads to keeps
+ *   failing (an object the store serves one byte at a time, one over the size cap) is no
+ *   successful pull, so the agent can say it has not been able to pull for so long;
+ * - every failure counted by operation and reason;
+ * - stop() abandons every request in flight at once, so that stopping the agent never waits
+ *   for the store (the request itself ends at its deadline, or when the store is closed).
+ */
+
+export interface WatchedStore {
+  store: Pick<ObjectStore, "history" | "get" | "putStatus">;
+  health(): PullHealth;
+  stop(): void;
+}
+
+export interface StoreWatchOptions {
+  metrics: AgentMetrics;
+  /** No completed pull for this long is "stale". */
+  staleAfterMs: number;
+  now?: () => number;
+}
+
+type Reason = "deadline" | "too-large" | "stopping" | "error";
+
+function reasonOf(err: unknown): Reason {
+  const cause = err instanceof StoreError ? err.cause : err;
+  if (cause instanceof StoreDeadlineError) return "deadline";
+  if (cause instanceof ObjectTooLargeError) return "too-large";
+  return "error";
+}
+
+export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedStore {
+  const now = o.now ?? Date.now;
+  const since = now();
+  const stopping = new AbortController();
+  let lastSuccess: number | null = null;
+  let failures = 0;
+  let lastFailure: { at: number; message: string } | null = null;
+  /** Set by a listing, until the GET of the newest key it named has settled: what to restore if that GET fails. */
+  let listed: { key: string; lastSuccess: number | null; failures: number } | null = null;
+
+  const setLastSuccess = (at: number | null) => {
+    lastSuccess = at;
+    o.metrics.lastSuccessfulPull.set(at === null ? 0 : at / 1000);
+  };
+  const pullFailed = (err: unknown) => {
+    failures++;
+    lastFailure = { at: now(), message: err instanceof Error ? err.message : String(err) };
+  };
+
+  /** Runs `op`, unless or until the agent stops: then it rejects at once (the request is left to its deadline). */
+  async function guarded<T>(operation: string, op: () => Promise<T>): Promise<T> {
+    let onStop: (() => void) | undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      onStop = () => reject(new StoreError(`S3 ${operation} at ${inner.endpoint} abandoned: the agent is stopping`, { transient: true }));
+      stopping.signal.addEventListener("abort", onStop, { once: true });
+    });
+    try {
+      // Once stopping, nothing new is sent.
+      if (stopping.signal.aborted) onStop!();
+      return await (stopping.signal.aborted ? stopped : Promise.race([stopped, op()]));
+    } catch (err) {
+      o.metrics.storeFailures.inc({ operation, reason: stopping.signal.aborted ? "stopping" : reasonOf(err) });
+      throw err;
+    } finally {
+      stopping.signal.removeEventListener("abort", onStop!);
+    }
+  }
+
+  return {
+    store: {
+      async history(options) {
+        let entries;
+        try {
+          entries = await guarded("list", () => inner.history(options));
+        } catch (err) {
+          if (!stopping.signal.aborted) pullFailed(err);
+          throw err;
+        }
+        const newest = entries[0]?.key;
+        listed = newest === undefined ? null : { key: newest, lastSuccess, failures };
+        // Counted now, taken back if the GET it leads to fails: /status is right in between too.
+        setLastSuccess(now());
+        failures = 0;
+        return entries;
+      },
+      async get(key) {
+        try {
+          const config = await guarded("get", () => inner.get(key));
+          if (listed?.key === key) {
+            // The pull completes now, not when it listed (a large config may take a while).
+            setLastSuccess(now());
+            listed = null;
+          }
+          return config;
+        } catch (err) {
+          // The config the last listing named cannot be had: that pull did not complete. (A
+          // ping's key that fails is not a failed pull: the agent lists the store instead.)
+          if (listed?.key === key && !stopping.signal.aborted) {
+            setLastSuccess(listed.lastSuccess);
+            failures = listed.failures;
+            pullFailed(err);
+            listed = null;
+          }
+          throw err;
+        }
+      },
+      putStatus: (node, status) => guarded("put", () => inner.putStatus(node, status)),
+    },
+    health() {
+      return {
+        lastSuccessAt: lastSuccess === null ? null : new Date(lastSuccess).toISOString(),
+        consecutiveFailures: failures,
+        lastFailure: lastFailure && { at: new Date(lastFailure.at).toISOString(), message: lastFailure.message },
+        stale: now() - (lastSuccess ?? since) > o.staleAfterMs,
+        staleAfterSeconds: o.staleAfterMs / 1000,
+      };
+    },
+    stop: () => stopping.abort(),
+  };
+}
