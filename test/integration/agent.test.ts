@@ -180,7 +180,9 @@ describe("applying configs", () => {
   it("rate-limits reloads and lets the newest config win over one waiting for its slot", async () => {
     const n = await node();
     await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { minReloadInterval: "1500ms" });
+    // Long enough that v3's haproxy -c ends inside it even on a loaded machine (CI's may be busy):
+    // v3 must still be waiting for its slot when v4 arrives.
+    const agent = await start(n, { minReloadInterval: "4000ms" });
     const v2 = await n.publish([...web("web", world.pods.port, [A]), ...web("b2", world.pods.port, [B])], 110);
     await n.notify(agent, v2);
     await appliedKey(agent, v2.key);
@@ -192,8 +194,8 @@ describe("applying configs", () => {
     const v4 = await n.publish([...web("web", world.pods.port, [A]), ...web("b4", world.pods.port, [B])], 130);
     await n.notify(agent, v4);
     await appliedKey(agent, v4.key);
-    // Reloads start at least 1,500 ms apart; the two reloads' own durations differ by far less than 200 ms.
-    expect(Date.parse(agent.status().applied!.appliedAt) - v2At).toBeGreaterThanOrEqual(1300);
+    // Reloads start at least 4,000 ms apart; the two reloads' own durations differ by far less than 200 ms.
+    expect(Date.parse(agent.status().applied!.appliedAt) - v2At).toBeGreaterThanOrEqual(3800);
     expect(await count(agent.metrics.reloads)).toBe(2);
     await served(n, "/b4/", "B");
     expect((await n.get("/b3/")).status).toBe(404);
