@@ -127,7 +127,8 @@ function underWorkdir(stage: RehearsedStage, path: string): string {
   return join(stage.dir, rel);
 }
 
-function runCommand(command: string, dir: string, env: Record<string, string>, context: string): string {
+/** Runs one shell command of a build in `dir`, `npm ci` stood in for as rehearseStage says; returns what it printed. */
+export function runCommand(command: string, dir: string, env: Record<string, string>, context: string): string {
   const run = (cmd: string) => {
     const r = spawnSync("sh", ["-c", cmd], { cwd: dir, env: { ...process.env, ...env }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
     if (r.status !== 0) throw Object.assign(new Error(`exit ${r.status ?? r.signal}`), { stdout: r.stdout, stderr: r.stderr });
