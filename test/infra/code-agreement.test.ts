@@ -138,7 +138,7 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
   });
 
   it("runs the function each Knative Service names: module, registered target and signature", () => {
-    for (const { container } of [reconcile, render]) {
+    for (const { container } of [reconcile, render, ksvc("dead-letter")]) {
       const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]));
       const register = env.FUNCTION_SIGNATURE_TYPE === "cloudevent" ? "cloudEvent" : env.FUNCTION_SIGNATURE_TYPE === "http" ? "http" : "?";
       const source = readFileSync(join(REPO, fileSource(container)), "utf8");

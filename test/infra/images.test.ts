@@ -20,13 +20,11 @@ const OBJECTS = kustomize("infra/base");
 const ksvcContainer = (name: string) => containerOf(findObject(OBJECTS, "Service", name, "serving.knative.dev"), name);
 const agentContainer = containerOf(findObject(OBJECTS, "DaemonSet", "agent"), "agent");
 
+const FUNCTION_SERVICES = ["reconcile", "render", "dead-letter"].map(ksvcContainer);
 const IMAGES = {
   function: {
-    manifests: [ksvcContainer("reconcile"), ksvcContainer("render")],
-    entryPoints: (runtime: Stage) => [
-      envOf(runtime).FUNCTION_SOURCE!,
-      ...[ksvcContainer("reconcile"), ksvcContainer("render")].map(({ container }) => container.env!.find((e) => e.name === "FUNCTION_SOURCE")!.value!),
-    ],
+    manifests: FUNCTION_SERVICES,
+    entryPoints: (runtime: Stage) => [envOf(runtime).FUNCTION_SOURCE!, ...FUNCTION_SERVICES.map(({ container }) => container.env!.find((e) => e.name === "FUNCTION_SOURCE")!.value!)],
   },
   agent: {
     manifests: [agentContainer],

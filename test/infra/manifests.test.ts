@@ -94,6 +94,14 @@ describe.each(KUSTOMIZATIONS)("%s", (dir) => {
     }
   });
 
+  it("pins every image by version: a tag other than latest, or a digest", () => {
+    for (const o of objects) {
+      for (const c of podSpecOf(o)?.containers ?? []) {
+        expect(c.image, `${o.kind} ${o.metadata.name}/${c.name}`).toMatch(/(@sha256:[0-9a-f]{64}|:(?!latest$)[\w][\w.-]*)$/);
+      }
+    }
+  });
+
   it("gives every container resource requests, a memory limit and no root", () => {
     for (const o of objects) {
       const pod = podSpecOf(o);
