@@ -13,7 +13,7 @@ const OPERATOR_SECRETS: Record<string, string[]> = {
   "infra/overlays/minio": [],
 };
 
-const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding"]);
+const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"]);
 
 function names(objects: readonly K8sObject[], kind: string): Set<string> {
   return new Set(objects.filter((o) => o.kind === kind).map((o) => o.metadata.name));
