@@ -1,7 +1,14 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import { BOOLEAN_OPTIONS, flagName, optionSpecs, OptionsError } from "../shared/core/options.js";
 import { SnapshotError } from "../shared/core/snapshot.js";
 import { agentOptionSpecs } from "../shared/agent/options.js";
+import { packageRoot } from "../shared/adapters/templates.js";
+
+// The AWS SDK's notice that its releases after January 2027 need Node 22 would otherwise open
+// every store command's output (the SDK accepts only "true" here).
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 
 /**
  * `servicelb <command>`: exit 0 on success, 2 on bad flags or input, 1 on runtime failure.
@@ -125,6 +132,9 @@ program
     const { runLocal } = await import("../shared/app/local-command.js");
     process.exitCode = await runLocal(flags);
   });
+
+const { version } = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string };
+for (const cmd of [program, ...program.commands]) cmd.version(version);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,3 +1,6 @@
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
 import * as http from "node:http";
 import * as https from "node:https";
 // client-node's own modules rather than its index, which re-exports every generated API (and so,
@@ -6,6 +9,7 @@ import * as https from "node:https";
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
 import { Watch } from "@kubernetes/client-node/dist/watch.js";
+import { OptionsError } from "../core/options.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 /**
@@ -117,9 +121,19 @@ interface Target {
  */
 export function loadKubeConfig(options: { kubeconfig?: string; context?: string } = {}): KubeConfig {
   const kc = new KubeConfig();
-  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
-  else if (!process.env.KUBECONFIG && process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
-  else kc.loadFromDefault();
+  if (options.kubeconfig) {
+    if (!existsSync(options.kubeconfig)) throw new OptionsError(`--kubeconfig / SERVICELB_KUBECONFIG: ${options.kubeconfig} does not exist`);
+    kc.loadFromFile(options.kubeconfig);
+  } else if (!process.env.KUBECONFIG && process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
+  else {
+    // With nothing to load, client-node falls back to http://localhost:8080 and then fails with
+    // an unrelated TLS message; say what was looked for instead.
+    const home = join(homedir(), ".kube", "config");
+    if (!process.env.KUBECONFIG && !existsSync(home)) {
+      throw new OptionsError(`no kubeconfig found (looked in $KUBECONFIG, ${home} and for an in-cluster service account): pass --kubeconfig FILE, or --snapshot FILE to render without a cluster`);
+    }
+    kc.loadFromDefault();
+  }
   if (options.context !== undefined) {
     if (!kc.getContextObject(options.context)) {
       const known = kc.getContexts().map((c) => `"${c.name}"`).join(", ") || "none";

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { OptionsError } from "../core/options.js";
 import { TEMPLATE_FILES, type TemplateSet } from "../core/render.js";
 
 /** The repository root, found from this file whether it runs from source or from dist/. */
@@ -21,6 +22,8 @@ export const BUILTIN_TEMPLATE_DIR = (): string => join(packageRoot(), "templates
  * beside it; a fragment the user did not provide comes from the built-in set.
  */
 export function loadTemplates(mainPath?: string): TemplateSet {
+  // A bad setting, not a failure: the CLI exits 2 and names where the path came from.
+  if (mainPath && !existsSync(mainPath)) throw new OptionsError(`--template / SERVICELB_TEMPLATE: ${mainPath} does not exist`);
   const builtin = BUILTIN_TEMPLATE_DIR();
   const userDir = mainPath ? dirname(resolve(mainPath)) : undefined;
   const read = (key: keyof TemplateSet): string => {

@@ -145,6 +145,6 @@ export function loadFunctionSettings(
 
 /** The store settings, or an error that names the variable to set. */
 export function requireStore(settings: FunctionSettings): StoreSettings {
-  if (!settings.store) throw new OptionsError(`${envName("store")} is required: s3://bucket[/prefix] where configs are published`);
+  if (!settings.store) throw new OptionsError(`--store / ${envName("store")} is required: s3://bucket[/prefix] where configs are published`);
   return settings.store;
 }

@@ -7,6 +7,8 @@ import { loadFunctionSettings, requireStore } from "./function-options.js";
  * reported to the store (status/<node>.json): the config it runs, whether that is the newest
  * published one, its last error and how old its report is. A report older than three of the
  * node's own report intervals is marked stale: the agent is gone or cannot reach the store.
+ * Exits 3 (with the reasons on stderr) unless every node serves the newest config, as
+ * `kubectl rollout status` fails until a rollout is done.
  */
 
 export interface NodeRow {
@@ -63,6 +65,21 @@ export function fleetStatus(newest: ConfigHead | null, reports: readonly unknown
   return { newest: newest && { key: newest.key, revision: newest.revision }, nodes, unreadable };
 }
 
+/** `status` exits with this when the fleet has not converged, so that scripts and CI can wait on it. */
+export const NOT_CONVERGED_EXIT = 3;
+
+/**
+ * Why the fleet is not serving the newest config, one line per node, or nothing when it is:
+ * a node behind, with HAProxy down, or whose report is stale; or no node reporting at all.
+ */
+export function notConverged(f: FleetStatus): string[] {
+  if (f.nodes.length === 0) return ["no agent has reported to the store"];
+  return f.nodes.flatMap((n) => {
+    const why = [n.behind && "behind the newest config", !n.haproxyRunning && "HAProxy down", n.stale && "report stale (agent gone or cut off from the store)"].filter(Boolean);
+    return why.length === 0 ? [] : [`${n.node}: ${why.join(", ")}`];
+  });
+}
+
 function age(seconds: number): string {
   if (seconds < 120) return `${seconds}s`;
   if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
@@ -96,7 +113,9 @@ export async function runStatus(flags: Record<string, unknown>): Promise<number>
     const [newest, reports] = await Promise.all([store.latest(), store.listStatuses()]);
     const fleet = fleetStatus(newest, reports, Date.now());
     process.stdout.write(flags.format === "json" ? `${JSON.stringify(fleet, null, 2)}\n` : formatFleet(fleet));
-    return 0;
+    const problems = notConverged(fleet);
+    for (const p of problems) process.stderr.write(`servicelb: not converged: ${p}\n`);
+    return problems.length === 0 ? 0 : NOT_CONVERGED_EXIT;
   } finally {
     store.close();
   }

@@ -115,6 +115,20 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
     expect(agent.pod.nodeSelector).toEqual({ "servicelb/loadbalancer": "true" });
   });
 
+  it("keeps a load balancer on every labelled node: tainted ones too, above ordinary pods, evicted one node at a time", () => {
+    // A labelled node with any NoSchedule taint (a dedicated node) still gets its agent.
+    expect(agent.pod.tolerations).toContainEqual({ operator: "Exists", effect: "NoSchedule" });
+    expect(agent.pod.tolerations?.some((t) => t.effect === undefined || t.effect === "NoExecute")).toBe(false);
+    const priority = findObject(objects, "PriorityClass", agent.pod.priorityClassName ?? "(none)") as K8sObject & { value: number; globalDefault?: boolean };
+    expect(priority.value).toBeGreaterThan(0);
+    expect(priority.value).toBeLessThan(2_000_000_000); // system-cluster-critical and system-node-critical stay above
+    expect(priority.globalDefault).not.toBe(true);
+    const pdbs = objects.filter((o) => o.kind === "PodDisruptionBudget") as Array<K8sObject & { spec: { maxUnavailable?: number; minAvailable?: number; selector: { matchLabels: Record<string, string> } } }>;
+    const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } }).spec.template.metadata.labels;
+    const agentPdbs = pdbs.filter((p) => Object.entries(p.spec.selector.matchLabels).every(([k, v]) => labels[k] === v));
+    expect(agentPdbs.map((p) => p.spec)).toEqual([{ maxUnavailable: 1, selector: { matchLabels: agentService.spec.selector } }]);
+  });
+
   it("lets old HAProxy workers finish (hard-stop-after) before the kubelet kills the pod", () => {
     expect(agent.pod.terminationGracePeriodSeconds).toBeGreaterThan(seconds(settings.options.hardStopAfter));
   });
@@ -138,7 +152,7 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
   });
 
   it("runs the function each Knative Service names: module, registered target and signature", () => {
-    for (const { container } of [reconcile, render]) {
+    for (const { container } of [reconcile, render, ksvc("dead-letter")]) {
       const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]));
       const register = env.FUNCTION_SIGNATURE_TYPE === "cloudevent" ? "cloudEvent" : env.FUNCTION_SIGNATURE_TYPE === "http" ? "http" : "?";
       const source = readFileSync(join(REPO, fileSource(container)), "utf8");

@@ -13,7 +13,7 @@ const OPERATOR_SECRETS: Record<string, string[]> = {
   "infra/overlays/minio": [],
 };
 
-const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding"]);
+const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"]);
 
 function names(objects: readonly K8sObject[], kind: string): Set<string> {
   return new Set(objects.filter((o) => o.kind === kind).map((o) => o.metadata.name));
@@ -91,6 +91,14 @@ describe.each(KUSTOMIZATIONS)("%s", (dir) => {
     for (const b of bindings) {
       expect(names(objects, "ClusterRole").has(b.roleRef.name)).toBe(true);
       for (const s of b.subjects) expect(names(objects, s.kind).has(s.name) && s.namespace === "servicelb", `${b.metadata.name} → ${s.kind} ${s.name}`).toBe(true);
+    }
+  });
+
+  it("pins every image by version: a tag other than latest, or a digest", () => {
+    for (const o of objects) {
+      for (const c of podSpecOf(o)?.containers ?? []) {
+        expect(c.image, `${o.kind} ${o.metadata.name}/${c.name}`).toMatch(/(@sha256:[0-9a-f]{64}|:(?!latest$)[\w][\w.-]*)$/);
+      }
     }
   });
 

@@ -1,12 +1,15 @@
-import { existsSync, readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { classifyEvent } from "../../shared/app/cloudevents.js";
 import { FUNCTION_SETTING_KEYS, loadFunctionSettings, requireStore } from "../../shared/app/function-options.js";
 import { envName } from "../../shared/core/options.js";
 import { awsCredentialEnvNames, envNamesInSources, functionsFrameworkEnvNames } from "../support/infra-code.js";
+import { runCommand } from "../support/infra-dockerfile.js";
 import { REPO } from "../support/infra-manifests.js";
 
 // serverless.yml checked without the Serverless Framework (v3 with its Google plugin is ~500
@@ -23,12 +26,18 @@ interface SlsFunction {
 interface Sls {
   service: string;
   frameworkVersion: string;
+  configValidationMode?: "error" | "warn" | "off";
   plugins: string[];
   params: { default: Record<string, string> };
   provider: { name: string; runtime: string; environment?: Record<string, string>; secrets?: Record<string, unknown> };
   package: { patterns: string[] };
   functions: Record<string, SlsFunction>;
 }
+
+// serverless-google-cloudfunctions 4.6, provider/googleProvider.js: the runtimes its config schema
+// lists. Serverless v3 checks serverless.yml against it (and against the function properties it
+// lists, which leave out maxInstances, although package/lib/compileFunctions.js passes it on).
+const PLUGIN_RUNTIMES = ["nodejs6", "nodejs8", "nodejs10", "nodejs12", "nodejs14", "nodejs16", "python37", "python38", "python39", "go111", "go113", "go116", "java11", "dotnet3", "ruby26", "ruby27"];
 
 const require = createRequire(import.meta.url);
 const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { main?: string; engines: { node: string } };
@@ -57,6 +66,15 @@ function packaged(patterns: readonly string[], path: string): boolean {
   return included;
 }
 
+/** Every file of the service directory that `serverless package` considers (node_modules and .git aside: no pattern takes them). */
+function serviceFiles(dir = REPO): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return dir === REPO && (e.name === "node_modules" || e.name === ".git") ? [] : serviceFiles(path);
+    return [relative(REPO, path)];
+  });
+}
+
 /** The file of functions/ that registers `name`, and how. */
 function registration(name: string): { file: string; kind: "http" | "cloudEvent" } | undefined {
   for (const file of ["render.ts", "reconcile.ts", "agent.ts", "cli.ts"]) {
@@ -77,6 +95,14 @@ describe("serverless.yml", () => {
     // The plugin forbids "goog" and underscores in the service name.
     expect(sls.service).not.toMatch(/goog|_/);
     expect(sls.provider.runtime).toBe(`nodejs${/^>=\s*(\d+)/.exec(pkg.engines.node)![1]}`);
+  });
+
+  // Cloud Functions runs nodejs20, and the plugin passes provider.runtime on unchanged
+  // (provider/googleProvider.js getRuntime); only its schema predates it. In "error" mode
+  // Serverless v3 would refuse the deploy for that.
+  it("deploys although the plugin's schema predates the runtime", () => {
+    expect(PLUGIN_RUNTIMES).not.toContain(sls.provider.runtime);
+    expect(sls.configValidationMode).toBe("warn");
   });
 
   it("names as each handler the function the code registers, with a trigger of the matching kind", () => {
@@ -111,6 +137,25 @@ describe("serverless.yml", () => {
     }
     for (const path of ["node_modules/zod/package.json", "test/infra/serverless.test.ts", "infra/base/agent.yaml", ".git/config"]) expect(packaged(patterns, path), path).toBe(false);
   });
+
+  // Cloud Functions runs `npm ci` (with its lifecycle scripts: `prepare` builds) and then `gcp-build`
+  // on exactly the uploaded files; the main module must then register each handler.
+  it("builds and loads from exactly the files it packages", () => {
+    const dir = mkdtempSync(join(tmpdir(), "servicelb-gcf-"));
+    for (const file of serviceFiles().filter((f) => packaged(sls.package.patterns, f))) {
+      mkdirSync(dirname(join(dir, file)), { recursive: true });
+      cpSync(join(REPO, file), join(dir, file));
+    }
+    const output = ["npm ci", "npm run gcp-build"].map((step) => runCommand(step, dir, {}, REPO)).join("");
+    expect(output).not.toMatch(/unrecognized|unknown option/i);
+    for (const [name, fn] of Object.entries(sls.functions)) {
+      const script = `await import("./${pkg.main}"); const { getFunction } = await import("@google-cloud/functions-framework/testing"); if (!getFunction(${JSON.stringify(fn.handler)})) process.exit(3);`;
+      const env: Record<string, string> = { ...sls.provider.environment, ...fn.environment, FUNCTION_TARGET: fn.handler };
+      for (const secret of Object.keys({ ...sls.provider.secrets, ...fn.secrets })) env[secret] = "from-secret-manager";
+      const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: dir, env: { ...process.env, ...env }, encoding: "utf8" });
+      expect(r.status, `${name}: ${r.stderr}`).toBe(0);
+    }
+  }, 180_000);
 
   // Cloud Functions loads package.json "main", which registers the function FUNCTION_TARGET names.
   it("deploys a main module that Cloud Functions can load", () => {

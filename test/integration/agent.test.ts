@@ -393,23 +393,25 @@ describe("servicelb status", () => {
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
     const flags = { store: `s3://${world.s3.bucket}/${n.prefix}`, storeEndpoint: world.s3.endpoint, storePathStyle: true };
-    const run = async (extra: Record<string, unknown> = {}) => {
+    const run = async (extra: Record<string, unknown>, exitCode: number) => {
       let out = "";
       const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
         out += String(chunk);
         return true;
       });
-      expect(await runStatus({ ...flags, ...extra })).toBe(0);
+      vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+      expect(await runStatus({ ...flags, ...extra })).toBe(exitCode);
       spy.mockRestore();
       return out;
     };
-    const text = await run();
+    const text = await run({}, 0);
     expect(text).toContain(`newest: ${v1.key} (revision 100)`);
     expect(text).toMatch(/^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+0+100-[0-9a-f]{16}\.cfg\s+-$/m);
 
-    // Published without a ping and with a long poll interval: the node is behind until it pulls.
+    // Published without a ping and with a long poll interval: the node is behind until it pulls,
+    // and status says so in its exit code.
     const v2 = await n.publish(web("web", world.pods.port, [B]), 110);
-    const fleet = JSON.parse(await run({ format: "json" })) as FleetStatus;
+    const fleet = JSON.parse(await run({ format: "json" }, 3)) as FleetStatus;
     expect(fleet.newest).toEqual({ key: v2.key, revision: "110" });
     expect(fleet.nodes).toEqual([expect.objectContaining({ key: v1.key, revision: "100", behind: true, stale: false, haproxyRunning: true, lastError: null })]);
   });

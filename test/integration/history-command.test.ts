@@ -58,7 +58,7 @@ describe("servicelb history", () => {
   });
 
   it("names a missing --store setting", async () => {
-    await expect(runHistory({})).rejects.toThrow(/SERVICELB_STORE is required/);
+    await expect(runHistory({})).rejects.toThrow(/--store \/ SERVICELB_STORE is required/);
   });
 });
 

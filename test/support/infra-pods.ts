@@ -50,6 +50,8 @@ export interface PodSpec {
   nodeSelector?: Record<string, string>;
   terminationGracePeriodSeconds?: number;
   securityContext?: Record<string, unknown>;
+  tolerations?: Array<{ key?: string; operator?: string; value?: string; effect?: string }>;
+  priorityClassName?: string;
 }
 
 /** Secrets the operator creates (not in the manifests): name → key → value. */

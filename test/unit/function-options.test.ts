@@ -13,7 +13,7 @@ describe("loadFunctionSettings: reconcile settings", () => {
     const s = loadFunctionSettings({});
     expect(s.store).toBeUndefined();
     expect(s.notify).toEqual({ agents: [], agentService: undefined, agentPort: "agent", token: undefined, tokenFile: undefined, timeoutMs: 2000 });
-    expect(() => requireStore(s)).toThrow(/SERVICELB_STORE is required/);
+    expect(() => requireStore(s)).toThrow(/--store \/ SERVICELB_STORE is required/);
   });
 
   it("reads the store and notifier from SERVICELB_* variables", () => {

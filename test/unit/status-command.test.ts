@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fleetStatus, formatFleet } from "../../shared/app/status-command.js";
+import { fleetStatus, formatFleet, notConverged } from "../../shared/app/status-command.js";
 
 const newest = { key: "p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg", revision: "120", sha256: "a".repeat(64), generator: "g" };
 const now = Date.parse("2026-11-30T12:00:00Z");
@@ -52,5 +52,26 @@ describe("fleetStatus", () => {
     const f = fleetStatus(null, [report("node-a", null)], now);
     expect(f.nodes[0]!.behind).toBe(false);
     expect(formatFleet(f)).toMatch(/^newest: no config published\n/);
+  });
+});
+
+describe("notConverged", () => {
+  it("names each node behind, with HAProxy down or a stale report; nothing when all serve the newest", () => {
+    const f = fleetStatus(
+      newest,
+      [
+        report("node-a", newest.key),
+        report("node-b", "p/configs/00000000000000000110-cccccccccccccccc.cfg"),
+        report("node-c", newest.key, { haproxy: { running: false } }),
+        report("node-d", newest.key, { reportedAt: "2026-11-30T11:50:00Z" }),
+      ],
+      now,
+    );
+    expect(notConverged(f)).toEqual(["node-b: behind the newest config", "node-c: HAProxy down", "node-d: report stale (agent gone or cut off from the store)"]);
+    expect(notConverged(fleetStatus(newest, [report("node-a", newest.key)], now))).toEqual([]);
+  });
+
+  it("is not converged while no agent has reported", () => {
+    expect(notConverged(fleetStatus(newest, [], now))).toEqual(["no agent has reported to the store"]);
   });
 });

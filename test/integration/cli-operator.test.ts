@@ -1,0 +1,114 @@
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
+
+// The CLI as an operator or a script meets it: exit codes, what stderr says, --version.
+
+const root = join(import.meta.dirname, "..", "..");
+const bin = join(root, "bin", "servicelb.js");
+const { version } = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string };
+
+/** Runs the installed CLI with a bare environment (no kubeconfig, no AWS notice switch): what a user's shell has. */
+function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent-home", LOG_LEVEL: "silent", ...env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+let s3: TestS3;
+let store: ObjectStore;
+let storeArgs: string[];
+const credentials = { AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey };
+
+beforeAll(async () => {
+  s3 = await startS3();
+  const url = `s3://${s3.bucket}/operator`;
+  storeArgs = ["--store", url, "--store-endpoint", s3.endpoint, "--store-path-style"];
+  store = createObjectStore({ url, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+});
+
+afterAll(async () => {
+  store.close();
+  await s3.stop();
+});
+
+const report = (node: string, key: string | null, running = true) => ({
+  node,
+  applied: key === null ? null : { key, sha256: "b".repeat(64), revision: "1", appliedAt: new Date().toISOString(), how: "reload" },
+  lastError: null,
+  backoff: null,
+  haproxy: { running },
+  reportIntervalSeconds: 60,
+  reportedAt: new Date().toISOString(),
+  agent: `servicelb/${version}`,
+});
+
+describe("servicelb status", () => {
+  it("exits 3 while a node is behind or its HAProxy is down, 0 once every node serves the newest config", async () => {
+    const { key } = await store.publish({ config: "global\n", revision: "100", generator: "servicelb/test" });
+    await store.putStatus("node-a", report("node-a", key));
+    await store.putStatus("node-b", report("node-b", null));
+    let r = await cli(["status", "--format", "json", ...storeArgs], credentials);
+    expect(r.code).toBe(3);
+    expect(JSON.parse(r.stdout).nodes.map((n: { node: string; behind: boolean }) => [n.node, n.behind])).toEqual([["node-a", false], ["node-b", true]]);
+    expect(r.stderr).toContain("not converged: node-b: behind the newest config");
+
+    await store.putStatus("node-b", report("node-b", key, false));
+    r = await cli(["status", ...storeArgs], credentials);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain("node-b: HAProxy down");
+
+    await store.putStatus("node-b", report("node-b", key));
+    r = await cli(["status", "--format", "json", ...storeArgs], credentials);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+  });
+});
+
+describe("servicelb errors", () => {
+  it("names --store when no store is given", async () => {
+    for (const command of ["history", "status"]) {
+      const r = await cli([command]);
+      expect(r.code, command).toBe(2);
+      expect(r.stderr, command).toContain("--store / SERVICELB_STORE is required");
+    }
+  });
+
+  it("names the flag of a file that does not exist, exit 2", async () => {
+    let r = await cli(["render", "--snapshot", join(root, "examples/cluster.yaml"), "--template", "/nope.liquid"]);
+    expect([r.code, r.stdout]).toEqual([2, ""]);
+    expect(r.stderr).toBe("servicelb: --template / SERVICELB_TEMPLATE: /nope.liquid does not exist\n");
+    r = await cli(["render", "--kubeconfig", "/nonexistent"]);
+    expect([r.code, r.stdout]).toEqual([2, ""]);
+    expect(r.stderr).toBe("servicelb: --kubeconfig / SERVICELB_KUBECONFIG: /nonexistent does not exist\n");
+  });
+
+  it("says that no kubeconfig was found, and how to pass one", async () => {
+    const r = await cli(["render"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^servicelb: no kubeconfig found \(looked in \$KUBECONFIG, \/nonexistent-home\/\.kube\/config and for an in-cluster service account\): pass --kubeconfig FILE/);
+  });
+
+  it("prints no AWS SDK notice about Node versions", async () => {
+    const r = await cli(["history", ...storeArgs], credentials);
+    expect(r.code).toBe(0);
+    expect(r.stderr).not.toMatch(/NodeVersionSupportWarning|AWS SDK/);
+  });
+});
+
+describe("servicelb --version", () => {
+  it("prints the package's version on every command", async () => {
+    for (const command of [[], ["render"], ["history"], ["diff"], ["status"], ["reconcile"], ["agent"], ["local"]]) {
+      const r = await cli([...command, "--version"]);
+      expect([r.code, r.stdout, r.stderr], command.join(" ")).toEqual([0, `${version}\n`, ""]);
+    }
+  });
+});
