@@ -1,3 +1,15 @@
+/*
+ * Takes one config onto the node (decide.ts says how): through the runtime API when only server
+ * slots changed — make before break, then written, no `haproxy -c` (see applyThroughRuntime for
+ * why none is needed) — else `haproxy -c`, atomic write, reload (or the first start). The pull
+ * loop (applier.ts) calls it one step at a time; nothing here runs concurrently.
+ *
+ * Never lose the last good config (invariant 3): haproxy.cfg only ever holds a config that passed
+ * `haproxy -c`, or one that differs from such a config only in server addresses HAProxy's runtime
+ * API accepted; when a reload or start fails the previous file is put back, so a later reload or
+ * restart cannot pick up a failure.
+ */
+
 import { dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { checkConfig } from "../adapters/haproxy/check.js";
@@ -14,17 +26,6 @@ import type { AgentMetrics } from "./metrics.js";
 import type { NodeState, Running } from "./node-state.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
 import { configVerdict, type CheckVerdict, type ConfigChecker } from "./verdict.js";
-
-/**
- * Takes one config onto the node (decide.ts says how): through the runtime API when only server
- * slots changed — live at once, make before break, checked afterwards in the background, undone
- * if `haproxy -c` rejects it — else `haproxy -c`, atomic write, reload (or the first start).
- * The pull loop (applier.ts) calls it one step at a time; nothing here runs concurrently.
- *
- * Never lose the last good config (invariant 3): nothing reaches haproxy.cfg before it passed
- * `haproxy -c`, and when a reload or start fails the previous file is put back, so the file
- * always describes a config that passed and a later reload or restart cannot pick up a failure.
- */
 
 /** What the apply steps need of HAProxy's process; HaproxyProcess provides it. */
 export interface HaproxyControl {
@@ -270,8 +271,6 @@ export class Activation {
     return this.node.succeed(config, how, t0);
   }
 
-
-
   /** Health and maintenance states to keep across the reload, for servers that stay the same endpoint; null: none. */
   private async serverStateFor(nextConfig: string): Promise<string | null> {
     const socket = this.node.current && statsSocketOf(this.node.current.text);
@@ -283,10 +282,6 @@ export class Activation {
       return null;
     }
   }
-
-
-
-
 
   /** No newer config could be applied: serve the one on disk, if HAProxy is not running one yet. */
   async ensureStarted(): Promise<void> {

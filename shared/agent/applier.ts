@@ -1,13 +1,4 @@
-import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/object-store.js";
-import { trace } from "../adapters/trace.js";
-import { sha256 } from "../core/sha256.js";
-import { Activation, type ActivationOptions } from "./activation.js";
-import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
-
-export type { ApplierStatus } from "./node-state.js";
-export type { HaproxyControl, RuntimePort } from "./activation.js";
-
-/**
+/*
  * Brings HAProxy to the newest published config: the pull loop. Each pass fetches the key a ping
  * named (one GET) or lists the store and GETs its newest (sha256 verified by the store), then
  * hands the config to the apply steps (activation.ts; decide.ts says runtime API or reload).
@@ -22,6 +13,15 @@ export type { HaproxyControl, RuntimePort } from "./activation.js";
  * - After HAProxy restarts on its own it runs the file: unchecked runtime changes are dropped
  *   and the newest config is applied again from the file's.
  */
+
+import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/object-store.js";
+import { trace } from "../adapters/trace.js";
+import { sha256 } from "../core/sha256.js";
+import { Activation, type ActivationOptions } from "./activation.js";
+import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
+
+export type { ApplierStatus } from "./node-state.js";
+export type { HaproxyControl, RuntimePort } from "./activation.js";
 
 export interface ApplierOptions extends NodeStateOptions, ActivationOptions {
   store: Pick<ObjectStore, "history" | "get">;

@@ -1,11 +1,11 @@
-import { diffConfigs } from "../core/config-diff.js";
-import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
-import { statsSocketOf } from "./config-facts.js";
-
 /*
  * How the agent takes a new config, decided from what runs and what arrived. Pure: the applier
  * does what this says and logs the reason (as haproxytech's ReloadIf(cond, reason) does).
  */
+
+import { diffConfigs } from "../core/config-diff.js";
+import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
+import { statsSocketOf } from "./config-facts.js";
 
 export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */

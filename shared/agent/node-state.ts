@@ -1,15 +1,15 @@
+/*
+ * What the agent knows about its node — the config HAProxy runs, the one on disk, whether the
+ * slots are known — and the record of outcomes (status, metrics, the state file). Shared by the
+ * pull loop (applier.ts) and the apply steps (activation.ts); only these two change it.
+ */
+
 import type { Logger } from "../adapters/log.js";
 import type { StoredConfig } from "../adapters/object-store.js";
 import { trace } from "../adapters/trace.js";
 import { sha256 } from "../core/sha256.js";
 import type { AgentMetrics } from "./metrics.js";
 import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
-
-/**
- * What the agent knows about its node — the config HAProxy runs, the one on disk, whether the
- * slots are known — and the record of outcomes (status, metrics, the state file). Shared by the
- * pull loop (applier.ts) and the apply steps (activation.ts); only these two change it.
- */
 
 export interface Running {
   text: string;

@@ -1,12 +1,13 @@
-import type { Logger } from "../adapters/log.js";
-import type { ObjectStore } from "../adapters/object-store.js";
-import { until, type Loop } from "./until.js";
-
-/**
+/*
  * Writes `status/<node>.json` to the store every interval and soon after each change, so that
  * `servicelb status` shows which config every node runs. Writes never overlap (until runs one
  * at a time); a burst of changes folds into one write after the one in flight.
  */
+
+import type { Logger } from "../adapters/log.js";
+import type { ObjectStore } from "../adapters/object-store.js";
+import { until, type Loop } from "./until.js";
+
 export interface StatusReporterOptions {
   store: Pick<ObjectStore, "putStatus">;
   node: string;

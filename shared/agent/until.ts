@@ -1,10 +1,11 @@
-import type { Logger } from "../adapters/log.js";
-
-/**
+/*
  * Kubernetes' `wait.JitterUntil` for the agent's loops (poll, status report): run f every period
  * until stopped; a failing f is logged and counted, and the loop keeps going. The period counts
  * from the end of a run, so a slow f never overlaps itself.
  */
+
+import type { Logger } from "../adapters/log.js";
+
 export interface UntilOptions {
   name: string;
   periodMs: number;

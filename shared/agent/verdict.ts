@@ -1,9 +1,9 @@
+/* Whether a config may go live on this node: `haproxy -c` and the node's own preconditions. */
+
 import type { CheckOptions, CheckResult } from "../adapters/haproxy/check.js";
 import type { Logger } from "../adapters/log.js";
 import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render.js";
 import type { AgentError } from "./state.js";
-
-/** Whether a config may go live on this node: `haproxy -c` and the node's own preconditions. */
 
 /** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
 export type CheckVerdict = { ok: true } | { ok: false; stage: AgentError["stage"]; message: string; unavailable?: boolean };

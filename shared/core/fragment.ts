@@ -1,6 +1,4 @@
-import type { Liquid, Template } from "liquidjs";
-
-/**
+/*
  * Renders one small liquid template ("fragment") once per item — a backend, a server line, a
  * routing rule — tens of thousands of times per config.
  *
@@ -12,6 +10,9 @@ import type { Liquid, Template } from "liquidjs";
  * directly. The result is byte-identical to liquidjs by construction; fragments that do anything
  * else (filters, loops, comparisons, other variables) are rendered by liquidjs for every item.
  */
+
+import type { Liquid, Template } from "liquidjs";
+
 export type Fragment<T> = (item: T) => string;
 
 type Scalar = string | number | boolean | null | undefined;

@@ -1,11 +1,12 @@
-import type { Algorithm, HostMatch } from "./annotations.js";
-import type { RenderOptions } from "./options.js";
-
-/**
+/*
  * The validated, render-ready description of the load balancer. Every string in it has passed a
  * grammar (Kubernetes names, annotation grammars, option schemas), so templates may place values
  * without escaping them, except the default page body, which is quoted by the renderer.
  */
+
+import type { Algorithm, HostMatch } from "./annotations.js";
+import type { RenderOptions } from "./options.js";
+
 export interface ServerSlot {
   /** Stable slot name within its backend (s1…sN). */
   name: string;

@@ -1,13 +1,14 @@
-import { z } from "zod";
-import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
-import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
-
-/**
+/*
  * Every setting that shapes the rendered config, in one table. The CLI builds its flags from it,
  * the functions read the same names from the environment (SERVICELB_<UPPER_SNAKE>), so a flag and
  * its variable can never drift apart. Values arrive as strings (flags, env) or typed (config file);
  * each schema accepts both.
  */
+
+import { z } from "zod";
+import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
+import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
+
 export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
 
 const bool = z.union([z.boolean(), z.stringbool()]);

@@ -1,5 +1,3 @@
-import type { ServerChange, SlotState, SpareSlot } from "./config-diff.js";
-
 /*
  * Orders the slot changes of an endpoint-only config change into runtime API commands that
  * never leave a backend with fewer ready servers than min(ready before, ready after), at any
@@ -21,6 +19,8 @@ import type { ServerChange, SlotState, SpareSlot } from "./config-diff.js";
  * The result is exactly the new config's slots, so a later reload, `show servers state` or
  * diff sees the file's state and nothing else.
  */
+
+import type { ServerChange, SlotState, SpareSlot } from "./config-diff.js";
 
 export type RuntimeCommand =
   | { op: "addr"; backend: string; server: string; address: string; port: number }
