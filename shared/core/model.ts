@@ -1,4 +1,5 @@
-import type { Algorithm, HostMatch } from "./annotations.js";
+import type { Algorithm } from "./annotations.js";
+import type { HostMatch } from "./host-match.js";
 import type { RenderOptions } from "./options.js";
 
 /**
@@ -49,6 +50,8 @@ export interface Warning {
   service: string;
   port?: number;
   annotation?: string;
+  /** Who holds what this Service claimed: a Service (`namespace/name`), or a namespace's path space (`namespace/*`). */
+  owner?: string;
   message: string;
 }
 
