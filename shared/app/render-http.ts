@@ -67,8 +67,9 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
         log.warn({ err: err.message, kind: err.kind }, "dry run could not list the cluster");
         fail(res, err.transient ? 503 : 502, err.message);
       } else {
+        // The details (paths, template internals) go to the log, not to the caller.
         log.error({ err }, "dry run failed");
-        fail(res, 500, (err as Error).message);
+        fail(res, 500, "the dry run failed; the function's log has the details");
       }
     }
   };
