@@ -132,7 +132,7 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     const allowed = options.hostClaims[namespace] ?? [];
     if (!allowed.some((pattern) => hostWithin(ann.host!, pattern))) {
       const list = allowed.length > 0 ? `only ${allowed.map(hostText).join(", ")}` : "no host";
-      plan.warnings.push({ service: id, annotation: ANNOTATIONS.host, message: `${hostText(ann.host)}: --host-claims allows namespace ${namespace} ${list}; ignored` });
+      plan.warnings.push({ service: id, annotation: ANNOTATIONS.host, owner: "--host-claims", message: `${hostText(ann.host)}: --host-claims allows namespace ${namespace} ${list}; ignored` });
       delete ann.host;
     }
   }

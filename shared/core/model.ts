@@ -50,7 +50,7 @@ export interface Warning {
   service: string;
   port?: number;
   annotation?: string;
-  /** Who holds what this Service claimed: a Service (`namespace/name`), or a namespace's path space (`namespace/*`). */
+  /** Who holds what this Service claimed: a Service (`namespace/name`), a namespace's path space (`namespace/*`), or `--host-claims`. */
   owner?: string;
   message: string;
 }
