@@ -1,5 +1,7 @@
 import { z } from "zod";
 import type { RenderOptions } from "../core/options.js";
+import { answerJson, type RejectionAnswer } from "../adapters/framework-rejections.js";
+import type { Logger } from "../adapters/log.js";
 
 /**
  * What an incoming CloudEvent means for the reconcile function. Events are hints, never data:
@@ -15,6 +17,10 @@ import type { RenderOptions } from "../core/options.js";
  * - source is the API server URL, subject "/apis/v1/namespaces/<ns>/<resource>/<name>", and the
  *   kind, name and namespace are copied into extensions for Trigger filters.
  * PingSource sends type dev.knative.sources.ping with whatever payload it was given.
+ *
+ * Some deliveries never reach the function: functions-framework refuses them while reading the
+ * request (see acknowledgeUnreadableDelivery). The shipped sources never send them: the
+ * ApiServerSource's data is always a JSON object, and the shipped PingSource sets JSON data.
  */
 
 export const PING_EVENT_TYPE = "dev.knative.sources.ping";
@@ -148,4 +154,28 @@ function decodeData(data: unknown): unknown {
 function issue(error: z.ZodError): string {
   const first = error.issues[0];
   return first ? `${first.path.join(".") || "value"}: ${first.message}` : "invalid";
+}
+
+/**
+ * The answer to a delivery functions-framework could not read (adapters/framework-rejections.ts):
+ * a binary event whose data is not JSON (text/plain, or no body and no content type, as a
+ * PingSource without data sends), invalid JSON or `null` in either mode, an empty POST. It is
+ * acknowledged (204) like any other event the function does not understand: the Broker would retry
+ * it five times for nothing and then dead-letter it. It is logged at warn with the reason; the
+ * resync covers whatever it was about. Other methods than POST get 405.
+ */
+export function acknowledgeUnreadableDelivery(log: Logger): RejectionAnswer {
+  return (rejection, req, res) => {
+    if (req.method !== "POST") {
+      answerJson({ status: 405, reason: `${req.method ?? "this method"} delivers no event: POST one` }, req, res);
+      return;
+    }
+    const header = (name: string) => (typeof req.headers[name] === "string" ? req.headers[name] : undefined);
+    log.warn(
+      { eventId: header("ce-id"), eventType: header("ce-type"), contentType: header("content-type"), verdict: "malformed", reason: rejection.reason },
+      "event ignored: not understood",
+    );
+    res.statusCode = 204;
+    res.end();
+  };
 }

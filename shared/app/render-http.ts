@@ -7,6 +7,7 @@ import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import type { Logger } from "../adapters/log.js";
 import type { FunctionSettings } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
+import { renderMetrics } from "./render-metrics.js";
 
 function fail(res: Response, status: number, error: string): void {
   res.status(status).type("application/json").send(`${JSON.stringify({ error })}\n`);
@@ -15,7 +16,7 @@ function fail(res: Response, status: number, error: string): void {
 /**
  * The manual dry run over HTTP: POST a snapshot (JSON or YAML List) to render it, GET to render
  * the live cluster. Publishes nothing. `?format=json` adds warnings and stats; `?check=1` runs
- * `haproxy -c` where HAProxy is installed.
+ * `haproxy -c` where HAProxy is installed; `GET /metrics` gives the warnings as Prometheus metrics.
  */
 export function createRenderHandler(settings: FunctionSettings, log: Logger): (req: Request, res: Response) => Promise<void> {
   const ctx = new RenderContext(settings.options, { template: settings.template });
@@ -25,6 +26,8 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
       fail(res, 405, `method ${req.method} not allowed: POST a snapshot or GET the live cluster`);
       return;
     }
+    // GET /metrics: the live cluster's render warnings, for Prometheus.
+    const metrics = req.method === "GET" && req.path === "/metrics";
     let snapshot: Snapshot;
     try {
       if (req.method === "POST") {
@@ -43,6 +46,10 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
         snapshot = await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }, ctx.liveItems);
       }
       const result = ctx.render(snapshot);
+      if (metrics) {
+        res.status(200).type("text/plain; version=0.0.4; charset=utf-8").send(renderMetrics(result));
+        return;
+      }
       if (req.query.check === "1" || req.query.check === "true") {
         let check;
         try {
@@ -67,8 +74,9 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
         log.warn({ err: err.message, kind: err.kind }, "dry run could not list the cluster");
         fail(res, err.transient ? 503 : 502, err.message);
       } else {
+        // The details (paths, template internals) go to the log, not to the caller.
         log.error({ err }, "dry run failed");
-        fail(res, 500, (err as Error).message);
+        fail(res, 500, "the dry run failed; the function's log has the details");
       }
     }
   };

@@ -1,3 +1,4 @@
+import { describeValue as describe, parseHost, type HostMatch } from "./host-match.js";
 import { ALGORITHMS } from "./options.js";
 
 /**
@@ -16,12 +17,6 @@ export const ANNOTATIONS = {
 
 export type Algorithm = (typeof ALGORITHMS)[number];
 
-export interface HostMatch {
-  /** Lower-case host name, or the domain after `*.` for a wildcard. */
-  name: string;
-  wildcard: boolean;
-}
-
 export interface ServiceAnnotations {
   algorithm?: Algorithm;
   host?: HostMatch;
@@ -36,24 +31,11 @@ export interface AnnotationWarning {
   message: string;
 }
 
-const LABEL = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
-const HOST = new RegExp(`^(\\*\\.)?${LABEL}(\\.${LABEL})*$`);
 const PATH_SEGMENT = "([A-Za-z0-9._~:@+=,-]|%[0-9A-Fa-f]{2})+";
 const PATH_PREFIX = new RegExp(`^(/|(/${PATH_SEGMENT})+/?)$`);
 // Go's strconv.ParseBool, which the original used, so existing manifests keep their meaning.
 const TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
 const FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
-
-function describe(value: string): string {
-  const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
-  return JSON.stringify(shown);
-}
-
-export function parseHost(value: string): HostMatch | string {
-  const v = value.toLowerCase();
-  if (v.length > 253 || !HOST.test(v)) return `${describe(value)} is not a host name (RFC 1123, optionally starting with *.)`;
-  return v.startsWith("*.") ? { name: v.slice(2), wildcard: true } : { name: v, wildcard: false };
-}
 
 export function parsePathPrefix(value: string): string | { error: string } {
   if (value.length > 256 || !PATH_PREFIX.test(value)) {

@@ -1,8 +1,10 @@
-import { parseAnnotations, type HostMatch } from "./annotations.js";
+import { ANNOTATIONS, parseAnnotations } from "./annotations.js";
 import { EndpointIndex, formatAddress, type EndpointSource } from "./endpoints.js";
+import { hostText, hostWithin, type HostMatch } from "./host-match.js";
+import { oldestFirst, PathSpaces } from "./ownership.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
-import type { Backend, HttpRoute, Model, RouteMatch, Skipped, TcpFrontend, Warning } from "./model.js";
+import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from "./model.js";
 import { OptionsError, type RenderOptions } from "./options.js";
 import { assignSlots } from "./slots.js";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
@@ -21,11 +23,14 @@ interface PortPlan {
   /** The backend before routes are settled: `strip` is null here. */
   backend: Backend;
   tcp: boolean;
-  /** HTTP: the routes it asks for, in the order they are claimed (host first). */
-  routes: HttpRoute[];
-  /** HTTP: the prefix stripped when this port owns its path route (null: aclMatch keeps the path). */
-  stripPrefix: string | null;
+  /** HTTP: how its routes act (plain HTTP requests to a TLS-terminating Service are redirected). */
+  action: HttpRoute["action"];
+  /** HTTP: its own path, `/<name>[:<port>]` or `/<namespace>/<name>[:<port>]`, which no one else may claim. */
+  defaultPrefix: string;
+  /** HTTP: the host it claims (lb.host), which other Services may claim too. */
   host: HostMatch | null;
+  /** HTTP: the path it claims instead of its own (lb.aclMatch); its own stays its fallback. */
+  aclMatch: string | null;
   /** The backend with its settled `strip`, kept while the settlement stays the same. */
   settled?: { strip: string; backend: Backend };
 }
@@ -33,6 +38,12 @@ interface PortPlan {
 /** Everything one Service contributes, computed from that Service and its endpoints only. */
 interface ServicePlan {
   id: string;
+  namespace: string;
+  /**
+   * metadata.creationTimestamp in ms (Infinity when the object has none, as only hand-made ones
+   * lack it): contested claims go to the oldest Service.
+   */
+  created: number;
   skipped: Skipped[];
   warnings: Warning[];
   ports: PortPlan[];
@@ -74,14 +85,6 @@ function defaultBody(status: number): string {
   return `<!DOCTYPE html><html><head><title>${status}</title></head><body><h1>${status}</h1><p>No service matches this request.</p></body></html>\n`;
 }
 
-function hostKey(h: HostMatch): string {
-  return h.wildcard ? `*.${h.name}` : h.name;
-}
-
-function matchKey(m: RouteMatch): string {
-  return m.kind === "host" ? `host ${hostKey(m.host)}` : `path ${m.prefix}`;
-}
-
 /** Host rules first (exact, then wildcards, most specific first), then paths, longest prefix first. */
 function routeOrder(a: HttpRoute, b: HttpRoute): number {
   const rank = (r: HttpRoute) => (r.match.kind === "host" ? (r.match.host.wildcard ? 1 : 0) : 2);
@@ -103,7 +106,9 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
   const { options } = c;
   const { namespace, name } = svc.metadata;
   const id = `${namespace}/${name}`;
-  const plan: ServicePlan = { id, skipped: [], warnings: [], ports: [] };
+  const timestamp = svc.metadata.creationTimestamp;
+  const created = timestamp ? Date.parse(timestamp) : Infinity;
+  const plan: ServicePlan = { id, namespace, created, skipped: [], warnings: [], ports: [] };
   const skip = (reason: string, port?: number) => plan.skipped.push(port === undefined ? { service: id, reason } : { service: id, port, reason });
   if (options.selector && !matchesSelector(options.selector, svc.metadata.labels)) {
     skip("labels do not match --selector");
@@ -123,6 +128,14 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
   }
   const { values: ann, warnings: annWarnings } = parseAnnotations(svc.metadata.annotations);
   for (const w of annWarnings) plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
+  if (ann.host && options.hostClaims) {
+    const allowed = options.hostClaims[namespace] ?? [];
+    if (!allowed.some((pattern) => hostWithin(ann.host!, pattern))) {
+      const list = allowed.length > 0 ? `only ${allowed.map(hostText).join(", ")}` : "no host";
+      plan.warnings.push({ service: id, annotation: ANNOTATIONS.host, owner: "--host-claims", message: `${hostText(ann.host)}: --host-claims allows namespace ${namespace} ${list}; ignored` });
+      delete ann.host;
+    }
+  }
   const headless = !svc.spec.clusterIP || svc.spec.clusterIP === "None";
   const tcpPorts = c.tcpWanted.get(id);
   const ports = [...svc.spec.ports].sort((a, b) => a.port - b.port);
@@ -181,18 +194,15 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       servers: assignSlots(addresses, options.forwardServices ? 1 : options.minServerSlots, affinity.kind === "cookie"),
       strip: null,
     };
-    if (isTcp) {
-      plan.ports.push({ backend, tcp: true, routes: [], stripPrefix: null, host: null });
-      continue;
-    }
-    const action: HttpRoute["action"] = ann.sslTerm ? "https-redirect" : "route";
     const isPrimary = sp === primary;
-    const defaultPrefix = `${namespace === "default" ? "" : `/${namespace}`}/${name}${sp.port === 80 ? "" : `:${sp.port}`}`;
-    const custom = isPrimary && ann.aclMatch !== undefined;
-    const prefix = custom ? ann.aclMatch! : defaultPrefix;
-    const host = isPrimary && ann.host ? ann.host : null;
-    const wanted: RouteMatch[] = host ? [{ kind: "host", host }, { kind: "path", prefix }] : [{ kind: "path", prefix }];
-    plan.ports.push({ backend, tcp: false, routes: wanted.map((match) => ({ backend: backendName, match, action })), stripPrefix: custom ? null : prefix, host });
+    plan.ports.push({
+      backend,
+      tcp: isTcp,
+      action: ann.sslTerm ? "https-redirect" : "route",
+      defaultPrefix: isTcp ? "" : `${namespace === "default" ? "" : `/${namespace}`}/${name}${sp.port === 80 ? "" : `:${sp.port}`}`,
+      host: !isTcp && isPrimary ? (ann.host ?? null) : null,
+      aclMatch: !isTcp && isPrimary ? (ann.aclMatch ?? null) : null,
+    });
   }
   return plan;
 }
@@ -345,7 +355,8 @@ function claims(plan: ServicePlan): string {
     c = JSON.stringify([
       plan.skipped,
       plan.warnings,
-      plan.ports.map((p) => [p.tcp, p.backend.name, p.backend.servicePort, p.stripPrefix, p.host, p.routes.map((r) => [r.backend, r.match, r.action])]),
+      plan.created,
+      plan.ports.map((p) => [p.tcp, p.backend.name, p.backend.servicePort, p.action, p.defaultPrefix, p.host, p.aclMatch]),
     ]);
     claimsOf.set(plan, c);
   }
@@ -391,7 +402,11 @@ function reassemble(last: AssembledModel | undefined, plans: ServicePlan[], snap
   return model;
 }
 
-/** Settles what Services compete for (routes, TCP ports) in namespace/name order: the first one wins. */
+/**
+ * Settles what Services compete for (routes, TCP ports), oldest claim first (ownership.ts). A
+ * Service that loses a host or custom path keeps its own path: it is never dropped because of
+ * another Service's claim.
+ */
 function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptions, inputs: BuildInputs): Model {
   const warnings: Warning[] = snapshot.problems.map((p) => ({ service: "-", message: `snapshot item ignored: ${p}` }));
   const skipped: Skipped[] = [];
@@ -403,9 +418,15 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
     [options.statsPort, "--stats-port"],
   ]);
   if (options.sslCert) reservedPorts.set(options.httpsPort, "--https-port");
-  const claimedRoutes = new Map<string, string>();
-
+  const spaces = new PathSpaces();
   for (const plan of plans) {
+    spaces.addService(plan.namespace);
+    for (const p of plan.ports) if (!p.tcp) spaces.addOwnPath(p.defaultPrefix, { service: plan.id, namespace: plan.namespace, backend: p.backend.name });
+  }
+  /** Host and custom path claims ("host <host>", "path <prefix>") → the Service that holds them. */
+  const claimed = new Map<string, string>();
+
+  for (const plan of oldestFirst(plans)) {
     for (const s of plan.skipped) skipped.push(s);
     for (const w of plan.warnings) warnings.push(w);
     for (const p of plan.ports) {
@@ -423,26 +444,38 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
         backends.push(backend);
         continue;
       }
-      let routed = 0;
-      for (const route of p.routes) {
-        const key = matchKey(route.match);
-        const owner = claimedRoutes.get(key);
-        if (owner) {
-          warnings.push({ service: plan.id, port, message: `${key} is already routed to ${owner}; this route is skipped` });
-          continue;
+      const claimant = { service: plan.id, namespace: plan.namespace, backend: backend.name };
+      const lost: Array<{ annotation: string; owner: string; what: string }> = [];
+      let path = p.defaultPrefix;
+      if (p.aclMatch !== null) {
+        const key = `path ${p.aclMatch}`;
+        const holder = claimed.get(key);
+        const refusal = spaces.refusal(p.aclMatch, claimant) ?? (holder ? { owner: holder, reason: `belongs to ${holder}, whose claim is older` } : null);
+        if (refusal) {
+          lost.push({ annotation: ANNOTATIONS.aclMatch, owner: refusal.owner, what: `path ${p.aclMatch} ${refusal.reason}` });
+        } else {
+          claimed.set(key, plan.id);
+          path = p.aclMatch;
         }
-        claimedRoutes.set(key, backend.name);
-        routed++;
-        routes.push(route);
       }
-      if (routed === 0) {
-        skipped.push({ service: plan.id, port, reason: "every route it asks for is taken by another Service" });
-        continue;
+      routes.push({ backend: backend.name, match: { kind: "path", prefix: path }, action: p.action });
+      let hostRouted: HostMatch | null = null;
+      if (p.host) {
+        const key = `host ${hostText(p.host)}`;
+        const holder = claimed.get(key);
+        if (holder) {
+          lost.push({ annotation: ANNOTATIONS.host, owner: holder, what: `host ${hostText(p.host)} belongs to ${holder}, whose claim is older` });
+        } else {
+          claimed.set(key, plan.id);
+          hostRouted = p.host;
+          routes.push({ backend: backend.name, match: { kind: "host", host: p.host }, action: p.action });
+        }
       }
-      const hostRouted = p.host && claimedRoutes.get(`host ${hostKey(p.host)}`) === backend.name ? p.host : null;
-      const ownsPath = p.stripPrefix !== null && claimedRoutes.get(`path ${p.stripPrefix}`) === backend.name;
-      const strip = ownsPath ? { prefix: p.stripPrefix!, unlessHost: hostRouted } : null;
-      const stripKey = strip ? `${strip.prefix} ${strip.unlessHost ? hostKey(strip.unlessHost) : ""}` : "";
+      for (const l of lost) {
+        warnings.push({ service: plan.id, port, annotation: l.annotation, owner: l.owner, message: `${l.what} (oldest claim wins: creationTimestamp, then namespace/name); ignored, the Service keeps ${path}` });
+      }
+      const strip = path === p.defaultPrefix ? { prefix: path, unlessHost: hostRouted } : null;
+      const stripKey = strip ? `${strip.prefix} ${strip.unlessHost ? hostText(strip.unlessHost) : ""}` : "";
       // The same settled backend object while nothing changed: the renderer caches its text by identity.
       if (p.settled?.strip !== stripKey) p.settled = { strip: stripKey, backend: strip ? { ...backend, strip } : backend };
       backends.push(p.settled.backend);

@@ -4,7 +4,8 @@
  * without escaping them, except the default page body, which is quoted by the renderer.
  */
 
-import type { Algorithm, HostMatch } from "./annotations.js";
+import type { Algorithm } from "./annotations.js";
+import type { HostMatch } from "./host-match.js";
 import type { RenderOptions } from "./options.js";
 
 export interface ServerSlot {
@@ -50,6 +51,8 @@ export interface Warning {
   service: string;
   port?: number;
   annotation?: string;
+  /** Who holds what this Service claimed: a Service (`namespace/name`), a namespace's path space (`namespace/*`), or `--host-claims`. */
+  owner?: string;
   message: string;
 }
 

@@ -5,7 +5,9 @@
  * each schema accepts both.
  */
 
+import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { parseHost, type HostMatch } from "./host-match.js";
 import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
 import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
 
@@ -49,6 +51,27 @@ const selector = z.string().transform((text, ctx): LabelSelector => {
   }
 });
 
+const hostPattern = z.string().transform((text, ctx): HostMatch => {
+  const host = parseHost(text);
+  if (typeof host !== "string") return host;
+  ctx.addIssue({ code: "custom", message: host });
+  return z.NEVER;
+});
+// A map in the config file; a flag or variable holds the same map as YAML or JSON text.
+const hostClaims = z.preprocess(
+  (value) => {
+    if (typeof value !== "string") return value;
+    try {
+      return parseYaml(value) as unknown;
+    } catch {
+      return value;
+    }
+  },
+  z.record(z.string().regex(DNS1123_LABEL, "a namespace name"), z.array(hostPattern), {
+    error: 'a map of namespace to host patterns, such as {shop: [shop.example.com, "*.shop.example.com"]}',
+  }),
+);
+
 export const optionSpecs = {
   namespace: { schema: z.string().regex(DNS1123_LABEL, "a namespace name").optional(), help: "only this namespace (default: all namespaces)" },
   selector: { schema: selector.optional(), help: "only Services whose labels match (k=v,k!=v,k,!k)" },
@@ -57,6 +80,10 @@ export const optionSpecs = {
     help: "only this Service (name in any namespace, or namespace/name)",
   },
   tcpServices: { schema: tcpServices.default([]), help: "comma list of name:port or namespace/name:port served as TCP on that port" },
+  hostClaims: {
+    schema: hostClaims.optional(),
+    help: "namespace → hosts (or *.domain) its Services may claim with lb.host; namespaces not listed claim none (default: any host)",
+  },
   forwardServices: { schema: bool.default(false), help: "balance to the Service ClusterIP:port instead of pod endpoints" },
   exposeSystem: { schema: bool.default(false), help: "also expose kube-system Services and default/kubernetes" },
   bindAddress: { schema: bindAddress.default("*"), help: "address every frontend binds to" },

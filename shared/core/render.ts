@@ -1,5 +1,5 @@
 import { Liquid } from "liquidjs";
-import type { HostMatch } from "./annotations.js";
+import type { HostMatch } from "./host-match.js";
 import { compileFragment, type Fragment } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";

@@ -1,23 +1,33 @@
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
-import { DNS1035_LABEL, DNS1123_LABEL } from "./k8s-names.js";
+import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "./k8s-names.js";
+import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } from "./k8s-validation.js";
 
 /**
  * A cluster snapshot: the Services and endpoints servicelb reads, in Kubernetes' own JSON shape,
  * exactly as `kubectl get services,endpointslices -A -o json` prints it. Items are validated one
  * by one so that one malformed object is reported and skipped instead of failing the whole render.
+ * Beyond their shape, objects must pass the API server's own checks on the fields servicelb
+ * reads (k8s-validation.ts): what a real cluster could never hold is refused here too.
  */
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
+const RFC3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$/;
 const objectMeta = (name: z.ZodString) => z.object({
   name,
   namespace: z.string().regex(DNS1123_LABEL, "a namespace name (RFC 1123 label)").default("default"),
   labels: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
   annotations: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
   resourceVersion: z.string().optional(),
+  // Who owns a contested route is decided by age (oldest first), as the Gateway API does.
+  creationTimestamp: z.string().regex(RFC3339, "an RFC 3339 time such as 2024-05-01T12:00:00Z").nullish(),
 });
 const serviceMeta = objectMeta(z.string().regex(DNS1035_LABEL, "a Service name (RFC 1035 label)"));
-const otherMeta = objectMeta(z.string().min(1).max(253));
+const otherMeta = objectMeta(z.string().max(253).regex(DNS1123_SUBDOMAIN, "an object name (RFC 1123 subdomain)"));
+
+function addIssues(ctx: z.RefinementCtx, issues: readonly Issue[]): void {
+  for (const issue of issues) ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
+}
 
 const servicePort = z.object({
   name: z.string().nullish().transform((v) => v ?? ""),
@@ -37,7 +47,7 @@ export const serviceSchema = z.object({
       .object({ clientIP: z.object({ timeoutSeconds: z.number().int().min(1).max(86400).nullish() }).nullish() })
       .nullish(),
   }),
-});
+}).superRefine((svc, ctx) => addIssues(ctx, serviceSpecIssues(svc.spec)));
 
 const endpointPort = z.object({
   name: z.string().nullish().transform((v) => v ?? ""),
@@ -58,7 +68,7 @@ export const endpointSliceSchema = z.object({
     )
     .nullish()
     .transform((v) => v ?? []),
-});
+}).superRefine((slice, ctx) => addIssues(ctx, endpointSliceIssues(slice)));
 
 export const endpointsSchema = z.object({
   metadata: otherMeta,
@@ -71,7 +81,7 @@ export const endpointsSchema = z.object({
     )
     .nullish()
     .transform((v) => v ?? []),
-});
+}).superRefine((endpoints, ctx) => addIssues(ctx, endpointsIssues(endpoints)));
 
 export type Service = z.output<typeof serviceSchema>;
 export type EndpointSlice = z.output<typeof endpointSliceSchema>;
@@ -235,12 +245,22 @@ export function snapshotFromItems(items: readonly ValidatedItem[], listRevisions
   const snap: Snapshot = { services: [], endpointSlices: [], endpoints: [], revision: "0", problems: [] };
   let revision = "0";
   for (const rv of listRevisions) revision = higherRevision(revision, rv);
+  // The API server holds one object per kind, namespace and name; a second one (a hand-made file)
+  // would render a second backend of the same name, which HAProxy refuses.
+  const names = new Set<string>();
   for (const v of items) {
     if (v === null) continue;
     if (v.kind === "problem") {
       snap.problems.push(v.problem);
       continue;
     }
+    const { namespace, name } = v.item.metadata;
+    const key = `${v.kind} ${namespace}/${name}`;
+    if (names.has(key)) {
+      snap.problems.push(`${key}: Duplicate value: an object of this kind, namespace and name came earlier; this one is ignored`);
+      continue;
+    }
+    names.add(key);
     revision = higherRevision(revision, v.resourceVersion);
     if (v.kind === "Service") snap.services.push(v.item);
     else if (v.kind === "EndpointSlice") snap.endpointSlices.push(v.item);

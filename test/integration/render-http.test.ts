@@ -101,6 +101,24 @@ describe("HTTP function render (dry run)", () => {
     expect(out.config).toMatch(/^ {4}server s\d+ 10\.0\.0\.7:8080$/m);
   });
 
+  it("GET /metrics: the live cluster's warnings for Prometheus, each refused claim with its owner", async () => {
+    const host = { "serviceloadbalancer/lb.host": "api.example.com" };
+    const owner = api.upsert("Service", service("api", [{ port: 80 }], { namespace: "shop", annotations: host, created: "2024-01-01T00:00:00Z" }));
+    const intruder = api.upsert("Service", service("evil", [{ port: 80 }], { namespace: "aaa", annotations: host, created: "2025-01-01T00:00:00Z" }));
+    try {
+      const r = await fetch(`${base}/metrics`);
+      expect(r.status).toBe(200);
+      expect(r.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+      const text = await r.text();
+      expect(text).toContain('servicelb_route_claims_refused{service="aaa/evil",annotation="serviceloadbalancer/lb.host",owner="shop/api"} 1\n');
+      expect(text).toContain('servicelb_render_warnings{kind="claim"} 1\n');
+      expect(text).toContain('servicelb_render_warnings{kind="annotation"} 0\n');
+    } finally {
+      api.remove("Service", owner.metadata.namespace as string, owner.metadata.name as string);
+      api.remove("Service", intruder.metadata.namespace as string, intruder.metadata.name as string);
+    }
+  });
+
   it("GET answers 503 with the reason when the API server fails", async () => {
     api.failNext({ status: 503, times: 4 });
     const r = await fetch(`${base}/`);

@@ -97,12 +97,24 @@ const hostile = fc.oneof(
 const annotationKeys = ["lb.host", "lb.aclMatch", "lb.algorithm", "lb.sslTerm", "lb.cookie-sticky-session"].map((k) => `serviceloadbalancer/${k}`);
 
 const serviceArb = fc.record({
-  name: fc.stringMatching(/^[a-z][a-z0-9-]{0,10}[a-z0-9]$/),
+  // A few fixed names, so that two objects of one name (which no cluster holds) come up too.
+  name: fc.oneof(fc.constantFrom("web", "api"), fc.stringMatching(/^[a-z][a-z0-9-]{0,10}[a-z0-9]$/)),
   namespace: fc.constantFrom("default", "shop", "kube-system", "team-a"),
-  ports: fc.uniqueArray(fc.constantFrom(80, 443, 8080, 3306, 9000), { minLength: 1, maxLength: 3 }),
+  // Repeated port numbers, unnamed ports of multi-port Services and unknown protocols: shapes the
+  // API server refuses, which the validator must refuse too.
+  ports: fc.array(
+    fc.record({
+      port: fc.constantFrom(80, 443, 8080, 3306, 9000),
+      name: fc.constantFrom(undefined, "a", "b", "http"),
+      protocol: fc.constantFrom("TCP", "TCP", "TCP", "UDP", "SCTP", "tcp"),
+    }),
+    { minLength: 1, maxLength: 3 },
+  ),
   affinity: fc.constantFrom("None", "ClientIP"),
-  annotations: fc.dictionary(fc.constantFrom(...annotationKeys), hostile, { maxKeys: 5 }),
-  ips: fc.array(fc.oneof(fc.ipV4(), fc.constantFrom("fd00::1", "fd00::2:3")), { minLength: 0, maxLength: 6 }),
+  created: fc.constantFrom(undefined, "2024-01-01T00:00:00Z", "2025-06-01T12:00:00Z"),
+  annotations: fc.dictionary(fc.constantFrom(...annotationKeys), fc.oneof(hostile, fc.constantFrom("/shop", "/shop/web", "/web/x", "/team-a", "api.example.com")), { maxKeys: 5 }),
+  addressType: fc.constantFrom("IPv4", "IPv4", "IPv6", "FQDN"),
+  ips: fc.array(fc.oneof(fc.ipV4(), fc.ipV6(), fc.constantFrom("fd00::1", "fd00::2:3", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.01", "web.example.com", "")), { minLength: 0, maxLength: 6 }),
 });
 
 describe("hostile input never breaks the config", () => {
@@ -132,17 +144,17 @@ describe("hostile input never breaks the config", () => {
     expect(strayServers(config.replace(s1, ""), model)).not.toEqual([]);
   });
 
-  it("random clusters with hostile annotations render configs HAProxy accepts, with only template lines", () => {
+  it("random clusters with hostile annotations and objects no API server would hold: whatever the validator accepts renders a config HAProxy accepts, with only template lines", () => {
     fc.assert(
       fc.property(fc.array(serviceArb, { maxLength: 6 }), fc.boolean(), fc.boolean(), (services, tcp, ssl) => {
         const items = services.flatMap((s) => [
-          service(s.name, s.ports.map((p) => ({ port: p, name: `p${p}` })), { namespace: s.namespace, sessionAffinity: s.affinity, annotations: s.annotations }),
-          slice(s.name, s.ports.map((p) => ({ name: `p${p}`, port: p + 1 })), s.ips, { namespace: s.namespace }),
+          service(s.name, s.ports, { namespace: s.namespace, sessionAffinity: s.affinity, annotations: s.annotations, created: s.created }),
+          slice(s.name, s.ports.map((p) => ({ name: p.name, port: p.port + 1, protocol: p.protocol })), s.ips, { namespace: s.namespace, addressType: s.addressType }),
         ]);
         const options = parseRenderOptions({
           ...setup.options,
           selector: undefined,
-          tcpServices: tcp && services[0] ? `${services[0].namespace}/${services[0].name}:${services[0].ports[0]}` : "",
+          tcpServices: tcp && services[0] ? `${services[0].namespace}/${services[0].name}:${services[0].ports[0]!.port}` : "",
           sslCert: ssl ? cert : undefined,
           httpsPort: setup.options.httpPort + 1,
         });

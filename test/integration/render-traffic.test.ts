@@ -14,10 +14,10 @@ import { echoBackend, freePort, httpGet, tcpGreeter, type EchoBackend } from "..
 const renderer = new Renderer(loadTemplates());
 
 /** One Service whose single endpoint is a loopback echo backend. */
-function exposed(name: string, backend: EchoBackend, opts: { ns?: string; port?: number; annotations?: Record<string, string> } = {}) {
+function exposed(name: string, backend: EchoBackend, opts: { ns?: string; port?: number; annotations?: Record<string, string>; created?: string } = {}) {
   const port = opts.port ?? 80;
   return [
-    service(name, [{ port, name: "web" }], { namespace: opts.ns, annotations: opts.annotations }),
+    service(name, [{ port, name: "web" }], { namespace: opts.ns, annotations: opts.annotations, created: opts.created }),
     slice(name, [{ name: "web", port: backend.port }], ["127.0.0.1"], { namespace: opts.ns, name: `${name}-${port}` }),
   ];
 }
@@ -115,6 +115,77 @@ describe("routing through a real HAProxy", () => {
       s.on("error", reject);
     });
     expect(got).toBe("mysql\n");
+  });
+});
+
+describe("one tenant cannot take another's route", () => {
+  const OLD = "2024-01-01T00:00:00Z";
+  const NEW = "2025-06-01T12:00:00Z";
+  const HOST = "serviceloadbalancer/lb.host";
+  const ACL = "serviceloadbalancer/lb.aclMatch";
+  const names = ["api", "web", "docs", "evil", "wild", "squat", "under", "late"] as const;
+  const be: Record<string, EchoBackend> = {};
+  let setup: LoopbackSetup;
+  let hx: RunningHaproxy;
+  let port: number;
+  let warnings: Array<{ service: string; owner?: string }>;
+
+  beforeAll(async () => {
+    requireHaproxy();
+    for (const n of names) be[n] = await echoBackend(n);
+    setup = await loopbackOptions({ tcpServices: "" });
+    port = setup.options.httpPort;
+    const items = [
+      // The owners: older, and in namespaces that sort after the intruders'.
+      ...exposed("api", be.api!, { ns: "shop", created: OLD, annotations: { [HOST]: "api.example.com" } }),
+      ...exposed("web", be.web!, { created: NEW }),
+      ...exposed("docs", be.docs!, { ns: "zzz", created: OLD, annotations: { [ACL]: "/docs" } }),
+      // The intruders, all in namespace aaa, which sorts first.
+      ...exposed("evil", be.evil!, { ns: "aaa", created: NEW, annotations: { [HOST]: "API.example.com" } }),
+      ...exposed("wild", be.wild!, { ns: "aaa", created: OLD, annotations: { [HOST]: "*.example.com" } }),
+      ...exposed("squat", be.squat!, { ns: "aaa", created: OLD, annotations: { [ACL]: "/shop/api" } }),
+      ...exposed("under", be.under!, { ns: "aaa", created: OLD, annotations: { [ACL]: "/web/admin" } }),
+      ...exposed("late", be.late!, { ns: "aaa", created: NEW, annotations: { [ACL]: "/docs" } }),
+    ];
+    const rendered = renderSnapshot(snapshotFromDocuments([list(items)]), setup.options, renderer);
+    warnings = rendered.warnings;
+    expect(haproxyCheck(rendered.config, setup.dir)).toMatchObject({ ok: true });
+    hx = await runHaproxy(rendered.config, setup.dir);
+  });
+
+  afterAll(async () => {
+    await hx?.stop();
+    await Promise.all(Object.values(be).map((b) => b.close()));
+    setup?.cleanup();
+  });
+
+  it.each([
+    ["a newer Service claiming an owned host", "api.example.com", "/x", "api /x"],
+    ["a wildcard host over an owned exact host", "api.example.com:8080", "/y", "api /y"],
+    ["lb.aclMatch into another namespace's path space", "lb.test", "/shop/api/orders", "api /orders"],
+    ["lb.aclMatch below a default Service's own path", "lb.test", "/web/admin/users", "web /admin/users"],
+    ["an older claim of the same path by a namespace that sorts first", "lb.test", "/docs/guide", "docs /docs/guide"],
+  ])("%s: the owner keeps the traffic", async (_, host, path, expected) => {
+    const r = await httpGet(port, path, { host });
+    expect(r.status).toBe(200);
+    expect(r.body).toBe(expected);
+  });
+
+  it.each([
+    ["/aaa/evil/a", "evil /a"],
+    ["/aaa/squat/a", "squat /a"],
+    ["/aaa/under/a", "under /a"],
+    ["/aaa/late/a", "late /a"],
+  ])("each intruder keeps its own path: GET %s is answered by %j", async (path, expected) => {
+    expect((await httpGet(port, path)).body).toBe(expected);
+  });
+
+  it("the wildcard still serves the hosts nobody else owns", async () => {
+    expect((await httpGet(port, "/z", { host: "other.example.com" })).body).toBe("wild /z");
+  });
+
+  it("every refused claim is reported with its owner", () => {
+    expect(warnings.map((w) => `${w.service} -> ${w.owner}`).sort()).toEqual(["aaa/evil -> shop/api", "aaa/late -> zzz/docs", "aaa/squat -> shop/*", "aaa/under -> default/web"]);
   });
 });
 

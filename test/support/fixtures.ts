@@ -21,6 +21,8 @@ export interface ServiceSpec {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   resourceVersion?: string;
+  /** metadata.creationTimestamp (RFC 3339); absent by default, like a hand-made object. */
+  created?: string;
 }
 
 export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {}): KubeFixture {
@@ -33,6 +35,7 @@ export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {})
       labels: spec.labels,
       annotations: spec.annotations,
       resourceVersion: spec.resourceVersion ?? "1",
+      creationTimestamp: spec.created,
     },
     spec: {
       type: spec.type ?? "ClusterIP",

@@ -230,14 +230,97 @@ describe("TCP services", () => {
   });
 });
 
-describe("conflicts", () => {
-  it("the first Service (by namespace/name) keeps a host both claim", () => {
-    const h = { "serviceloadbalancer/lb.host": "same.example.com" };
-    const m = build([...web("a", "default", { annotations: h }), ...web("b", "default", { annotations: h })]);
-    expect(routes(m)).toEqual(["host:same.example.com -> default_a_80", "path:/a -> default_a_80", "path:/b -> default_b_80"]);
-    expect(m.warnings[0]).toMatchObject({ service: "default/b", message: expect.stringContaining("already routed to default_a_80") });
+describe("route ownership across namespaces", () => {
+  const HOST = "serviceloadbalancer/lb.host";
+  const ACL = "serviceloadbalancer/lb.aclMatch";
+  const OLD = "2024-01-01T00:00:00Z";
+  const NEW = "2025-06-01T12:00:00Z";
+  const claim = (name: string, ns: string, created: string | undefined, annotations: Record<string, string>) => web(name, ns, { created, annotations });
+  const ownership = (m: Model) => m.warnings.map((w) => ({ service: w.service, annotation: w.annotation, owner: w.owner }));
+
+  it("the oldest claim keeps a host, whatever the names: a newcomer never displaces the owner", () => {
+    const m = build([...claim("aaa", "aaa", NEW, { [HOST]: "api.example.com" }), ...claim("api", "shop", OLD, { [HOST]: "api.example.com" })]);
+    expect(routes(m)).toEqual(["host:api.example.com -> shop_api_80", "path:/shop/api -> shop_api_80", "path:/aaa/aaa -> aaa_aaa_80"]);
+    expect(ownership(m)).toEqual([{ service: "aaa/aaa", annotation: HOST, owner: "shop/api" }]);
+    expect(m.warnings[0]!.message).toBe(
+      "host api.example.com belongs to shop/api, whose claim is older (oldest claim wins: creationTimestamp, then namespace/name); ignored, the Service keeps /aaa/aaa",
+    );
+    // The loser is still served at its own path, prefix stripped as usual.
+    expect(m.backends.find((b) => b.name === "aaa_aaa_80")!.strip).toEqual({ prefix: "/aaa/aaa", unlessHost: null });
   });
 
+  it("settles claims of the same age, and claims of objects without a creationTimestamp, by namespace/name", () => {
+    const same = build([...claim("b", "default", OLD, { [HOST]: "same.example.com" }), ...claim("a", "default", OLD, { [HOST]: "same.example.com" })]);
+    expect(ownership(same)).toEqual([{ service: "default/b", annotation: HOST, owner: "default/a" }]);
+    const unknownAge = build([...claim("a", "default", undefined, { [HOST]: "same.example.com" }), ...claim("b", "default", NEW, { [HOST]: "same.example.com" })]);
+    expect(ownership(unknownAge)).toEqual([{ service: "default/a", annotation: HOST, owner: "default/b" }]);
+  });
+
+  it("a Service that loses its custom path keeps its own path instead of being dropped", () => {
+    const m = build([...claim("a", "team-a", OLD, { [ACL]: "/api" }), ...claim("b", "team-b", NEW, { [ACL]: "/api" })]);
+    expect(routes(m)).toEqual(["path:/team-b/b -> team-b_b_80", "path:/api -> team-a_a_80"]);
+    expect(m.skipped).toEqual([]);
+    expect(ownership(m)).toEqual([{ service: "team-b/b", annotation: ACL, owner: "team-a/a" }]);
+    expect(m.backends.map((b) => [b.name, b.strip?.prefix ?? null])).toEqual([
+      ["team-a_a_80", null],
+      ["team-b_b_80", "/team-b/b"],
+    ]);
+  });
+
+  it.each([
+    ["another namespace's path space", "aaa", "/shop/api", "shop/*", "path /shop/api lies in namespace shop's path space /shop/"],
+    ["another namespace's path space, even where nothing is routed yet", "aaa", "/shop/next", "shop/*", "path /shop/next lies in namespace shop's path space /shop/"],
+    ["the path space of a namespace, from default", "default", "/shop", "shop/*", "path /shop lies in namespace shop's path space /shop/"],
+    ["a default Service's own path", "aaa", "/web", "default/web", "path /web lies in default/web's own path /web"],
+    ["a path below a default Service's own path", "aaa", "/web/admin", "default/web", "path /web/admin lies in default/web's own path /web"],
+    ["a path below a default Service's own path of another port", "default", "/web:8080/x", "default/web", "path /web:8080/x lies in default/web's own path /web:8080"],
+    ["another Service's own path in its own namespace", "shop", "/shop/api/v2", "shop/api", "path /shop/api/v2 lies in shop/api's own path /shop/api"],
+  ])("lb.aclMatch may not claim %s", (_, ns, prefix, owner, reason) => {
+    const m = build([
+      service("web", [{ port: 80, name: "http" }, { port: 8080, name: "alt" }], { created: NEW }),
+      ...claim("api", "shop", NEW, {}),
+      ...claim("intruder", ns, OLD, { [ACL]: prefix }),
+    ]);
+    const intruder = `${ns === "default" ? "" : `/${ns}`}/intruder`;
+    expect(routes(m).filter((r) => r.includes("intruder"))).toEqual([`path:${intruder} -> ${ns}_intruder_80`]);
+    expect(m.warnings).toEqual([{ service: `${ns}/intruder`, port: 80, annotation: ACL, owner, message: `${reason} (oldest claim wins: creationTimestamp, then namespace/name); ignored, the Service keeps ${intruder}` }]);
+  });
+
+  it("lb.aclMatch may claim its own namespace's space, even where a default Service is named like the namespace, and the shared space", () => {
+    const m = build([...claim("shop", "default", OLD, {}), ...claim("api", "shop", NEW, { [ACL]: "/shop/v2" }), ...claim("x", "team-a", NEW, { [ACL]: "/docs" })]);
+    expect(m.warnings).toEqual([]);
+    expect(routes(m)).toEqual(["path:/shop/v2 -> shop_api_80", "path:/docs -> team-a_x_80", "path:/shop -> default_shop_80"]);
+  });
+
+  it("a wildcard never takes an exact host: they are different claims, and the exact host is matched first", () => {
+    const m = build([...claim("api", "shop", NEW, { [HOST]: "api.example.com" }), ...claim("any", "aaa", OLD, { [HOST]: "*.example.com" })]);
+    expect(m.warnings).toEqual([]);
+    expect(routes(m).slice(0, 2)).toEqual(["host:api.example.com -> shop_api_80", "host:*.example.com -> aaa_any_80"]);
+  });
+
+  describe("--host-claims", () => {
+    const hostClaims = { shop: ["shop.example.com", "*.shop.example.com"], "team-a": [] as string[] };
+
+    it.each([
+      ["shop", "shop.example.com", true],
+      ["shop", "api.shop.example.com", true],
+      ["shop", "*.api.shop.example.com", true],
+      ["shop", "*.shop.example.com", true],
+      ["shop", "example.com", false],
+      ["shop", "*.example.com", false],
+      ["shop", "evilshop.example.com", false],
+      ["team-a", "shop.example.com", false],
+      ["unlisted", "anything.example.com", false],
+    ])("namespace %s may claim %s: %s", (ns, host, allowed) => {
+      const m = build(claim("svc", ns, OLD, { [HOST]: host }), { hostClaims });
+      expect(routes(m).some((r) => r.startsWith("host:"))).toBe(allowed);
+      expect(routes(m)).toContain(`path:/${ns}/svc -> ${ns}_svc_80`);
+      if (!allowed) expect(m.warnings).toEqual([expect.objectContaining({ service: `${ns}/svc`, annotation: HOST, message: expect.stringContaining(`--host-claims allows namespace ${ns}`) })]);
+    });
+  });
+});
+
+describe("conflicts", () => {
   it("reports malformed items and keeps the rest", () => {
     const m = build([{ kind: "Service", metadata: { name: "broken" }, spec: { ports: [{ port: "eighty" }] } }, ...web()]);
     expect(m.backends.map((b) => b.name)).toEqual(["default_web_80"]);

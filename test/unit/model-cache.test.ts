@@ -18,20 +18,28 @@ const HOSTS = ["x.example.com", "y.example.com", "*.example.com", "bad host"];
 
 const change = fc.record({
   name: fc.constantFrom(...NAMES),
-  op: fc.constantFrom("endpoints", "host", "aclMatch", "delete", "ports", "sslTerm"),
-  ips: fc.array(fc.ipV4(), { maxLength: 5 }),
+  op: fc.constantFrom("endpoints", "host", "aclMatch", "delete", "ports", "twoPorts", "sslTerm", "recreate"),
+  // A zone id is refused with the whole slice, as the API server would.
+  ips: fc.array(fc.oneof(fc.ipV4(), fc.constant("fe80::1%eth0")), { maxLength: 5 }),
   host: fc.constantFrom(...HOSTS),
-  path: fc.constantFrom("/a", "/shared", "/b/c"),
+  // Paths that are free, shared, or another Service's own.
+  path: fc.constantFrom("/a", "/shared", "/b/c", "/web/x", "/c:8080"),
   port: fc.constantFrom(80, 3306, 8080),
+  // Duplicate numbers and unnamed ports make the Service one the validator refuses.
+  second: fc.record({ port: fc.constantFrom(80, 8080), name: fc.constantFrom(undefined, "q", "p") }),
 });
 
-function apply(state: State, c: { name: string; op: string; ips: string[]; host: string; path: string; port: number }, rv: number): void {
+type Change = typeof change extends fc.Arbitrary<infer T> ? T : never;
+
+function apply(state: State, c: Change, rv: number): void {
   const svcKey = `svc/${c.name}`;
   const current = state.get(svcKey);
   const annotations = { ...((current?.metadata.annotations as Record<string, string> | undefined) ?? {}) };
   const ports = (current?.spec as { ports?: Array<{ port: number; name?: string }> } | undefined)?.ports?.map((p) => ({ port: p.port, name: p.name })) ?? [{ port: c.port, name: "p" }];
+  // Ages decide who owns a contested route: recreating a Service makes it the newest.
+  let created = (current?.metadata.creationTimestamp as string | undefined) ?? new Date(Date.UTC(2024, 0, 1, 0, 0, rv)).toISOString();
   const write = (): void => {
-    state.set(svcKey, service(c.name, ports, { annotations, resourceVersion: String(rv) }));
+    state.set(svcKey, service(c.name, ports, { annotations, resourceVersion: String(rv), created }));
   };
   switch (c.op) {
     case "delete":
@@ -53,6 +61,12 @@ function apply(state: State, c: { name: string; op: string; ips: string[]; host:
       return write();
     case "ports":
       ports.splice(0, ports.length, { port: c.port, name: "p" });
+      return write();
+    case "twoPorts":
+      ports.splice(0, ports.length, { port: c.port, name: "p" }, c.second);
+      return write();
+    case "recreate":
+      created = new Date(Date.UTC(2024, 0, 1, 0, 0, rv)).toISOString();
       return write();
   }
 }
@@ -79,7 +93,20 @@ describe("the warm-instance cache", () => {
           expect(cached.skipped).toEqual(cold.skipped);
         }
       }),
-      { numRuns: 150 },
+      {
+        numRuns: 150,
+        // Found by this property before Services with a repeated port number were refused: two
+        // backends of one name, and a warm render that differed from a cold one.
+        examples: [
+          [
+            [
+              { name: "c", op: "aclMatch", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined } },
+              { name: "c", op: "twoPorts", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined } },
+              { name: "c", op: "endpoints", ips: ["0.0.0.1"], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined } },
+            ],
+          ],
+        ],
+      },
     );
   });
 

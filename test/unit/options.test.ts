@@ -26,8 +26,19 @@ describe("render options", () => {
     [{ checkInterval: "5" }, "--check-interval"],
     [{ selector: "app in (a,b)" }, "--selector"],
     [{ unknownThing: 1 }, "unknownThing"],
+    [{ hostClaims: "shop: [a b]" }, "--host-claims"],
+    [{ hostClaims: { "Shop!": ["a.example.com"] } }, "--host-claims"],
+    [{ hostClaims: "[shop.example.com]" }, "--host-claims: a map of namespace to host patterns"],
   ])("rejects %j naming the option", (input, needle) => {
     expect(() => parseRenderOptions(input)).toThrow(needle);
+  });
+
+  it("reads --host-claims as a map from the config file, or as YAML/JSON text from a flag or variable", () => {
+    const expected = { shop: [{ name: "shop.example.com", wildcard: false }, { name: "shop.example.com", wildcard: true }], "team-a": [] };
+    expect(parseRenderOptions({ hostClaims: { shop: ["Shop.example.com", "*.shop.example.com"], "team-a": [] } }).hostClaims).toEqual(expected);
+    expect(parseRenderOptions({ hostClaims: '{shop: [shop.example.com, "*.shop.example.com"], team-a: []}' }).hostClaims).toEqual(expected);
+    expect(parseRenderOptions({ hostClaims: '{"shop": ["shop.example.com", "*.shop.example.com"], "team-a": []}' }).hostClaims).toEqual(expected);
+    expect(parseRenderOptions({}).hostClaims).toBeUndefined();
   });
 
   it("maps every option to one flag and one environment variable", () => {

@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort, waitFor } from "../support/net.js";
+
+/**
+ * Requests functions-framework refuses while reading them, before the function runs, sent to the
+ * deployed bundles under the real framework (as the images and the local stack run them).
+ */
+const root = join(import.meta.dirname, "..", "..");
+const main = join(root, "node_modules", "@google-cloud", "functions-framework", "build", "src", "main.js");
+
+interface Served {
+  url: string;
+  stderr: () => string;
+  stop(): Promise<void>;
+}
+
+async function serve(target: string, signature: string, env: Record<string, string>): Promise<Served> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [main, "--source", join(root, "dist", "bundle", `${target}.mjs`), "--target", target, "--signature-type", signature, "--port", String(port)], {
+    env: { PATH: process.env.PATH, NODE_ENV: "development", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+  const url = `http://127.0.0.1:${port}/`;
+  await waitFor(`${target} under functions-framework`, async () => ((await fetch(url, { method: "OPTIONS" })).status > 0 ? true : undefined), 20_000);
+  return {
+    url,
+    stderr: () => stderr,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+// Any of these in an answer would be the framework's HTML error page, or internals.
+const internals = /<html|<pre>|node_modules|\bat [\w.<>]+ \(|SyntaxError|TypeError/i;
+
+describe("the render function answers what the framework cannot parse with a JSON error", () => {
+  let render: Served;
+  beforeAll(async () => {
+    // NODE_ENV=development: Express's page would carry the stack trace there.
+    render = await serve("render", "http", { LOG_LEVEL: "silent" });
+  });
+  afterAll(() => render?.stop());
+
+  it.each([
+    ["application/json", {}, "{nope", 400],
+    ["application/json", {}, "null", 400],
+    ["application/cloudevents+json", {}, "{nope", 400],
+    ["application/json; charset=bogus", {}, "{}", 415],
+    ["text/plain; charset=bogus", {}, "kind: List", 415],
+    ["application/json", { "content-encoding": "gzip" }, "not gzip", 400],
+    ["application/yaml", { "content-encoding": "bogus" }, "kind: List", 415],
+    ["application/x-www-form-urlencoded", {}, "a=1&b=2", 400],
+    ["multipart/form-data; boundary=x", {}, "--x\r\n\r\nhello\r\n--x--", 400],
+  ])("POST %s %j %j → %i, JSON, no internals", async (type, headers, body, status) => {
+    const r = await fetch(render.url, { method: "POST", headers: { "content-type": type, ...headers }, body });
+    const text = await r.text();
+    expect(r.status).toBe(status);
+    expect(r.headers.get("content-type")).toMatch(/^application\/json\b/);
+    expect(JSON.parse(text)).toEqual({ error: expect.any(String) });
+    expect(text).not.toMatch(internals);
+  });
+});
+
+describe("the reconcile function acknowledges deliveries the framework cannot read", () => {
+  let reconcile: Served;
+  beforeAll(async () => {
+    // Nothing here reaches the store or the cluster: the function never runs.
+    reconcile = await serve("reconcile", "cloudevent", { SERVICELB_STORE: "s3://unused", SERVICELB_STORE_ENDPOINT: "http://127.0.0.1:9", SERVICELB_STORE_PATH_STYLE: "true" });
+  });
+  afterAll(() => reconcile?.stop());
+
+  const binary = { "ce-specversion": "1.0", "ce-id": "p1", "ce-type": "dev.knative.sources.ping", "ce-source": "/apis/v1/namespaces/servicelb/pingsources/resync" };
+
+  it.each([
+    ["a binary event whose data is text", { ...binary, "content-type": "text/plain" }, "not json"],
+    ["a PingSource without data (binary, no content type, no body)", binary, undefined],
+    ["an empty POST with no headers", {}, undefined],
+    ["a null body", { "content-type": "application/json" }, "null"],
+    ["a structured event with invalid JSON", { "content-type": "application/cloudevents+json" }, '{"specversion": "1.0", "id": '],
+  ])("%s: 204, and a warning with the reason", async (_, headers, body) => {
+    const before = reconcile.stderr().length;
+    const r = await fetch(reconcile.url, { method: "POST", headers, body });
+    expect(r.status).toBe(204);
+    expect(await r.text()).toBe("");
+    const line = await waitFor("the warning", async () => reconcile.stderr().slice(before).split("\n").find((l) => l.includes("event ignored: not understood")));
+    expect(JSON.parse(line)).toMatchObject({ level: 40, verdict: "malformed", reason: expect.any(String) });
+  });
+
+  it("a GET delivers nothing: 405, as JSON", async () => {
+    const r = await fetch(reconcile.url);
+    expect(r.status).toBe(405);
+    expect(await r.json()).toEqual({ error: "GET delivers no event: POST one" });
+  });
+});
