@@ -213,9 +213,9 @@ type Page = { metadata?: { resourceVersion?: string; continue?: string }; items:
 /**
  * One GET against the API server, answered as the API server wrote it, sent with client-node's
  * own TLS and authentication settings (token, client certificate, exec plugin). The typed API
- * would turn every item into model classes that we would serialize straight back to JSON: at
- * 10,000 Services that round trip cost 1.1 s of a 1.5 s list on this machine, and the memory of
- * two extra copies; and its generated clients bring every model into a bundle.
+ * would turn every item into model classes that we would serialize straight back to JSON (most of
+ * the list's time at 10,000 Services, see BENCHMARKS.md, and two extra copies in memory); and its
+ * generated clients bring every model into a bundle.
  */
 export async function getRaw(kc: KubeConfig, path: string, query: Record<string, string | undefined>, signal: AbortSignal): Promise<unknown> {
   const server = kc.getCurrentCluster()?.server;

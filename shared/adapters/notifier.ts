@@ -4,6 +4,7 @@ import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
 import { getRaw, loadKubeConfig } from "./cluster.js";
 import type { Logger } from "./log.js";
+import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
 
 /**
  * Tells the agents that a new config is published. A ping is an optimisation only: agents poll
@@ -65,7 +66,7 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
   async function fromService(ref: { namespace: string; name: string }): Promise<string[]> {
     const kc = loadKubeConfig(options.kube ?? {});
     const path = `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(ref.namespace)}/endpointslices`;
-    const list = (await getRaw(kc, path, { labelSelector: `kubernetes.io/service-name=${ref.name}` }, AbortSignal.timeout(timeoutMs))) as { items?: V1EndpointSlice[] | null };
+    const list = (await getRaw(kc, path, { labelSelector: `${SERVICE_NAME_LABEL}=${ref.name}` }, AbortSignal.timeout(timeoutMs))) as { items?: V1EndpointSlice[] | null };
     return (list.items ?? []).flatMap((slice) => agentUrls(slice, agentPort));
   }
 

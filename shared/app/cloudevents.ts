@@ -1,5 +1,7 @@
 import { z } from "zod";
 import type { RenderOptions } from "../core/options.js";
+import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/event-types.js";
+import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
 import { answerJson, type RejectionAnswer } from "../adapters/framework-rejections.js";
 import type { Logger } from "../adapters/log.js";
 
@@ -23,11 +25,7 @@ import type { Logger } from "../adapters/log.js";
  * ApiServerSource's data is always a JSON object, and the shipped PingSource sets JSON data.
  */
 
-export const PING_EVENT_TYPE = "dev.knative.sources.ping";
-/** Cloud Functions: a Cloud Scheduler tick through Pub/Sub, as functions-framework presents it, is the resync there. */
-export const PUBSUB_TICK_TYPE = "google.cloud.pubsub.topic.v1.messagePublished";
 const APISERVER_EVENT_TYPE = /^dev\.knative\.apiserver\.(resource|ref)\.(add|update|delete)$/;
-const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 
 export type Verdict = "resync" | "relevant" | "irrelevant" | "malformed" | "unknown";
 

@@ -1,9 +1,9 @@
 import { isIP } from "node:net";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
+import { SERVICE_NAME_LABEL } from "./k8s-names.js";
 
 type ServicePort = Service["spec"]["ports"][number];
 
-const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 
 /** `ip:port` for HAProxy, or null for an unusable address (0.0.0.0 would mean "the client's destination"). */
 export function formatAddress(ip: string, port: number): string | null {

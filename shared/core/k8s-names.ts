@@ -12,3 +12,6 @@ export function parseServiceRef(ref: string, defaultNamespace: string): { namesp
   if (!DNS1123_LABEL.test(namespace) || !DNS1035_LABEL.test(name)) return null;
   return { namespace, name };
 }
+
+/** The label that ties an EndpointSlice to its Service. */
+export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";

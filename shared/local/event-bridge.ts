@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { watchCluster, type ClusterEvent } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
-import { PING_EVENT_TYPE } from "../app/cloudevents.js";
+import { PING_EVENT_TYPE } from "../core/event-types.js";
 import { deliveryGate, type DeliveryPolicy } from "./delivery-policy.js";
 import { trace } from "../adapters/trace.js";
 
