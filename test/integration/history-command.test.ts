@@ -47,14 +47,18 @@ describe("servicelb history", () => {
     captureStdout();
     expect(await runHistory(flags)).toBe(0);
     const rows = stdout.trimEnd().split("\n");
-    expect(rows[0]).toMatch(/^REVISION\s+SHA256\s+BYTES\s+PUBLISHED\s+KEY$/);
-    expect(rows.slice(1).map((r) => r.split(/\s+/)[0])).toEqual(["130", "120"]);
+    expect(rows[0]).toMatch(/^EPOCH\s+REVISION\s+SEQ\s+SHA256\s+PRODUCER\s+SETTINGS\s+BYTES\s+PUBLISHED\s+KEY$/);
+    expect(rows.slice(1).map((r) => r.split(/\s+/).slice(0, 5))).toEqual([
+      ["0", "130", "1", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
+      ["0", "120", "0", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
+    ]);
 
     captureStdout();
     expect(await runHistory({ ...flags, format: "json", limit: "1" })).toBe(0);
     const entries = JSON.parse(stdout) as HistoryEntry[];
     expect(entries.map((e) => e.revision)).toEqual(["130"]);
-    expect(entries[0]!.key).toMatch(/^history\/configs\/0+130-[0-9a-f]{16}\.cfg$/);
+    expect(entries[0]!.key).toMatch(/^history\/configs\/000000-0+130-0000000001-[0-9a-f]{16}\.cfg$/);
+    expect(entries[0]).toMatchObject({ producer: "servicelb/test", settingsDigest: null, problem: null, pinned: false });
   });
 
   it("names a missing --store setting", async () => {
@@ -76,7 +80,7 @@ describe("servicelb diff", () => {
 });
 
 describe("resolveConfigRef", () => {
-  const entry = (key: string, revision: string): HistoryEntry => ({ key, revision, sha256Prefix: key.slice(-20, -4), size: 1, lastModified: new Date(0) });
+  const entry = (key: string, revision: string): HistoryEntry => ({ key, epoch: 0, revision, seq: 0, sha256Prefix: key.slice(-20, -4), size: 1, lastModified: new Date(0) });
   const entries = [
     entry("p/configs/00000000000000000130-bbbbbbbbbbbbbbbb.cfg", "130"),
     entry("p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg", "120"),
