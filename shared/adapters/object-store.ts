@@ -421,6 +421,12 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     }
     const sha = sha256(config);
     const [configs, views] = await Promise.all([listConfigs(), listViews()]);
+    // The live revision is needed before any write and when behind: when the greatest key's sha
+    // differs from ours (a write is likely), it is read while the newest key is verified.
+    const probe = input.liveRevision;
+    let live: Promise<bigint> | undefined;
+    const liveRevision = () => (live ??= probe!().then(parseRevision));
+    if (probe && !input.restore && configs.at(-1)?.name.shaPrefix !== sha.slice(0, KEY_SHA_CHARS)) liveRevision().catch(() => undefined);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
     const state = { newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 }, view: pickView(views.map((v) => v.mark), newestEntry?.name ?? null) };
     const decision = decidePublish(state, { revision: ours, sha256: sha }, input.restore ?? false);
@@ -441,8 +447,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     if (decision.kind === "behind") {
       const key = keyAt(decision.mark.epoch, seq);
       const stale: PublishResult = { status: "stale", key, sha256: sha, epoch: decision.mark.epoch, newest: newest({ key, sha256: sha, revision: "" }), skipped };
-      if (!input.liveRevision) return stale;
-      const live = parseRevision(await input.liveRevision());
+      if (!probe) return stale;
+      const live = await liveRevision();
       // The live cluster is at or past the recorded view: this pass listed before it, i.e. is stale.
       if (live >= decision.mark.revision) return stale;
       return { ...stale, status: "regressed", regression: { mark: { epoch: decision.mark.epoch, revision: decision.mark.revision.toString() }, live: live.toString(), snapshot: ours.toString() } };
@@ -450,10 +456,10 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
     const key = keyAt(decision.epoch, decision.seq);
     const ref: ConfigRef = { key, sha256: sha, revision: ours.toString() };
-    if (input.liveRevision && !input.restore) {
+    if (probe && !input.restore) {
       // A snapshot ahead of the live cluster was listed before the cluster went back (a pass that
       // overlapped a restore): it must not publish into the epoch of the restored cluster.
-      const live = parseRevision(await input.liveRevision());
+      const live = await liveRevision();
       if (ours > live) {
         const mark = storeMark(state)!;
         return { status: "regressed", key, sha256: sha, epoch: decision.epoch, newest: newest(ref), skipped, regression: { mark: { epoch: mark.epoch, revision: mark.revision.toString() }, live: live.toString(), snapshot: ours.toString() } };
