@@ -340,13 +340,26 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     for (let i = configs.length - 1; i >= 0; i--) {
       const entry = configs[i]!;
       try {
-        return { entry, head: await headConfig(entry.key, entry.name), skipped };
+        const head = verified.get(entry.key) ?? (await headConfig(entry.key, entry.name));
+        remember(head);
+        return { entry, head, skipped };
       } catch (err) {
         if (!(err instanceof StoreError) || err.transient) throw err;
         skipped.push({ key: entry.key, reason: err.message });
       }
     }
     return { entry: null, head: null, skipped };
+  }
+
+  /**
+   * Keys this instance verified (or wrote), so that a warm instance heads the newest key once, not
+   * on every pass. Sound because keys are never overwritten, and only keys still listed are looked up.
+   */
+  const verified = new Map<string, ConfigHead>();
+  function remember(head: ConfigHead): void {
+    verified.delete(head.key);
+    verified.set(head.key, head);
+    if (verified.size > VERIFIED_KEPT) verified.delete(verified.keys().next().value!);
   }
 
   async function get(key: string): Promise<StoredConfig> {
@@ -420,13 +433,13 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       throw new Error(`generator must be printable ASCII (it is sent as an HTTP header), got ${JSON.stringify(generator)}`);
     }
     const sha = sha256(config);
-    const [configs, views] = await Promise.all([listConfigs(), listViews()]);
-    // The live revision is needed before any write and when behind: when the greatest key's sha
-    // differs from ours (a write is likely), it is read while the newest key is verified.
+    // The live revision is needed before any write and when behind: read beside the store's
+    // listings, so that it adds a request but no wait (a one-item list; unused when unchanged).
     const probe = input.liveRevision;
     let live: Promise<bigint> | undefined;
     const liveRevision = () => (live ??= probe!().then(parseRevision));
-    if (probe && !input.restore && configs.at(-1)?.name.shaPrefix !== sha.slice(0, KEY_SHA_CHARS)) liveRevision().catch(() => undefined);
+    if (probe && !input.restore) liveRevision().catch(() => undefined);
+    const [configs, views] = await Promise.all([listConfigs(), listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
     const state = { newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 }, view: pickView(views.map((v) => v.mark), newestEntry?.name ?? null) };
     const decision = decidePublish(state, { revision: ours, sha256: sha }, input.restore ?? false);
@@ -483,6 +496,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     await send("put", key, () =>
       client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: config, ContentType: "text/plain; charset=utf-8", Metadata: metadata })),
     );
+    remember({ ...ref, generator, epoch: decision.epoch, seq: decision.seq, settingsDigest: metadata.settings ?? null });
 
     const published: PublishResult = { status: "published", key, sha256: sha, epoch: decision.epoch, newest: ref, skipped, ...(decision.newEpoch ? { newEpoch: true } : {}) };
     // A failed clean-up must not turn a successful publish into an error the caller retries.
@@ -590,6 +604,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 }
 
 const SETTINGS_DIGEST = /^[0-9a-f]{16}$/;
+/** Verified keys a store remembers: the newest few are all a publisher looks at. */
+const VERIFIED_KEPT = 8;
 
 function assertKeep(keep: number, name: string): void {
   if (!Number.isInteger(keep) || keep < 1) {
