@@ -203,6 +203,8 @@ describe("keys are not trusted blindly", () => {
     await appliedKey(agent, second.key!);
     await served(n, "/web/", "C");
 
+    // Stopped first: s3rver may reset a GET of a status object while the agent replaces it.
+    await agent.stop();
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
     let out = "";
