@@ -21,7 +21,7 @@ import { compareConfigKeys } from "../core/config-key.js";
 import { sha256 } from "../core/sha256.js";
 import { Activation, type ActivationOptions } from "./activation.js";
 import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
-import { newestVerifiedAfter, readPin, SkippedKeys } from "./pull-target.js";
+import { newestVerifiedAfter, PullError, readPin, SkippedKeys } from "./pull-target.js";
 
 export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
@@ -233,7 +233,8 @@ export class Applier {
     try {
       config = await newestVerifiedAfter(store, afterKey, this.skipped, (key, reason) => skips.push({ key, reason }));
     } catch (err) {
-      return failed("pull", null, `cannot read the store: ${message(err)}`);
+      const key = err instanceof PullError ? err.key : null;
+      return failed("pull", key, key === null ? `cannot read the store: ${message(err)}` : message(err));
     } finally {
       for (const { key, reason } of skips) {
         metrics.skippedConfigs.inc();

@@ -39,9 +39,20 @@ export class SkippedKeys {
   }
 }
 
+/** The store failed while a config was being fetched: `key` names it (null: the listing failed). */
+export class PullError extends Error {
+  override readonly name = "PullError";
+  constructor(
+    readonly key: string | null,
+    cause: unknown,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+  }
+}
+
 /**
  * The newest config after `afterKey` whose object verifies; null when there is none. A store
- * failure (transient, or anything but a config that does not verify) is thrown.
+ * failure (transient, or anything but a config that does not verify) is thrown as a PullError.
  */
 export async function newestVerifiedAfter(
   store: Pick<ObjectStore, "history" | "get">,
@@ -49,13 +60,16 @@ export async function newestVerifiedAfter(
   skipped: SkippedKeys,
   onSkip: (key: string, reason: string) => void,
 ): Promise<StoredConfig | null> {
-  for (const entry of await store.history()) {
+  const entries = await store.history().catch((err: unknown) => {
+    throw new PullError(null, err);
+  });
+  for (const entry of entries) {
     if (afterKey !== null && compareConfigKeys(entry.key, afterKey) <= 0) return null;
     if (skipped.holds(entry.key)) continue;
     try {
       return await store.get(entry.key);
     } catch (err) {
-      if (!(err instanceof StoreError) || err.transient) throw err;
+      if (!(err instanceof StoreError) || err.transient) throw new PullError(entry.key, err);
       skipped.add(entry.key, err.message);
       onSkip(entry.key, err.message);
     }
