@@ -1,12 +1,12 @@
-import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/object-store.js";
-import { compareConfigKeys } from "../core/config-key.js";
-
 /*
  * Which config the agent pulls: the pinned one while a pin is set (`servicelb pin`), else the
  * newest config after the running one whose object verifies. Keys are not trusted blindly: a key
  * whose object is missing or does not verify (a forged far-future key, a hand upload) is skipped
  * and reported, and the next one down is taken, so that one bad key never freezes the node.
  */
+
+import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/object-store.js";
+import { compareConfigKeys } from "../core/config-key.js";
 
 /** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
 export class SkippedKeys {

@@ -1,8 +1,9 @@
-/**
+/*
  * The overall deadline of one reconcile pass: one slow dependency (a store that drips bytes, an
  * API server that pages forever) fails the pass, which the event source retries, instead of
  * holding the instance's one pass slot and every event queued behind it.
  */
+
 export class DeadlineError extends Error {
   override readonly name = "DeadlineError";
   /** The next delivery may find the dependency well again. */

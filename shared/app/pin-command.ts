@@ -1,15 +1,15 @@
-import { OptionsError } from "../core/options.js";
-import type { ObjectStore } from "../adapters/object-store.js";
-import { loadFunctionSettings } from "./function-options.js";
-import { resolveConfigRef } from "./history-command.js";
-import { openStore } from "./reconcile.js";
-
-/**
+/*
  * `servicelb pin <key|latest~N>` and `servicelb unpin`: the incident lever (invariant 6). A pin is
  * one object in the store (pin.json); every agent reads it on each pull and runs the pinned
  * config until it is removed, older or newer than what it runs. Reconcile passes go on
  * publishing meanwhile, so history keeps growing and unpinning moves the fleet to the newest.
  */
+
+import { OptionsError } from "../core/options.js";
+import type { ObjectStore } from "../adapters/object-store.js";
+import { loadFunctionSettings } from "./function-options.js";
+import { resolveConfigRef } from "./history-command.js";
+import { openStore } from "./reconcile.js";
 
 export async function runPin(ref: string, flags: Record<string, unknown>): Promise<number> {
   return withStore(flags, async (store) => {

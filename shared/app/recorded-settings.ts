@@ -1,16 +1,16 @@
+/*
+ * `servicelb reconcile --once` renders with the settings recorded with the store's newest config
+ * (those of the deployed function), so that a pass from a shell does not override the function's
+ * ports, addresses or algorithm with the CLI's defaults. Options given explicitly (flag, variable,
+ * config file) still win, and every difference from the recorded settings is reported.
+ */
+
 import { mergeOptionSources } from "../adapters/option-sources.js";
 import { StoreError, type ObjectStore } from "../adapters/object-store.js";
 import { parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
 import { diffSettings, settingsRecord, type SettingsChange, type SettingsRecord } from "../core/settings.js";
 import { FUNCTION_SETTING_KEYS } from "./function-options.js";
 import { templateRecord } from "./render-context.js";
-
-/**
- * `servicelb reconcile --once` renders with the settings recorded with the store's newest config
- * (those of the deployed function), so that a pass from a shell does not override the function's
- * ports, addresses or algorithm with the CLI's defaults. Options given explicitly (flag, variable,
- * config file) still win, and every difference from the recorded settings is reported.
- */
 
 export interface RecordedSettings {
   options: RenderOptions;

@@ -1,5 +1,3 @@
-import { compareMarks, type ConfigName, type Mark } from "./config-key.js";
-
 /*
  * What one publish does, decided from what the store holds (pure; object-store.ts does the I/O).
  *
@@ -17,6 +15,8 @@ import { compareMarks, type ConfigName, type Mark } from "./config-key.js";
  *   object-store.ts publish): a fresh list. Only a snapshot listed after that evidence was seen
  *   (`restore`) starts the next epoch.
  */
+
+import { compareMarks, type ConfigName, type Mark } from "./config-key.js";
 
 export interface StoreState {
   /** The newest config whose object verified (skipped ones are not here). */

@@ -1,14 +1,14 @@
-import { z } from "zod";
-import { formatLabelSelector } from "./label-selector.js";
-import { optionSpecs, type RenderOptions } from "./options.js";
-import { sha256 } from "./sha256.js";
-
 /*
  * The settings that shaped a config, recorded with it in the store (invariant 6 and issue 11):
  * the render options as they would be typed (so they can be parsed again) and the template's
  * digest. No secrets: render options hold paths and names, never passwords or tokens (the stats
  * password is read by HAProxy on the node, the notify token is not a render option).
  */
+
+import { z } from "zod";
+import { formatLabelSelector } from "./label-selector.js";
+import { optionSpecs, type RenderOptions } from "./options.js";
+import { sha256 } from "./sha256.js";
 
 export const settingsRecordSchema = z.object({
   /** Render options in their input form (flag values), keyed by their camelCase names. */

@@ -1,6 +1,4 @@
 import { mkdtempSync, readFileSync } from "node:fs";
-import { createServer, connect, type Socket } from "node:net";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -19,6 +17,7 @@ import { sha256 } from "../../shared/core/sha256.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
 import { A, agentWorld, B, C, count, TOKEN, web, type Node } from "../support/agent.js";
+import { dripProxy } from "../support/drip.js";
 import { list, service, slice } from "../support/fixtures.js";
 import { S3RVER_CREDENTIALS } from "../support/s3.js";
 
@@ -287,62 +286,25 @@ describe("pin and unpin", () => {
   });
 });
 
-/** A TCP proxy in front of the store; while `drip` is set it passes the store's answers on one byte every 300 ms. */
-async function dripProxy(target: string) {
-  const { hostname, port } = new URL(target);
-  const state = { drip: false };
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(Number(port), hostname);
-    sockets.add(client).add(upstream);
-    const queue: Buffer[] = [];
-    const timer = setInterval(() => {
-      if (queue.length === 0) return;
-      if (!state.drip) return void client.write(Buffer.concat(queue.splice(0)));
-      const head = queue[0]!;
-      client.write(head.subarray(0, 1));
-      if (head.length > 1) queue[0] = head.subarray(1);
-      else queue.shift();
-    }, 300);
-    upstream.on("data", (chunk: Buffer) => (state.drip || queue.length > 0 ? queue.push(chunk) : client.write(chunk)));
-    client.on("data", (chunk: Buffer) => upstream.write(chunk));
-    const end = () => {
-      clearInterval(timer);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("close", end).on("error", end);
-    upstream.on("close", end).on("error", end);
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    state,
-    async stop() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
-
 describe("no wedged pass", () => {
   it("a store that drips bytes fails the pass within its deadline; the next event succeeds", async () => {
     const n = await node();
     const { kubeconfig } = await cluster([A]);
     const proxy = await dripProxy(world.s3.endpoint);
+    proxy.dripMs = 300;
     cleanups.push(() => proxy.stop());
     const store: ObjectStore = createObjectStore({ url: `s3://${world.s3.bucket}/${n.prefix}`, endpoint: proxy.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
     cleanups.push(() => store.close());
     const mem = memoryLog();
     const { reconciler: fn } = reconciler(n, kubeconfig, null, {}, { store, log: mem.log }, 1500);
 
-    proxy.state.drip = true;
+    proxy.mode = () => "drip";
     const t0 = performance.now();
     await expect(fn.reconcileNow(trigger("dripping"))).rejects.toThrow(/exceeded its deadline of 1500 ms \(SERVICELB_PASS_TIMEOUT_MS\) at publish/);
     expect(performance.now() - t0).toBeLessThan(2500);
     expect(mem.lines.find((l) => l.level === 40 && String(l.msg).includes("(transient)"))).toBeDefined();
 
-    proxy.state.drip = false;
+    proxy.mode = () => "pass";
     const next = await fn.reconcileNow(trigger("next"));
     expect(next.status).toBe("published");
     expect((await n.store.latest())?.key).toBe(next.key);
