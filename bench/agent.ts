@@ -11,6 +11,7 @@ import { showProc } from "../shared/adapters/haproxy/master.js";
 import { processAlive } from "../shared/adapters/haproxy/process.js";
 import { createObjectStore, type PublishResult } from "../shared/adapters/object-store.js";
 import { RenderContext } from "../shared/app/render-context.js";
+import { formatConfigName, parseConfigKey } from "../shared/core/config-key.js";
 import { snapshotFromDocuments } from "../shared/core/snapshot.js";
 import { echoPods, httpGet, web } from "../test/support/agent.js";
 import { list, service, slice } from "../test/support/fixtures.js";
@@ -94,18 +95,18 @@ async function main(): Promise<void> {
     const rev = String(++revision);
     const config = renderer.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), rev)])).config;
     const sha = createHash("sha256").update(config).digest("hex");
-    return { config, revision: rev, sha256: sha, key: `bench/configs/${rev.padStart(20, "0")}-${sha.slice(0, 16)}.cfg` };
+    return { config, revision: rev, sha256: sha, key: `bench/configs/${formatConfigName({ epoch: 0, revision: BigInt(rev), seq: 0, shaPrefix: sha.slice(0, 16) })}` };
   };
   /** Stores a rendered config with the metadata publish() writes, in one PUT. */
   const putRaw = async (r: ReturnType<typeof render>): Promise<PublishResult> => {
-    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: r.key, Body: r.config, ContentType: "text/plain; charset=utf-8", Metadata: { sha256: r.sha256, revision: r.revision, generator: "bench" } }));
-    return { status: "published", key: r.key, sha256: r.sha256, newest: { key: r.key, sha256: r.sha256, revision: r.revision } };
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: r.key, Body: r.config, ContentType: "text/plain; charset=utf-8", Metadata: { sha256: r.sha256, revision: r.revision, generator: "bench", epoch: "0", seq: "0" } }));
+    return { status: "published", key: r.key, sha256: r.sha256, epoch: 0, newest: { key: r.key, sha256: r.sha256, revision: r.revision }, skipped: [] };
   };
   const notify = (p: PublishResult) =>
     fetch(`${agentUrl}/notify`, {
       method: "POST",
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify({ key: p.key, sha256: p.sha256, revision: String(BigInt(/configs\/(\d+)-/.exec(p.key)![1]!)) }),
+      body: JSON.stringify({ key: p.key, sha256: p.sha256, revision: parseConfigKey(p.key)!.revision.toString() }),
     }).then((r) => {
       if (r.status !== 202) throw new Error(`notify answered ${r.status}`);
     });

@@ -73,6 +73,7 @@ addStoreOptions(
     .description("unified diff of two published configs, named by key, file name, revision, latest or latest~N")
     .argument("<from>", "the older config")
     .argument("<to>", "the newer config")
+    .option("--settings", "compare the settings the two were rendered with instead of the configs")
     .option("--config <file>", CONFIG_HELP),
 ).action(async (from: string, to: string, flags: Record<string, unknown>) => {
   const { runDiff } = await import("../shared/app/history-command.js");
@@ -80,10 +81,32 @@ addStoreOptions(
 });
 
 addStoreOptions(
+  program
+    .command("pin")
+    .description("make every agent run this config (key, file name, revision, latest or latest~N) until `servicelb unpin`")
+    .argument("<ref>", "the config to pin")
+    .option("--reason <text>", "shown by `servicelb status`")
+    .option("--config <file>", CONFIG_HELP),
+).action(async (ref: string, flags: Record<string, unknown>) => {
+  const { runPin } = await import("../shared/app/pin-command.js");
+  process.exitCode = await runPin(ref, flags);
+});
+
+addStoreOptions(
+  program
+    .command("unpin")
+    .description("let every agent follow the newest config again")
+    .option("--config <file>", CONFIG_HELP),
+).action(async (flags: Record<string, unknown>) => {
+  const { runUnpin } = await import("../shared/app/pin-command.js");
+  process.exitCode = await runUnpin(flags);
+});
+
+addStoreOptions(
   addRenderOptions(
     program
       .command("reconcile")
-      .description("one reconcile pass from a shell: list the cluster, publish, ping the agents")
+      .description("one reconcile pass from a shell: list the cluster, publish, ping the agents; renders with the settings recorded in the store unless flags say otherwise")
       .requiredOption("--once", "run one pass and exit (the deployed function is event-driven)")
       .option("--store-retain <n>", "configs to keep in the store")
       .option("--agents <urls>", "comma list of agent base URLs to ping")

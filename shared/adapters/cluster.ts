@@ -67,6 +67,8 @@ export interface ListClusterOptions {
   pageSize?: number;
   /** Per HTTP request, like kubectl's --request-timeout. */
   timeoutMs?: number;
+  /** Ends the whole list (e.g. the reconcile pass's deadline). */
+  signal?: AbortSignal;
 }
 
 export interface ClusterEvent {
@@ -163,7 +165,7 @@ export async function listClusterItems<T>(kc: KubeConfig, options: ListClusterOp
   const warnings: string[] = [];
   // The lists run side by side; when one fails, the other is cancelled instead of left running.
   const cancel = new AbortController();
-  const signal = () => AbortSignal.any([AbortSignal.timeout(timeoutMs), cancel.signal]);
+  const signal = () => AbortSignal.any([AbortSignal.timeout(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
   const target = (resource: ResourceName): Target => ({ ...describe(kc), resource, verb: "list", namespace, timeoutMs });
   const list = (resource: ResourceName, selector?: string) =>
     listAll((p) => rawListPage(kc, pathOf({ resource, namespace }), { ...p, labelSelector: selector }, signal()), limit, target(resource), stats, keep);
@@ -196,6 +198,23 @@ export async function listClusterItems<T>(kc: KubeConfig, options: ListClusterOp
     warnings,
     stats,
   };
+}
+
+/**
+ * The cluster's current revision, by the cheapest consistent read there is: a list of one
+ * Service (the list's resourceVersion is the store's revision, whatever the page holds). The
+ * reconcile pass asks it to tell a cluster whose revisions went back from a stale pass.
+ */
+export async function readClusterRevision(kc: KubeConfig, options: Pick<ListClusterOptions, "namespace" | "timeoutMs" | "signal"> = {}): Promise<string> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const target: Target = { ...describe(kc), resource: "services", verb: "list", namespace: options.namespace, timeoutMs };
+  const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(options.signal ? [options.signal] : [])]);
+  try {
+    const page = await rawListPage(kc, pathOf(target), { limit: 1 }, signal);
+    return page.metadata?.resourceVersion || "0";
+  } catch (err) {
+    throw toClusterError(err, target);
+  }
 }
 
 /**

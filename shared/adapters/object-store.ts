@@ -8,37 +8,50 @@ import {
   type S3ClientConfig,
   type _Object,
 } from "@aws-sdk/client-s3";
+import { z } from "zod";
+import {
+  compareConfigNames,
+  compareMarks,
+  formatConfigName,
+  formatViewName,
+  KEY_SHA_CHARS,
+  parseConfigName,
+  parseRevision,
+  parseViewName,
+  type ConfigName,
+  type Mark,
+} from "../core/config-key.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
+import { decidePublish, pickView, storeMark } from "../core/publish-order.js";
+import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings.js";
 import { sha256 } from "../core/sha256.js";
 import { parseStoreUrl } from "../core/store-url.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyText } from "./store-limits.js";
 
 /*
- * Published configs live at <prefix>configs/<revision, 20 digits>-<sha256, 16 hex>.cfg.
- *
- * Keys are never overwritten and sort in snapshot order, so "the newest config" is simply
- * the greatest key. That is what keeps invariant 1 (no stale write wins) without
- * conditional writes, which S3-compatible stores (and our test server) may lack:
- * publish() refuses to write below the newest key it sees, and when two publishers race
- * (both list, then both write) both objects land, but every reader (latest, history,
- * the agent's "newer key wins") picks the greater key, i.e. the newer snapshot,
- * whichever write finished last.
- *
- * What keys cannot cover: an "unchanged" publish writes nothing (invariant 2), so the store
- * never learns of the newer snapshot; a publish from a snapshot between the newest stored
- * revision and that one would then become newest, until the next reconcile publishes again.
- * The reconcile function closes this by never overlapping passes (one instance, one pass at a
- * time: shared/app/reconcile.ts and infra/base/functions.yaml).
+ * Published configs live at <prefix>configs/<epoch>-<revision>-<seq>-<sha>.cfg (see
+ * core/config-key.ts for the fields and their order, core/publish-order.ts for what a publish
+ * writes). Keys are never overwritten, and "the newest config" is the greatest key in decision
+ * order whose object verifies: a key alone is never trusted (anyone with write access can make
+ * one), so a missing, mis-shaped or unverifiable newest object is skipped and reported, never a
+ * reason to stop publishing. Beside the configs:
+ *   views/<epoch>-<revision>   a pass that found nothing to change saw this view (no config)
+ *   settings/<digest>.json     the settings a config was rendered with (content-addressed)
+ *   pin.json                   the config every agent runs until unpinned
+ *   status/<node>.json         what each agent runs
+ * Nothing depends on conditional writes, which S3-compatible stores (and our test server) may
+ * lack: two publishers racing both write, and every reader picks the greater key.
  */
 
 const CONFIGS = "configs/";
+const VIEWS = "views/";
+const SETTINGS = "settings/";
 const STATUS = "status/";
-/** Kubernetes resourceVersions are etcd revisions (int64): at most 19 digits. */
-const REVISION_DIGITS = 20;
-const KEY_SHA_CHARS = 16;
-const CONFIG_KEY = new RegExp(`^(\\d{${REVISION_DIGITS}})-([0-9a-f]{${KEY_SHA_CHARS}})\\.cfg$`);
+const PIN = "pin.json";
 const DELETE_BATCH = 10;
+/** View markers kept: only the newest counts; a few more cover a racing pass's delete. */
+const VIEWS_KEPT = 5;
 
 export class StoreError extends Error {
   override readonly name = "StoreError";
@@ -79,12 +92,24 @@ export interface ConfigRef {
   revision: string;
 }
 
+/** A config's metadata, verified against its key. */
 export interface ConfigHead extends ConfigRef {
+  /** The software that rendered it ("producer"), e.g. servicelb/0.1.0. */
   generator: string;
+  epoch: number;
+  seq: number;
+  /** Digest of the settings it was rendered with (settings/<digest>.json); null when not recorded. */
+  settingsDigest: string | null;
 }
 
 export interface StoredConfig extends ConfigRef {
   config: string;
+}
+
+/** A key that looked newest but could not be trusted. */
+export interface SkippedKey {
+  key: string;
+  reason: string;
 }
 
 export interface PublishInput {
@@ -94,30 +119,62 @@ export interface PublishInput {
   revision: string;
   /** Version string of the software that rendered the config. */
   generator: string;
+  /** Recorded beside the config (settings/<digest>.json). */
+  settings?: SettingsRecord;
+  /**
+   * The live cluster's revision, by a fresh list. Without it a snapshot below the store's mark is
+   * simply stale; with it, a cluster that went back is told apart (status `regressed`).
+   */
+  liveRevision?: () => Promise<string>;
+  /** The snapshot was listed after a regression was seen: below the store's mark, it starts the next epoch. */
+  restore?: boolean;
 }
 
 export interface PublishResult {
   /**
-   * published: written. unchanged: identical to the newest config, nothing written.
-   * stale: a newer snapshot is already published, nothing written.
+   * published: written. unchanged: identical to the newest config, no config written (a view
+   * marker may be). stale: a newer view is recorded, nothing written. regressed: the live cluster
+   * is behind the store's mark, or the snapshot ahead of the live cluster: list again and
+   * publish with `restore`.
    */
-  status: "published" | "unchanged" | "stale";
-  /** Where this config lives: the written key, the identical newest key, or (stale) the key it would have had. */
+  status: "published" | "unchanged" | "stale" | "regressed";
+  /** Where this config lives: the written key, the identical newest key, or the key it would have had. */
   key: string;
   sha256: string;
+  epoch: number;
   /** The newest config as far as this publish knows. */
   newest: ConfigRef;
+  /** Keys newer than the newest verified config that could not be trusted. */
+  skipped: SkippedKey[];
+  /** Published into a new epoch (the cluster's revisions went back). */
+  newEpoch?: boolean;
+  /** The view marker written (unchanged). */
+  view?: string;
+  /** regressed: what was compared. */
+  regression?: { mark: { epoch: number; revision: string }; live: string; snapshot: string };
   /** Retention ran after the write and failed; the publish itself succeeded. */
   pruneError?: StoreError;
 }
 
 export interface HistoryEntry {
   key: string;
+  epoch: number;
   revision: string;
+  seq: number;
   sha256Prefix: string;
   size: number;
   lastModified: Date;
 }
+
+export const pinSchema = z.object({
+  key: z.string().min(1),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  pinnedAt: z.string(),
+  reason: z.string().optional(),
+});
+
+/** pin.json: every agent runs this config until it is removed. */
+export type Pin = z.infer<typeof pinSchema>;
 
 export interface ObjectStore {
   readonly bucket: string;
@@ -125,13 +182,23 @@ export interface ObjectStore {
   /** The endpoint as named in error messages. */
   readonly endpoint: string;
   publish(input: PublishInput): Promise<PublishResult>;
+  /** The newest config that verifies, and the newer keys skipped on the way. */
+  newest(): Promise<{ config: ConfigHead | null; skipped: SkippedKey[] }>;
+  /** The newest config that verifies. */
   latest(): Promise<ConfigHead | null>;
+  /** A config's metadata, verified against its key (a StoreError, not transient, when it does not verify). */
+  head(key: string): Promise<ConfigHead>;
   /** Fetches a config and verifies its body against its metadata and key. */
   get(key: string): Promise<StoredConfig>;
-  /** Newest first. */
+  /** Newest first, in decision order; keys only (see head()). */
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
-  /** Deletes all but the newest `keep` configs (keep >= 1); returns the deleted keys. */
+  /** Deletes all but the newest `keep` configs (keep >= 1), never the pinned one; returns the deleted keys. */
   prune(options: { keep: number }): Promise<string[]>;
+  readSettings(digest: string): Promise<SettingsRecord>;
+  /** The pin, or null; a StoreError (not transient) when pin.json is not a pin. */
+  getPin(): Promise<Pin | null>;
+  putPin(pin: Pin): Promise<void>;
+  deletePin(): Promise<void>;
   putStatus(node: string, status: unknown): Promise<void>;
   listStatuses(): Promise<unknown[]>;
   /** Releases the client's sockets. */
@@ -140,8 +207,7 @@ export interface ObjectStore {
 
 interface ConfigEntry {
   key: string;
-  revision: bigint;
-  shaPrefix: string;
+  name: ConfigName;
   size: number;
   lastModified: Date;
 }
@@ -155,7 +221,10 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   assertKeep(retain, "retain");
   const endpoint = options.endpoint ?? `AWS S3 (${region})`;
   const configsPrefix = `${prefix}${CONFIGS}`;
+  const viewsPrefix = `${prefix}${VIEWS}`;
+  const settingsPrefix = `${prefix}${SETTINGS}`;
   const statusPrefix = `${prefix}${STATUS}`;
+  const pinKey = `${prefix}${PIN}`;
 
   const client = new S3Client({
     region,
@@ -210,63 +279,115 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     return objects;
   }
 
-  /** Config entries in ascending key order, i.e. oldest snapshot first. Foreign objects are ignored. */
-  async function listConfigs(startAfter?: string): Promise<ConfigEntry[]> {
+  /** Config entries in decision order, oldest first. Foreign objects are ignored. */
+  async function listConfigs(): Promise<ConfigEntry[]> {
     const entries: ConfigEntry[] = [];
-    for (const object of await listObjects(configsPrefix, startAfter)) {
-      const parsed = parseConfigKey(object.Key ?? "");
-      if (parsed) {
-        entries.push({ key: object.Key!, ...parsed, size: object.Size ?? 0, lastModified: object.LastModified ?? new Date(0) });
-      }
+    for (const object of await listObjects(configsPrefix)) {
+      const name = parseConfigKey(object.Key ?? "");
+      if (name) entries.push({ key: object.Key!, name, size: object.Size ?? 0, lastModified: object.LastModified ?? new Date(0) });
     }
-    // S3 lists in key order, but not every S3-compatible store promises it.
-    return entries.sort((a, b) => compareKeys(a.key, b.key));
+    // Not S3's listing order: names of the first key format sort differently as strings.
+    return entries.sort((a, b) => compareConfigNames(a.name, b.name));
   }
 
-  function parseConfigKey(key: string): { revision: bigint; shaPrefix: string } | null {
-    if (!key.startsWith(configsPrefix)) return null;
-    const match = CONFIG_KEY.exec(key.slice(configsPrefix.length));
-    return match ? { revision: BigInt(match[1]!), shaPrefix: match[2]! } : null;
-  }
-
-  function requireConfigKey(key: string): { revision: bigint; shaPrefix: string } {
-    const parsed = parseConfigKey(key);
-    if (!parsed) {
-      throw new Error(`${JSON.stringify(key)} is not a config key of s3://${bucket}/${prefix} (expected ${configsPrefix}<20-digit revision>-<16 hex>.cfg)`);
+  async function listViews(): Promise<Array<{ key: string; mark: Mark }>> {
+    const views: Array<{ key: string; mark: Mark }> = [];
+    for (const object of await listObjects(viewsPrefix)) {
+      const mark = parseViewName((object.Key ?? "").slice(viewsPrefix.length));
+      if (mark) views.push({ key: object.Key!, mark });
     }
-    return parsed;
+    return views.sort((a, b) => compareMarks(a.mark, b.mark));
   }
 
-  /** The metadata sha256 of a config, checked against the key it is stored under. */
-  function metadataSha(key: string, shaPrefix: string, metadata: Record<string, string> | undefined): string {
+  function parseConfigKey(key: string): ConfigName | null {
+    return key.startsWith(configsPrefix) ? parseConfigName(key.slice(configsPrefix.length)) : null;
+  }
+
+  function requireConfigKey(key: string): ConfigName {
+    const name = parseConfigKey(key);
+    if (!name) {
+      throw new Error(`${JSON.stringify(key)} is not a config key of s3://${bucket}/${prefix} (expected ${configsPrefix}<epoch>-<revision>-<seq>-<sha>.cfg)`);
+    }
+    return name;
+  }
+
+  /** The metadata of a config, checked against the key it is stored under. */
+  function verifyMetadata(key: string, name: ConfigName, metadata: Record<string, string> | undefined, size: number | undefined): ConfigHead {
     const sha = metadata?.sha256;
     if (!sha) throw corrupt(key, "no sha256 metadata");
-    if (!sha.startsWith(shaPrefix)) throw corrupt(key, `metadata sha256 ${sha} does not match the key's sha256 prefix ${shaPrefix}`);
-    return sha;
+    if (!/^[0-9a-f]{64}$/.test(sha) || !sha.startsWith(name.shaPrefix)) throw corrupt(key, `metadata sha256 ${sha} does not match the key's sha256 prefix ${name.shaPrefix}`);
+    const revision = name.revision.toString();
+    if (metadata.revision !== revision) throw corrupt(key, `metadata revision ${metadata.revision ?? "(none)"} but the key says ${revision}`);
+    if (!name.legacy && (metadata.epoch !== String(name.epoch) || metadata.seq !== String(name.seq))) {
+      throw corrupt(key, `metadata epoch/seq ${metadata.epoch ?? "(none)"}/${metadata.seq ?? "(none)"} but the key says ${name.epoch}/${name.seq}`);
+    }
+    if (metadata.bytes !== undefined && size !== undefined && Number(metadata.bytes) !== size) throw corrupt(key, `${size} bytes but the metadata says ${metadata.bytes}`);
+    const digest = metadata.settings;
+    return { key, sha256: sha, revision, generator: metadata.generator ?? "", epoch: name.epoch, seq: name.seq, settingsDigest: digest && SETTINGS_DIGEST.test(digest) ? digest : null };
   }
 
-  async function head(entry: ConfigEntry): Promise<ConfigHead> {
-    const response = await send("head", entry.key, () =>
-      client.send(new HeadObjectCommand({ Bucket: bucket, Key: entry.key })),
-    );
-    return {
-      key: entry.key,
-      sha256: metadataSha(entry.key, entry.shaPrefix, response.Metadata),
-      revision: entry.revision.toString(),
-      generator: response.Metadata?.generator ?? "",
-    };
+  async function headConfig(key: string, name: ConfigName): Promise<ConfigHead> {
+    const response = await send("head", key, () => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })));
+    return verifyMetadata(key, name, response.Metadata, response.ContentLength);
+  }
+
+  /**
+   * The newest entry whose object verifies, walking down from the greatest key. A key that does
+   * not verify (gone, hand-made, forged) is skipped and reported; a store that fails is an error.
+   */
+  async function findNewest(configs: readonly ConfigEntry[]): Promise<{ entry: ConfigEntry | null; head: ConfigHead | null; skipped: SkippedKey[] }> {
+    const skipped: SkippedKey[] = [];
+    for (let i = configs.length - 1; i >= 0; i--) {
+      const entry = configs[i]!;
+      try {
+        const head = verified.get(entry.key) ?? (await headConfig(entry.key, entry.name));
+        remember(head);
+        return { entry, head, skipped };
+      } catch (err) {
+        if (!(err instanceof StoreError) || err.transient) throw err;
+        skipped.push({ key: entry.key, reason: err.message });
+      }
+    }
+    return { entry: null, head: null, skipped };
+  }
+
+  /**
+   * Keys this instance verified (or wrote), so that a warm instance heads the newest key once, not
+   * on every pass. Sound because keys are never overwritten, and only keys still listed are looked up.
+   */
+  const verified = new Map<string, ConfigHead>();
+  function remember(head: ConfigHead): void {
+    verified.delete(head.key);
+    verified.set(head.key, head);
+    if (verified.size > VERIFIED_KEPT) verified.delete(verified.keys().next().value!);
   }
 
   async function get(key: string): Promise<StoredConfig> {
-    const { revision, shaPrefix } = requireConfigKey(key);
-    const { config, metadata } = await send("get", key, async () => {
+    const name = requireConfigKey(key);
+    const { config, metadata, size } = await send("get", key, async () => {
       const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-      return { config: await readBodyText(response.Body, maxObjectBytes), metadata: response.Metadata };
+      return { config: await readBodyText(response.Body, maxObjectBytes), metadata: response.Metadata, size: response.ContentLength };
     });
-    const expected = metadataSha(key, shaPrefix, metadata);
+    const head = verifyMetadata(key, name, metadata, size);
     const actual = sha256(config);
-    if (actual !== expected) throw corrupt(key, `body sha256 ${actual} but metadata sha256 ${expected}`);
-    return { key, config, sha256: actual, revision: revision.toString() };
+    if (actual !== head.sha256) throw corrupt(key, `body sha256 ${actual} but metadata sha256 ${head.sha256}`);
+    return { key, config, sha256: actual, revision: head.revision };
+  }
+
+  async function getText(key: string): Promise<string | null> {
+    try {
+      return await send("get", key, async () => {
+        const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+        return readBodyText(response.Body, maxObjectBytes);
+      });
+    } catch (err) {
+      if (err instanceof StoreError && isNotFound(err.cause)) return null;
+      throw err;
+    }
+  }
+
+  async function putJson(key: string, value: unknown): Promise<void> {
+    await send("put", key, () => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: JSON.stringify(value), ContentType: "application/json" })));
   }
 
   async function deleteKeys(keys: string[]): Promise<void> {
@@ -281,62 +402,111 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     }
   }
 
+  async function getPin(): Promise<Pin | null> {
+    const text = await getText(pinKey);
+    if (text === null) return null;
+    let parsed;
+    try {
+      parsed = pinSchema.safeParse(JSON.parse(text));
+    } catch (error) {
+      throw new StoreError(`pin s3://${bucket}/${pinKey} at ${endpoint} is not JSON: ${describe(error)}`, { transient: false });
+    }
+    if (!parsed.success) throw new StoreError(`pin s3://${bucket}/${pinKey} at ${endpoint} is not a pin: ${parsed.error.issues.map((i) => i.message).join("; ")}`, { transient: false });
+    return parsed.data;
+  }
+
   async function prune({ keep }: { keep: number }): Promise<string[]> {
     assertKeep(keep, "keep");
-    const doomed = (await listConfigs()).slice(0, -keep).map((entry) => entry.key);
+    const pinned = await getPin().catch(() => null);
+    const doomed = (await listConfigs())
+      .slice(0, -keep)
+      .map((entry) => entry.key)
+      .filter((key) => key !== pinned?.key);
     await deleteKeys(doomed);
     return doomed;
   }
 
-  async function publish({ config, revision, generator }: PublishInput): Promise<PublishResult> {
-    const ours = normalizeRevision(revision);
+  async function publish(input: PublishInput): Promise<PublishResult> {
+    const { config, generator } = input;
+    const ours = parseRevision(input.revision);
     if (!/^[\x20-\x7e]*$/.test(generator)) {
       throw new Error(`generator must be printable ASCII (it is sent as an HTTP header), got ${JSON.stringify(generator)}`);
     }
     const sha = sha256(config);
-    const key = `${configsPrefix}${ours.toString().padStart(REVISION_DIGITS, "0")}-${sha.slice(0, KEY_SHA_CHARS)}.cfg`;
-    const ref: ConfigRef = { key, sha256: sha, revision: ours.toString() };
+    // The live revision is needed before any write and when behind: read beside the store's
+    // listings, so that it adds a request but no wait (a one-item list; unused when unchanged).
+    const probe = input.liveRevision;
+    let live: Promise<bigint> | undefined;
+    const liveRevision = () => (live ??= probe!().then(parseRevision));
+    if (probe && !input.restore) liveRevision().catch(() => undefined);
+    const [configs, views] = await Promise.all([listConfigs(), listViews()]);
+    const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
+    const state = { newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 }, view: pickView(views.map((v) => v.mark), newestEntry?.name ?? null) };
+    const decision = decidePublish(state, { revision: ours, sha256: sha }, input.restore ?? false);
+    const newest = (fallback: ConfigRef): ConfigRef => (newestHead ? { key: newestHead.key, sha256: newestHead.sha256, revision: newestHead.revision } : fallback);
+    const keyAt = (epoch: number, seq: number) => `${configsPrefix}${formatConfigName({ epoch, revision: ours, seq, shaPrefix: sha.slice(0, KEY_SHA_CHARS) })}`;
+    const seq = newestEntry ? newestEntry.name.seq + 1 : 0;
 
-    let newest = ref;
-    const configs = await listConfigs();
-    const newestEntry = configs.at(-1);
-    if (newestEntry) {
-      // Decided from the key alone (revision and 64 bits of sha256): an object without our
-      // metadata, say one an operator uploaded by hand, must not stop every future publish.
-      const storedRef = async (): Promise<ConfigRef> => ({
-        key: newestEntry.key,
-        // Only reported: a newest object without metadata reports its key's sha256 prefix.
-        sha256: await head(newestEntry).then((h) => h.sha256, () => newestEntry.shaPrefix),
-        revision: newestEntry.revision.toString(),
-      });
-      if (newestEntry.shaPrefix === sha.slice(0, KEY_SHA_CHARS)) return { status: "unchanged", key: newestEntry.key, sha256: sha, newest: { key: newestEntry.key, sha256: sha, revision: newestEntry.revision.toString() } };
-      if (newestEntry.revision > ours) return { status: "stale", key, sha256: sha, newest: await storedRef() };
-      // Equal revisions with different bodies: one snapshot rendered by different options or
-      // generator versions. Both are written; the greater sha sorts last and wins, which is
-      // arbitrary but harmless since both describe the same cluster state.
-      if (compareKeys(newestEntry.key, key) > 0) newest = await storedRef();
+    if (decision.kind === "unchanged") {
+      const result: PublishResult = { status: "unchanged", key: newestHead!.key, sha256: sha, epoch: newestEntry!.name.epoch, newest: newest({ key: "", sha256: sha, revision: "" }), skipped };
+      if (!decision.view) return result;
+      const view = `${viewsPrefix}${formatViewName(decision.view)}`;
+      await putJson(view, { generator });
+      // Only the newest marker counts; a failed clean-up is retried by the next marker.
+      await deleteKeys(views.slice(0, -(VIEWS_KEPT - 1)).map((v) => v.key)).catch(() => undefined);
+      return { ...result, view };
     }
 
-    await send("put", key, () =>
-      client.send(
-        new PutObjectCommand({
-          Bucket: bucket,
-          Key: key,
-          Body: config,
-          ContentType: "text/plain; charset=utf-8",
-          Metadata: { sha256: sha, revision: ref.revision, generator },
-        }),
-      ),
-    );
+    if (decision.kind === "behind") {
+      const key = keyAt(decision.mark.epoch, seq);
+      const stale: PublishResult = { status: "stale", key, sha256: sha, epoch: decision.mark.epoch, newest: newest({ key, sha256: sha, revision: "" }), skipped };
+      if (!probe) return stale;
+      const live = await liveRevision();
+      // The live cluster is at or past the recorded view: this pass listed before it, i.e. is stale.
+      if (live >= decision.mark.revision) return stale;
+      return { ...stale, status: "regressed", regression: { mark: { epoch: decision.mark.epoch, revision: decision.mark.revision.toString() }, live: live.toString(), snapshot: ours.toString() } };
+    }
 
+    const key = keyAt(decision.epoch, decision.seq);
+    const ref: ConfigRef = { key, sha256: sha, revision: ours.toString() };
+    if (probe && !input.restore) {
+      // A snapshot ahead of the live cluster was listed before the cluster went back (a pass that
+      // overlapped a restore): it must not publish into the epoch of the restored cluster.
+      const live = await liveRevision();
+      if (ours > live) {
+        const mark = storeMark(state)!;
+        return { status: "regressed", key, sha256: sha, epoch: decision.epoch, newest: newest(ref), skipped, regression: { mark: { epoch: mark.epoch, revision: mark.revision.toString() }, live: live.toString(), snapshot: ours.toString() } };
+      }
+    }
+
+    const metadata: Record<string, string> = {
+      sha256: sha,
+      revision: ref.revision,
+      generator,
+      epoch: String(decision.epoch),
+      seq: String(decision.seq),
+      bytes: String(typeof config === "string" ? Buffer.byteLength(config) : config.byteLength),
+    };
+    if (input.settings) {
+      const digest = settingsDigest(input.settings);
+      metadata.settings = digest;
+      // Content-addressed: written when the newest config was made with other settings, else already there.
+      if (newestHead?.settingsDigest !== digest) await putJson(`${settingsPrefix}${digest}.json`, input.settings);
+    }
+    await send("put", key, () =>
+      client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: config, ContentType: "text/plain; charset=utf-8", Metadata: metadata })),
+    );
+    remember({ ...ref, generator, epoch: decision.epoch, seq: decision.seq, settingsDigest: metadata.settings ?? null });
+
+    const published: PublishResult = { status: "published", key, sha256: sha, epoch: decision.epoch, newest: ref, skipped, ...(decision.newEpoch ? { newEpoch: true } : {}) };
     // A failed clean-up must not turn a successful publish into an error the caller retries.
     try {
       // The listing above already says whether anything is past retention: no second list otherwise.
       if (configs.length + 1 > retain) await prune({ keep: retain });
-      return { status: "published", key, sha256: sha, newest };
+      return published;
     } catch (error) {
       if (!(error instanceof StoreError)) throw error;
-      return { status: "published", key, sha256: sha, newest, pruneError: error };
+      return { ...published, pruneError: error };
     }
   }
 
@@ -347,12 +517,18 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     publish,
     get,
     prune,
+    getPin,
 
-    async latest() {
-      const newest = (await listConfigs()).at(-1);
-      return newest ? head(newest) : null;
+    async newest() {
+      const { head, skipped } = await findNewest(await listConfigs());
+      return { config: head, skipped };
     },
 
+    async latest() {
+      return (await findNewest(await listConfigs())).head;
+    },
+
+    head: (key) => headConfig(key, requireConfigKey(key)),
 
     async history({ limit } = {}) {
       if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0)) {
@@ -361,26 +537,42 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       const entries = (await listConfigs()).reverse();
       return entries.slice(0, limit ?? entries.length).map((entry) => ({
         key: entry.key,
-        revision: entry.revision.toString(),
-        sha256Prefix: entry.shaPrefix,
+        epoch: entry.name.epoch,
+        revision: entry.name.revision.toString(),
+        seq: entry.name.seq,
+        sha256Prefix: entry.name.shaPrefix,
         size: entry.size,
         lastModified: entry.lastModified,
       }));
     },
 
+    async readSettings(digest) {
+      if (!SETTINGS_DIGEST.test(digest)) throw new Error(`settings digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
+      const key = `${settingsPrefix}${digest}.json`;
+      const text = await getText(key);
+      if (text === null) throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} do not exist`, { transient: false });
+      const parsed = (() => {
+        try {
+          return settingsRecordSchema.safeParse(JSON.parse(text));
+        } catch {
+          return null;
+        }
+      })();
+      if (!parsed?.success || settingsDigest(parsed.data) !== digest) throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} are corrupt`, { transient: false });
+      return parsed.data;
+    },
+
+    async putPin(pin) {
+      await putJson(pinKey, pinSchema.parse(pin));
+    },
+
+    async deletePin() {
+      await send("delete", pinKey, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: pinKey })));
+    },
+
     async putStatus(node, status) {
       assertNodeName(node);
-      const key = `${statusPrefix}${node}.json`;
-      await send("put", key, () =>
-        client.send(
-          new PutObjectCommand({
-            Bucket: bucket,
-            Key: key,
-            Body: JSON.stringify(status),
-            ContentType: "application/json",
-          }),
-        ),
-      );
+      await putJson(`${statusPrefix}${node}.json`, status);
     },
 
     async listStatuses() {
@@ -411,17 +603,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   };
 }
 
-/** Parses a Kubernetes resourceVersion; it must be decimal to order snapshots. */
-function normalizeRevision(revision: string): bigint {
-  if (!/^\d+$/.test(revision)) {
-    throw new Error(`snapshot revision must be a decimal resourceVersion, got ${JSON.stringify(revision)}`);
-  }
-  const value = BigInt(revision);
-  if (value.toString().length > REVISION_DIGITS) {
-    throw new Error(`snapshot revision ${revision} has more than ${REVISION_DIGITS} digits`);
-  }
-  return value;
-}
+const SETTINGS_DIGEST = /^[0-9a-f]{16}$/;
+/** Verified keys a store remembers: the newest few are all a publisher looks at. */
+const VERIFIED_KEPT = 8;
 
 function assertKeep(keep: number, name: string): void {
   if (!Number.isInteger(keep) || keep < 1) {
@@ -439,9 +623,9 @@ function assertNodeName(node: string): void {
   }
 }
 
-/** Plain code-unit order, the order S3 lists keys in; localeCompare would not be. */
-function compareKeys(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
+function isNotFound(error: unknown): boolean {
+  const { name, $metadata } = (error ?? {}) as { name?: unknown; $metadata?: { httpStatusCode?: number } };
+  return name === "NoSuchKey" || name === "NotFound" || $metadata?.httpStatusCode === 404;
 }
 
 const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "SlowDown", "ThrottlingException", "ServiceUnavailable"]);

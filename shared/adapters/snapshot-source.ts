@@ -9,6 +9,8 @@ export interface KubeAccess {
   timeoutMs?: number;
   /** Items per list request; the API server's default page is 500. */
   pageSize?: number;
+  /** Ends the list (the pass's deadline). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -26,6 +28,7 @@ export async function readLiveSnapshot(options: Pick<RenderOptions, "namespace" 
       labelSelector: options.selector && options.selector.length > 0 ? formatLabelSelector(options.selector) : undefined,
       timeoutMs: access.timeoutMs,
       pageSize: access.pageSize,
+      signal: access.signal,
     },
     (item) => validateItem(item, undefined, "live list", reuse),
   );

@@ -18,6 +18,7 @@ import { runRuntimeCommand, showServersState } from "../adapters/haproxy/runtime
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
 import { trace } from "../adapters/trace.js";
+import { compareConfigKeys } from "../core/config-key.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
 import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
 import { ConfigFiles } from "./config-files.js";
@@ -67,6 +68,8 @@ export interface LoopHandle {
   pullRequested(): boolean;
   /** Ask for one more pull (changes were dropped and must be pulled again). */
   pullAgain(): void;
+  /** A pin is set (see pull-target.ts): the pinned config is never superseded by a newer one. */
+  pinned(): boolean;
   /** Aborted when the agent stops. */
   signal: AbortSignal;
 }
@@ -230,9 +233,10 @@ export class Activation {
     } catch {
       return true; // stopped
     }
-    if (!this.host.pullRequested()) return false;
+    // An unpin is seen by the next pull.
+    if (!this.host.pullRequested() || this.host.pinned()) return false;
     const [newest] = await this.o.store.history({ limit: 1 }).catch(() => []);
-    return newest !== undefined && newest.key > key;
+    return newest !== undefined && compareConfigKeys(newest.key, key) > 0;
   }
 
   /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */

@@ -3,7 +3,8 @@
  * named (one GET) or lists the store and GETs its newest (sha256 verified by the store), then
  * hands the config to the apply steps (activation.ts; decide.ts says runtime API or reload).
  *
- * - Newest wins, never older: a config is taken only if its key sorts after the running one's.
+ * - Newest wins, never older: a config is taken only if its key sorts after the running one's
+ *   (in decision order, core/config-key.ts), unless a pin names it (see pull-target.ts).
  *   A key named by a ping is only a hint: when it cannot be fetched (or its sha256 differs from
  *   the ping's), the store is listed as without a ping, and nothing is recorded against that key.
  * - A failed config is retried only when a newer one appears or its backoff expires.
@@ -14,17 +15,19 @@
  *   and the newest config is applied again from the file's.
  */
 
-import { StoreError, type ObjectStore, type StoredConfig } from "../adapters/object-store.js";
+import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/object-store.js";
 import { trace } from "../adapters/trace.js";
+import { compareConfigKeys } from "../core/config-key.js";
 import { sha256 } from "../core/sha256.js";
 import { Activation, type ActivationOptions } from "./activation.js";
 import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
+import { newestVerifiedAfter, PullError, readPin, SkippedKeys } from "./pull-target.js";
 
 export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
 
 export interface ApplierOptions extends NodeStateOptions, ActivationOptions {
-  store: Pick<ObjectStore, "history" | "get">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin">;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -40,15 +43,20 @@ export class Applier {
   /** HAProxy was restarted by its supervisor on this file text (null: unknown); acted on in the loop. */
   private restarted: { text: string | null } | null = null;
   private readonly abort = new AbortController();
+  /** The pin seen by the last pull. */
+  private pinned: Pin | null = null;
+  private readonly skipped: SkippedKeys;
 
   constructor(private readonly o: ApplierOptions) {
     this.node = new NodeState(o);
+    this.skipped = new SkippedKeys(o.backoff);
     this.steps = new Activation(o, this.node, {
       stopped: () => this.stopped,
       pullRequested: () => this.pending,
       pullAgain: () => {
         this.pending = true;
       },
+      pinned: () => this.pinned !== null,
       signal: this.abort.signal,
     });
   }
@@ -59,7 +67,7 @@ export class Applier {
   }
 
   status(): ApplierStatus {
-    return this.node.status();
+    return { ...this.node.status(), pinned: this.pinned && { key: this.pinned.key, pinnedAt: this.pinned.pinnedAt }, skipped: this.skipped.list() };
   }
 
   /** Key of the running config, if known. */
@@ -95,8 +103,8 @@ export class Applier {
    */
   notify(key: string, sha256?: string): "pulling" | "current" {
     trace("agent", "notify", { key, busy: this.inFlight !== undefined && this.pulling });
-    if (this.node.current?.key && key <= this.node.current.key) return "current";
-    if (sha256 !== undefined && (this.hint === null || key > this.hint.key)) this.hint = { key, sha256 };
+    if (this.node.current?.key && compareConfigKeys(key, this.node.current.key) <= 0) return "current";
+    if (sha256 !== undefined && (this.hint === null || compareConfigKeys(key, this.hint.key) > 0)) this.hint = { key, sha256 };
     void this.sync();
     return "pulling";
   }
@@ -176,7 +184,7 @@ export class Applier {
   private async fetchHinted(afterKey: string | null): Promise<StoredConfig | undefined> {
     const hint = this.hint;
     this.hint = null;
-    if (hint === null || (afterKey !== null && hint.key <= afterKey)) return undefined;
+    if (hint === null || (afterKey !== null && compareConfigKeys(hint.key, afterKey) <= 0)) return undefined;
     // The running config has no key (none yet, or a file on disk the agent cannot name): any key
     // could be older than it, so only the listing's newest decides.
     if (this.node.current?.key == null) return undefined;
@@ -193,53 +201,91 @@ export class Applier {
   }
 
   private async cycle(): Promise<void> {
-    const { store, metrics } = this.o;
+    const { store, metrics, log } = this.o;
     const afterKey = this.node.afterKey();
     const stopTimer = metrics.pullSeconds.startTimer();
     trace("agent", "pull.start");
-    const hinted = await this.fetchHinted(afterKey);
+    const failed = (stage: "pull" | "verify", key: string | null, text: string) => {
+      stopTimer();
+      metrics.pulls.inc({ result: "failed" });
+      return this.node.fail(stage, key, text);
+    };
+    let pin: Pin | null;
+    let hinted: StoredConfig | undefined;
+    try {
+      [pin, hinted] = await Promise.all([readPin(store, (reason) => log.error({ reason }, "pin.json is not a pin: ignored, the newest config is followed")), this.fetchHinted(afterKey)]);
+    } catch (err) {
+      return failed("pull", null, `cannot read the store: ${message(err)}`);
+    }
+    if (pin?.key !== this.pinned?.key) log.warn({ pinned: pin?.key ?? null, was: this.pinned?.key ?? null }, pin ? "pinned: running this config until unpinned" : "unpinned: following the newest config");
+    this.pinned = pin;
+    if (pin) return this.pullPinned(pin, stopTimer);
     if (hinted) {
       metrics.pulls.inc({ result: "new" });
       stopTimer();
       trace("agent", "pull.end", { key: hinted.key, via: "ping" });
       return this.take(hinted);
     }
-    let newest;
+    // Keys at or before the running one no longer matter to anyone.
+    if (afterKey !== null) this.skipped.forgetUpTo(afterKey);
+    let config: StoredConfig | null;
+    const skips: SkippedKey[] = [];
     try {
-      [newest] = await store.history({ limit: 1 });
+      config = await newestVerifiedAfter(store, afterKey, this.skipped, (key, reason) => skips.push({ key, reason }));
     } catch (err) {
-      stopTimer();
-      metrics.pulls.inc({ result: "failed" });
-      return this.node.fail("pull", null, `cannot list the store: ${message(err)}`);
+      const key = err instanceof PullError ? err.key : null;
+      return failed("pull", key, key === null ? `cannot read the store: ${message(err)}` : message(err));
+    } finally {
+      for (const { key, reason } of skips) {
+        metrics.skippedConfigs.inc();
+        await this.node.fail("verify", key, `skipped: ${reason}`);
+      }
     }
-    if (!newest || (afterKey !== null && newest.key <= afterKey)) {
-      stopTimer();
-      metrics.pulls.inc({ result: "none" });
-      if (this.node.liveUnknown) await this.steps.reloadFromDisk();
-      // Nothing newer and nothing failed backing off: an error of an earlier pull no longer stands.
-      if (!this.node.failed && this.node.lastError) await this.node.recordError(null);
-      return;
-    }
-    let config: StoredConfig;
-    try {
-      config = await store.get(newest.key);
-    } catch (err) {
-      stopTimer();
-      metrics.pulls.inc({ result: "failed" });
-      const corrupt = err instanceof StoreError && !err.transient;
-      return this.node.fail(corrupt ? "verify" : "pull", newest.key, message(err));
-    }
+    if (!config) return this.nothingNew(stopTimer);
     metrics.pulls.inc({ result: "new" });
     stopTimer();
     trace("agent", "pull.end", { key: config.key, via: "list" });
     return this.take(config);
   }
 
+  private async nothingNew(stopTimer: () => void): Promise<void> {
+    stopTimer();
+    this.o.metrics.pulls.inc({ result: "none" });
+    if (this.node.liveUnknown) await this.steps.reloadFromDisk();
+    // Nothing newer and nothing failed backing off: an error of an earlier pull no longer stands,
+    // unless it is a key still skipped.
+    const last = this.node.lastError;
+    const stillSkipped = last?.stage === "verify" && last.key !== null && this.skipped.has(last.key);
+    if (!this.node.failed && last && !stillSkipped) await this.node.recordError(null);
+  }
+
+  /** A pin is set: run exactly that config, older or newer than the running one. */
+  private async pullPinned(pin: Pin, stopTimer: () => void): Promise<void> {
+    const { store, metrics } = this.o;
+    const backingOff = this.node.status().backoff?.key === pin.key;
+    if ((this.node.current?.key === pin.key && !this.node.liveUnknown) || backingOff) return this.nothingNew(stopTimer);
+    let config: StoredConfig;
+    try {
+      config = await store.get(pin.key);
+      if (config.sha256 !== pin.sha256) throw new StoreError(`the pinned config's sha256 is ${config.sha256}, the pin says ${pin.sha256}`, { transient: false });
+    } catch (err) {
+      stopTimer();
+      metrics.pulls.inc({ result: "failed" });
+      const corrupt = !(err instanceof StoreError) || !err.transient;
+      return this.node.fail(corrupt ? "verify" : "pull", pin.key, `pinned config: ${message(err)}`);
+    }
+    metrics.pulls.inc({ result: "new" });
+    stopTimer();
+    trace("agent", "pull.end", { key: config.key, via: "pin" });
+    return this.take(config);
+  }
+
   private async take(config: StoredConfig): Promise<void> {
     if (this.stopped) return;
-    // Newest wins, never older (invariant 1), whatever path brought the config here.
+    // Newest wins, never older (invariant 1), whatever path brought the config here; a pin names exactly one.
     const runningKey = this.node.current?.key ?? null;
-    if (runningKey !== null && config.key <= runningKey) {
+    const pinned = this.pinned?.key;
+    if (pinned !== undefined ? config.key !== pinned : runningKey !== null && compareConfigKeys(config.key, runningKey) <= 0) {
       trace("agent", "take.stale", { key: config.key, running: runningKey });
       return;
     }

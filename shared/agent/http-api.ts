@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
+import { parseConfigKey } from "../core/config-key.js";
 import type { Logger } from "../adapters/log.js";
 import type { AgentMetrics } from "./metrics.js";
 import { bearerToken, tokenMatches } from "./token.js";
@@ -15,7 +16,7 @@ import { bearerToken, tokenMatches } from "./token.js";
 
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
 export const notifySchema = z.object({
-  key: z.string().regex(/^(?:\S*\/)?configs\/[0-9]{20}-[0-9a-f]{16}\.cfg$/, "a config key"),
+  key: z.string().refine((key) => !/\s/.test(key) && parseConfigKey(key) !== null, "a config key"),
   sha256: z.string().regex(/^[0-9a-f]{64}$/, "64 hex digits"),
   revision: z.string().regex(/^[0-9]{1,20}$/, "a decimal revision"),
 });

@@ -12,6 +12,7 @@ export interface AgentMetrics {
   runtimeUpdates: Counter;
   runtimeServerChanges: Counter;
   applyFailures: Counter<"stage">;
+  skippedConfigs: Counter;
   pullSeconds: Histogram;
   applySeconds: Histogram<"how">;
   notifications: Counter<"result">;
@@ -50,6 +51,11 @@ export function createAgentMetrics(): AgentMetrics {
     runtimeUpdates: new Counter({ name: "servicelb_agent_runtime_updates_total", help: "Configs applied through the runtime API without a reload", registers }),
     runtimeServerChanges: new Counter({ name: "servicelb_agent_runtime_server_changes_total", help: "Server slots changed through the runtime API", registers }),
     applyFailures: new Counter({ name: "servicelb_agent_apply_failures_total", help: "Configs not applied, by stage (pull, verify, check, apply)", labelNames: ["stage"], registers }),
+    skippedConfigs: new Counter({
+      name: "servicelb_agent_skipped_configs_total",
+      help: "Config keys skipped because their object was missing or did not verify (sha256, metadata); the next key down was taken",
+      registers,
+    }),
     pullSeconds: new Histogram({ name: "servicelb_agent_pull_duration_seconds", help: "Listing and fetching a config from the store", buckets: LATENCY_BUCKETS, registers }),
     applySeconds: new Histogram({
       name: "servicelb_agent_apply_duration_seconds",

@@ -5,7 +5,8 @@
  */
 
 import type { Logger } from "../adapters/log.js";
-import type { StoredConfig } from "../adapters/object-store.js";
+import type { SkippedKey, StoredConfig } from "../adapters/object-store.js";
+import { compareConfigKeys } from "../core/config-key.js";
 import { trace } from "../adapters/trace.js";
 import { sha256 } from "../core/sha256.js";
 import type { AgentMetrics } from "./metrics.js";
@@ -31,6 +32,10 @@ export interface ApplierStatus {
   lastError: AgentError | null;
   /** A config that failed and waits for its retry (or for a newer one). */
   backoff: { key: string; attempts: number; retryAt: string } | null;
+  /** The pin this agent honours (`servicelb pin`); null when it follows the newest config. */
+  pinned: { key: string; pinnedAt: string } | null;
+  /** Newer keys whose objects did not verify: skipped. */
+  skipped: SkippedKey[];
 }
 
 export interface NodeStateOptions {
@@ -75,7 +80,8 @@ export class NodeState {
     this.state = { applied, lastError: o.saved.lastError };
   }
 
-  status(): ApplierStatus {
+  /** What the node knows; the pull loop adds what it knows of the store (pin, skipped keys). */
+  status(): Omit<ApplierStatus, "pinned" | "skipped"> {
     const f = this.failure;
     return {
       applied: this.started ? this.state.applied : null,
@@ -107,7 +113,7 @@ export class NodeState {
     const f = this.failure;
     const failed = f !== null && Date.now() < f.retryAt ? f.key : null;
     if (running === null) return failed;
-    return failed !== null && failed > running ? failed : running;
+    return failed !== null && compareConfigKeys(failed, running) > 0 ? failed : running;
   }
 
   async succeed(
@@ -130,12 +136,16 @@ export class NodeState {
     await this.record({ applied, lastError });
   }
 
-  /** A failed step; a failed config (not a failed pull) waits out a backoff before it is tried again. */
+  /**
+   * A failed step; a failed config (not a failed pull) waits out a backoff before it is tried
+   * again. A config that does not verify is skipped instead (pull-target.ts): a backoff would hold
+   * every older key, and a forged far-future key would freeze the node.
+   */
   async fail(stage: AgentError["stage"], key: string | null, text: string): Promise<void> {
     const { backoff, metrics, log } = this.o;
     metrics.applyFailures.inc({ stage });
     let retryInMs: number | undefined;
-    if (stage !== "pull" && key !== null) {
+    if (stage !== "pull" && stage !== "verify" && key !== null) {
       const attempts = this.failure?.key === key ? this.failure.attempts + 1 : 1;
       retryInMs = Math.min(backoff.initialMs * 2 ** (attempts - 1), backoff.maxMs);
       this.failure = { key, attempts, retryAt: Date.now() + retryInMs };

@@ -32,6 +32,9 @@ export const nodeStatusSchema = z.object({
   lastError: agentErrorSchema.nullable(),
   /** A failed config waiting for its retry. */
   backoff: z.object({ key: z.string(), attempts: z.number(), retryAt: z.string() }).nullable(),
+  /** Reports of agents before pins and skipped keys existed have neither. */
+  pinned: z.object({ key: z.string(), pinnedAt: z.string() }).nullable().default(null),
+  skipped: z.array(z.object({ key: z.string(), reason: z.string() })).default([]),
   haproxy: z.object({
     running: z.boolean(),
     // Optional: agents before these fields still report.

@@ -15,7 +15,7 @@ import type { PullHealth } from "./node-status.js";
  */
 
 export interface WatchedStore {
-  store: Pick<ObjectStore, "history" | "get" | "putStatus">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin" | "putStatus">;
   health(): PullHealth;
   stop(): void;
 }
@@ -112,6 +112,7 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
           throw err;
         }
       },
+      getPin: () => guarded("get", () => inner.getPin()),
       putStatus: (node, status) => guarded("put", () => inner.putStatus(node, status)),
     },
     health() {

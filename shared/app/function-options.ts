@@ -40,6 +40,8 @@ export interface FunctionSettings {
   maxBodyBytes: number;
   /** Absent for the dry run, which publishes nothing; the reconcile function refuses to start without it. */
   store?: StoreSettings;
+  /** Overall deadline of one reconcile pass: every API and store call in it. */
+  passTimeoutMs: number;
   notify: NotifySettings;
 }
 
@@ -89,6 +91,7 @@ const extraSchemas = {
     }, "a readable file")
     .optional(),
   notifyTimeoutMs: wholeNumber("a whole number of milliseconds from 50 to 60000", 50, 60_000).default(2000),
+  passTimeoutMs: wholeNumber("a whole number of milliseconds from 100 to 3600000", 100, 3_600_000).default(60_000),
 };
 
 const extraSchema = z.object(extraSchemas).strict();
@@ -122,6 +125,7 @@ export function loadFunctionSettings(
     kubeconfig: x.kubeconfig,
     context: x.context,
     maxBodyBytes: x.maxBodyBytes,
+    passTimeoutMs: x.passTimeoutMs,
     store: x.store
       ? {
           url: x.store,

@@ -1,8 +1,10 @@
 import { OptionsError } from "../core/options.js";
 import { unifiedDiff } from "../core/line-diff.js";
 import { createLogger } from "../adapters/log.js";
-import type { HistoryEntry, ObjectStore } from "../adapters/object-store.js";
+import type { ConfigHead, HistoryEntry, ObjectStore } from "../adapters/object-store.js";
+import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/settings.js";
 import { loadFunctionSettings } from "./function-options.js";
+import { withRecordedSettings } from "./recorded-settings.js";
 import { createReconciler, openStore } from "./reconcile.js";
 
 /**
@@ -11,33 +13,88 @@ import { createReconciler, openStore } from "./reconcile.js";
  * as the functions. Each returns the exit code; output goes to stdout, logs to stderr.
  */
 
-/** `servicelb history [--limit N] [--format text|json]`: newest first. */
+/** A history entry with what its metadata says: who produced it and with which settings, or why it cannot be trusted. */
+export interface DescribedEntry extends HistoryEntry {
+  producer: string | null;
+  settingsDigest: string | null;
+  /** The object does not verify: publishers and agents skip this key. */
+  problem: string | null;
+  pinned: boolean;
+}
+
+/** `servicelb history [--limit N] [--format text|json]`: newest first, in decision order. */
 export async function runHistory(flags: Record<string, unknown>): Promise<number> {
   const limit = flags.limit === undefined ? 20 : Number(flags.limit);
   if (!Number.isInteger(limit) || limit < 0) throw new OptionsError(`--limit: ${String(flags.limit)} is not a whole number ≥ 0`);
   return withStore(flags, async (store) => {
-    const entries = await store.history({ limit: limit === 0 ? undefined : limit });
-    process.stdout.write(flags.format === "json" ? `${JSON.stringify(entries, null, 2)}\n` : formatHistory(entries));
+    const [entries, pin] = await Promise.all([store.history({ limit: limit === 0 ? undefined : limit }), store.getPin()]);
+    const described = await Promise.all(
+      entries.map(async (e): Promise<DescribedEntry> => {
+        const head = await store.head(e.key).catch((err: unknown) => (err as Error).message);
+        const ok = typeof head !== "string";
+        return { ...e, producer: ok ? head.generator : null, settingsDigest: ok ? head.settingsDigest : null, problem: ok ? null : head, pinned: pin?.key === e.key };
+      }),
+    );
+    process.stdout.write(flags.format === "json" ? `${JSON.stringify(described, null, 2)}\n` : formatHistory(described));
     return 0;
   });
 }
 
-/** `servicelb diff A B`: a unified diff of two published configs (empty when they are equal). */
+/**
+ * `servicelb diff A B [--settings]`: a unified diff of two published configs (empty when they are
+ * equal); with --settings, what differs between the settings they were rendered with.
+ */
 export async function runDiff(from: string, to: string, flags: Record<string, unknown>): Promise<number> {
   return withStore(flags, async (store) => {
     const entries = await store.history();
-    const [a, b] = await Promise.all([store.get(resolveConfigRef(from, entries)), store.get(resolveConfigRef(to, entries))]);
+    const [fromKey, toKey] = [resolveConfigRef(from, entries), resolveConfigRef(to, entries)];
+    if (flags.settings === true) {
+      const [a, b] = await Promise.all([recordedSettings(store, fromKey), recordedSettings(store, toKey)]);
+      process.stdout.write(formatSettingsDiff(fromKey, toKey, diffSettings(a, b)));
+      return 0;
+    }
+    const [a, b] = await Promise.all([store.get(fromKey), store.get(toKey)]);
     process.stdout.write(unifiedDiff(a.config, b.config, { fromLabel: a.key, toLabel: b.key }));
     return 0;
   });
 }
 
-/** `servicelb reconcile --once`: one full pass from a shell; prints the result as JSON. */
+async function recordedSettings(store: ObjectStore, key: string): Promise<SettingsRecord> {
+  const head: ConfigHead = await store.head(key);
+  if (!head.settingsDigest) throw new OptionsError(`${key} records no settings (published before servicelb recorded them, or by hand)`);
+  return store.readSettings(head.settingsDigest);
+}
+
+export function formatSettingsDiff(fromKey: string, toKey: string, changes: readonly SettingsChange[]): string {
+  const value = (v: SettingsChange["from"]) => (v === undefined ? "(unset)" : String(v));
+  return `--- ${fromKey}\n+++ ${toKey}\n${changes.map((c) => `${c.setting}: ${value(c.from)} → ${value(c.to)}\n`).join("")}`;
+}
+
+/**
+ * `servicelb reconcile --once`: one full pass from a shell, rendered with the settings recorded
+ * with the store's newest config unless flags (variables, a config file) say otherwise; what
+ * differs is said on stderr and in the printed result.
+ */
 export async function runReconcileOnce(flags: Record<string, unknown>): Promise<number> {
-  const reconciler = createReconciler(loadFunctionSettings(process.env, flags), { log: createLogger("reconcile") });
+  const settings = loadFunctionSettings(process.env, flags);
+  const store = openStore(settings);
+  const recorded = await withRecordedSettings(store, settings, { env: process.env, flags }).catch((err: unknown) => {
+    store.close();
+    throw err;
+  });
+  if (recorded.from) {
+    const differs = recorded.differs.map((c) => `${c.setting} ${String(c.from ?? "(unset)")} → ${String(c.to ?? "(unset)")}`);
+    process.stderr.write(
+      `servicelb: rendering with the settings recorded with ${recorded.from.key} (settings ${recorded.from.digest})` +
+        (differs.length > 0 ? `, except: ${differs.join(", ")}\n` : "\n"),
+    );
+  } else {
+    process.stderr.write("servicelb: the store records no settings: rendering with this shell's settings (flags, SERVICELB_*, defaults)\n");
+  }
+  const reconciler = createReconciler({ ...settings, options: recorded.options }, { log: createLogger("reconcile"), store });
   try {
     const result = await reconciler.reconcileNow({ id: `cli-${process.pid}-${Date.now()}`, type: "servicelb.cli.reconcile" });
-    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ ...result, settings: { recordedWith: recorded.from?.key ?? null, differs: recorded.differs } }, null, 2)}\n`);
     return 0;
   } finally {
     reconciler.close();
@@ -64,10 +121,20 @@ export function resolveConfigRef(ref: string, entries: readonly HistoryEntry[]):
   throw new OptionsError(`${ref}: no such config in the store (see servicelb history)`);
 }
 
-export function formatHistory(entries: readonly HistoryEntry[]): string {
+export function formatHistory(entries: readonly DescribedEntry[]): string {
   const rows = [
-    ["REVISION", "SHA256", "BYTES", "PUBLISHED", "KEY"],
-    ...entries.map((e) => [e.revision, e.sha256Prefix, String(e.size), e.lastModified.toISOString(), e.key]),
+    ["EPOCH", "REVISION", "SEQ", "SHA256", "PRODUCER", "SETTINGS", "BYTES", "PUBLISHED", "KEY"],
+    ...entries.map((e) => [
+      String(e.epoch),
+      e.revision,
+      String(e.seq),
+      e.sha256Prefix,
+      e.producer || "-",
+      e.settingsDigest ?? "-",
+      String(e.size),
+      e.lastModified.toISOString(),
+      `${e.key}${e.pinned ? "  (pinned)" : ""}${e.problem ? `  SKIPPED: ${e.problem}` : ""}`,
+    ]),
   ];
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ")).join("\n") + "\n";

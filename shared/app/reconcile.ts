@@ -3,14 +3,16 @@ import { join } from "node:path";
 import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
 import { envName, OptionsError } from "../core/options.js";
-import { ClusterError } from "../adapters/cluster.js";
+import { settingsRecord } from "../core/settings.js";
+import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
-import { createObjectStore, StoreError, type ObjectStore } from "../adapters/object-store.js";
+import { createObjectStore, StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageRoot } from "../adapters/templates.js";
 import { trace } from "../adapters/trace.js";
 import { classifyEvent, type Verdict } from "./cloudevents.js";
+import { DeadlineError, withDeadline } from "./deadline.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
 import { RenderContext } from "./render-context.js";
 
@@ -28,8 +30,10 @@ export interface ReconcileDeps {
   store?: ObjectStore;
   /** Default: the agents named by the settings. */
   notifier?: Notifier;
-  /** Default: the live cluster, scoped like the render. */
-  readSnapshot?: () => Promise<LiveSnapshot>;
+  /** Default: the live cluster, scoped like the render. `signal` is the pass's deadline. */
+  readSnapshot?: (signal: AbortSignal) => Promise<LiveSnapshot>;
+  /** The live cluster's revision by a fresh, cheap list. Default: a one-item list of Services. */
+  liveRevision?: (signal: AbortSignal) => Promise<string>;
   /** Recorded with each published config. Default "servicelb/<package version>". */
   generator?: string;
 }
@@ -42,6 +46,14 @@ export interface ReconcileResult {
   verdict: Verdict;
   /** ignored: the event cannot change the config (or was not understood); nothing was listed. */
   status: "ignored" | "published" | "unchanged" | "stale";
+  /** The epoch the config belongs to (it advances when the cluster's revisions go back). */
+  epoch?: number;
+  /** This pass found the cluster's revisions gone back and published into a new epoch. */
+  restored?: { mark: { epoch: number; revision: string }; live: string; snapshot: string };
+  /** Newer keys in the store that did not verify. */
+  skipped?: SkippedKey[];
+  /** unchanged: the view marker this pass left. */
+  view?: string;
   reason?: string;
   /** The snapshot revision. */
   revision?: string;
@@ -83,7 +95,10 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       log,
     );
   const ctx = new RenderContext(settings.options, { template: settings.template });
-  const readSnapshot = deps.readSnapshot ?? (() => readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }, ctx.liveItems));
+  const kube = { kubeconfig: settings.kubeconfig, context: settings.context };
+  const readSnapshot = deps.readSnapshot ?? ((signal: AbortSignal) => readLiveSnapshot(settings.options, { ...kube, signal }, ctx.liveItems));
+  const liveRevision = deps.liveRevision ?? ((signal: AbortSignal) => readClusterRevision(loadKubeConfig(kube), { namespace: settings.options.namespace, signal }));
+  const recorded = settingsRecord(settings.options, ctx.template);
   const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
   if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
@@ -101,35 +116,65 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     trace("reconcile", "pass.start", { n });
     const durationsMs = { list: 0, build: 0, render: 0, publish: 0, notify: 0 };
     let stage: Stage = "list";
+    const deadline = AbortSignal.timeout(settings.passTimeoutMs);
+    const guard = <T>(work: Promise<T>) =>
+      withDeadline(deadline, () => `the reconcile pass exceeded its deadline of ${settings.passTimeoutMs} ms (${envName("passTimeoutMs")}) at ${stage}; it was abandoned`, work);
     try {
-      let t = performance.now();
-      const snapshot = await readSnapshot();
-      durationsMs.list = since(t);
-      trace("reconcile", "pass.listed", { n, revision: snapshot.revision });
-      for (const warning of snapshot.listWarnings) plog.warn({ warning }, "cluster list warning");
+      const listAndRender = async () => {
+        stage = "list";
+        const t = performance.now();
+        const snapshot = await guard(readSnapshot(deadline));
+        durationsMs.list = since(t);
+        trace("reconcile", "pass.listed", { n, revision: snapshot.revision });
+        for (const warning of snapshot.listWarnings) plog.warn({ warning }, "cluster list warning");
 
-      stage = "render";
-      const rendered = ctx.render(snapshot);
-      durationsMs.build = rendered.stats.buildMs;
-      durationsMs.render = rendered.stats.renderMs;
-      if (rendered.warnings.length > 0) {
-        // One line per pass rather than per warning: a resync repeats them every period.
-        plog.warn({ revision: snapshot.revision, count: rendered.warnings.length, warnings: rendered.warnings.slice(0, LOGGED_WARNINGS) }, "render warnings");
-      }
-
+        stage = "render";
+        const rendered = ctx.render(snapshot);
+        durationsMs.build = rendered.stats.buildMs;
+        durationsMs.render = rendered.stats.renderMs;
+        if (rendered.warnings.length > 0) {
+          // One line per pass rather than per warning: a resync repeats them every period.
+          plog.warn({ revision: snapshot.revision, count: rendered.warnings.length, warnings: rendered.warnings.slice(0, LOGGED_WARNINGS) }, "render warnings");
+        }
+        return { snapshot, rendered };
+      };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
-      stage = "publish";
-      t = performance.now();
-      const published = await store.publish({ config: rendered.bytes, revision: snapshot.revision, generator });
-      durationsMs.publish = since(t);
+      const publish = async (revision: string, bytes: Uint8Array | string, restore: boolean): Promise<PublishResult> => {
+        stage = "publish";
+        const t = performance.now();
+        const result = await guard(store.publish({ config: bytes, revision, generator, settings: recorded, liveRevision: () => guard(liveRevision(deadline)), restore }));
+        durationsMs.publish = since(t);
+        return result;
+      };
+
+      let { snapshot, rendered } = await listAndRender();
+      let published = await publish(snapshot.revision, rendered.bytes, false);
+      const regression = published.regression;
+      if (published.status === "regressed") {
+        // Evidence from a fresh list: the live cluster is behind what the store recorded (etcd
+        // restore, a new cluster behind this store, a restarted local stack), or this snapshot
+        // was listed before the cluster went back. Start again from a list taken now.
+        plog.warn({ ...regression }, "the cluster's revision is behind the newest view recorded in the store: listing it again to publish into a new epoch");
+        ctx.forgetLiveState();
+        ({ snapshot, rendered } = await listAndRender());
+        published = await publish(snapshot.revision, rendered.bytes, true);
+        // A restore publish never asks for another one (see core/publish-order.ts).
+        if (published.status === "regressed") throw new Error(`publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`);
+      }
       trace("reconcile", "pass.published", { n, status: published.status, key: published.key });
+      if (published.newEpoch) {
+        plog.warn({ epoch: published.epoch, key: published.key, ...regression }, `published into epoch ${published.epoch}: the cluster's revisions went back`);
+      }
+      if (published.skipped.length > 0) {
+        plog.warn({ skipped: published.skipped }, "newer config keys in the store do not verify and were skipped: delete them, and find out who wrote them");
+      }
       if (published.pruneError) plog.warn({ err: published.pruneError.message }, "published, but pruning old configs failed; the next publish retries");
 
       let notify: ReconcileResult["notify"];
       if (published.status === "published") {
         stage = "notify";
-        t = performance.now();
-        const report = await notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision });
+        const t = performance.now();
+        const report = await guard(notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }));
         durationsMs.notify = since(t);
         trace("reconcile", "pass.notified", { n });
         notify = { agents: report.agents, ok: report.ok, failed: report.failed };
@@ -140,6 +185,10 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         eventType: trigger.type,
         verdict,
         status: published.status,
+        epoch: published.epoch,
+        ...(published.newEpoch && regression ? { restored: regression } : {}),
+        ...(published.skipped.length > 0 ? { skipped: published.skipped } : {}),
+        ...(published.view ? { view: published.view } : {}),
         revision: snapshot.revision,
         key: published.key,
         sha256: published.sha256,
@@ -160,7 +209,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       trace("reconcile", "pass.end", { n });
       return result;
     } catch (err) {
-      const transient = (err instanceof ClusterError || err instanceof StoreError) && err.transient;
+      const transient = (err instanceof ClusterError || err instanceof StoreError || err instanceof DeadlineError) && err.transient;
       if (transient) {
         plog.warn({ err, stage, durationsMs }, `reconcile failed at ${stage} (transient); failing the delivery so that the Broker retries`);
       } else {

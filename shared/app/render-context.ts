@@ -2,9 +2,12 @@ import { ModelCache, type BuildInputs } from "../core/build-model.js";
 import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
 import { Renderer } from "../core/render.js";
+import type { SettingsRecord } from "../core/settings.js";
+import { sha256 } from "../core/sha256.js";
 import { ParsedItems, type Snapshot } from "../core/snapshot.js";
 import { readErrorPage } from "../adapters/option-sources.js";
 import { loadTemplates } from "../adapters/templates.js";
+import type { TemplateSet } from "../core/render.js";
 
 /**
  * Everything a render needs besides the snapshot, loaded once per process: a warm function
@@ -13,22 +16,44 @@ import { loadTemplates } from "../adapters/templates.js";
 export class RenderContext {
   readonly renderer: Renderer;
   readonly inputs: BuildInputs;
+  /** Which templates render: recorded with each published config. */
+  readonly template: SettingsRecord["template"];
   /** Plans of unchanged Services between renders of live snapshots (a warm function instance). */
-  private readonly cache = new ModelCache();
-  /** Validated items of live lists, for `readLiveSnapshot` on a warm instance. */
-  readonly liveItems = new ParsedItems();
+  private cache = new ModelCache();
+  private items = new ParsedItems();
 
   constructor(
     readonly options: RenderOptions,
     files: { template?: string } = {},
   ) {
-    this.renderer = new Renderer(loadTemplates(files.template));
+    const templates = loadTemplates(files.template);
+    this.renderer = new Renderer(templates);
+    this.template = templateRecord(files.template, templates);
     this.inputs = { errorPageBody: readErrorPage(options.errorPage) };
+  }
+
+  /** Validated items of live lists, for `readLiveSnapshot` on a warm instance. */
+  get liveItems(): ParsedItems {
+    return this.items;
+  }
+
+  /**
+   * Forgets what was cached by resourceVersion. After the cluster's revisions went back (a restore),
+   * a name and resourceVersion seen before may now hold other content.
+   */
+  forgetLiveState(): void {
+    this.cache = new ModelCache();
+    this.items = new ParsedItems();
   }
 
   render(snapshot: Snapshot): RenderResult {
     return renderSnapshot(snapshot, this.options, this.renderer, this.inputs, this.cache);
   }
+}
+
+/** Which templates a config was rendered with: the main template's path (or built-in) and a digest of every file. */
+export function templateRecord(path: string | undefined, templates: TemplateSet = loadTemplates(path)): SettingsRecord["template"] {
+  return { source: path ?? "built-in", sha256: sha256(Object.entries(templates).map(([name, text]) => `${name}\0${text}`).join("\0")) };
 }
 
 /** The JSON form of a render, as `render --format json` and the HTTP dry run print it. */

@@ -1,4 +1,5 @@
-import { createObjectStore, type ConfigHead } from "../adapters/object-store.js";
+import { createObjectStore, type ConfigHead, type Pin, type SkippedKey } from "../adapters/object-store.js";
+import { compareConfigKeys } from "../core/config-key.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 
@@ -7,6 +8,8 @@ import { loadFunctionSettings, requireStore } from "./function-options.js";
  * reported to the store (status/<node>.json): the config it runs, whether that is the newest
  * published one, its last error and how old its report is. A report older than three of the
  * node's own report intervals is marked stale: the agent is gone or cannot reach the store.
+ * While a pin is set, the pinned config is what every node should run. Newer keys whose objects
+ * do not verify are listed: they are skipped by the publisher and the agents.
  * Exits 3 (with the reasons on stderr) unless every node serves the newest config, as
  * `kubectl rollout status` fails until a rollout is done.
  */
@@ -18,7 +21,7 @@ export interface NodeRow {
   sha256: string | null;
   how: string | null;
   appliedAt: string | null;
-  /** Runs no config, an unknown one, or one older than the newest published. */
+  /** Runs no config, an unknown one, or one older than the newest published (not the pinned one while pinned). */
   behind: boolean;
   reportedAt: string;
   ageSeconds: number;
@@ -29,12 +32,17 @@ export interface NodeRow {
 
 export interface FleetStatus {
   newest: { key: string; revision: string } | null;
+  pin: Pin | null;
+  /** Keys newer than the newest verified config that do not verify (reported by the store or an agent). */
+  skipped: SkippedKey[];
   nodes: NodeRow[];
   /** Reports that are not agent status documents. */
   unreadable: string[];
 }
 
-export function fleetStatus(newest: ConfigHead | null, reports: readonly unknown[], now: number): FleetStatus {
+export function fleetStatus(newest: ConfigHead | null, reports: readonly unknown[], now: number, store: { pin?: Pin | null; skipped?: SkippedKey[] } = {}): FleetStatus {
+  const pin = store.pin ?? null;
+  const skipped = new Map((store.skipped ?? []).map((s) => [s.key, s]));
   const nodes: NodeRow[] = [];
   const unreadable: string[] = [];
   for (const report of reports) {
@@ -53,16 +61,17 @@ export function fleetStatus(newest: ConfigHead | null, reports: readonly unknown
       sha256: s.applied?.sha256 ?? null,
       how: s.applied?.how ?? null,
       appliedAt: s.applied?.appliedAt ?? null,
-      behind: newest !== null && (key === null || key < newest.key),
+      behind: pin ? key !== pin.key : newest !== null && (key === null || compareConfigKeys(key, newest.key) < 0),
       reportedAt: s.reportedAt,
       ageSeconds,
       stale: ageSeconds > 3 * s.reportIntervalSeconds,
       haproxyRunning: s.haproxy.running,
       lastError: s.lastError,
     });
+    for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
   nodes.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
-  return { newest: newest && { key: newest.key, revision: newest.revision }, nodes, unreadable };
+  return { newest: newest && { key: newest.key, revision: newest.revision }, pin, skipped: [...skipped.values()], nodes, unreadable };
 }
 
 /** `status` exits with this when the fleet has not converged, so that scripts and CI can wait on it. */
@@ -87,7 +96,8 @@ function age(seconds: number): string {
 }
 
 export function formatFleet(f: FleetStatus): string {
-  const head = f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n";
+  const pin = f.pin ? `PINNED: ${f.pin.key} since ${f.pin.pinnedAt}${f.pin.reason ? ` (${f.pin.reason})` : ""}: agents run it until \`servicelb unpin\`\n` : "";
+  const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}`;
   const rows = [
     ["NODE", "REVISION", "STATE", "HAPROXY", "REPORTED", "CONFIG", "LAST ERROR"],
     ...f.nodes.map((n) => [
@@ -102,7 +112,7 @@ export function formatFleet(f: FleetStatus): string {
   ];
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   const table = rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ").trimEnd()).join("\n");
-  const bad = f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("");
+  const bad = f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") + f.skipped.map((k) => `skipped key (does not verify): ${k.key}: ${k.reason}\n`).join("");
   return `${head}${table}\n${bad}`;
 }
 
@@ -110,8 +120,8 @@ export async function runStatus(flags: Record<string, unknown>): Promise<number>
   const s = requireStore(loadFunctionSettings(process.env, flags));
   const store = createObjectStore({ url: s.url, endpoint: s.endpoint, region: s.region, forcePathStyle: s.forcePathStyle });
   try {
-    const [newest, reports] = await Promise.all([store.latest(), store.listStatuses()]);
-    const fleet = fleetStatus(newest, reports, Date.now());
+    const [{ config: newest, skipped }, reports, pin] = await Promise.all([store.newest(), store.listStatuses(), store.getPin()]);
+    const fleet = fleetStatus(newest, reports, Date.now(), { pin, skipped });
     process.stdout.write(flags.format === "json" ? `${JSON.stringify(fleet, null, 2)}\n` : formatFleet(fleet));
     const problems = notConverged(fleet);
     for (const p of problems) process.stderr.write(`servicelb: not converged: ${p}\n`);

@@ -102,6 +102,11 @@ describe.each(KUSTOMIZATIONS)("%s", (dir) => {
     }
   });
 
+  it("runs the reconcile function on one instance at most", () => {
+    const reconcile = objects.find((o) => o.kind === "Service" && o.apiVersion === "serving.knative.dev/v1" && o.metadata.name === "reconcile") as K8sObject & { spec: { template: { metadata: { annotations: Record<string, string> } } } };
+    expect(reconcile.spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]).toBe("1");
+  });
+
   it("gives every container resource requests, a memory limit and no root", () => {
     for (const o of objects) {
       const pod = podSpecOf(o);

@@ -18,6 +18,7 @@ import { REPO } from "../support/infra-manifests.js";
 
 interface SlsFunction {
   handler: string;
+  maxInstances?: number;
   events: Array<{ http?: string; event?: { eventType: string; resource: string; path?: string; failurePolicy?: unknown } }>;
   environment?: Record<string, string>;
   secrets?: Record<string, { secret: string; version: string }>;
@@ -162,6 +163,11 @@ describe("serverless.yml", () => {
     const main = pkg.main ?? "index.js";
     expect(packaged(sls.package.patterns, main), main).toBe(true);
     expect(existsSync(join(REPO, main.replace(/^dist\//, "").replace(/\.js$/, ".ts")))).toBe(true);
+  });
+
+  // Overlapping passes are survived (view markers), but one instance narrows the window further (issue 11).
+  it("runs reconcile on one instance at most", () => {
+    expect(sls.functions.reconcile!.maxInstances).toBe(1);
   });
 
   // functions-framework turns the Pub/Sub trigger into a google.cloud.pubsub.topic.v1.messagePublished

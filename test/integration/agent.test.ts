@@ -167,7 +167,7 @@ describe("applying configs", () => {
     const text = (await n.store.get(next.key)).config;
     // Tampered behind the store's back: same key and metadata, another body.
     await world.s3.client.send(
-      new PutObjectCommand({ Bucket: world.s3.bucket, Key: next.key, Body: text.replace(B, C), Metadata: { sha256: next.sha256, revision: "110", generator: "x" } }),
+      new PutObjectCommand({ Bucket: world.s3.bucket, Key: next.key, Body: text.replace(B, C), Metadata: { sha256: next.sha256, revision: "110", generator: "x", epoch: "0", seq: "1" } }),
     );
     await n.notify(agent, next);
     const err = await waitFor("the verify error", async () => agent.status().lastError ?? undefined);
@@ -234,7 +234,7 @@ describe("converging and recovering", () => {
     const agent = await start(n, {}, { store: dead });
     const health = await fetch(`${agent.url}/healthz`);
     expect(health.status).toBe(503);
-    expect(await health.json()).toEqual({ ok: false, reason: expect.stringMatching(/^no config applied yet \(last error: cannot list the store: /) });
+    expect(await health.json()).toEqual({ ok: false, reason: expect.stringMatching(/^no config applied yet \(last error: cannot read the store: /) });
     expect(agent.status()).toMatchObject({ applied: null, haproxy: { running: false }, lastError: { stage: "pull" } });
   });
 
@@ -406,7 +406,7 @@ describe("servicelb status", () => {
     };
     const text = await run({}, 0);
     expect(text).toContain(`newest: ${v1.key} (revision 100)`);
-    expect(text).toMatch(/^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+0+100-[0-9a-f]{16}\.cfg\s+-$/m);
+    expect(text).toMatch(/^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+000000-0+100-0000000000-[0-9a-f]{16}\.cfg\s+-$/m);
 
     // Published without a ping and with a long poll interval: the node is behind until it pulls,
     // and status says so in its exit code.

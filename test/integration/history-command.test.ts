@@ -47,14 +47,18 @@ describe("servicelb history", () => {
     captureStdout();
     expect(await runHistory(flags)).toBe(0);
     const rows = stdout.trimEnd().split("\n");
-    expect(rows[0]).toMatch(/^REVISION\s+SHA256\s+BYTES\s+PUBLISHED\s+KEY$/);
-    expect(rows.slice(1).map((r) => r.split(/\s+/)[0])).toEqual(["130", "120"]);
+    expect(rows[0]).toMatch(/^EPOCH\s+REVISION\s+SEQ\s+SHA256\s+PRODUCER\s+SETTINGS\s+BYTES\s+PUBLISHED\s+KEY$/);
+    expect(rows.slice(1).map((r) => r.split(/\s+/).slice(0, 5))).toEqual([
+      ["0", "130", "1", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
+      ["0", "120", "0", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
+    ]);
 
     captureStdout();
     expect(await runHistory({ ...flags, format: "json", limit: "1" })).toBe(0);
     const entries = JSON.parse(stdout) as HistoryEntry[];
     expect(entries.map((e) => e.revision)).toEqual(["130"]);
-    expect(entries[0]!.key).toMatch(/^history\/configs\/0+130-[0-9a-f]{16}\.cfg$/);
+    expect(entries[0]!.key).toMatch(/^history\/configs\/000000-0+130-0000000001-[0-9a-f]{16}\.cfg$/);
+    expect(entries[0]).toMatchObject({ producer: "servicelb/test", settingsDigest: null, problem: null, pinned: false });
   });
 
   it("names a missing --store setting", async () => {
@@ -76,7 +80,7 @@ describe("servicelb diff", () => {
 });
 
 describe("resolveConfigRef", () => {
-  const entry = (key: string, revision: string): HistoryEntry => ({ key, revision, sha256Prefix: key.slice(-20, -4), size: 1, lastModified: new Date(0) });
+  const entry = (key: string, revision: string): HistoryEntry => ({ key, epoch: 0, revision, seq: 0, sha256Prefix: key.slice(-20, -4), size: 1, lastModified: new Date(0) });
   const entries = [
     entry("p/configs/00000000000000000130-bbbbbbbbbbbbbbbb.cfg", "130"),
     entry("p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg", "120"),
@@ -100,6 +104,48 @@ describe("resolveConfigRef", () => {
 });
 
 describe("servicelb reconcile --once", () => {
+  it("renders with the settings recorded in the store unless flags say otherwise, and says what differs; diff --settings shows it", async () => {
+    const api = await new KubeApiEmulator().start();
+    try {
+      api.upsert("Service", service("web", [{ port: 80 }]) as unknown as KubeObject);
+      api.upsert("EndpointSlice", slice("web", [{ port: 80 }], ["10.1.0.1"]) as unknown as KubeObject);
+      const once = { ...flags, store: `s3://${s3.bucket}/recorded/`, kubeconfig: await api.writeKubeconfig() };
+      let stderr = "";
+      vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+
+      // The deployed function's settings, as its first publish records them.
+      captureStdout();
+      expect(await runReconcileOnce({ ...once, httpPort: "8080", bindAddress: "127.0.0.1" })).toBe(0);
+      const deployed = JSON.parse(stdout) as { key: string; status: string };
+      expect(deployed.status).toBe("published");
+      expect(stderr).toContain("the store records no settings");
+
+      // A shell with no render flags renders what the function would: nothing to publish.
+      captureStdout();
+      stderr = "";
+      expect(await runReconcileOnce(once)).toBe(0);
+      expect(JSON.parse(stdout)).toMatchObject({ status: "unchanged", key: deployed.key, settings: { recordedWith: deployed.key, differs: [] } });
+      expect(stderr).toMatch(/rendering with the settings recorded with \S+ \(settings [0-9a-f]{16}\)\n/);
+
+      // A flag wins, and is named.
+      captureStdout();
+      stderr = "";
+      expect(await runReconcileOnce({ ...once, balanceAlgorithm: "leastconn" })).toBe(0);
+      const changed = JSON.parse(stdout) as { status: string; key: string; settings: { differs: unknown[] } };
+      expect(changed).toMatchObject({ status: "published", settings: { differs: [{ setting: "balanceAlgorithm", from: "roundrobin", to: "leastconn" }] } });
+      expect(stderr).toContain("except: balanceAlgorithm roundrobin → leastconn");
+      const recorded = createObjectStore({ url: once.store, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+      expect((await recorded.get(changed.key).finally(() => recorded.close())).config).toContain("bind 127.0.0.1:8080");
+
+      captureStdout();
+      expect(await runDiff("latest~1", "latest", { ...once, settings: true })).toBe(0);
+      expect(stdout).toBe(`--- ${deployed.key}\n+++ ${changed.key}\nbalanceAlgorithm: roundrobin → leastconn\n`);
+    } finally {
+      await api.stop();
+    }
+  });
+
+
   it("runs one pass against the live cluster and prints the result", async () => {
     const api = await new KubeApiEmulator().start();
     try {

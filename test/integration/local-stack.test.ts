@@ -24,9 +24,64 @@ function listening(port: number, host = "127.0.0.1"): Promise<boolean> {
   });
 }
 
+/** `servicelb local` as `npm start` runs it; resolves once it printed its summary. */
+async function startStack(args: string[]) {
+  const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  stack.stdout.on("data", (c: Buffer) => (out += c.toString()));
+  stack.stderr.on("data", (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<number | null>((resolve) => stack.on("exit", (code) => resolve(code)));
+  const output = () => `--- stdout\n${out}\n--- stderr\n${err.slice(-4000)}`;
+  try {
+    await waitFor("the stack's summary", async () => (out.includes("Ctrl-C stops everything.") ? true : undefined), 60_000);
+  } catch (e) {
+    stack.kill("SIGKILL");
+    throw new Error(`${(e as Error).message}\n${output()}`);
+  }
+  return { stack, exited, output, err: () => err };
+}
+
 describe("npm start (servicelb local)", () => {
   const dir = mkdtempSync(join(tmpdir(), "servicelb-local-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("serves an edit made while it was stopped within seconds of starting again on the same data dir", async () => {
+    requireHaproxy();
+    const [httpPort, statsPort, web1, web2, api] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const file = join(dir, "restart-cluster.yaml");
+    const data = join(dir, "restart-data");
+    const args = ["--demo", "--cluster-file", file, "--data-dir", data, "--http-port", String(httpPort), "--stats-port", String(statsPort), "--resync", "5000"];
+    writeFileSync(file, cluster(web1, api));
+
+    const first = await startStack(args);
+    try {
+      await waitFor("the demo Service", async () => ((await httpGet(httpPort, "/web/hello")).body.includes(`127.0.0.1:${web1}`) ? true : undefined), 30_000);
+      // A few edits, so that the first run's cluster revision is well past where a fresh start begins.
+      for (const host of ["127.0.0.3", "127.0.0.4", "127.0.0.5"]) {
+        writeFileSync(file, cluster(web1, api).replace("addresses: [127.0.0.1]", `addresses: [${host}]`));
+        await waitFor(`the edit to ${host}`, async () => ((await httpGet(httpPort, "/web/x")).body.includes(`${host}:${web1}`) ? true : undefined), 15_000);
+      }
+    } finally {
+      first.stack.kill("SIGINT");
+    }
+    expect(await first.exited).toBe(0);
+
+    // Edited while stopped: the pod moved to another address and port.
+    writeFileSync(file, cluster(web2, api).replace("addresses: [127.0.0.1]", "addresses: [127.0.0.2]"));
+    const started = Date.now();
+    const second = await startStack(args);
+    try {
+      await waitFor("the edit made while stopped", async () => ((await httpGet(httpPort, "/web/again")).body.includes(`127.0.0.2:${web2}`) ? true : undefined), 20_000);
+      expect(Date.now() - started).toBeLessThan(30_000);
+      expect(second.err()).toMatch(/published into epoch 1: the cluster's revisions went back/);
+    } catch (e) {
+      second.stack.kill("SIGKILL");
+      throw new Error(`${(e as Error).message}\n${second.output()}`);
+    }
+    second.stack.kill("SIGINT");
+    expect(await second.exited).toBe(0);
+  });
 
   it("serves the demo cluster through HAProxy, follows edits of the cluster file, and stops every process", async () => {
     requireHaproxy();

@@ -84,17 +84,17 @@ describe("publish, latest, get", () => {
     expect(await store.latest()).toBeNull();
     const result = await store.publish({ config, revision: "42", generator: GENERATOR });
 
-    const key = `${prefix}configs/00000000000000000042-${sha.slice(0, 16)}.cfg`;
-    expect(result).toEqual({ status: "published", key, sha256: sha, newest: { key, sha256: sha, revision: "42" } });
-    expect(await store.latest()).toEqual({ key, sha256: sha, revision: "42", generator: GENERATOR });
+    const key = `${prefix}configs/000000-00000000000000000042-0000000000-${sha.slice(0, 16)}.cfg`;
+    expect(result).toEqual({ status: "published", key, sha256: sha, epoch: 0, newest: { key, sha256: sha, revision: "42" }, skipped: [] });
+    expect(await store.latest()).toEqual({ key, sha256: sha, revision: "42", generator: GENERATOR, epoch: 0, seq: 0, settingsDigest: null });
     expect(await store.get(key)).toEqual({ key, config, sha256: sha, revision: "42" });
 
     const head = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
     expect(head.ContentType).toMatch(/^text\/plain/);
-    expect(head.Metadata).toEqual({ sha256: sha, revision: "42", generator: GENERATOR });
+    expect(head.Metadata).toEqual({ sha256: sha, revision: "42", generator: GENERATOR, epoch: "0", seq: "0", bytes: String(config.length) });
   });
 
-  it("writes nothing when the config equals the newest one", async () => {
+  it("writes no config when the config equals the newest one; a newer view leaves only a marker", async () => {
     const prefix = newPrefix();
     const store = openStore(prefix);
     const first = await store.publish({ config: cfg(1), revision: "10", generator: GENERATOR });
@@ -104,8 +104,9 @@ describe("publish, latest, get", () => {
       expect(again.status).toBe("unchanged");
       expect(again.key).toBe(first.key);
       expect(again.newest).toEqual(first.newest);
+      expect(again.view).toBe(revision === "11" ? `${prefix}views/000000-00000000000000000011` : undefined);
     }
-    expect(await keysUnder(prefix)).toEqual([first.key]);
+    expect(await keysUnder(prefix)).toEqual([first.key, `${prefix}views/000000-00000000000000000011`]);
   });
 
   it("refuses a config from an older snapshot", async () => {
@@ -141,16 +142,21 @@ describe("publish, latest, get", () => {
     expect((await store.history()).map((entry) => entry.revision)).toEqual(["200", "100"]);
   });
 
-  it("keeps publishing past a newest object that has no metadata (a hand upload)", async () => {
+  it("skips and reports a newest object that does not verify (a hand upload, a far-future key) and keeps publishing", async () => {
     const prefix = newPrefix();
     const store = openStore(prefix);
     const handKey = `${prefix}configs/00000000000000000011-${"0".repeat(16)}.cfg`;
+    const farFuture = `${prefix}configs/99999999999999999999-0000000000000000.cfg`;
     await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: handKey, Body: "hand-made" }));
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: farFuture, Body: "garbage", Metadata: { sha256: "1".repeat(64), revision: "99999999999999999999" } }));
 
-    expect(await store.publish({ config: cfg(1), revision: "10", generator: GENERATOR })).toMatchObject({ status: "stale", newest: { key: handKey } });
+    const first = await store.publish({ config: cfg(1), revision: "10", generator: GENERATOR });
+    expect(first).toMatchObject({ status: "published", skipped: [{ key: farFuture, reason: expect.stringMatching(/sha256/) }, { key: handKey, reason: expect.stringMatching(/no sha256 metadata/) }] });
     const next = await store.publish({ config: cfg(2), revision: "12", generator: GENERATOR });
     expect(next.status).toBe("published");
     expect((await store.latest())?.key).toBe(next.key);
+    // Only keys above the newest verified config are in its way.
+    expect((await store.newest()).skipped.map((s) => s.key)).toEqual([farFuture]);
   });
 
   it("converges on the highest revision when publishers race", async () => {
@@ -166,18 +172,20 @@ describe("publish, latest, get", () => {
     expect(await openStore(prefix).latest()).toMatchObject({ revision: "999", sha256: sha256(cfg(999)) });
   });
 
-  it("writes both configs of one revision and lets the greater sha win", async () => {
+  it("lets a later publish of one revision win whatever its sha (settings changed, servicelb upgraded)", async () => {
     const prefix = newPrefix();
     const store = openStore(prefix);
     const [low, high] = [cfg(1), cfg(2)].sort((a, b) => (sha256(a) < sha256(b) ? -1 : 1)) as [string, string];
 
-    const first = await store.publish({ config: high, revision: "7", generator: GENERATOR });
-    const second = await store.publish({ config: low, revision: "7", generator: "other/2.0" });
-
-    expect(second.status).toBe("published");
-    expect(second.newest).toEqual(first.newest);
-    expect((await store.latest())?.key).toBe(first.key);
-    expect((await keysUnder(prefix)).sort()).toEqual([first.key, second.key].sort());
+    const keys: string[] = [];
+    for (const config of [high, low, high, low]) {
+      const result = await store.publish({ config, revision: "7", generator: GENERATOR });
+      expect(result.status).toBe("published");
+      expect(result.newest.key).toBe(result.key);
+      expect((await store.latest())?.sha256).toBe(sha256(config));
+      keys.push(result.key);
+    }
+    expect(keys.map((k) => k.split("-")[2])).toEqual(["0000000000", "0000000001", "0000000002", "0000000003"]);
   });
 
   it("orders revisions numerically across digit-length boundaries", async () => {
@@ -194,7 +202,7 @@ describe("publish, latest, get", () => {
     const history = await store.history();
     expect(history.map((entry) => entry.revision)).toEqual(["9223372036854775807", "1000", "999", "100", "99", "9"]);
     expect(history.map((entry) => entry.key)).toEqual([...history.map((entry) => entry.key)].sort().reverse());
-    expect(history.find((entry) => entry.revision === "999")?.key).toContain("/configs/00000000000000000999-");
+    expect(history.find((entry) => entry.revision === "999")?.key).toContain("/configs/000000-00000000000000000999-");
 
     const stale = await store.publish({ config: cfg(5), revision: "99999", generator: GENERATOR });
     expect(stale.status).toBe("stale");
@@ -210,19 +218,87 @@ describe("publish, latest, get", () => {
   });
 });
 
+describe("decision order across upgrades, overlaps and restores", () => {
+  /** A config as the first key format (`<revision>-<sha>.cfg`) wrote it. */
+  async function putLegacy(prefix: string, config: string, revision: number): Promise<string> {
+    const sha = sha256(config);
+    const key = `${prefix}configs/${String(revision).padStart(20, "0")}-${sha.slice(0, 16)}.cfg`;
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: key, Body: config, Metadata: { sha256: sha, revision: String(revision), generator: "servicelb/0.0.9" } }));
+    return key;
+  }
+
+  it("reads keys of the first format as epoch 0, seq 0: an upgrade publishes past them, at the same revision too", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const old100 = await putLegacy(prefix, cfg(1), 100);
+    const old90 = await putLegacy(prefix, cfg(9), 90);
+    expect(await store.latest()).toMatchObject({ key: old100, epoch: 0, seq: 0, revision: "100" });
+    expect((await store.history()).map((e) => e.key)).toEqual([old100, old90]);
+
+    expect(await store.publish({ config: cfg(5), revision: "95", generator: GENERATOR })).toMatchObject({ status: "stale" });
+    const upgraded = await store.publish({ config: cfg(2), revision: "100", generator: GENERATOR });
+    expect(upgraded).toMatchObject({ status: "published", epoch: 0, newest: { key: upgraded.key } });
+    expect(upgraded.key).toMatch(/configs\/000000-00000000000000000100-0000000001-/);
+    expect((await store.latest())?.key).toBe(upgraded.key);
+    expect((await store.history()).map((e) => e.key)).toEqual([upgraded.key, old100, old90]);
+  });
+
+  it("an older pass finishing after a newer one that found nothing to change is stale: the newer view was recorded", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const published = await store.publish({ config: cfg(1), revision: "100", generator: GENERATOR });
+    // The newer pass (revision 120) renders the same bytes: no config, a view marker.
+    expect(await store.publish({ config: cfg(1), revision: "120", generator: GENERATOR })).toMatchObject({ status: "unchanged", view: `${prefix}views/000000-00000000000000000120` });
+    // The older pass (revision 110, another config) finishes last; the live cluster is past 120.
+    const older = await store.publish({ config: cfg(2), revision: "110", generator: GENERATOR, liveRevision: async () => "125" });
+    expect(older.status).toBe("stale");
+    expect((await store.latest())?.key).toBe(published.key);
+    expect(await keysUnder(`${prefix}configs/`)).toEqual([published.key]);
+  });
+
+  it("tells a cluster whose revisions went back from a stale pass, and publishes a fresh list into the next epoch", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const before = await store.publish({ config: cfg(1), revision: "500", generator: GENERATOR });
+
+    // Restored: the live cluster is at 40, below the store's mark.
+    const seen = await store.publish({ config: cfg(2), revision: "35", generator: GENERATOR, liveRevision: async () => "40" });
+    expect(seen).toMatchObject({ status: "regressed", regression: { mark: { epoch: 0, revision: "500" }, live: "40", snapshot: "35" } });
+    expect((await store.latest())?.key).toBe(before.key);
+    const restored = await store.publish({ config: cfg(2), revision: "41", generator: GENERATOR, restore: true });
+    expect(restored).toMatchObject({ status: "published", epoch: 1, newEpoch: true });
+    expect(restored.key).toMatch(/configs\/000001-00000000000000000041-0000000001-/);
+    expect((await store.latest())?.key).toBe(restored.key);
+
+    // A pass that listed the old cluster (revision 480) before the restore finishes now: its
+    // snapshot is ahead of the live cluster, so it does not publish into the new epoch.
+    const late = await store.publish({ config: cfg(3), revision: "480", generator: GENERATOR, liveRevision: async () => "45" });
+    expect(late.status).toBe("regressed");
+    // The pass's fresh list is the restored cluster, at or past the new epoch's mark: published normally.
+    expect(await store.publish({ config: cfg(4), revision: "46", generator: GENERATOR, restore: true })).toMatchObject({ status: "published", epoch: 1 });
+  });
+
+  it("bounds view markers: a forged far-future marker costs one epoch, not publishing", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    await store.publish({ config: cfg(1), revision: "100", generator: GENERATOR });
+    for (const forged of ["999999-99999999999999999999", "000001-99999999999999999999"]) {
+      await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `${prefix}views/${forged}`, Body: "{}" }));
+    }
+    const behind = await store.publish({ config: cfg(2), revision: "101", generator: GENERATOR, liveRevision: async () => "101" });
+    expect(behind).toMatchObject({ status: "regressed", regression: { mark: { epoch: 1, revision: "99999999999999999999" } } });
+    expect(await store.publish({ config: cfg(2), revision: "102", generator: GENERATOR, restore: true })).toMatchObject({ status: "published", epoch: 2 });
+    expect(await store.publish({ config: cfg(3), revision: "103", generator: GENERATOR, liveRevision: async () => "103" })).toMatchObject({ status: "published", epoch: 2 });
+  });
+});
+
 describe("integrity", () => {
   it("detects a body that no longer matches its sha256", async () => {
     const store = openStore();
     const { key, sha256: original } = await store.publish({ config: cfg(1), revision: "5", generator: GENERATOR });
     const tampered = cfg(666);
-    await s3.client.send(
-      new PutObjectCommand({
-        Bucket: s3.bucket,
-        Key: key,
-        Body: tampered,
-        Metadata: { sha256: original, revision: "5", generator: GENERATOR },
-      }),
-    );
+    const { Metadata } = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: key, Body: tampered, Metadata: { ...Metadata, bytes: String(tampered.length) } }));
 
     const error = await store.get(key).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StoreError);
@@ -241,7 +317,8 @@ describe("integrity", () => {
     );
 
     await expect(store.get(key)).rejects.toThrow(/0123456789abcdef/);
-    await expect(store.latest()).rejects.toThrow(StoreError);
+    expect(await store.latest()).toBeNull();
+    expect((await store.newest()).skipped).toEqual([{ key, reason: expect.stringMatching(/does not match the key's sha256 prefix 0123456789abcdef/) }]);
   });
 
   it("rejects keys that are not config keys of this store", async () => {
@@ -268,7 +345,9 @@ describe("history and retention", () => {
     expect(all.map((entry) => entry.key)).toEqual([...keys].reverse());
     expect(all[0]).toEqual({
       key: keys[3],
+      epoch: 0,
       revision: "4",
+      seq: 3,
       sha256Prefix: sha256(cfg(4)).slice(0, 16),
       size: Buffer.byteLength(cfg(4)),
       lastModified: expect.any(Date),

@@ -9,6 +9,7 @@ import { createObjectStore, type ObjectStore, type PublishResult } from "../../s
 import { startAgent, type Agent, type AgentDeps } from "../../shared/agent/agent.js";
 import { parseAgentOptions, type AgentOptions } from "../../shared/agent/options.js";
 import { RenderContext } from "../../shared/app/render-context.js";
+import { parseConfigKey } from "../../shared/core/config-key.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { list, service, slice } from "./fixtures.js";
 import { afterAll, afterEach, beforeAll } from "vitest";
@@ -95,7 +96,7 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
       return store.publish({ config: rendered.config, revision: String(revision), generator: "servicelb/test" });
     },
     async notify(agent, published, token = TOKEN) {
-      const revision = String(Number(/\/configs\/(\d+)-/.exec(published.key)?.[1] ?? "0"));
+      const revision = parseConfigKey(published.key)?.revision.toString() ?? "0";
       const res = await fetch(`${agent.url}/notify`, {
         method: "POST",
         headers: { "content-type": "application/json", ...(token === null ? {} : { authorization: `Bearer ${token}` }) },

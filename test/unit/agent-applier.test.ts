@@ -67,8 +67,9 @@ function world(runtimeFails?: (command: string) => boolean) {
   const configPath = join(dir, "haproxy.cfg");
   const applier = new Applier({
     store: {
-      history: async () => [...configs].reverse().map((c) => ({ key: c.key, revision: c.revision, sha256Prefix: c.sha256.slice(0, 16), size: c.config.length, lastModified: new Date() })),
+      history: async () => [...configs].reverse().map((c) => ({ key: c.key, epoch: 0, revision: c.revision, seq: 0, sha256Prefix: c.sha256.slice(0, 16), size: c.config.length, lastModified: new Date() })),
       get: async (key) => configs.find((c) => c.key === key)!,
+      getPin: async () => null,
     },
     haproxy: {
       running: true,

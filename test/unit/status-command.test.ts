@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { fleetStatus, formatFleet, notConverged } from "../../shared/app/status-command.js";
 
-const newest = { key: "p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg", revision: "120", sha256: "a".repeat(64), generator: "g" };
+const newest = { key: "p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg", revision: "120", sha256: "a".repeat(64), generator: "g", epoch: 0, seq: 0, settingsDigest: null };
 const now = Date.parse("2026-11-30T12:00:00Z");
 const report = (node: string, key: string | null, extra: Record<string, unknown> = {}) => ({
   node,

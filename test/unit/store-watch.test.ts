@@ -5,7 +5,7 @@ import { watchStore } from "../../shared/agent/store-watch.js";
 
 /** A store whose answers the test decides, on a clock the test moves. */
 function fakeStore() {
-  const entry = (key: string): HistoryEntry => ({ key, revision: "1", sha256Prefix: "0".repeat(16), size: 1, lastModified: new Date(0) });
+  const entry = (key: string): HistoryEntry => ({ key, epoch: 0, revision: "1", seq: 0, sha256Prefix: "0".repeat(16), size: 1, lastModified: new Date(0) });
   const s = {
     newest: "configs/a",
     getFails: false,

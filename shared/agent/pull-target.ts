@@ -1,0 +1,89 @@
+/*
+ * Which config the agent pulls: the pinned one while a pin is set (`servicelb pin`), else the
+ * newest config after the running one whose object verifies. Keys are not trusted blindly: a key
+ * whose object is missing or does not verify (a forged far-future key, a hand upload) is skipped
+ * and reported, and the next one down is taken, so that one bad key never freezes the node.
+ */
+
+import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/object-store.js";
+import { compareConfigKeys } from "../core/config-key.js";
+
+/** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
+export class SkippedKeys {
+  private readonly byKey = new Map<string, { reason: string; attempts: number; retryAt: number }>();
+
+  constructor(private readonly backoff: { initialMs: number; maxMs: number }) {}
+
+  add(key: string, reason: string): void {
+    const attempts = (this.byKey.get(key)?.attempts ?? 0) + 1;
+    this.byKey.set(key, { reason, attempts, retryAt: Date.now() + Math.min(this.backoff.initialMs * 2 ** (attempts - 1), this.backoff.maxMs) });
+  }
+
+  /** Skipped and not yet due for another look. */
+  holds(key: string): boolean {
+    const entry = this.byKey.get(key);
+    return entry !== undefined && Date.now() < entry.retryAt;
+  }
+
+  has(key: string): boolean {
+    return this.byKey.has(key);
+  }
+
+  /** Keys older than `key` no longer matter to anyone: forgotten. */
+  forgetUpTo(key: string): void {
+    for (const k of this.byKey.keys()) if (compareConfigKeys(k, key) <= 0) this.byKey.delete(k);
+  }
+
+  list(): SkippedKey[] {
+    return [...this.byKey].map(([key, { reason }]) => ({ key, reason }));
+  }
+}
+
+/** The store failed while a config was being fetched: `key` names it (null: the listing failed). */
+export class PullError extends Error {
+  override readonly name = "PullError";
+  constructor(
+    readonly key: string | null,
+    cause: unknown,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+  }
+}
+
+/**
+ * The newest config after `afterKey` whose object verifies; null when there is none. A store
+ * failure (transient, or anything but a config that does not verify) is thrown as a PullError.
+ */
+export async function newestVerifiedAfter(
+  store: Pick<ObjectStore, "history" | "get">,
+  afterKey: string | null,
+  skipped: SkippedKeys,
+  onSkip: (key: string, reason: string) => void,
+): Promise<StoredConfig | null> {
+  const entries = await store.history().catch((err: unknown) => {
+    throw new PullError(null, err);
+  });
+  for (const entry of entries) {
+    if (afterKey !== null && compareConfigKeys(entry.key, afterKey) <= 0) return null;
+    if (skipped.holds(entry.key)) continue;
+    try {
+      return await store.get(entry.key);
+    } catch (err) {
+      if (!(err instanceof StoreError) || err.transient) throw new PullError(entry.key, err);
+      skipped.add(entry.key, err.message);
+      onSkip(entry.key, err.message);
+    }
+  }
+  return null;
+}
+
+/** The pin, or null; a pin.json that is not a pin is reported through `onInvalid` and ignored. */
+export async function readPin(store: Pick<ObjectStore, "getPin">, onInvalid: (reason: string) => void): Promise<Pin | null> {
+  try {
+    return await store.getPin();
+  } catch (err) {
+    if (!(err instanceof StoreError) || err.transient) throw err;
+    onInvalid(err.message);
+    return null;
+  }
+}
