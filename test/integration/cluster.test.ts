@@ -321,7 +321,8 @@ describe("listCluster", () => {
 
   it("times out a request that takes longer than timeoutMs", async () => {
     // Every request has the same timeoutMs: on the wall clock, a busy machine can make the Services
-    // list, which should succeed, time out first. Fake time stands still until that list is in.
+    // list, which should succeed, time out first. Fake time stands still until that list is in,
+    // which listClusterItems's `keep` reports (listCluster is listClusterItems keeping every item).
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     server.delay({ ms: 2000, match: (r) => r.path === "/apis/discovery.k8s.io/v1/endpointslices" });
     let servicesListed!: () => void;
@@ -518,7 +519,8 @@ describe("watchCluster", () => {
     await until(() => server.requests.filter(servicesWatch).length === 1);
     server.upsert("Service", service("shop", "cart")); // revision 2, the last this watch sees
     await until(() => events.length === 1);
-    // Writes the namespaced watch never sees, then compaction past its revision: resuming at 2 answers 410.
+    // Writes the namespaced watch never sees, compaction past its revision, then the end of the
+    // stream: resuming at 2 answers 410.
     server.upsert("Service", service("default", "a"));
     server.upsert("Service", service("default", "b"));
     server.compact();
