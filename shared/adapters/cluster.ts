@@ -165,7 +165,7 @@ export async function listClusterItems<T>(kc: KubeConfig, options: ListClusterOp
   const warnings: string[] = [];
   // The lists run side by side; when one fails, the other is cancelled instead of left running.
   const cancel = new AbortController();
-  const signal = () => AbortSignal.any([AbortSignal.timeout(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
+  const signal = () => AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
   const target = (resource: ResourceName): Target => ({ ...describe(kc), resource, verb: "list", namespace, timeoutMs });
   const list = (resource: ResourceName, selector?: string) =>
     listAll((p) => rawListPage(kc, pathOf({ resource, namespace }), { ...p, labelSelector: selector }, signal()), limit, target(resource), stats, keep);
@@ -224,6 +224,17 @@ export async function readClusterRevision(kc: KubeConfig, options: Pick<ListClus
 export function watchCluster(kc: KubeConfig, options: WatchClusterOptions): () => void {
   const stops = (["services", "endpointslices"] as const).map((resource) => watchResource(kc, resource, options));
   return () => stops.forEach((stop) => stop());
+}
+
+/**
+ * Aborts after `ms`, as AbortSignal.timeout does, but on the global setTimeout: Node keeps
+ * AbortSignal.timeout's timer internal, out of reach of fake timers, and a test of the timeout
+ * must hold the clock while the requests that should succeed are answered.
+ */
+function timeoutSignal(ms: number): AbortSignal {
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms).unref();
+  return controller.signal;
 }
 
 type PageParams = { limit: number; continue?: string };

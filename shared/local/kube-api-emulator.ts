@@ -101,8 +101,6 @@ export interface KubeApiEmulatorOptions {
   endpointSlices?: boolean;
   /** The identity named in 403 messages. */
   user?: string;
-  /** Upper bound of a watch request; the client's timeoutSeconds may shorten it. */
-  watchTimeoutMs?: number;
   /** The revision before the first write; real clusters are far past 1. */
   resourceVersion?: number;
 }
@@ -113,6 +111,12 @@ interface Route {
   /** Set for an object path (…/namespaces/<ns>/<resource>/<name>): the target of PUT and DELETE. */
   name?: string;
 }
+
+/**
+ * Upper bound of a watch request, like the real server's --min-request-timeout; the client's
+ * timeoutSeconds may shorten it. Tests that need a stream to end call endWatches() instead.
+ */
+const WATCH_TIMEOUT_MS = 60_000;
 
 /** Largest request body a write may carry, like the real server's 3 MiB limit. */
 const MAX_BODY_BYTES = 3 * 2 ** 20;
@@ -144,7 +148,6 @@ export class KubeApiEmulator {
   readonly requests: RequestInfo[] = [];
 
   private readonly server = http.createServer((req, res) => void this.handle(req, res));
-  private readonly watchTimeoutMs: number;
   private rv: number;
   /** State at `baseRv`; `history` holds every change after it. Compaction moves the base forward. */
   private base = new Map<Kind, Map<string, KubeObject>>();
@@ -169,7 +172,6 @@ export class KubeApiEmulator {
     this.token = options.token ?? randomBytes(16).toString("hex");
     this.user = options.user ?? "system:serviceaccount:servicelb:servicelb";
     this.endpointSlices = options.endpointSlices ?? true;
-    this.watchTimeoutMs = options.watchTimeoutMs ?? 60_000;
     this.rv = this.baseRv = options.resourceVersion ?? 1;
     for (const kind of Object.keys(KINDS) as Kind[]) {
       this.base.set(kind, new Map());
@@ -196,12 +198,20 @@ export class KubeApiEmulator {
   }
 
   async stop(): Promise<void> {
-    for (const w of this.watchers) w.res.end();
-    this.watchers.clear();
+    this.endWatches();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();
     });
+  }
+
+  /**
+   * End every open watch stream, as the real server does when a watch's timeout elapses; clients
+   * resume from their last resourceVersion. Lets a test choose the moment instead of racing a timer.
+   */
+  endWatches(): void {
+    for (const w of this.watchers) w.res.end();
+    this.watchers.clear();
   }
 
   /** Create or replace an object; it gets the next resourceVersion. Returns the stored object. */
@@ -574,7 +584,7 @@ export class KubeApiEmulator {
     }
     this.watchers.add(watcher);
     const requested = Number(query.timeoutSeconds ?? 0) * 1000;
-    const timer = setTimeout(() => res.end(), requested > 0 ? Math.min(requested, this.watchTimeoutMs) : this.watchTimeoutMs);
+    const timer = setTimeout(() => res.end(), requested > 0 ? Math.min(requested, WATCH_TIMEOUT_MS) : WATCH_TIMEOUT_MS);
     res.on("close", () => {
       clearTimeout(timer);
       this.watchers.delete(watcher);

@@ -194,8 +194,9 @@ describe("applying configs", () => {
     const v4 = await n.publish([...web("web", world.pods.port, [A]), ...web("b4", world.pods.port, [B])], 130);
     await n.notify(agent, v4);
     await appliedKey(agent, v4.key);
-    // Reloads start at least 4,000 ms apart; the two reloads' own durations differ by far less than 200 ms.
-    expect(Date.parse(agent.status().applied!.appliedAt) - v2At).toBeGreaterThanOrEqual(3800);
+    // Reloads start at least 4,000 ms apart; appliedAt is when each ended, and on a loaded machine
+    // two reloads' own durations may differ by a second.
+    expect(Date.parse(agent.status().applied!.appliedAt) - v2At).toBeGreaterThanOrEqual(3000);
     expect(await count(agent.metrics.reloads)).toBe(2);
     await served(n, "/b4/", "B");
     expect((await n.get("/b3/")).status).toBe(404);

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   ClusterError,
   listCluster,
+  listClusterItems,
   loadKubeConfig,
   watchCluster,
   type ClusterEvent,
@@ -50,12 +51,13 @@ const names = (items: KubeItem[], kind: string) =>
 const lists = (server: KubeApiEmulator, path: string): RequestInfo[] =>
   server.requests.filter((r) => r.path === path && r.query.watch === undefined);
 
-async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/**
+ * Polls until `condition` holds. No deadline of its own: every condition awaited here follows from
+ * what the test did, so a busy machine makes it later, not false; vitest's testTimeout ends a test
+ * whose event never comes.
+ */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((r) => setTimeout(r, 10));
 }
 
 async function clusterError(p: Promise<unknown>): Promise<ClusterError> {
@@ -81,6 +83,7 @@ describe("listCluster", () => {
   });
 
   afterEach(async () => {
+    vi.useRealTimers();
     await server.stop();
   });
 
@@ -317,12 +320,29 @@ describe("listCluster", () => {
   });
 
   it("times out a request that takes longer than timeoutMs", async () => {
+    // Every request has the same timeoutMs: on the wall clock, a busy machine can make the Services
+    // list, which should succeed, time out first. Fake time stands still until that list is in,
+    // which listClusterItems's `keep` reports (listCluster is listClusterItems keeping every item).
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     server.delay({ ms: 2000, match: (r) => r.path === "/apis/discovery.k8s.io/v1/endpointslices" });
-    const started = Date.now();
+    let servicesListed!: () => void;
+    const servicesIn = new Promise<void>((resolve) => (servicesListed = resolve));
+    let settled = false;
+    const failure = clusterError(
+      listClusterItems(loadKubeConfig({ kubeconfig }), { timeoutMs: 200 }, (item) => {
+        if (item.kind === "Service") servicesListed();
+        return item;
+      }).finally(() => (settled = true)),
+    );
 
-    const err = await clusterError(listCluster(loadKubeConfig({ kubeconfig }), { timeoutMs: 200 }));
+    await servicesIn;
+    await vi.advanceTimersByTimeAsync(199);
+    // One turn of the event loop lets an aborted request's error reach `settled`.
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    const err = await failure;
 
-    expect(Date.now() - started).toBeLessThan(1500);
     expect(err.kind).toBe("timeout");
     expect(err.transient).toBe(true);
     expect(err.message).toBe(
@@ -344,16 +364,21 @@ describe("listCluster", () => {
   });
 
   it("takes the highest list resourceVersion, compared as a number", async () => {
-    const big = await new KubeApiEmulator({ resourceVersion: 98 }).start();
+    const big = await new KubeApiEmulator({ resourceVersion: 97 }).start();
     try {
-      big.upsert("Service", service("default", "web")); // revision 99
-      // The slice list is held back while a write lands, so it is served at revision 100.
-      big.delay({ ms: 1000, match: (r) => r.path === "/apis/discovery.k8s.io/v1/endpointslices" });
-      setTimeout(() => big.upsert("EndpointSlice", slice("default", "web", "10.1.0.1")), 100);
+      big.upsert("Service", service("default", "web")); // revision 98
+      big.upsert("EndpointSlice", slice("default", "web", "10.1.0.1")); // revision 99
+      // A write lands between the two lists, whichever comes first, so one is served at revision 99
+      // and the other at 100 (as strings, "99" is the larger). It writes v1 Endpoints, which neither
+      // list reads while the EndpointSlice API is served, so both lists hold the same items either way.
+      big.onRequest(() => {
+        if (big.requests.length === 2) big.upsert("Endpoints", endpoints("default", "web", "10.1.0.1"));
+      });
 
       const snap = await listCluster(loadKubeConfig({ kubeconfig: await big.writeKubeconfig() }));
 
-      expect(snap.list.items.map((i) => i.metadata.resourceVersion)).toEqual(["99", "100"]);
+      expect(big.requests.map((r) => r.path).sort()).toEqual(["/api/v1/services", "/apis/discovery.k8s.io/v1/endpointslices"]);
+      expect(snap.list.items.map((i) => i.metadata.resourceVersion)).toEqual(["98", "99"]);
       expect(snap.revision).toBe("100");
       expect(snap.list.metadata.resourceVersion).toBe("100");
     } finally {
@@ -459,7 +484,7 @@ describe("watchCluster", () => {
   });
 
   it("resumes from the last resourceVersion when the server ends the stream", async () => {
-    server = await new KubeApiEmulator({ watchTimeoutMs: 1200 }).start();
+    server = await new KubeApiEmulator().start();
     const events: ClusterEvent[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
       namespace: "shop",
@@ -470,6 +495,7 @@ describe("watchCluster", () => {
     server.upsert("Service", service("shop", "cart"));
     server.upsert("Service", service("default", "elsewhere"));
     await until(() => events.length === 1);
+    server.endWatches();
 
     const servicesWatch = (r: RequestInfo) => r.path === "/api/v1/namespaces/shop/services" && r.query.watch === "true";
     await until(() => server.requests.filter(servicesWatch).length === 2);
@@ -481,7 +507,7 @@ describe("watchCluster", () => {
   });
 
   it("starts over from the current state when its resourceVersion was compacted away", async () => {
-    server = await new KubeApiEmulator({ watchTimeoutMs: 600 }).start();
+    server = await new KubeApiEmulator().start();
     const events: ClusterEvent[] = [];
     const errors: ClusterError[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
@@ -493,10 +519,12 @@ describe("watchCluster", () => {
     await until(() => server.requests.filter(servicesWatch).length === 1);
     server.upsert("Service", service("shop", "cart")); // revision 2, the last this watch sees
     await until(() => events.length === 1);
-    // Writes the namespaced watch never sees, then compaction past its revision: resuming at 2 answers 410.
+    // Writes the namespaced watch never sees, compaction past its revision, then the end of the
+    // stream: resuming at 2 answers 410.
     server.upsert("Service", service("default", "a"));
     server.upsert("Service", service("default", "b"));
     server.compact();
+    server.endWatches();
 
     await until(() => events.length === 2);
 
