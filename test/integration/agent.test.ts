@@ -211,7 +211,8 @@ describe("converging and recovering", () => {
     const next = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [C])], 110);
     const t0 = Date.now();
     await appliedKey(agent, next.key);
-    expect(Date.now() - t0).toBeLessThan(3000);
+    // Within a few poll periods (300 ms each), with room for a busy machine; without the poll it never would.
+    expect(Date.now() - t0).toBeLessThan(8000);
     await served(n, "/api/", "C");
   });
 

@@ -301,7 +301,8 @@ describe("no wedged pass", () => {
     proxy.mode = () => "drip";
     const t0 = performance.now();
     await expect(fn.reconcileNow(trigger("dripping"))).rejects.toThrow(/exceeded its deadline of 1500 ms \(SERVICELB_PASS_TIMEOUT_MS\) at publish/);
-    expect(performance.now() - t0).toBeLessThan(2500);
+    // The drip alone would take minutes; the pass gives up at its deadline (plus a loaded machine's slack).
+    expect(performance.now() - t0).toBeLessThan(6000);
     expect(mem.lines.find((l) => l.level === 40 && String(l.msg).includes("(transient)"))).toBeDefined();
 
     proxy.mode = () => "pass";
