@@ -151,6 +151,7 @@ program
   .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1", "8080")
   .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1", "8404")
   .option("--resync <ms>", "resync period (PingSource's role)", "30000")
+  .addOption(new Option("--log-format <format>", "console log: human (default on a terminal) or json (default otherwise)").choices(["human", "json"]))
   .action(async (flags: Record<string, string | boolean | undefined>) => {
     const { runLocal } = await import("../shared/app/local-command.js");
     process.exitCode = await runLocal(flags);

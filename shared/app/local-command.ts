@@ -1,4 +1,4 @@
-import { humanLogger } from "../local/human-log.js";
+import { consoleFormat, createConsole, type LogFormat } from "../local/console-log.js";
 import { startLocalStack } from "../local/stack.js";
 import { OptionsError } from "../core/options.js";
 
@@ -10,7 +10,8 @@ function port(value: unknown, flag: string): number {
 
 /** `servicelb local` (npm start): runs until SIGINT/SIGTERM, then stops every process it started. */
 export async function runLocal(flags: Record<string, string | boolean | undefined>): Promise<number> {
-  const log = humanLogger("local");
+  const out = createConsole(consoleFormat(flags.logFormat as LogFormat | undefined, process.stderr.isTTY === true));
+  const log = out.log;
   const resyncMs = Number(flags.resync);
   if (!Number.isInteger(resyncMs) || resyncMs < 1000) throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
   const stop = await startLocalStack({
@@ -21,7 +22,7 @@ export async function runLocal(flags: Record<string, string | boolean | undefine
     httpPort: port(flags.httpPort, "--http-port"),
     statsPort: port(flags.statsPort, "--stats-port"),
     resyncMs,
-    log,
+    console: out,
     print: (text) => process.stdout.write(text),
   });
   await new Promise<void>((resolve) => {

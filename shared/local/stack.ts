@@ -3,9 +3,10 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
 import { loadKubeConfig } from "../adapters/cluster.js";
-import type { Logger } from "../adapters/log.js";
 import { packageRoot } from "../adapters/templates.js";
+import type { Console } from "./console-log.js";
 import { DemoCluster } from "./demo-cluster.js";
 import { parseDeliveryPolicy, type DeliveryPolicy } from "./delivery-policy.js";
 import { startEventBridge } from "./event-bridge.js";
@@ -27,42 +28,21 @@ export interface LocalStackOptions {
    * peer's update policy for bench/e2e's side by side. Default: $SERVICELB_LOCAL_DELIVERY_POLICY.
    */
   deliveryPolicy?: DeliveryPolicy;
-  log: Logger;
+  console: Console;
   /** Where the summary goes (stdout for people). */
   print: (text: string) => void;
 }
 
-/** A child process whose stderr lines (pino JSON) are re-logged under its name. */
-function child(name: string, args: string[], env: Record<string, string>, log: Logger): ChildProcess {
+/** A child process whose output lines (pino JSON, or text) go to the console under its name. */
+function child(name: string, args: string[], env: Record<string, string>, out: Console): ChildProcess {
   const p = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  const relay = (stream: NodeJS.ReadableStream) => {
-    let buf = "";
-    stream.on("data", (c: Buffer) => {
-      buf += c.toString();
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line.trim() === "" || line.includes("NodeVersionSupportWarning") || line.startsWith("(Use `node --trace-warnings")) continue;
-        let rec: Record<string, unknown> | undefined;
-        try {
-          rec = JSON.parse(line) as Record<string, unknown>;
-        } catch {
-          rec = undefined;
-        }
-        if (rec && typeof rec.msg === "string") {
-          const { level, time: _t, pid: _p, hostname: _h, name: _n, msg, ...rest } = rec;
-          const fields = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest).slice(0, 400)}` : "";
-          log.info(`[${name}] ${(level as number) >= 40 ? "WARN " : ""}${msg}${fields}`);
-        } else {
-          log.info(`[${name}] ${line}`);
-        }
-      }
+  for (const stream of [p.stdout!, p.stderr!]) {
+    createInterface({ input: stream }).on("line", (line) => {
+      if (line.includes("NodeVersionSupportWarning") || line.startsWith("(Use `node --trace-warnings")) return;
+      out.relay(name, line);
     });
-  };
-  relay(p.stdout!);
-  relay(p.stderr!);
-  p.on("exit", (code, signal) => log.info(`[${name}] exited (${signal ?? code})`));
+  }
+  p.on("exit", (code, signal) => out.log.info(`[${name}] exited (${signal ?? code})`));
   return p;
 }
 
@@ -91,6 +71,7 @@ function defaultKubeconfig(): string | undefined {
  */
 export async function startLocalStack(o: LocalStackOptions): Promise<() => Promise<void>> {
   const root = packageRoot();
+  const log = o.console.log;
   const data = resolve(o.dataDir);
   for (const d of ["s3", "haproxy", "agent"]) mkdirSync(join(data, d), { recursive: true });
   const ports = { s3: await freePort(), reconcile: await freePort(), render: await freePort(), agent: await freePort() };
@@ -108,7 +89,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     } else {
       const api = await new KubeApiEmulator().start();
       stops.push(() => api.stop());
-      demo = new DemoCluster(o.clusterFile, api, o.log);
+      demo = new DemoCluster(o.clusterFile, api, log);
       await demo.load();
       demo.watch();
       stops.push(() => demo!.stop());
@@ -117,7 +98,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     }
 
     const s3rver = join(root, "node_modules", "s3rver", "bin", "s3rver.js");
-    const s3 = child("s3", [s3rver, "--directory", join(data, "s3"), "--address", "127.0.0.1", "--port", String(ports.s3), "--silent", "--configure-bucket", "servicelb"], {}, o.log);
+    const s3 = child("s3", [s3rver, "--directory", join(data, "s3"), "--address", "127.0.0.1", "--port", String(ports.s3), "--silent", "--configure-bucket", "servicelb"], {}, o.console);
     stops.push(() => stopChild(s3));
     await waitForPort(ports.s3, "s3rver");
 
@@ -144,7 +125,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     };
     const ff = join(root, "node_modules", "@google-cloud", "functions-framework", "build", "src", "main.js");
     const fn = (target: string, signature: string, port: number, env: Record<string, string>) =>
-      child(target, [ff, "--source", join(root, "dist", "bundle", `${target}.mjs`), "--target", target, "--signature-type", signature, "--port", String(port)], env, o.log);
+      child(target, [ff, "--source", join(root, "dist", "bundle", `${target}.mjs`), "--target", target, "--signature-type", signature, "--port", String(port)], env, o.console);
     const reconcile = fn("reconcile", "cloudevent", ports.reconcile, {
       ...storeEnv,
       ...renderEnv,
@@ -179,7 +160,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
           "10s",
         ],
         { ...storeEnv, SERVICELB_NOTIFY_TOKEN: token },
-        o.log,
+        o.console,
       );
       stops.push(() => stopChild(agent, 20_000));
       await waitForPort(ports.agent, "agent");
@@ -187,7 +168,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
 
     const envPolicy = process.env.SERVICELB_LOCAL_DELIVERY_POLICY;
     const policy = o.deliveryPolicy ?? (envPolicy ? parseDeliveryPolicy(envPolicy) : undefined);
-    const stopBridge = startEventBridge({ kc: loadKubeConfig({ kubeconfig }), sink: `http://127.0.0.1:${ports.reconcile}/`, resyncMs: o.resyncMs, policy, log: o.log });
+    const stopBridge = startEventBridge({ kc: loadKubeConfig({ kubeconfig }), sink: `http://127.0.0.1:${ports.reconcile}/`, resyncMs: o.resyncMs, policy, log });
     stops.push(stopBridge);
 
     const lines = [
