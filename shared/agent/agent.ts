@@ -8,6 +8,7 @@ import { createLogger, type Logger } from "../adapters/log.js";
 import { createObjectStore, type ObjectStore } from "../adapters/object-store.js";
 import { Applier, type HaproxyControl } from "./applier.js";
 import { readIfExists } from "./files.js";
+import { haproxyLineLevel } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
 import type { NodeStatus } from "./node-status.js";
@@ -63,16 +64,9 @@ async function agentVersion(): Promise<string> {
   }
 }
 
-// Every reload makes the old worker list each of its proxies as stopped: one line per backend.
-const RELOAD_CHATTER = /: Proxy \S+ stopped \(cumulated conns|: Stopping (proxy|frontend|backend) /;
-
-/** HAProxy's diagnostics (stderr) into the agent's log at their own level. */
+/** HAProxy's diagnostics (stderr) into the agent's log, routine transitions at info. */
 function haproxyDiagnostic(log: Logger, line: string): void {
-  const level = /^\[(\w+)\]/.exec(line)?.[1];
-  if (RELOAD_CHATTER.test(line)) log.debug({ haproxy: line }, "haproxy");
-  else if (level === "ALERT" || level === "EMERG") log.error({ haproxy: line }, "haproxy");
-  else if (level === "WARNING") log.warn({ haproxy: line }, "haproxy");
-  else log.info({ haproxy: line }, "haproxy");
+  log[haproxyLineLevel(line)]({ haproxy: line }, "haproxy");
 }
 
 export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): Promise<Agent> {
