@@ -11,7 +11,8 @@ const RELOAD_CHATTER = /: Proxy \S+ stopped \(cumulated conns|: Stopping (proxy|
 
 /** Transitions the agent or a deliberate stop causes. */
 const ROUTINE = [
-  // The runtime API frees or fills a slot (make before break).
+  // The runtime API frees or fills a slot (make before break; a slot is drained before it is freed).
+  /: Server \S+ enters drain state\b/,
   /: Server \S+ is going DOWN for maintenance\b/,
   /: Server \S+ .*is UP\/READY \(leaving forced maintenance\)/,
   // A health check that passes again is good news.

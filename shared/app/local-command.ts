@@ -14,21 +14,38 @@ export async function runLocal(flags: Record<string, string | boolean | undefine
   const log = out.log;
   const resyncMs = Number(flags.resync);
   if (!Number.isInteger(resyncMs) || resyncMs < 1000) throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
-  const stop = await startLocalStack({
-    dataDir: String(flags.dataDir),
-    clusterFile: String(flags.clusterFile),
-    kubeconfig: flags.kubeconfig as string | undefined,
-    demo: flags.demo === true,
-    httpPort: port(flags.httpPort, "--http-port"),
-    statsPort: port(flags.statsPort, "--stats-port"),
-    resyncMs,
-    console: out,
-    print: (text) => process.stdout.write(text),
+  // From the start: the processes run in their own process groups, so Ctrl-C is ours to pass on.
+  const stopping = new AbortController();
+  const requested = new Promise<void>((resolve) => {
+    const onSignal = () => {
+      stopping.abort();
+      resolve();
+    };
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
   });
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  let stop: () => Promise<void>;
+  try {
+    stop = await startLocalStack({
+      dataDir: String(flags.dataDir),
+      clusterFile: String(flags.clusterFile),
+      kubeconfig: flags.kubeconfig as string | undefined,
+      demo: flags.demo === true,
+      httpPort: port(flags.httpPort, "--http-port"),
+      statsPort: port(flags.statsPort, "--stats-port"),
+      resyncMs,
+      console: out,
+      print: (text) => process.stdout.write(text),
+      signal: stopping.signal,
+    });
+  } catch (err) {
+    if (stopping.signal.aborted) {
+      log.info("stopped before the start completed");
+      return 0;
+    }
+    throw err;
+  }
+  await requested;
   log.info("stopping");
   await stop();
   log.info("stopped");

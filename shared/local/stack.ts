@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
 import { loadKubeConfig } from "../adapters/cluster.js";
 import { packageRoot } from "../adapters/templates.js";
@@ -11,6 +12,7 @@ import { DemoCluster } from "./demo-cluster.js";
 import { parseDeliveryPolicy, type DeliveryPolicy } from "./delivery-policy.js";
 import { startEventBridge } from "./event-bridge.js";
 import { KubeApiEmulator } from "./kube-api-emulator.js";
+import { assertPortsFree, haproxyState, waitForHaproxy } from "./haproxy-listens.js";
 import { freePort, waitForPort } from "./ports.js";
 
 export interface LocalStackOptions {
@@ -31,11 +33,20 @@ export interface LocalStackOptions {
   console: Console;
   /** Where the summary goes (stdout for people). */
   print: (text: string) => void;
+  /** How long the banner waits for HAProxy to listen before it says that it does not (default 20 s). */
+  haproxyWaitMs?: number;
+  /** Aborts a start in progress (Ctrl-C before the banner): what started is stopped. */
+  signal?: AbortSignal;
 }
 
-/** A child process whose output lines (pino JSON, or text) go to the console under its name. */
+/**
+ * A child process whose output lines (pino JSON, or text) go to the console under its name. It
+ * runs in a process group of its own (Ctrl-C is the stack's to handle, in order) and stops by
+ * itself when the stack is gone (exit-with-parent.ts).
+ */
 function child(name: string, args: string[], env: Record<string, string>, out: Console): ChildProcess {
-  const p = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const guard = join(packageRoot(), "dist", "shared", "local", "exit-with-parent.js");
+  const p = spawn(process.execPath, ["--import", pathToFileURL(guard).href, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
   for (const stream of [p.stdout!, p.stderr!]) {
     createInterface({ input: stream }).on("line", (line) => {
       if (line.includes("NodeVersionSupportWarning") || line.startsWith("(Use `node --trace-warnings")) return;
@@ -58,6 +69,10 @@ function stopChild(p: ChildProcess, graceMs = 10_000): Promise<void> {
   });
 }
 
+/** s3rver accepts these and no others. */
+const S3RVER_CREDENTIALS = { AWS_ACCESS_KEY_ID: "S3RVER", AWS_SECRET_ACCESS_KEY: "S3RVER" };
+const S3RVER_ENV = Object.entries(S3RVER_CREDENTIALS).map(([k, v]) => `${k}=${v}`).join(" ");
+
 function defaultKubeconfig(): string | undefined {
   const candidates = [process.env.KUBECONFIG?.split(":")[0], join(homedir(), ".kube", "config")];
   return candidates.find((f): f is string => !!f && existsSync(f));
@@ -74,6 +89,10 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
   const log = o.console.log;
   const data = resolve(o.dataDir);
   for (const d of ["s3", "haproxy", "agent"]) mkdirSync(join(data, d), { recursive: true });
+  const masterSocket = join(data, "haproxy", "master.sock");
+  const haproxy = spawnSync("haproxy", ["-v"]).status === 0;
+  // Before anything starts: HAProxy would otherwise retry the bind forever behind a cheerful banner.
+  if (haproxy) await assertPortsFree([{ port: o.httpPort, flag: "--http-port" }, { port: o.statsPort, flag: "--stats-port" }], masterSocket);
   const ports = { s3: await freePort(), reconcile: await freePort(), render: await freePort(), agent: await freePort() };
   const stops: Array<() => Promise<void> | void> = [];
   const stopAll = async () => {
@@ -103,13 +122,11 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     await waitForPort(ports.s3, "s3rver");
 
     const token = randomBytes(24).toString("hex");
-    const haproxy = spawnSync("haproxy", ["-v"]).status === 0;
     const storeEnv = {
       SERVICELB_STORE: "s3://servicelb/local",
       SERVICELB_STORE_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
       SERVICELB_STORE_PATH_STYLE: "true",
-      AWS_ACCESS_KEY_ID: "S3RVER",
-      AWS_SECRET_ACCESS_KEY: "S3RVER",
+      ...S3RVER_CREDENTIALS,
       AWS_REGION: "us-east-1",
       // servicelb targets Node 20; the SDK's notice about 2027 releases is in the README, not in every log.
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
@@ -151,7 +168,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
           "--state-dir",
           join(data, "agent"),
           "--master-socket",
-          join(data, "haproxy", "master.sock"),
+          masterSocket,
           "--poll-interval",
           "5s",
           "--min-reload-interval",
@@ -171,6 +188,28 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     const stopBridge = startEventBridge({ kc: loadKubeConfig({ kubeconfig }), sink: `http://127.0.0.1:${ports.reconcile}/`, resyncMs: o.resyncMs, policy, log });
     stops.push(stopBridge);
 
+    const agentStatus = `http://127.0.0.1:${ports.agent}/status`;
+    const served = haproxy
+      ? await waitForHaproxy({ httpPort: o.httpPort, statsPort: o.statsPort, masterSocket, agentStatusUrl: agentStatus, timeoutMs: o.haproxyWaitMs ?? 20_000, signal: o.signal })
+      : undefined;
+    if (served && !served.listening) {
+      // Say so when it does, so that the banner's NOT LISTENING is not the last word.
+      let watching: NodeJS.Timeout | undefined = setInterval(() => {
+        void haproxyState({ httpPort: o.httpPort, statsPort: o.statsPort, masterSocket, agentStatusUrl: agentStatus }).then((state) => {
+          if (!state.listening || watching === undefined) return;
+          clearInterval(watching);
+          watching = undefined;
+          log.info(`HAProxy listens now: http://127.0.0.1:${o.httpPort}/   stats http://127.0.0.1:${o.statsPort}/`);
+        });
+      }, 1000);
+      stops.push(() => {
+        clearInterval(watching);
+        watching = undefined;
+      });
+    }
+
+    const store = `--store s3://servicelb/local --store-endpoint http://127.0.0.1:${ports.s3} --store-path-style`;
+    const cli = (command: string) => `  ${S3RVER_ENV} npx servicelb ${command} ${store}`;
     const lines = [
       "",
       "servicelb is running locally:",
@@ -178,14 +217,21 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       `  object store     s3rver at http://127.0.0.1:${ports.s3} (bucket servicelb, data in ${join(data, "s3")})`,
       `  reconcile        http://127.0.0.1:${ports.reconcile}/ (CloudEvents from the event bridge${policy && policy.name !== "servicelb" ? `, held back by ${policy.name}'s update policy` : ""})`,
       `  dry run          http://127.0.0.1:${ports.render}/ (GET: the live cluster; POST: a snapshot)`,
-      haproxy
-        ? `  HAProxy          http://127.0.0.1:${o.httpPort}/   stats http://127.0.0.1:${o.statsPort}/   agent http://127.0.0.1:${ports.agent}/status`
-        : "  HAProxy          not installed: `apt-get install -y haproxy`, then npm start again (everything else runs)",
+      !served
+        ? "  HAProxy          not installed: `apt-get install -y haproxy`, then npm start again (everything else runs)"
+        : served.listening
+          ? `  HAProxy          http://127.0.0.1:${o.httpPort}/   stats http://127.0.0.1:${o.statsPort}/   agent ${agentStatus}`
+          : `  HAProxy          NOT LISTENING: ${served.reason}; agent ${agentStatus}`,
       "",
       "Try:",
-      ...(haproxy && demo ? [`  curl http://127.0.0.1:${o.httpPort}/web/hello`, `  curl -H 'Host: api.example.com' http://127.0.0.1:${o.httpPort}/`] : []),
+      ...(served?.listening && demo ? [`  curl http://127.0.0.1:${o.httpPort}/web/hello`, `  curl -H 'Host: api.example.com' http://127.0.0.1:${o.httpPort}/`] : []),
       `  curl 'http://127.0.0.1:${ports.render}/?format=json'`,
-      ...(haproxy ? [`  curl http://127.0.0.1:${ports.agent}/status`] : []),
+      ...(haproxy ? [`  curl ${agentStatus}`] : []),
+      "",
+      "Published configs in the local store (s3rver's fixed credentials):",
+      cli("history"),
+      cli("diff latest~1 latest"),
+      ...(haproxy ? [cli("status")] : []),
       "",
       "Ctrl-C stops everything.",
       "",

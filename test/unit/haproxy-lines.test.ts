@@ -6,6 +6,7 @@ describe("HAProxy's stderr lines in the agent's log", () => {
   it.each([
     ["[WARNING]  (18031) : Server b/s2 is going DOWN for maintenance. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.", "info"],
     ["[WARNING]  (18031) : Server b/s2 is UP/READY (leaving forced maintenance).", "info"],
+    ["[WARNING]  (1934) : Server default_web_80/s3 enters drain state. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.", "info"],
     ["[WARNING]  (18031) : Server b/s1 is UP, reason: Layer4 check passed, check duration: 0ms. 1 active and 0 backup servers online.", "info"],
     ["[WARNING]  (18028) : Former worker (18031) exited with code 0 (Exit)", "info"],
     ["[WARNING]  (18028) : Reexecuting Master process", "info"],
