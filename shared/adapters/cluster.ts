@@ -81,6 +81,8 @@ export interface WatchClusterOptions {
   onEvent: (event: ClusterEvent) => void;
   /** Reported, then the watch reconnects with backoff until stopped. */
   onError: (error: ClusterError) => void;
+  /** The API server answered a watch request: it streams events from now on. */
+  onConnect?: () => void;
 }
 
 const DEFAULT_PAGE_SIZE = 500;
@@ -433,7 +435,9 @@ function watchResource(kc: KubeConfig, initial: "services" | "endpointslices", o
   const connect = async () => {
     if (stopped) return;
     const startedAt = Date.now();
+    let failed = false;
     const onDone = (err: unknown) => {
+      failed ||= Boolean(err);
       if (stopped) return;
       if (err && resource === "endpointslices" && (err as { statusCode?: unknown }).statusCode === 404) {
         resource = "endpoints";
@@ -452,6 +456,8 @@ function watchResource(kc: KubeConfig, initial: "services" | "endpointslices", o
         onDone,
       );
       if (stopped) controller.abort();
+      // Watch.watch resolves once the server answered 200, or after reporting its failure.
+      else if (!failed) options.onConnect?.();
     } catch (err) {
       onDone(err);
     }

@@ -63,6 +63,13 @@ export function startEventBridge(o: EventBridgeOptions): () => void {
         namespace: ns,
       }, rv);
   });
+  // Whether the API server answers, as the watches find out. A cluster that is down is said once,
+  // and once more when it answers again; the watches meanwhile retry with backoff. Resync ticks wait
+  // for an answer: a pass could only fail the same way, stack trace and all, every period.
+  let answered = false;
+  let down = false;
+  const said = new Set<string>();
+  const ping = () => void deliver(PING_EVENT_TYPE, {});
   const stopWatch = watchCluster(o.kc, {
     namespace: o.namespace,
     onEvent: (e) => {
@@ -70,11 +77,32 @@ export function startEventBridge(o: EventBridgeOptions): () => void {
       trace("bridge", "event", { rv: meta.resourceVersion, kind: e.object.kind, name: meta.name });
       gate.offer(e);
     },
-    onError: (err) => o.log.warn({ err: err.message }, "watch failed; reconnecting"),
+    onConnect: () => {
+      said.clear();
+      if (down) o.log.info(`the API server at ${server} answers again: resyncing`);
+      // The first answer is the initial sync; after an outage, the resync that was held back.
+      if (down || !answered) ping();
+      answered = true;
+      down = false;
+    },
+    onError: (err) => {
+      if (said.has(err.message)) return;
+      said.add(err.message);
+      if (!err.transient) {
+        // It answered, with a refusal (RBAC, credentials): a pass may still list, and says why not.
+        o.log.warn({ err: err.message }, "watch failed; retrying with backoff");
+        if (!answered) ping();
+        answered = true;
+        return;
+      }
+      if (down) return;
+      down = true;
+      o.log.warn(`${err.message}. Nothing is reconciled until it answers; retrying with backoff (up to every 30 s)`);
+    },
   });
-  const ping = () => void deliver(PING_EVENT_TYPE, {});
-  ping();
-  const timer = setInterval(ping, o.resyncMs);
+  const timer = setInterval(() => {
+    if (answered && !down) ping();
+  }, o.resyncMs);
   return () => {
     clearInterval(timer);
     gate.stop();

@@ -188,10 +188,11 @@ export class KubeApiEmulator {
     return String(this.rv);
   }
 
-  async start(): Promise<this> {
+  /** Listens on 127.0.0.1:port (any free port when 0; a given one lets a test bring a dead cluster back). */
+  async start(port = 0): Promise<this> {
     await new Promise<void>((resolve, reject) => {
       this.server.once("error", reject);
-      this.server.listen(0, "127.0.0.1", () => resolve());
+      this.server.listen(port, "127.0.0.1", () => resolve());
     });
     this.port = (this.server.address() as AddressInfo).port;
     return this;
