@@ -2,6 +2,7 @@ import { buildModel, type BuildInputs, type ModelCache } from "./build-model.js"
 import type { Skipped, Warning } from "./model.js";
 import type { RenderOptions } from "./options.js";
 import type { Renderer } from "./render.js";
+import { scopeReport } from "./scope-report.js";
 import type { Snapshot } from "./snapshot.js";
 
 export interface RenderResult {
@@ -24,6 +25,8 @@ export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, rende
   const t2 = performance.now();
   let servers = 0;
   for (const b of model.backends) for (const s of b.servers) if (s.address !== null) servers++;
+  // Beside the model, not in it: the model (and a warm cache's copy of it) stays the same.
+  const scope = scopeReport(snapshot, options);
   let text: string | undefined;
   return {
     bytes,
@@ -31,8 +34,8 @@ export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, rende
       return (text ??= bytes.toString("utf8"));
     },
     revision: model.revision,
-    warnings: model.warnings,
-    skipped: model.skipped,
+    warnings: scope.warnings.length > 0 ? [...scope.warnings, ...model.warnings] : model.warnings,
+    skipped: scope.skipped.length > 0 ? [...model.skipped, ...scope.skipped] : model.skipped,
     stats: {
       services: snapshot.services.length,
       backends: model.backends.length,
