@@ -153,6 +153,8 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     }
   }
 
+  // Skipped port by port below; said once as a warning too, since the Service silently answers 404.
+  if (ann.sslTerm && !options.sslCert && httpPorts.length > 0) plan.warnings.push({ service: id, annotation: "serviceloadbalancer/lb.sslTerm", message: "not served: no --ssl-cert is configured, and a TLS Service is never served in clear text" });
   for (const sp of ports) {
     if (sp.protocol !== "TCP") {
       skip(`${sp.protocol} port: HAProxy balances TCP only`, sp.port);
