@@ -46,7 +46,8 @@ export interface LocalStackOptions {
  */
 function child(name: string, args: string[], env: Record<string, string>, out: Console): ChildProcess {
   const guard = join(packageRoot(), "dist", "shared", "local", "exit-with-parent.js");
-  const p = spawn(process.execPath, ["--import", pathToFileURL(guard).href, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
+  // Stack traces that name modules (the bundles' source maps), at a cold-start cost that only a deployment minds.
+  const p = spawn(process.execPath, ["--enable-source-maps", "--import", pathToFileURL(guard).href, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
   for (const stream of [p.stdout!, p.stderr!]) {
     createInterface({ input: stream }).on("line", (line) => {
       if (line.includes("NodeVersionSupportWarning") || line.startsWith("(Use `node --trace-warnings")) return;
