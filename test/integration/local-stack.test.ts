@@ -116,14 +116,15 @@ describe("npm start (servicelb local)", () => {
         return r.body.includes(`127.0.0.2:${web2}`) ? r : undefined;
       }, 15_000);
 
-      // A Service in another namespace claims the demo's host: the owner keeps it, the console names both.
+      // A Service in another namespace claims the demo's host: the owner keeps it, the console names both
+      // (in JSON records: stderr is not a terminal here).
       const hijack = `  - apiVersion: v1
     kind: Service
     metadata: { name: evil, namespace: aaa, annotations: { serviceloadbalancer/lb.host: api.example.com } }
     spec: { clusterIP: 10.96.0.66, ports: [{ name: http, port: 80, targetPort: 80 }] }
 `;
       writeFileSync(file, `${cluster(web2, api).replace("addresses: [127.0.0.1]", "addresses: [127.0.0.2]")}${hijack}`);
-      const warning = await waitFor("the refused claim in the console", async () => err.split("\n").find((l) => l.includes("[reconcile] WARN render warnings") && l.includes('"service":"aaa/evil"')), 15_000);
+      const warning = await waitFor("the refused claim in the console", async () => err.split("\n").find((l) => l.includes('"level":40,') && l.includes('"name":"reconcile"') && l.includes('"msg":"render warnings"') && l.includes('"service":"aaa/evil"')), 15_000);
       expect(warning).toContain('"owner":"shop/api"');
       // Served as soon as its backend is: no endpoint, so 503.
       await waitFor("the intruder at its own path", async () => ((await httpGet(httpPort, "/aaa/evil/")).status === 503 ? true : undefined), 15_000);

@@ -8,8 +8,8 @@ const cluster = snapshotFromDocuments([
   list([
     service("web", [{ port: 80 }]),
     slice("web", [{ port: 8080 }], ["10.0.0.1"]),
-    service("db", [{ port: 5432 }, { port: 53, protocol: "UDP" }], { namespace: "prod", labels: { tier: "data" } }),
-    slice("db", [{ port: 5432 }], ["10.0.0.2"], { namespace: "prod" }),
+    service("db", [{ port: 5432, name: "pg" }, { port: 53, name: "dns", protocol: "UDP" }], { namespace: "prod", labels: { tier: "data" } }),
+    slice("db", [{ port: 5432, name: "pg" }], ["10.0.0.2"], { namespace: "prod" }),
   ]),
 ]);
 
