@@ -141,5 +141,6 @@ describe("npm start tells the truth", () => {
       await exited;
       throw new Error(`${(e as Error).message}\n--- stdout\n${io.out}\n--- stderr\n${io.err.slice(-6000)}`);
     }
-  });
+    // A whole stack started, three CLI processes, an edit and a stop: minutes on a busy machine.
+  }, 240_000);
 });
