@@ -153,9 +153,11 @@ function serverParams(s: BackendSettings): string | null {
   if (s.maxconn !== null) p.push(`maxconn ${s.maxconn}`);
   // TLS to the pod: pods hold self-signed certificates, so they are not verified; SNI is the
   // client's Host (lower-cased, without port), ALPN says which HTTP the pod is to speak.
+  // Health checks must speak the pod's HTTP too (an HTTP/2-only pod such as gRPC answers nothing
+  // else): they follow `proto`, but not `alpn` (measured on 2.6: L7RSP without check-alpn).
   if (s.backendProtocol === "h2") p.push("proto h2");
-  else if (s.backendProtocol === "h1-ssl") p.push("ssl verify none sni var(txn.host) alpn http/1.1");
-  else if (s.backendProtocol === "h2-ssl") p.push("ssl verify none sni var(txn.host) alpn h2");
+  else if (s.backendProtocol === "h1-ssl") p.push("ssl verify none sni var(txn.host) alpn http/1.1 check-alpn http/1.1");
+  else if (s.backendProtocol === "h2-ssl") p.push("ssl verify none sni var(txn.host) alpn h2 check-alpn h2");
   // Health checks carry the header too: a pod that expects it would refuse them otherwise.
   if (s.proxyProtocol === "v1") p.push("send-proxy check-send-proxy");
   else if (s.proxyProtocol === "v2") p.push("send-proxy-v2 check-send-proxy");

@@ -6,6 +6,7 @@ import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { cliCommand } from "../../shared/adapters/haproxy/cli.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
 import { haproxyCheck, loopbackOptions, requireHaproxy, runHaproxy, type LoopbackSetup, type RunningHaproxy } from "../support/haproxy.js";
@@ -50,6 +51,13 @@ function tcpRead(port: number, from: string): Promise<string> {
   });
 }
 
+/** The last check result of each server of a backend in service (not in maintenance): L7OK, L4CON, L6RSP, … */
+async function checkStatusOf(socket: string, backend: string): Promise<string[]> {
+  const [header, ...rows] = (await cliCommand(socket, "show stat")).replace(/^# /, "").trim().split("\n").map((l) => l.split(","));
+  const col = (name: string) => header!.indexOf(name);
+  return rows.filter((r) => r[col("pxname")] === backend && r[col("svname")] !== "BACKEND" && r[col("status")] !== "MAINT").map((r) => r[col("check_status")]!);
+}
+
 describe("per-Service settings through a real HAProxy", () => {
   let setup: LoopbackSetup;
   let hx: RunningHaproxy;
@@ -61,6 +69,8 @@ describe("per-Service settings through a real HAProxy", () => {
   let slow: AppPod, healthy: AppPod, flaky: AppPod, queued: AppPod, plain: AppPod;
   let proxyV1: Awaited<ReturnType<typeof proxyProtocolPod>>, proxyV2: Awaited<ReturnType<typeof proxyProtocolPod>>;
   let h2: Awaited<ReturnType<typeof h2Pod>>;
+
+  const checkStatus = (backend: string) => checkStatusOf(setup.options.statsSocket, backend);
 
   beforeAll(async () => {
     requireHaproxy();
@@ -95,6 +105,9 @@ describe("per-Service settings through a real HAProxy", () => {
       ...exposed("grpc", [h2.port], { [A.backendProtocol]: "h2" }),
       ...exposed("tls1", [tls.port], { [A.backendProtocol]: "h1-ssl", "serviceloadbalancer/lb.host": "one.test" }),
       ...exposed("tls2", [tls.port], { [A.backendProtocol]: "h2-ssl", "serviceloadbalancer/lb.host": "two.test" }),
+      ...exposed("tls1checked", [tls.port], { [A.backendProtocol]: "h1-ssl", [A.checkHttp]: "/healthz" }),
+      ...exposed("tls2checked", [tls.port], { [A.backendProtocol]: "h2-ssl", [A.checkHttp]: "/healthz" }),
+      ...exposed("grpcchecked", [h2.port], { [A.backendProtocol]: "h2", [A.checkHttp]: "/healthz" }),
       ...exposed("pay", [plain.port], { "serviceloadbalancer/lb.sslTerm": "true", [A.sslRedirectCode]: "308" }),
       ...exposed("legacy", [plain.port], { "serviceloadbalancer/lb.sslTerm": "true", [A.sslRedirect]: "false" }),
       ...exposed("db", [greeter.port], { [A.allowSourceRange]: "127.0.0.2" }, tcpPort),
@@ -220,6 +233,14 @@ describe("per-Service settings through a real HAProxy", () => {
     const r = await get(port, "/", { host });
     expect(r.status).toBe(200);
     expect(r.body).toBe(expected);
+  });
+
+  it("lb.check-http with lb.backend-protocol: the checks speak TLS and the pod's HTTP version, and pass", async () => {
+    for (const backend of ["default_grpcchecked_80", "default_tls1checked_80", "default_tls2checked_80"]) {
+      await waitFor(`${backend}'s check`, async () => ((await checkStatus(backend)).join() === "L7OK" ? true : undefined), 10_000);
+    }
+    expect((await get(port, "/tls1checked/")).body).toMatch(/ alpn=http\/1\.1 http=1\.1$/);
+    expect((await get(port, "/tls2checked/")).body).toMatch(/ alpn=h2 http=2\.0$/);
   });
 
   it("lb.ssl-redirect-code: plain HTTP requests to a TLS Service are redirected with that status", async () => {
