@@ -210,7 +210,8 @@ export function parseBackendSettings(annotations: Readonly<Record<string, string
   } else if (code !== undefined) {
     s.sslRedirect = code;
   }
-  return { settings: s, given, warnings };
+  // Most Services set none: they share one settings object.
+  return { settings: given.length === 0 ? DEFAULT_BACKEND_SETTINGS : s, given, warnings };
 }
 
 const NOT_FOR: Record<"http" | "tcp", { keys: readonly Key[]; why: string; clear: Partial<BackendSettings> }> = {
