@@ -1,13 +1,14 @@
-import { isIP } from "node:net";
-import { ANNOTATION_PREFIX, parseBool, type AnnotationWarning } from "./annotations.js";
-import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
-
-/**
+/*
  * Per-Service settings of a backend, beyond routing: timeouts, HTTP health checks, source
  * ranges, rate limits, per-server limits and protocols, and the HTTP → HTTPS redirect. Each
  * annotation has a strict grammar; a value that fails it is ignored with a warning and never
  * reaches the config, so every string here is safe to place unquoted on a config line.
  */
+
+import { isIP } from "node:net";
+import { ANNOTATION_PREFIX, parseBool, type AnnotationWarning } from "./annotations.js";
+import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
+
 export const SETTING_ANNOTATIONS = {
   timeoutServer: `${ANNOTATION_PREFIX}lb.timeout-server`,
   timeoutConnect: `${ANNOTATION_PREFIX}lb.timeout-connect`,

@@ -1,4 +1,5 @@
-/** HAProxy times as servicelb accepts them: what a timeout annotation or flag may say. */
+/* HAProxy times as servicelb accepts them: what a timeout annotation or flag may say. */
+
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 export const MAX_TIMEOUT_MS = 24 * 3600 * 1000;
 export const TIMEOUT_GRAMMAR = "a time between 1ms and 24h with a unit (ms, s, m, h, d), such as 500ms or 30s";

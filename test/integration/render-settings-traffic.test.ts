@@ -1,3 +1,8 @@
+/*
+ * Per-Service settings shown in traffic through a real HAProxy: each annotation's behaviour, not
+ * its config text. One HAProxy serves every Service; clients come from 127.0.0.1 or 127.0.0.2.
+ */
+
 import { request as httpsRequest } from "node:https";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,10 +19,6 @@ import { freePort, tcpGreeter, waitFor } from "../support/net.js";
 import { appPod, get, h2Get, h2Pod, proxyProtocolPod, tlsPod, type AppPod, type Pod } from "../support/pods.js";
 import { makePki, type TestPki } from "../support/tls.js";
 
-/**
- * Per-Service settings shown in traffic through a real HAProxy: each annotation's behaviour, not
- * its config text. One HAProxy serves every Service; clients come from 127.0.0.1 or 127.0.0.2.
- */
 const renderer = new Renderer(loadTemplates());
 
 /** A Service whose endpoints are loopback pods on the given ports. */

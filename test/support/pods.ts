@@ -1,13 +1,14 @@
+/*
+ * Pods with one behaviour each, for traffic tests of per-Service settings: slow answers, a health
+ * endpoint that can fail, WebSocket-style upgrades, PROXY protocol, HTTP/2 and TLS.
+ */
+
 import { createServer as createHttpServer, request, type IncomingHttpHeaders } from "node:http";
 import { connect as h2connect, createSecureServer, createServer as createH2Server, type ServerHttp2Stream } from "node:http2";
 import type { TLSSocket } from "node:tls";
 import { createServer as createTcpServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { readFileSync } from "node:fs";
 
-/**
- * Pods with one behaviour each, for traffic tests of per-Service settings: slow answers, a health
- * endpoint that can fail, WebSocket-style upgrades, PROXY protocol, HTTP/2 and TLS.
- */
 export interface Pod {
   port: number;
   close(): Promise<void>;
@@ -124,8 +125,8 @@ export async function h2Pod(): Promise<Pod & { versions: string[] }> {
     stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0", "grpc-message": `path ${headers[":path"]}` }));
     stream.end("h2 pod");
   });
-  const sockets = track(server as unknown as Server);
-  return { port: await listen(server as unknown as Server), versions, close: closer(server as unknown as Server, sockets) };
+  const sockets = track(server);
+  return { port: await listen(server), versions, close: closer(server, sockets) };
 }
 
 /** A TLS pod (HTTP/1.1 or HTTP/2 by ALPN) that answers with the SNI and ALPN protocol it was given. */
@@ -135,8 +136,8 @@ export async function tlsPod(pemFile: string): Promise<Pod> {
     const tls = req.socket as TLSSocket;
     res.end(`sni=${tls.servername || "-"} alpn=${tls.alpnProtocol || "-"} http=${req.httpVersion}`);
   });
-  const sockets = track(server as unknown as Server);
-  return { port: await listen(server as unknown as Server), close: closer(server as unknown as Server, sockets) };
+  const sockets = track(server);
+  return { port: await listen(server), close: closer(server, sockets) };
 }
 
 export interface Answer {
