@@ -5,9 +5,10 @@
  * reaches the config, so every string here is safe to place unquoted on a config line.
  */
 
-import { isIP } from "node:net";
 import { ANNOTATION_PREFIX, parseBool, type AnnotationWarning } from "./annotations.js";
 import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
+import { describeValue as describe } from "./host-match.js";
+import { parseSourceRanges } from "./source-ranges.js";
 
 export const SETTING_ANNOTATIONS = {
   timeoutServer: `${ANNOTATION_PREFIX}lb.timeout-server`,
@@ -33,11 +34,6 @@ export const REDIRECT_CODES = [301, 302, 303, 307, 308] as const;
 export type RedirectCode = (typeof REDIRECT_CODES)[number];
 /** The 4xx and 5xx statuses HAProxy 2.6 has a built-in page for; `deny_status` refuses any other. */
 export const DENY_STATUSES = [400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429, 500, 501, 502, 503, 504] as const;
-/**
- * HAProxy 2.6 reads at most 64 words per config line (MAX_LINE_ARGS); `acl <name> src` takes 3.
- * Longer lists belong in pattern files, which servicelb does not ship yet.
- */
-export const MAX_SOURCE_RANGES = 60;
 
 export interface HttpCheck {
   /** Path with an optional query, sent as `GET <uri>`. */
@@ -85,9 +81,6 @@ export const DEFAULT_BACKEND_SETTINGS: BackendSettings = Object.freeze({
   sslRedirect: 301,
 });
 
-function describe(value: string): string {
-  return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
-}
 
 function timeout(value: string): string | { error: string } {
   return parseTimeout(value) ?? { error: `${describe(value)} is not ${TIMEOUT_GRAMMAR}` };
@@ -102,34 +95,6 @@ export function parseHttpCheck(value: string): HttpCheck | { error: string } {
   const m = value.length <= 256 ? CHECK.exec(value) : null;
   if (!m) return { error: `${describe(value)} is not a path (/… with letters, digits, . _ ~ : @ + = , - / and %XX, optionally ?query) optionally followed by a space and a status` };
   return { uri: m[1]!, status: m[m.length - 1] === undefined ? null : Number(m[m.length - 1]) };
-}
-
-const OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
-const IPV4 = new RegExp(`^${OCTET}(\\.${OCTET}){3}$`);
-
-/** One address or CIDR, IPv4 or IPv6 (no zone ids, no mapped forms), lower-cased. */
-function parseSource(entry: string): string | null {
-  const m = /^([^/]+)(?:\/([0-9]{1,3}))?$/.exec(entry);
-  if (!m) return null;
-  const ip = m[1]!.toLowerCase();
-  const bits = m[2] === undefined ? null : Number(m[2]);
-  if (m[2] !== undefined && m[2].length > 1 && m[2].startsWith("0")) return null;
-  if (IPV4.test(ip)) return bits === null || bits <= 32 ? (bits === null ? ip : `${ip}/${bits}`) : null;
-  if (/^[0-9a-f:]+$/.test(ip) && isIP(ip) === 6) return bits === null || bits <= 128 ? (bits === null ? ip : `${ip}/${bits}`) : null;
-  return null;
-}
-
-/** A comma list of IPv4/IPv6 addresses or CIDRs, at most MAX_SOURCE_RANGES, duplicates dropped. */
-export function parseSourceRanges(value: string): string[] | { error: string } {
-  const entries = value.split(",").map((e) => e.replace(/^ +| +$/g, ""));
-  if (entries.length > MAX_SOURCE_RANGES) return { error: `${entries.length} entries; at most ${MAX_SOURCE_RANGES} fit on one HAProxy line` };
-  const out: string[] = [];
-  for (const entry of entries) {
-    const parsed = parseSource(entry);
-    if (parsed === null) return { error: `${describe(entry)} is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or fd00::/8)` };
-    if (!out.includes(parsed)) out.push(parsed);
-  }
-  return out;
 }
 
 function parseInteger(value: string, min: number, max: number): number | { error: string } {

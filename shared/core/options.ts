@@ -10,6 +10,7 @@ import { z } from "zod";
 import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
 import { parseHost, type HostMatch } from "./host-match.js";
 import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
+import { parseSourceRanges } from "./source-ranges.js";
 import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
 
 export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
@@ -31,6 +32,13 @@ const timeout = z.string().transform((text, ctx) => {
   const parsed = parseTimeout(text);
   if (parsed !== null) return parsed;
   ctx.addIssue({ code: "custom", message: TIMEOUT_GRAMMAR });
+  return z.NEVER;
+});
+
+const sourceRanges = z.string().transform((text, ctx) => {
+  const parsed = parseSourceRanges(text);
+  if (Array.isArray(parsed)) return parsed;
+  ctx.addIssue({ code: "custom", message: parsed.error });
   return z.NEVER;
 });
 
@@ -102,6 +110,10 @@ export const optionSpecs = {
   statsUser: {
     schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "letters, digits, . _ -").optional(),
     help: "require this user on the stats page; its password is read by HAProxy from SERVICELB_STATS_PASSWORD on the node",
+  },
+  acceptProxy: {
+    schema: sourceRanges.optional(),
+    help: "addresses or CIDRs of load balancers in front that send the PROXY protocol (v1 or v2): their clients' addresses are then the ones allow lists, stickiness and logs see",
   },
   sslCert: { schema: path.optional(), help: "PEM (cert+key) path on the HAProxy node; enables the HTTPS frontend" },
   sslCaCert: { schema: path.optional(), help: "CA bundle path: clients must present a certificate it signed" },

@@ -84,6 +84,8 @@ export interface TcpView {
   port: number;
   backend: string;
   timeout_client: string | null;
+  /** Space-separated CIDRs of trusted proxies that send a PROXY protocol header. */
+  accept_proxy: string | null;
 }
 
 /** The repeated sections of the main template, filled in from cached per-item bytes. */
@@ -115,6 +117,8 @@ interface MainView {
   timeout_client: string;
   timeout_tunnel: string;
   timeout_queue: string | null;
+  /** Space-separated CIDRs of trusted proxies that send a PROXY protocol header. */
+  accept_proxy: string | null;
   default_status: number;
   default_body: string | null;
   has_tcp_frontends: boolean;
@@ -322,6 +326,7 @@ export class Renderer {
       timeout_client: o.timeoutClient,
       timeout_tunnel: o.timeoutTunnel,
       timeout_queue: o.timeoutQueue ?? null,
+      accept_proxy: o.acceptProxy?.join(" ") ?? null,
       default_status: status,
       default_body: bodyless ? null : haproxyQuote(body),
       has_tcp_frontends: model.tcpFrontends.length > 0,
@@ -332,7 +337,7 @@ export class Renderer {
         for (const b of model.backends) chunks.push(this.backendChunk(b, o.checkInterval));
       } else if (slot === "tcp_frontends") {
         let text = "";
-        for (const t of model.tcpFrontends as TcpFrontend[]) text += this.tcp({ name: t.name, bind: o.bindAddress, port: t.port, backend: t.backend, timeout_client: t.timeoutClient });
+        for (const t of model.tcpFrontends as TcpFrontend[]) text += this.tcp({ name: t.name, bind: o.bindAddress, port: t.port, backend: t.backend, timeout_client: t.timeoutClient, accept_proxy: view.accept_proxy });
         chunks.push(Buffer.from(text, "utf8"));
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));

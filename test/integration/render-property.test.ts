@@ -192,6 +192,7 @@ describe("hostile input never breaks the config", () => {
           tcpServices: tcp && services[0] ? `${services[0].namespace}/${services[0].name}:${services[0].ports[0]!.port}` : "",
           sslCert: ssl ? cert : undefined,
           httpsPort: setup.options.httpPort + 1,
+          acceptProxy: tcp ? "10.0.0.0/8, fd00::/8" : undefined,
         });
         const snapshot = snapshotFromDocuments([list(items)]);
         const { config } = renderSnapshot(snapshot, options, renderer);

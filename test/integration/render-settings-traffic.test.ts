@@ -3,8 +3,11 @@
  * its config text. One HAProxy serves every Service; clients come from 127.0.0.1 or 127.0.0.2.
  */
 
+import { copyFileSync, mkdirSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { connect, type Socket } from "node:net";
+import { join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SETTING_ANNOTATIONS as A } from "../../shared/core/backend-settings.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
@@ -15,7 +18,7 @@ import { cliCommand } from "../../shared/adapters/haproxy/cli.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
 import { haproxyCheck, loopbackOptions, requireHaproxy, runHaproxy, type LoopbackSetup, type RunningHaproxy } from "../support/haproxy.js";
-import { freePort, tcpGreeter, waitFor } from "../support/net.js";
+import { echoBackend, freePort, tcpGreeter, waitFor, type EchoBackend } from "../support/net.js";
 import { appPod, get, h2Get, h2Pod, proxyProtocolPod, tlsPod, type AppPod, type Pod } from "../support/pods.js";
 import { makePki, type TestPki } from "../support/tls.js";
 
@@ -254,5 +257,96 @@ describe("per-Service settings through a real HAProxy", () => {
   it("lb.ssl-redirect: false serves a TLS Service in clear text too", async () => {
     expect((await get(port, "/legacy/y")).body).toBe("plain /y");
     expect((await httpsGet(httpsPort, "/legacy/y", pki.ca)).body).toBe("plain /y");
+  });
+});
+
+/** A raw exchange from a chosen local address: what the client writes first, the whole answer back ("reset" if HAProxy resets it unanswered). */
+function rawExchange(port: number, from: string, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ port, host: "127.0.0.1", localAddress: from }, () => s.write(text));
+    let data = "";
+    s.on("data", (c) => (data += c.toString()));
+    s.on("close", () => resolve(data));
+    s.on("error", (e: NodeJS.ErrnoException) => (e.code === "ECONNRESET" && data === "" ? resolve("reset") : reject(e)));
+  });
+}
+
+/** The subject CN of the certificate HAProxy presents for an SNI name. */
+function certificateFor(port: number, servername: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    // From an address that is not a trusted proxy: no PROXY header expected.
+    const raw = connect({ port, host: "127.0.0.1", localAddress: "127.0.0.2" });
+    const s = tlsConnect({ socket: raw, servername, rejectUnauthorized: false }, () => {
+      const cn = s.getPeerCertificate().subject.CN;
+      s.end();
+      resolve(Array.isArray(cn) ? cn.join() : String(cn));
+    });
+    s.on("error", reject);
+  });
+}
+
+describe("per-frontend flags through a real HAProxy", () => {
+  let setup: LoopbackSetup;
+  let hx: RunningHaproxy;
+  let echo: EchoBackend;
+  let port: number;
+  let httpsPort: number;
+
+  beforeAll(async () => {
+    requireHaproxy();
+    echo = await echoBackend("echo");
+    httpsPort = await freePort();
+    setup = await loopbackOptions();
+    // Two certificates in one directory, as a mounted Secret holds them; the first by name is the default.
+    const certs = join(setup.dir, "certs");
+    mkdirSync(certs);
+    for (const host of ["a.test", "b.test"]) {
+      const dir = join(setup.dir, host);
+      mkdirSync(dir);
+      copyFileSync(makePki(dir, host).serverPem, join(certs, `${host}.pem`));
+    }
+    const options = parseRenderOptions({ ...setup.options, selector: undefined, tcpServices: "", acceptProxy: "127.0.0.1/32", sslCert: certs, httpsPort });
+    port = options.httpPort;
+    const items = [
+      ...exposed("partner", [echo.port], { [A.allowSourceRange]: "203.0.113.0/24" }),
+      ...exposed("open", [echo.port]),
+      ...exposed("secure", [echo.port], { "serviceloadbalancer/lb.sslTerm": "true" }),
+    ];
+    const { config, warnings } = renderSnapshot(snapshotFromDocuments([list(items)]), options, renderer);
+    expect(warnings).toEqual([]);
+    expect(haproxyCheck(config, setup.dir)).toMatchObject({ ok: true });
+    hx = await runHaproxy(config, setup.dir);
+  });
+
+  afterAll(async () => {
+    await hx?.stop();
+    await echo?.close();
+    setup?.cleanup();
+  });
+
+  const request = (path: string) => `GET ${path} HTTP/1.1\r\nHost: lb.test\r\nConnection: close\r\n\r\n`;
+
+  it("--accept-proxy: behind a trusted proxy, allow lists and X-Forwarded-For see the client the PROXY header names", async () => {
+    const v1 = await rawExchange(port, "127.0.0.1", `PROXY TCP4 203.0.113.7 127.0.0.1 40000 80\r\n${request("/partner/x")}`);
+    expect(v1).toMatch(/^HTTP\/1\.1 200 /);
+    expect(echo.seen.at(-1)!.headers["x-forwarded-for"]).toBe("203.0.113.7");
+    const outside = await rawExchange(port, "127.0.0.1", `PROXY TCP4 198.51.100.1 127.0.0.1 40000 80\r\n${request("/partner/x")}`);
+    expect(outside).toMatch(/^HTTP\/1\.1 403 /);
+  });
+
+  it("--accept-proxy: a trusted address must send the header (HAProxy closes the connection otherwise); others need none", async () => {
+    expect(await rawExchange(port, "127.0.0.1", request("/open/"))).toMatch(/^(reset)?$/);
+    expect(await rawExchange(port, "127.0.0.2", request("/open/"))).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it("--accept-proxy: a PROXY header from an untrusted address is not believed", async () => {
+    const forged = await rawExchange(port, "127.0.0.2", `PROXY TCP4 203.0.113.7 127.0.0.1 40000 80\r\n${request("/partner/x")}`);
+    expect(forged).toMatch(/^HTTP\/1\.1 400 /);
+  });
+
+  it("--ssl-cert naming a directory: HAProxy picks the certificate by SNI, the first by name for any other host", async () => {
+    expect(await certificateFor(httpsPort, "b.test")).toBe("b.test");
+    expect(await certificateFor(httpsPort, "a.test")).toBe("a.test");
+    expect(await certificateFor(httpsPort, "unknown.test")).toBe("a.test");
   });
 });

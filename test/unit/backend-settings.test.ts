@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_BACKEND_SETTINGS, parseBackendSettings, parseHttpCheck, parseSourceRanges, settingsFor, SETTING_ANNOTATIONS as A } from "../../shared/core/backend-settings.js";
+import { DEFAULT_BACKEND_SETTINGS, parseBackendSettings, parseHttpCheck, settingsFor, SETTING_ANNOTATIONS as A } from "../../shared/core/backend-settings.js";
+import { parseSourceRanges } from "../../shared/core/source-ranges.js";
 import { parseTimeout } from "../../shared/core/haproxy-time.js";
 import { buildModel } from "../../shared/core/build-model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";

@@ -19,7 +19,7 @@ const cases: Array<[string, string, RenderOptionsInput]> = [
   [
     "settings",
     join(dir, "settings.yaml"),
-    { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem", timeoutServer: "30s", timeoutClient: "1m", timeoutConnect: "3s", timeoutTunnel: "30m", timeoutQueue: "10s" },
+    { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem", timeoutServer: "30s", timeoutClient: "1m", timeoutConnect: "3s", timeoutTunnel: "30m", timeoutQueue: "10s", acceptProxy: "10.0.0.0/8, fd00::/8" },
   ],
 ];
 const renderer = new Renderer(loadTemplates());

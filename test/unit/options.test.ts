@@ -30,6 +30,7 @@ describe("render options", () => {
     [{ hostClaims: { "Shop!": ["a.example.com"] } }, "--host-claims"],
     [{ hostClaims: "[shop.example.com]" }, "--host-claims: a map of namespace to host patterns"],
     [{ timeoutServer: "30" }, "--timeout-server: a time between 1ms and 24h"],
+    [{ acceptProxy: "10.0.0.0/8 if TRUE" }, "--accept-proxy"],
     [{ timeoutClient: "25h" }, "--timeout-client"],
     [{ timeoutQueue: "1s\n    server x 1.2.3.4:80" }, "--timeout-queue"],
   ])("rejects %j naming the option", (input, needle) => {
