@@ -81,7 +81,6 @@ export const DEFAULT_BACKEND_SETTINGS: BackendSettings = Object.freeze({
   sslRedirect: 301,
 });
 
-
 function timeout(value: string): string | { error: string } {
   return parseTimeout(value) ?? { error: `${describe(value)} is not ${TIMEOUT_GRAMMAR}` };
 }
@@ -109,7 +108,7 @@ function oneOf<const T extends string | number>(value: string, allowed: readonly
 
 type Key = keyof typeof SETTING_ANNOTATIONS;
 
-/** What each setting means for one mode of Service port: the settings that do not apply there. */
+/** Settings that mean nothing on a port of the other mode. */
 const HTTP_ONLY: readonly Key[] = ["rateLimitRps", "rateLimitStatus", "backendProtocol", "sslRedirect", "sslRedirectCode"];
 const TCP_ONLY: readonly Key[] = ["timeoutClient"];
 
