@@ -124,6 +124,29 @@ const settingValue = fc.constantFrom(
   "308",
 );
 
+const A = SETTING_ANNOTATIONS;
+/** Settings that pass their grammars, so that most runs carry some of them to haproxy -c. */
+const validSetting = fc.constantFrom<[string, string]>(
+  [A.timeoutServer, "500ms"],
+  [A.timeoutConnect, "2s"],
+  [A.timeoutClient, "1h"],
+  [A.timeoutTunnel, "2h"],
+  [A.timeoutQueue, "1s"],
+  [A.checkHttp, "/healthz 200"],
+  [A.allowSourceRange, "10.0.0.0/8, fd00::/8"],
+  [A.denySourceRange, "127.0.0.1"],
+  [A.rateLimitRps, "5"],
+  [A.rateLimitStatus, "503"],
+  [A.maxconn, "10"],
+  [A.backendProtocol, "h2"],
+  [A.backendProtocol, "h1-ssl"],
+  [A.backendProtocol, "h2-ssl"],
+  [A.proxyProtocol, "v1"],
+  [A.proxyProtocol, "v2"],
+  [A.sslRedirect, "false"],
+  [A.sslRedirectCode, "308"],
+);
+
 const annotationKeys = [
   ...["lb.host", "lb.aclMatch", "lb.algorithm", "lb.sslTerm", "lb.cookie-sticky-session"].map((k) => `serviceloadbalancer/${k}`),
   ...Object.values(SETTING_ANNOTATIONS),
@@ -145,7 +168,12 @@ const serviceArb = fc.record({
   ),
   affinity: fc.constantFrom("None", "ClientIP"),
   created: fc.constantFrom(undefined, "2024-01-01T00:00:00Z", "2025-06-01T12:00:00Z"),
-  annotations: fc.dictionary(fc.constantFrom(...annotationKeys), fc.oneof(hostile, settingValue, fc.constantFrom("/shop", "/shop/web", "/web/x", "/team-a", "api.example.com")), { maxKeys: 8 }),
+  annotations: fc
+    .tuple(
+      fc.dictionary(fc.constantFrom(...annotationKeys), fc.oneof(hostile, settingValue, fc.constantFrom("/shop", "/shop/web", "/web/x", "/team-a", "api.example.com")), { maxKeys: 8 }),
+      fc.array(validSetting, { maxLength: 5 }),
+    )
+    .map(([hostileOnes, valid]) => ({ ...Object.fromEntries(valid), ...hostileOnes })),
   addressType: fc.constantFrom("IPv4", "IPv4", "IPv6", "FQDN"),
   ips: fc.array(fc.oneof(fc.ipV4(), fc.ipV6(), fc.constantFrom("fd00::1", "fd00::2:3", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.01", "web.example.com", "")), { minLength: 0, maxLength: 6 }),
 });
