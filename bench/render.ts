@@ -39,7 +39,7 @@ function naive(t: TemplateSet): TemplateSet {
 }
 
 function runCase(services: number, engine: string, iters: number): CaseResult {
-  const text = JSON.stringify(syntheticCluster(services, ENDPOINTS));
+  const text = JSON.stringify(syntheticCluster(services, ENDPOINTS, 1000, engine === SETTINGS));
   const t0 = performance.now();
   const snapshot = parseSnapshot(text);
   const t1 = performance.now();
@@ -68,6 +68,8 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
 }
 
 const WARM = "servicelb warm, 1 Service changed";
+/** The same cluster with a mix of per-Service settings (more config than the anchor renders). */
+const SETTINGS = "servicelb, per-Service settings mix";
 
 /**
  * A warm function instance re-rendering after one Service changed (its EndpointSlice moved a
@@ -151,10 +153,11 @@ function main(): void {
   const results: Array<CaseResult & { round: number }> = [];
   const notes: string[] = [];
   const ratios = new Map<number, number[]>();
+  const settingsRatios = new Map<number, number[]>();
   for (const n of sizes) {
     for (let round = 1; round <= rounds; round++) {
       const ours: CaseResult[] = [];
-      for (const engine of round === 1 ? ["servicelb", "liquid-per-item", WARM] : ["servicelb"]) {
+      for (const engine of round === 1 ? ["servicelb", SETTINGS, "liquid-per-item", WARM] : ["servicelb", SETTINGS]) {
         const out = execFileSync(process.execPath, [self, "--child", String(n), "--engine", engine, "--iters", engine === "liquid-per-item" ? "1" : String(engine === WARM ? 50 : iters)], { encoding: "utf8", maxBuffer: 1 << 20 });
         ours.push(JSON.parse(out) as CaseResult);
       }
@@ -164,6 +167,7 @@ function main(): void {
       } else {
         results.push({ ...go, round });
         ratios.set(n, [...(ratios.get(n) ?? []), ours[0]!.msPerRender / go.msPerRender]);
+        settingsRatios.set(n, [...(settingsRatios.get(n) ?? []), ours[1]!.msPerRender / go.msPerRender]);
       }
       for (const r of ours) results.push({ ...r, round });
     }
@@ -175,7 +179,8 @@ function main(): void {
   };
   if (args.includes("--json")) {
     const medianVsGo = Object.fromEntries([...ratios].map(([n, xs]) => [n, Math.round(median(xs) * 100) / 100]));
-    process.stdout.write(`${JSON.stringify({ machine: machine(), rounds, medianVsGo, results: results.map((r) => ({ ...r, vsGo: ratio(r) })), notes }, null, 2)}\n`);
+    const settingsMedianVsGo = Object.fromEntries([...settingsRatios].map(([n, xs]) => [n, Math.round(median(xs) * 100) / 100]));
+    process.stdout.write(`${JSON.stringify({ machine: machine(), rounds, medianVsGo, settingsMedianVsGo, results: results.map((r) => ({ ...r, vsGo: ratio(r) })), notes }, null, 2)}\n`);
     return;
   }
   console.log(`bench/render — ${machine()}`);
@@ -187,6 +192,7 @@ function main(): void {
     ),
   );
   for (const [n, xs] of ratios) console.log(`\n${n} services: servicelb / Go, median of ${xs.length} rounds: ${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`);
+  for (const [n, xs] of settingsRatios) console.log(`${n} services with per-Service settings: servicelb / Go (which renders none), median of ${xs.length} rounds: ${median(xs).toFixed(2)}×`);
   for (const r of results) {
     if (r.totalMs) console.log(`${r.services} services, warm instance, 1 Service changed: build + render ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99 over 50 changes`);
   }

@@ -1,9 +1,10 @@
 /**
  * The synthetic cluster every benchmark uses, the same shape as the Go render anchor
  * (../shared/anchors/go-render): service i has `endpoints` pods at 10.<i/256%256>.<i%256>.<j>:8080,
- * ClientIP affinity when i%3==0, a host when i%5==0.
+ * ClientIP affinity when i%3==0, a host when i%5==0. With `settings`, the per-Service settings
+ * annotations too (settingsOf).
  */
-export function syntheticCluster(services: number, endpoints: number, revision = 1000): Record<string, unknown> {
+export function syntheticCluster(services: number, endpoints: number, revision = 1000, settings = false): Record<string, unknown> {
   const items: unknown[] = [];
   for (let i = 0; i < services; i++) {
     const name = `svc-${i}`;
@@ -14,7 +15,7 @@ export function syntheticCluster(services: number, endpoints: number, revision =
         name,
         namespace: "default",
         resourceVersion: String(revision),
-        annotations: i % 5 === 0 ? { "serviceloadbalancer/lb.host": `${name}.example.com` } : undefined,
+        annotations: annotationsOf(i, name, settings),
       },
       spec: { type: "ClusterIP", clusterIP: "10.96.0.1", sessionAffinity: i % 3 === 0 ? "ClientIP" : "None", ports: [{ name: "http", port: 80, targetPort: 8080, protocol: "TCP" }] },
     });
@@ -30,4 +31,28 @@ export function syntheticCluster(services: number, endpoints: number, revision =
     });
   }
   return { apiVersion: "v1", kind: "List", metadata: { resourceVersion: String(revision) }, items };
+}
+
+/**
+ * A mix of per-Service settings: every other Service has a timeout and an HTTP check, a quarter an
+ * allow list and a rate limit, another quarter maxconn, HTTP/2 and PROXY protocol to its pods.
+ */
+function annotationsOf(i: number, name: string, settings: boolean): Record<string, string> | undefined {
+  const a: Record<string, string> = {};
+  const set = (k: string, v: string) => (a[`serviceloadbalancer/lb.${k}`] = v);
+  if (i % 5 === 0) set("host", `${name}.example.com`);
+  if (settings && i % 2 === 0) {
+    set("timeout-server", "30s");
+    set("check-http", "/healthz");
+  }
+  if (settings && i % 4 === 1) {
+    set("allow-source-range", "10.0.0.0/8, 192.168.0.0/16, fd00::/8");
+    set("rate-limit-rps", "100");
+  }
+  if (settings && i % 4 === 3) {
+    set("maxconn", "100");
+    set("backend-protocol", "h2");
+    set("proxy-protocol", "v2");
+  }
+  return Object.keys(a).length > 0 ? a : undefined;
 }

@@ -37,6 +37,11 @@ const PATH_PREFIX = new RegExp(`^(/|(/${PATH_SEGMENT})+/?)$`);
 const TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
 const FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
 
+/** Go's strconv.ParseBool, which the original used; undefined for anything else. */
+export function parseBool(value: string): boolean | undefined {
+  return TRUE.has(value) ? true : FALSE.has(value) ? false : undefined;
+}
+
 export function parsePathPrefix(value: string): string | { error: string } {
   if (value.length > 256 || !PATH_PREFIX.test(value)) {
     return { error: `${describe(value)} is not a path prefix (/segment/…; letters, digits, . _ ~ : @ + = , - and %XX)` };

@@ -1,4 +1,5 @@
 import { ANNOTATIONS, parseAnnotations } from "./annotations.js";
+import { parseBackendSettings, settingsFor } from "./backend-settings.js";
 import { EndpointIndex, formatAddress, type EndpointSource } from "./endpoints.js";
 import { hostText, hostWithin, type HostMatch } from "./host-match.js";
 import { oldestFirst, PathSpaces } from "./ownership.js";
@@ -136,6 +137,8 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       delete ann.host;
     }
   }
+  const parsedSettings = parseBackendSettings(svc.metadata.annotations, ann.sslTerm);
+  for (const w of parsedSettings.warnings) plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
   const headless = !svc.spec.clusterIP || svc.spec.clusterIP === "None";
   const tcpPorts = c.tcpWanted.get(id);
   const ports = [...svc.spec.ports].sort((a, b) => a.port - b.port);
@@ -179,6 +182,8 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     // No ready endpoint keeps the backend, every slot free: the route answers 503 (the Service
     // exists, nothing serves it) and scaling back up is a runtime change, not a reload.
     const backendName = `${namespace}_${name}_${sp.port}`;
+    const { settings, ignored } = settingsFor(parsedSettings, isTcp ? "tcp" : "http");
+    for (const w of ignored) plan.warnings.push({ service: id, port: sp.port, annotation: w.annotation, message: w.message });
     const cookie = !isTcp && ann.cookieSticky;
     const affinity: Backend["affinity"] = cookie
       ? { kind: "cookie" }
@@ -195,12 +200,13 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       affinity,
       servers: assignSlots(addresses, options.forwardServices ? 1 : options.minServerSlots, affinity.kind === "cookie"),
       strip: null,
+      settings,
     };
     const isPrimary = sp === primary;
     plan.ports.push({
       backend,
       tcp: isTcp,
-      action: ann.sslTerm ? "https-redirect" : "route",
+      action: !ann.sslTerm ? "route" : settings.sslRedirect === null ? "route-and-https" : "https-redirect",
       defaultPrefix: isTcp ? "" : `${namespace === "default" ? "" : `/${namespace}`}/${name}${sp.port === 80 ? "" : `:${sp.port}`}`,
       host: !isTcp && isPrimary ? (ann.host ?? null) : null,
       aclMatch: !isTcp && isPrimary ? (ann.aclMatch ?? null) : null,
@@ -358,7 +364,7 @@ function claims(plan: ServicePlan): string {
       plan.skipped,
       plan.warnings,
       plan.created,
-      plan.ports.map((p) => [p.tcp, p.backend.name, p.backend.servicePort, p.action, p.defaultPrefix, p.host, p.aclMatch]),
+      plan.ports.map((p) => [p.tcp, p.backend.name, p.backend.servicePort, p.action, p.backend.settings.sslRedirect, p.backend.settings.timeoutClient, p.defaultPrefix, p.host, p.aclMatch]),
     ]);
     claimsOf.set(plan, c);
   }
@@ -442,7 +448,7 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
           continue;
         }
         reservedPorts.set(port, `TCP service ${plan.id}`);
-        tcpFrontends.push({ name: `tcp_${backend.name}`, port, backend: backend.name });
+        tcpFrontends.push({ name: `tcp_${backend.name}`, port, backend: backend.name, timeoutClient: backend.settings.timeoutClient });
         backends.push(backend);
         continue;
       }
@@ -460,7 +466,9 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
           path = p.aclMatch;
         }
       }
-      routes.push({ backend: backend.name, match: { kind: "path", prefix: path }, action: p.action });
+      // A redirecting route carries its status (lb.ssl-redirect-code).
+      const redirect = p.action === "https-redirect" && backend.settings.sslRedirect !== null ? { redirectCode: backend.settings.sslRedirect } : {};
+      routes.push({ backend: backend.name, match: { kind: "path", prefix: path }, action: p.action, ...redirect });
       let hostRouted: HostMatch | null = null;
       if (p.host) {
         const key = `host ${hostText(p.host)}`;
@@ -470,7 +478,7 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
         } else {
           claimed.set(key, plan.id);
           hostRouted = p.host;
-          routes.push({ backend: backend.name, match: { kind: "host", host: p.host }, action: p.action });
+          routes.push({ backend: backend.name, match: { kind: "host", host: p.host }, action: p.action, ...redirect });
         }
       }
       for (const l of lost) {
@@ -497,7 +505,7 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
     revision: snapshot.revision,
     options,
     httpRoutes: routes,
-    httpsRoutes: routes.filter((r) => r.action === "https-redirect").map((r) => ({ ...r, action: "route" as const })),
+    httpsRoutes: routes.filter((r) => r.action !== "route").map((r) => ({ backend: r.backend, match: r.match, action: "route" as const })),
     tcpFrontends,
     backends,
     defaultPage: { status: options.defaultReturnCode, body },

@@ -5,6 +5,7 @@
  */
 
 import type { Algorithm } from "./annotations.js";
+import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import type { HostMatch } from "./host-match.js";
 import type { RenderOptions } from "./options.js";
 
@@ -30,6 +31,8 @@ export interface Backend {
   servers: ServerSlot[];
   /** Path prefix removed before the request reaches the pod; not for requests routed by host. */
   strip: { prefix: string; unlessHost: HostMatch | null } | null;
+  /** Timeouts, checks, access control, limits and protocols from the Service's annotations. */
+  settings: BackendSettings;
 }
 
 export type RouteMatch = { kind: "host"; host: HostMatch } | { kind: "path"; prefix: string };
@@ -37,14 +40,20 @@ export type RouteMatch = { kind: "host"; host: HostMatch } | { kind: "path"; pre
 export interface HttpRoute {
   backend: string;
   match: RouteMatch;
-  /** "https-redirect": the Service terminates TLS, so plain HTTP requests are redirected. */
-  action: "route" | "https-redirect";
+  /**
+   * The Service terminates TLS (lb.sslTerm) unless "route": "https-redirect" redirects plain HTTP
+   * requests with `redirectCode`; "route-and-https" serves them in clear text too (lb.ssl-redirect: false).
+   */
+  action: "route" | "https-redirect" | "route-and-https";
+  redirectCode?: RedirectCode;
 }
 
 export interface TcpFrontend {
   name: string;
   port: number;
   backend: string;
+  /** lb.timeout-client; null: the TCP defaults'. */
+  timeoutClient: string | null;
 }
 
 export interface Warning {

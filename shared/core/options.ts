@@ -7,8 +7,10 @@
 
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
 import { parseHost, type HostMatch } from "./host-match.js";
 import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
+import { parseSourceRanges } from "./source-ranges.js";
 import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
 
 export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
@@ -25,6 +27,20 @@ const path = z
 const bindAddress = z
   .string()
   .regex(/^(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\])$/, "* or an IPv4 address or a bracketed IPv6 address");
+
+const timeout = z.string().transform((text, ctx) => {
+  const parsed = parseTimeout(text);
+  if (parsed !== null) return parsed;
+  ctx.addIssue({ code: "custom", message: TIMEOUT_GRAMMAR });
+  return z.NEVER;
+});
+
+const sourceRanges = z.string().transform((text, ctx) => {
+  const parsed = parseSourceRanges(text);
+  if (Array.isArray(parsed)) return parsed;
+  ctx.addIssue({ code: "custom", message: parsed.error });
+  return z.NEVER;
+});
 
 const tcpServices = z.string().transform((text, ctx) => {
   const out: Array<{ ref: string; port: number }> = [];
@@ -95,6 +111,10 @@ export const optionSpecs = {
     schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "letters, digits, . _ -").optional(),
     help: "require this user on the stats page; its password is read by HAProxy from SERVICELB_STATS_PASSWORD on the node",
   },
+  acceptProxy: {
+    schema: sourceRanges.optional(),
+    help: "addresses or CIDRs of load balancers in front that send the PROXY protocol (v1 or v2): their clients' addresses are then the ones allow lists, stickiness and logs see",
+  },
   sslCert: { schema: path.optional(), help: "PEM (cert+key) path on the HAProxy node; enables the HTTPS frontend" },
   sslCaCert: { schema: path.optional(), help: "CA bundle path: clients must present a certificate it signed" },
   hstsMaxAge: { schema: z.coerce.number().int().min(0).max(63072000).default(0), help: "HSTS max-age in seconds on HTTPS responses (0: off)" },
@@ -103,6 +123,11 @@ export const optionSpecs = {
   errorPage: { schema: path.optional(), help: "file whose body is served with --default-return-code (embedded in the config)" },
   syslog: { schema: bool.default(false), help: "HAProxy logs to stdout (the agent forwards them)" },
   checkInterval: { schema: duration.default("2s"), help: "health-check interval" },
+  timeoutServer: { schema: timeout.default("50s"), help: "HTTP Services: longest wait for the pod's response (lb.timeout-server per Service)" },
+  timeoutConnect: { schema: timeout.default("5s"), help: "longest wait for a connection to a pod (lb.timeout-connect per Service)" },
+  timeoutClient: { schema: timeout.default("50s"), help: "HTTP frontends: longest client inactivity (TCP Services: lb.timeout-client)" },
+  timeoutTunnel: { schema: timeout.default("1h"), help: "HTTP Services: inactivity of a WebSocket or other tunnel (lb.timeout-tunnel per Service)" },
+  timeoutQueue: { schema: timeout.optional(), help: "longest wait in a queue for a server slot under lb.maxconn (default: the connect timeout)" },
   hardStopAfter: { schema: duration.default("5m"), help: "longest an old HAProxy worker lives after a reload" },
   minServerSlots: {
     schema: z.coerce.number().int().min(1).max(1024).default(4),

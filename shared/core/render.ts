@@ -1,5 +1,6 @@
 import { Liquid } from "liquidjs";
 import type { HostMatch } from "./host-match.js";
+import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import { compileFragment, type Fragment } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
@@ -44,6 +45,23 @@ export interface BackendView {
   namespace: string;
   service: string;
   port: number;
+  /** Per-Service timeouts (null: the defaults section's). */
+  timeout_server: string | null;
+  timeout_connect: string | null;
+  timeout_tunnel: string | null;
+  timeout_queue: string | null;
+  /** HTTP health check: `GET <check_uri>`, expecting `check_status` (null: any 2xx/3xx). */
+  check_uri: string | null;
+  check_status: number | null;
+  /** Space-separated CIDRs for `acl … src`. */
+  src_allow: string | null;
+  src_deny: string | null;
+  tcp: boolean;
+  /** Requests per second per client address above which `rate_limit_status` is answered. */
+  rate_limit: number | null;
+  rate_limit_status: number | null;
+  /** Parameters every server of the backend takes (its `default-server` line): maxconn, protocol, PROXY protocol. */
+  server_params: string | null;
 }
 
 export interface ServerView {
@@ -65,6 +83,9 @@ export interface TcpView {
   bind: string;
   port: number;
   backend: string;
+  timeout_client: string | null;
+  /** Space-separated CIDRs of trusted proxies that send a PROXY protocol header. */
+  accept_proxy: string | null;
 }
 
 /** The repeated sections of the main template, filled in from cached per-item bytes. */
@@ -89,6 +110,15 @@ interface MainView {
   /** `"${SERVICELB_STATS_PASSWORD}"`: HAProxy expands it on the node. */
   stats_password_ref: string;
   redirect: string | null;
+  /** One backend per redirect status the HTTPS Services use. */
+  redirects: Array<{ name: string; code: number }>;
+  timeout_server: string;
+  timeout_connect: string;
+  timeout_client: string;
+  timeout_tunnel: string;
+  timeout_queue: string | null;
+  /** Space-separated CIDRs of trusted proxies that send a PROXY protocol header. */
+  accept_proxy: string | null;
   default_status: number;
   default_body: string | null;
   has_tcp_frontends: boolean;
@@ -113,8 +143,33 @@ function hostCondition(h: HostMatch): string {
   return h.wildcard ? `{ var(txn.host) -m end .${h.name} }` : `{ var(txn.host) -m str ${h.name} }`;
 }
 
+/** 301, the redirect servicelb always had, keeps its backend's name, so configs stay as they were. */
+function redirectBackend(code: RedirectCode): string {
+  return code === 301 ? "https_redirect" : `https_redirect_${code}`;
+}
+
+/**
+ * The backend's `default-server` parameters. Said once per backend rather than on each server
+ * line, so server lines keep the one shape the agent changes at runtime (core/config-diff.ts).
+ */
+function serverParams(s: BackendSettings): string | null {
+  const p: string[] = [];
+  if (s.maxconn !== null) p.push(`maxconn ${s.maxconn}`);
+  // TLS to the pod: pods hold self-signed certificates, so they are not verified; SNI is the
+  // client's Host (lower-cased, without port), ALPN says which HTTP the pod is to speak.
+  // Health checks must speak the pod's HTTP too (an HTTP/2-only pod such as gRPC answers nothing
+  // else): they follow `proto`, but not `alpn` (measured on 2.6: L7RSP without check-alpn).
+  if (s.backendProtocol === "h2") p.push("proto h2");
+  else if (s.backendProtocol === "h1-ssl") p.push("ssl verify none sni var(txn.host) alpn http/1.1 check-alpn http/1.1");
+  else if (s.backendProtocol === "h2-ssl") p.push("ssl verify none sni var(txn.host) alpn h2 check-alpn h2");
+  // Health checks carry the header too: a pod that expects it would refuse them otherwise.
+  if (s.proxyProtocol === "v1") p.push("send-proxy check-send-proxy");
+  else if (s.proxyProtocol === "v2") p.push("send-proxy-v2 check-send-proxy");
+  return p.length > 0 ? p.join(" ") : null;
+}
+
 function ruleView(r: HttpRoute): RuleView {
-  const backend = r.action === "https-redirect" ? "https_redirect" : r.backend;
+  const backend = r.action === "https-redirect" ? redirectBackend(r.redirectCode ?? 301) : r.backend;
   if (r.match.kind === "host") return { backend, condition: hostCondition(r.match.host) };
   const p = r.match.prefix;
   // Segment-bound prefix: /foo and /foo/… match, /foobar does not.
@@ -190,6 +245,7 @@ export class Renderer {
   }
 
   private renderBackend(b: Backend, inter: string): string {
+    const s = b.settings;
     return this.backend({
       name: b.name,
       defaults: b.mode === "tcp" ? "tcp_defaults" : "http_defaults",
@@ -203,6 +259,18 @@ export class Renderer {
       namespace: b.namespace,
       service: b.service,
       port: b.servicePort,
+      timeout_server: s.timeoutServer,
+      timeout_connect: s.timeoutConnect,
+      timeout_tunnel: s.timeoutTunnel,
+      timeout_queue: s.timeoutQueue,
+      check_uri: s.checkHttp?.uri ?? null,
+      check_status: s.checkHttp?.status ?? null,
+      src_allow: s.allowSources?.join(" ") ?? null,
+      src_deny: s.denySources?.join(" ") ?? null,
+      tcp: b.mode === "tcp",
+      rate_limit: s.rateLimit?.rps ?? null,
+      rate_limit_status: s.rateLimit?.status ?? null,
+      server_params: serverParams(s),
     });
   }
 
@@ -231,7 +299,8 @@ export class Renderer {
   renderBytes(model: Model): Buffer {
     const o = model.options;
     const https = o.sslCert !== undefined;
-    const needsRedirect = https && model.httpRoutes.some((r) => r.action === "https-redirect");
+    const codes = new Set<RedirectCode>();
+    if (https) for (const r of model.httpRoutes) if (r.action === "https-redirect") codes.add(r.redirectCode ?? 301);
     const { status, body } = model.defaultPage;
     const bodyless = status === 204 || status === 304;
     const view: MainView = {
@@ -250,7 +319,14 @@ export class Renderer {
       stats_port: o.statsPort,
       stats_user: o.statsUser ?? null,
       stats_password_ref: STATS_PASSWORD_REF,
-      redirect: needsRedirect ? (o.httpsPort === 443 ? "scheme https" : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`) : null,
+      redirect: codes.size > 0 ? (o.httpsPort === 443 ? "scheme https" : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`) : null,
+      redirects: [...codes].sort((a, b) => a - b).map((code) => ({ name: redirectBackend(code), code })),
+      timeout_server: o.timeoutServer,
+      timeout_connect: o.timeoutConnect,
+      timeout_client: o.timeoutClient,
+      timeout_tunnel: o.timeoutTunnel,
+      timeout_queue: o.timeoutQueue ?? null,
+      accept_proxy: o.acceptProxy?.join(" ") ?? null,
       default_status: status,
       default_body: bodyless ? null : haproxyQuote(body),
       has_tcp_frontends: model.tcpFrontends.length > 0,
@@ -261,7 +337,7 @@ export class Renderer {
         for (const b of model.backends) chunks.push(this.backendChunk(b, o.checkInterval));
       } else if (slot === "tcp_frontends") {
         let text = "";
-        for (const t of model.tcpFrontends as TcpFrontend[]) text += this.tcp({ name: t.name, bind: o.bindAddress, port: t.port, backend: t.backend });
+        for (const t of model.tcpFrontends as TcpFrontend[]) text += this.tcp({ name: t.name, bind: o.bindAddress, port: t.port, backend: t.backend, timeout_client: t.timeoutClient, accept_proxy: view.accept_proxy });
         chunks.push(Buffer.from(text, "utf8"));
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));

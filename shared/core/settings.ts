@@ -38,7 +38,8 @@ export function settingsRecord(options: RenderOptions, template: SettingsRecord[
     if (key === "selector") input[key] = formatLabelSelector(options.selector!);
     else if (key === "tcpServices") {
       if (options.tcpServices.length > 0) input[key] = options.tcpServices.map((t) => `${t.ref}:${t.port}`).join(",");
-    } else input[key] = value as string | number | boolean;
+    } else if (key === "acceptProxy") input[key] = options.acceptProxy!.join(",");
+    else input[key] = value as string | number | boolean;
   }
   return { options: input, template };
 }

@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_BACKEND_SETTINGS, SETTING_ANNOTATIONS } from "../../shared/core/backend-settings.js";
 import { buildModel } from "../../shared/core/build-model.js";
 import type { Model } from "../../shared/core/model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
@@ -94,7 +95,62 @@ const hostile = fc.oneof(
   fc.string({ unit: "grapheme", maxLength: 20 }),
 );
 
-const annotationKeys = ["lb.host", "lb.aclMatch", "lb.algorithm", "lb.sslTerm", "lb.cookie-sticky-session"].map((k) => `serviceloadbalancer/${k}`);
+/** Values of the per-Service settings, valid and nearly valid, so accepted settings reach haproxy -c too. */
+const settingValue = fc.constantFrom(
+  "500ms",
+  "30s",
+  "24h",
+  "25h",
+  "30",
+  "1s\n    server x 1.2.3.4:80",
+  "/healthz",
+  "/ready?full=1 204",
+  "/h 200\n    http-request deny",
+  "10.0.0.0/8, fd00::/8",
+  "127.0.0.1",
+  "10.0.0.0/8 if TRUE",
+  "fe80::1%eth0",
+  "5",
+  "429",
+  "503",
+  "418",
+  "h2",
+  "h1-ssl",
+  "h2-ssl",
+  "grpc",
+  "v1",
+  "v2",
+  "false",
+  "308",
+);
+
+const A = SETTING_ANNOTATIONS;
+/** Settings that pass their grammars, so that most runs carry some of them to haproxy -c. */
+const validSetting = fc.constantFrom<[string, string]>(
+  [A.timeoutServer, "500ms"],
+  [A.timeoutConnect, "2s"],
+  [A.timeoutClient, "1h"],
+  [A.timeoutTunnel, "2h"],
+  [A.timeoutQueue, "1s"],
+  [A.checkHttp, "/healthz 200"],
+  [A.allowSourceRange, "10.0.0.0/8, fd00::/8"],
+  [A.denySourceRange, "127.0.0.1"],
+  [A.rateLimitRps, "5"],
+  [A.rateLimitStatus, "503"],
+  [A.maxconn, "10"],
+  [A.backendProtocol, "h2"],
+  [A.backendProtocol, "h1-ssl"],
+  [A.backendProtocol, "h2-ssl"],
+  [A.proxyProtocol, "v1"],
+  [A.proxyProtocol, "v2"],
+  [A.sslRedirect, "false"],
+  [A.sslRedirectCode, "308"],
+);
+
+const annotationKeys = [
+  ...["lb.host", "lb.aclMatch", "lb.algorithm", "lb.sslTerm", "lb.cookie-sticky-session"].map((k) => `serviceloadbalancer/${k}`),
+  ...Object.values(SETTING_ANNOTATIONS),
+];
 
 const serviceArb = fc.record({
   // A few fixed names, so that two objects of one name (which no cluster holds) come up too.
@@ -112,7 +168,12 @@ const serviceArb = fc.record({
   ),
   affinity: fc.constantFrom("None", "ClientIP"),
   created: fc.constantFrom(undefined, "2024-01-01T00:00:00Z", "2025-06-01T12:00:00Z"),
-  annotations: fc.dictionary(fc.constantFrom(...annotationKeys), fc.oneof(hostile, fc.constantFrom("/shop", "/shop/web", "/web/x", "/team-a", "api.example.com")), { maxKeys: 5 }),
+  annotations: fc
+    .tuple(
+      fc.dictionary(fc.constantFrom(...annotationKeys), fc.oneof(hostile, settingValue, fc.constantFrom("/shop", "/shop/web", "/web/x", "/team-a", "api.example.com")), { maxKeys: 8 }),
+      fc.array(validSetting, { maxLength: 5 }),
+    )
+    .map(([hostileOnes, valid]) => ({ ...Object.fromEntries(valid), ...hostileOnes })),
   addressType: fc.constantFrom("IPv4", "IPv4", "IPv6", "FQDN"),
   ips: fc.array(fc.oneof(fc.ipV4(), fc.ipV6(), fc.constantFrom("fd00::1", "fd00::2:3", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.01", "web.example.com", "")), { minLength: 0, maxLength: 6 }),
 });
@@ -145,6 +206,8 @@ describe("hostile input never breaks the config", () => {
   });
 
   it("random clusters with hostile annotations and objects no API server would hold: whatever the validator accepts renders a config HAProxy accepts, with only template lines", () => {
+    // Settings that passed their grammars, across all runs: the generators must reach haproxy -c with some.
+    let accepted = 0;
     fc.assert(
       fc.property(fc.array(serviceArb, { maxLength: 6 }), fc.boolean(), fc.boolean(), (services, tcp, ssl) => {
         const items = services.flatMap((s) => [
@@ -157,17 +220,21 @@ describe("hostile input never breaks the config", () => {
           tcpServices: tcp && services[0] ? `${services[0].namespace}/${services[0].name}:${services[0].ports[0]!.port}` : "",
           sslCert: ssl ? cert : undefined,
           httpsPort: setup.options.httpPort + 1,
+          acceptProxy: tcp ? "10.0.0.0/8, fd00::/8" : undefined,
         });
         const snapshot = snapshotFromDocuments([list(items)]);
         const { config } = renderSnapshot(snapshot, options, renderer);
         const stray = config.split("\n").filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
         expect(stray).toEqual([]);
-        expect(strayServers(config, buildModel(snapshot, options))).toEqual([]);
+        const model = buildModel(snapshot, options);
+        expect(strayServers(config, model)).toEqual([]);
+        for (const b of model.backends) if (JSON.stringify(b.settings) !== JSON.stringify(DEFAULT_BACKEND_SETTINGS)) accepted++;
         const check = haproxyCheck(config, setup.dir);
         expect(check.output).toBe("");
         expect(check.ok).toBe(true);
       }),
       { numRuns: 60 },
     );
+    expect(accepted).toBeGreaterThan(5);
   });
 });

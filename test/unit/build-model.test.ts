@@ -219,7 +219,7 @@ describe("TCP services", () => {
 
   it("gets its own frontend on the service port; the name is resolved in the default namespace", () => {
     const m = build([...mysql(), ...mysql("other")], { tcpServices: "mysql:3306" });
-    expect(m.tcpFrontends).toEqual([{ name: "tcp_default_mysql_3306", port: 3306, backend: "default_mysql_3306" }]);
+    expect(m.tcpFrontends).toEqual([{ name: "tcp_default_mysql_3306", port: 3306, backend: "default_mysql_3306", timeoutClient: null }]);
     expect(m.backends.find((b) => b.name === "other_mysql_3306")!.mode).toBe("http");
   });
 

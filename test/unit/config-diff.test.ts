@@ -155,12 +155,14 @@ describe("diffConfigs", () => {
 describe("the contract between the built-in templates and the agent", () => {
   // The agent changes slots through the runtime API only for server lines this grammar reads;
   // a template edit that changes their shape must fail here, not turn every change into a reload.
-  const snapshot = parseSnapshot(readFileSync(join(import.meta.dirname, "..", "golden", "mixed.yaml"), "utf8"));
+  const golden = (file: string) => parseSnapshot(readFileSync(join(import.meta.dirname, "..", "golden", file), "utf8"));
   it.each([
-    ["plain", {}],
-    ["TLS, TCP and cookies", { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem" }],
-  ])("every server line of a backend parses (%s)", (_name, options) => {
-    const { config } = renderSnapshot(snapshot, parseRenderOptions(options), new Renderer(loadTemplates()));
+    ["plain", "mixed.yaml", {}],
+    ["TLS, TCP and cookies", "mixed.yaml", { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem" }],
+    // Per-server settings (maxconn, protocols, PROXY protocol) go on default-server lines, not server lines.
+    ["per-Service settings", "settings.yaml", { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem" }],
+  ])("every server line of a backend parses (%s)", (_name, file, options) => {
+    const { config } = renderSnapshot(golden(file), parseRenderOptions(options), new Renderer(loadTemplates()));
     let backend: string | null = null;
     let servers = 0;
     let free = 0;
@@ -176,5 +178,18 @@ describe("the contract between the built-in templates and the agent", () => {
     }
     expect(servers).toBeGreaterThan(10);
     expect(free).toBeGreaterThan(0);
+  });
+
+  it("an endpoint moving in a backend with per-Service settings is a runtime change", () => {
+    const options = parseRenderOptions({ tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem" });
+    const renderer = new Renderer(loadTemplates());
+    const text = readFileSync(join(import.meta.dirname, "..", "golden", "settings.yaml"), "utf8");
+    const before = renderSnapshot(parseSnapshot(text), options, renderer).config;
+    const after = renderSnapshot(parseSnapshot(text.replace("10.0.2.1", "10.0.2.9").replace("10.0.4.1", "10.0.4.7")), options, renderer).config;
+    expect(before).toContain("    default-server maxconn 50 send-proxy-v2 check-send-proxy\n");
+    const diff = diffConfigs(before, after);
+    expect(diff.kind).toBe("runtime");
+    const added = diff.kind === "runtime" ? diff.changes.filter((c) => c.to.enabled).map((c) => `${c.backend} ${c.to.address}`) : [];
+    expect(added.sort()).toEqual(["shop_api_80 10.0.2.9", "shop_legacy_80 10.0.4.7"]);
   });
 });

@@ -16,6 +16,11 @@ const cases: Array<[string, string, RenderOptionsInput]> = [
   ["demo", join(import.meta.dirname, "..", "..", "examples", "cluster.yaml"), {}],
   ["mixed", join(dir, "mixed.yaml"), { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem" }],
   ["mixed-forward", join(dir, "mixed.yaml"), { forwardServices: true, syslog: true, statsUser: "admin", defaultReturnCode: 503, balanceAlgorithm: "leastconn" }],
+  [
+    "settings",
+    join(dir, "settings.yaml"),
+    { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem", timeoutServer: "30s", timeoutClient: "1m", timeoutConnect: "3s", timeoutTunnel: "30m", timeoutQueue: "10s", acceptProxy: "10.0.0.0/8, fd00::/8" },
+  ],
 ];
 const renderer = new Renderer(loadTemplates());
 

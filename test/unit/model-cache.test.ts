@@ -18,7 +18,18 @@ const HOSTS = ["x.example.com", "y.example.com", "*.example.com", "bad host"];
 
 const change = fc.record({
   name: fc.constantFrom(...NAMES),
-  op: fc.constantFrom("endpoints", "host", "aclMatch", "delete", "ports", "twoPorts", "sslTerm", "recreate"),
+  op: fc.constantFrom("endpoints", "host", "aclMatch", "delete", "ports", "twoPorts", "sslTerm", "recreate", "setting"),
+  // Per-Service settings, among them some that show outside the backend (TCP frontends, redirect rules).
+  setting: fc.constantFrom(
+    "lb.timeout-client=1m",
+    "lb.timeout-client=2h",
+    "lb.ssl-redirect-code=302",
+    "lb.ssl-redirect-code=308",
+    "lb.ssl-redirect=false",
+    "lb.ssl-redirect=true",
+    "lb.maxconn=10",
+    "lb.rate-limit-rps=bad",
+  ),
   // A zone id is refused with the whole slice, as the API server would.
   ips: fc.array(fc.oneof(fc.ipV4(), fc.constant("fe80::1%eth0")), { maxLength: 5 }),
   host: fc.constantFrom(...HOSTS),
@@ -65,6 +76,9 @@ function apply(state: State, c: Change, rv: number): void {
     case "twoPorts":
       ports.splice(0, ports.length, { port: c.port, name: "p" }, c.second);
       return write();
+    case "setting":
+      annotations[`serviceloadbalancer/${c.setting.split("=")[0]}`] = c.setting.split("=")[1]!;
+      return write();
     case "recreate":
       created = new Date(Date.UTC(2024, 0, 1, 0, 0, rv)).toISOString();
       return write();
@@ -100,9 +114,9 @@ describe("the warm-instance cache", () => {
         examples: [
           [
             [
-              { name: "c", op: "aclMatch", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined } },
-              { name: "c", op: "twoPorts", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined } },
-              { name: "c", op: "endpoints", ips: ["0.0.0.1"], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined } },
+              { name: "c", op: "aclMatch", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined }, setting: "lb.maxconn=10" },
+              { name: "c", op: "twoPorts", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined }, setting: "lb.maxconn=10" },
+              { name: "c", op: "endpoints", ips: ["0.0.0.1"], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined }, setting: "lb.maxconn=10" },
             ],
           ],
         ],

@@ -29,6 +29,10 @@ describe("render options", () => {
     [{ hostClaims: "shop: [a b]" }, "--host-claims"],
     [{ hostClaims: { "Shop!": ["a.example.com"] } }, "--host-claims"],
     [{ hostClaims: "[shop.example.com]" }, "--host-claims: a map of namespace to host patterns"],
+    [{ timeoutServer: "30" }, "--timeout-server: a time between 1ms and 24h"],
+    [{ acceptProxy: "10.0.0.0/8 if TRUE" }, "--accept-proxy"],
+    [{ timeoutClient: "25h" }, "--timeout-client"],
+    [{ timeoutQueue: "1s\n    server x 1.2.3.4:80" }, "--timeout-queue"],
   ])("rejects %j naming the option", (input, needle) => {
     expect(() => parseRenderOptions(input)).toThrow(needle);
   });
@@ -39,6 +43,12 @@ describe("render options", () => {
     expect(parseRenderOptions({ hostClaims: '{shop: [shop.example.com, "*.shop.example.com"], team-a: []}' }).hostClaims).toEqual(expected);
     expect(parseRenderOptions({ hostClaims: '{"shop": ["shop.example.com", "*.shop.example.com"], "team-a": []}' }).hostClaims).toEqual(expected);
     expect(parseRenderOptions({}).hostClaims).toBeUndefined();
+  });
+
+  it("has the timeouts the defaults sections always had, normalised when given", () => {
+    expect(parseRenderOptions({})).toMatchObject({ timeoutServer: "50s", timeoutConnect: "5s", timeoutClient: "50s", timeoutTunnel: "1h" });
+    expect(parseRenderOptions({}).timeoutQueue).toBeUndefined();
+    expect(parseRenderOptions({ timeoutServer: "090s", timeoutQueue: "2s" })).toMatchObject({ timeoutServer: "90s", timeoutQueue: "2s" });
   });
 
   it("maps every option to one flag and one environment variable", () => {

@@ -1,0 +1,200 @@
+/*
+ * Per-Service settings of a backend, beyond routing: timeouts, HTTP health checks, source
+ * ranges, rate limits, per-server limits and protocols, and the HTTP → HTTPS redirect. Each
+ * annotation has a strict grammar; a value that fails it is ignored with a warning and never
+ * reaches the config, so every string here is safe to place unquoted on a config line.
+ */
+
+import { ANNOTATION_PREFIX, parseBool, type AnnotationWarning } from "./annotations.js";
+import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
+import { describeValue as describe } from "./host-match.js";
+import { parseSourceRanges } from "./source-ranges.js";
+
+export const SETTING_ANNOTATIONS = {
+  timeoutServer: `${ANNOTATION_PREFIX}lb.timeout-server`,
+  timeoutConnect: `${ANNOTATION_PREFIX}lb.timeout-connect`,
+  timeoutClient: `${ANNOTATION_PREFIX}lb.timeout-client`,
+  timeoutTunnel: `${ANNOTATION_PREFIX}lb.timeout-tunnel`,
+  timeoutQueue: `${ANNOTATION_PREFIX}lb.timeout-queue`,
+  checkHttp: `${ANNOTATION_PREFIX}lb.check-http`,
+  allowSourceRange: `${ANNOTATION_PREFIX}lb.allow-source-range`,
+  denySourceRange: `${ANNOTATION_PREFIX}lb.deny-source-range`,
+  rateLimitRps: `${ANNOTATION_PREFIX}lb.rate-limit-rps`,
+  rateLimitStatus: `${ANNOTATION_PREFIX}lb.rate-limit-status`,
+  maxconn: `${ANNOTATION_PREFIX}lb.maxconn`,
+  backendProtocol: `${ANNOTATION_PREFIX}lb.backend-protocol`,
+  proxyProtocol: `${ANNOTATION_PREFIX}lb.proxy-protocol`,
+  sslRedirect: `${ANNOTATION_PREFIX}lb.ssl-redirect`,
+  sslRedirectCode: `${ANNOTATION_PREFIX}lb.ssl-redirect-code`,
+} as const;
+
+export const BACKEND_PROTOCOLS = ["h1", "h2", "h1-ssl", "h2-ssl"] as const;
+export type BackendProtocol = (typeof BACKEND_PROTOCOLS)[number];
+export const REDIRECT_CODES = [301, 302, 303, 307, 308] as const;
+export type RedirectCode = (typeof REDIRECT_CODES)[number];
+/** The 4xx and 5xx statuses HAProxy 2.6 has a built-in page for; `deny_status` refuses any other. */
+export const DENY_STATUSES = [400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429, 500, 501, 502, 503, 504] as const;
+
+export interface HttpCheck {
+  /** Path with an optional query, sent as `GET <uri>`. */
+  uri: string;
+  /** Expected status; null: any 2xx or 3xx (HAProxy's default). */
+  status: number | null;
+}
+
+export interface BackendSettings {
+  /** HAProxy times (`500ms`, `30s`), normalised; null: the defaults section's. */
+  timeoutServer: string | null;
+  timeoutConnect: string | null;
+  /** TCP Services only: HTTP Services share the HTTP frontend, whose client timeout is global. */
+  timeoutClient: string | null;
+  timeoutTunnel: string | null;
+  timeoutQueue: string | null;
+  checkHttp: HttpCheck | null;
+  /** CIDRs (or addresses) a client must be in; null: everyone. */
+  allowSources: string[] | null;
+  /** CIDRs (or addresses) refused; null: no one. */
+  denySources: string[] | null;
+  /** HTTP only: requests per second per client address, and the status above it. */
+  rateLimit: { rps: number; status: number } | null;
+  maxconn: number | null;
+  /** HTTP only. */
+  backendProtocol: BackendProtocol;
+  proxyProtocol: "v1" | "v2" | null;
+  /** HTTP only, with lb.sslTerm: null serves plain HTTP requests in clear text instead of redirecting them. */
+  sslRedirect: RedirectCode | null;
+}
+
+export const DEFAULT_BACKEND_SETTINGS: BackendSettings = Object.freeze({
+  timeoutServer: null,
+  timeoutConnect: null,
+  timeoutClient: null,
+  timeoutTunnel: null,
+  timeoutQueue: null,
+  checkHttp: null,
+  allowSources: null,
+  denySources: null,
+  rateLimit: null,
+  maxconn: null,
+  backendProtocol: "h1",
+  proxyProtocol: null,
+  sslRedirect: 301,
+});
+
+function timeout(value: string): string | { error: string } {
+  return parseTimeout(value) ?? { error: `${describe(value)} is not ${TIMEOUT_GRAMMAR}` };
+}
+
+const PATH_CHAR = "([A-Za-z0-9._~:@+=,-]|%[0-9A-Fa-f]{2})";
+const QUERY_CHAR = "([A-Za-z0-9._~:@+=,/&-]|%[0-9A-Fa-f]{2})";
+const CHECK = new RegExp(`^(/(${PATH_CHAR}|/)*(\\?${QUERY_CHAR}*)?)(?: ([1-5][0-9][0-9]))?$`);
+
+/** `<path>[?query][ <status>]`, such as `/healthz` or `/ready?full=1 204`. */
+export function parseHttpCheck(value: string): HttpCheck | { error: string } {
+  const m = value.length <= 256 ? CHECK.exec(value) : null;
+  if (!m) return { error: `${describe(value)} is not a path (/… with letters, digits, . _ ~ : @ + = , - / and %XX, optionally ?query) optionally followed by a space and a status` };
+  return { uri: m[1]!, status: m[m.length - 1] === undefined ? null : Number(m[m.length - 1]) };
+}
+
+function parseInteger(value: string, min: number, max: number): number | { error: string } {
+  const n = /^[1-9][0-9]{0,8}$/.test(value) ? Number(value) : NaN;
+  return n >= min && n <= max ? n : { error: `${describe(value)} is not an integer from ${min} to ${max}` };
+}
+
+function oneOf<const T extends string | number>(value: string, allowed: readonly T[]): T | { error: string } {
+  const found = allowed.find((a) => String(a) === value);
+  return found !== undefined ? found : { error: `${describe(value)} is not one of ${allowed.join(", ")}` };
+}
+
+type Key = keyof typeof SETTING_ANNOTATIONS;
+
+/** Settings that mean nothing on a port of the other mode. */
+const HTTP_ONLY: readonly Key[] = ["rateLimitRps", "rateLimitStatus", "backendProtocol", "sslRedirect", "sslRedirectCode"];
+const TCP_ONLY: readonly Key[] = ["timeoutClient"];
+
+export interface ParsedSettings {
+  settings: BackendSettings;
+  /** The annotations that were set and accepted: what a port of the other mode must report as ignored. */
+  given: Key[];
+  warnings: AnnotationWarning[];
+}
+
+/**
+ * The settings a Service's annotations ask for, checked against their grammars. `sslTerm` is
+ * whether the Service terminates TLS: without it there is no redirect to control.
+ */
+export function parseBackendSettings(annotations: Readonly<Record<string, string>>, sslTerm: boolean): ParsedSettings {
+  const warnings: AnnotationWarning[] = [];
+  const given: Key[] = [];
+  const s: BackendSettings = { ...DEFAULT_BACKEND_SETTINGS };
+  const read = <T>(key: Key, parse: (raw: string) => T | { error: string }): T | undefined => {
+    const raw = annotations[SETTING_ANNOTATIONS[key]];
+    if (raw === undefined) return undefined;
+    const parsed = parse(raw);
+    if (typeof parsed === "object" && parsed !== null && "error" in parsed) {
+      warnings.push({ annotation: SETTING_ANNOTATIONS[key], message: `${parsed.error}; ignored` });
+      return undefined;
+    }
+    given.push(key);
+    return parsed as T;
+  };
+  const drop = (key: Key, message: string): void => {
+    if (!given.includes(key)) return;
+    given.splice(given.indexOf(key), 1);
+    warnings.push({ annotation: SETTING_ANNOTATIONS[key], message });
+  };
+
+  s.timeoutServer = read("timeoutServer", timeout) ?? null;
+  s.timeoutConnect = read("timeoutConnect", timeout) ?? null;
+  s.timeoutClient = read("timeoutClient", timeout) ?? null;
+  s.timeoutTunnel = read("timeoutTunnel", timeout) ?? null;
+  s.timeoutQueue = read("timeoutQueue", timeout) ?? null;
+  s.checkHttp = read("checkHttp", parseHttpCheck) ?? null;
+  s.allowSources = read("allowSourceRange", parseSourceRanges) ?? null;
+  s.denySources = read("denySourceRange", parseSourceRanges) ?? null;
+  const rps = read("rateLimitRps", (v) => parseInteger(v, 1, 1_000_000));
+  const status = read("rateLimitStatus", (v) => oneOf(v, DENY_STATUSES));
+  if (rps !== undefined) s.rateLimit = { rps, status: status ?? 429 };
+  else drop("rateLimitStatus", `ignored: ${SETTING_ANNOTATIONS.rateLimitRps} is not set`);
+  s.maxconn = read("maxconn", (v) => parseInteger(v, 1, 100_000)) ?? null;
+  s.backendProtocol = read("backendProtocol", (v) => oneOf(v, BACKEND_PROTOCOLS)) ?? "h1";
+  s.proxyProtocol = read("proxyProtocol", (v) => oneOf(v, ["v1", "v2"])) ?? null;
+
+  const redirect = read("sslRedirect", (v) => {
+    const b = parseBool(v);
+    return b === undefined ? { error: `${describe(v)} is not a boolean (true/false)` } : b;
+  });
+  const code = read("sslRedirectCode", (v) => oneOf(v, REDIRECT_CODES));
+  if (!sslTerm) {
+    const why = "ignored: the Service does not set lb.sslTerm, so there is no HTTPS to redirect to";
+    drop("sslRedirect", why);
+    drop("sslRedirectCode", why);
+  } else if (redirect === false) {
+    s.sslRedirect = null;
+    drop("sslRedirectCode", "ignored: lb.ssl-redirect is false");
+  } else if (code !== undefined) {
+    s.sslRedirect = code;
+  }
+  // Most Services set none: they share one settings object.
+  return { settings: given.length === 0 ? DEFAULT_BACKEND_SETTINGS : s, given, warnings };
+}
+
+const NOT_FOR: Record<"http" | "tcp", { keys: readonly Key[]; why: string; clear: Partial<BackendSettings> }> = {
+  tcp: {
+    keys: HTTP_ONLY,
+    why: "applies to HTTP ports only",
+    clear: { rateLimit: null, backendProtocol: "h1", sslRedirect: DEFAULT_BACKEND_SETTINGS.sslRedirect },
+  },
+  http: {
+    keys: TCP_ONLY,
+    why: "HTTP Services share the HTTP frontend, whose client timeout is --timeout-client (HAProxy 2.6 cannot set it per backend); applies to TCP ports only",
+    clear: { timeoutClient: null },
+  },
+};
+
+/** The settings of one port of the Service, with a warning for each given setting that means nothing there. */
+export function settingsFor(parsed: ParsedSettings, mode: "http" | "tcp"): { settings: BackendSettings; ignored: AnnotationWarning[] } {
+  const rule = NOT_FOR[mode];
+  const ignored = parsed.given.filter((k) => rule.keys.includes(k)).map((k) => ({ annotation: SETTING_ANNOTATIONS[k], message: `ignored on this port: ${rule.why}` }));
+  return { settings: ignored.length === 0 ? parsed.settings : { ...parsed.settings, ...rule.clear }, ignored };
+}
