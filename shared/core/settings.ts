@@ -6,6 +6,7 @@
  */
 
 import { z } from "zod";
+import { hostText } from "./host-match.js";
 import { formatLabelSelector } from "./label-selector.js";
 import { optionSpecs, type RenderOptions } from "./options.js";
 import { sha256 } from "./sha256.js";
@@ -39,6 +40,10 @@ export function settingsRecord(options: RenderOptions, template: SettingsRecord[
     else if (key === "tcpServices") {
       if (options.tcpServices.length > 0) input[key] = options.tcpServices.map((t) => `${t.ref}:${t.port}`).join(",");
     } else if (key === "acceptProxy") input[key] = options.acceptProxy!.join(",");
+    else if (key === "hostClaims") {
+      const claims = Object.entries(options.hostClaims!).sort(([a], [b]) => (a < b ? -1 : 1));
+      input[key] = JSON.stringify(Object.fromEntries(claims.map(([ns, hosts]) => [ns, hosts.map(hostText)])));
+    }
     else input[key] = value as string | number | boolean;
   }
   return { options: input, template };

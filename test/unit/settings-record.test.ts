@@ -10,4 +10,11 @@ describe("settings recorded with a config", () => {
     expect(record.options.acceptProxy).toBe("10.0.0.0/8,fd00::/8");
     expect(parseRenderOptions(record.options)).toEqual(options);
   });
+
+  it("hold --host-claims as the JSON text a flag takes: parsing the record gives the map back", () => {
+    const options = parseRenderOptions({ hostClaims: { shop: ["shop.example.com", "*.shop.example.com"], blog: ["blog.example.com"] } });
+    const record = settingsRecord(options, { source: "built-in", sha256: "0".repeat(64) });
+    expect(settingsRecordSchema.safeParse(record).success).toBe(true);
+    expect(parseRenderOptions(record.options)).toEqual(options);
+  });
 });
