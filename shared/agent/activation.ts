@@ -126,7 +126,7 @@ export class Activation {
     return verdict.ok;
   }
 
-  verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
+  private verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
     const { configPath, haproxyBin, log, check = checkConfig } = this.o;
     return configVerdict(config, { check, haproxyBin, workDir: dirname(configPath), log }, signal);
   }
