@@ -1,10 +1,9 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent as HttpAgent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { showProc } from "../shared/adapters/haproxy/master.js";
@@ -19,6 +18,7 @@ import { loopbackOptions } from "../test/support/haproxy.js";
 import { freePort } from "../test/support/net.js";
 import { podName, ROLLOUT_PODS, rolloutSteps, runRollout, type RolloutResult } from "../test/support/rollout.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
+import { spawnAgent } from "./agent-process.js";
 import { machine, mib, table, percentile } from "./machine.js";
 
 /**
@@ -194,30 +194,16 @@ async function main(): Promise<void> {
   let agent: ChildProcess | undefined;
   try {
     await publish(web("web", pods.port, [A]));
-    const entry = join(fileURLToPath(new URL(".", import.meta.url)), "..", "functions", "agent.js");
-    // HAProxy's health-check and reload chatter about 16,000 servers would bury the tables.
-    const agentLog = openSync(join(tmpdir(), "bench-agent.log"), "w");
-    agent = spawn(process.execPath, [entry], {
-      stdio: ["ignore", "ignore", agentLog],
-      env: {
-        PATH: process.env.PATH,
-        LOG_LEVEL: "warn",
-        AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-        SERVICELB_STORE: url,
-        SERVICELB_STORE_ENDPOINT: s3.endpoint,
-        SERVICELB_STORE_PATH_STYLE: "true",
-        SERVICELB_NODE_NAME: "bench",
-        SERVICELB_LISTEN: `127.0.0.1:${agentPort}`,
-        SERVICELB_CONFIG_PATH: join(dir, "haproxy.cfg"),
-        SERVICELB_MASTER_SOCKET: join(dir, "master.sock"),
-        SERVICELB_POLL_INTERVAL: "60s",
-        SERVICELB_MIN_RELOAD_INTERVAL: "1s",
-        SERVICELB_NOTIFY_TOKEN: TOKEN,
-        ...(process.env.SERVICELB_TRACE_FILE ? { SERVICELB_TRACE_FILE: process.env.SERVICELB_TRACE_FILE } : {}),
-      },
+    agent = spawnAgent({
+      store: url,
+      storeEndpoint: s3.endpoint,
+      port: agentPort,
+      configPath: join(dir, "haproxy.cfg"),
+      masterSocket: join(dir, "master.sock"),
+      token: TOKEN,
+      logFile: join(tmpdir(), "bench-agent.log"),
+      env: { SERVICELB_MIN_RELOAD_INTERVAL: "1s" },
     });
-    closeSync(agentLog);
     const startedAt = performance.now();
     await waitUntil("the agent to serve", async () => (await fetch(`${agentUrl}/healthz`)).status === 200);
     const startMs = performance.now() - startedAt;

@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { showProc } from "../shared/adapters/haproxy/master.js";
 import { processAlive } from "../shared/adapters/haproxy/process.js";
@@ -14,6 +13,7 @@ import { list, service, slice } from "../test/support/fixtures.js";
 import { loopbackOptions } from "../test/support/haproxy.js";
 import { freePort } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
+import { spawnAgent } from "./agent-process.js";
 import { machine, percentile, table } from "./machine.js";
 
 /**
@@ -125,28 +125,16 @@ async function main(): Promise<void> {
   let agent: ChildProcess | undefined;
   const probe = prober(lb.options.httpPort);
   try {
-    const entry = join(fileURLToPath(new URL(".", import.meta.url)), "..", "functions", "agent.js");
-    const agentLog = openSync(join(tmpdir(), "bench-crash.log"), "w");
-    agent = spawn(process.execPath, [entry], {
-      stdio: ["ignore", "ignore", agentLog],
-      env: {
-        PATH: process.env.PATH,
-        LOG_LEVEL: "warn",
-        AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-        SERVICELB_STORE: url,
-        SERVICELB_STORE_ENDPOINT: s3.endpoint,
-        SERVICELB_STORE_PATH_STYLE: "true",
-        SERVICELB_NODE_NAME: "bench",
-        SERVICELB_LISTEN: `127.0.0.1:${agentPort}`,
-        SERVICELB_CONFIG_PATH: join(dir, "haproxy.cfg"),
-        SERVICELB_MASTER_SOCKET: masterSocket,
-        SERVICELB_POLL_INTERVAL: "60s",
-        SERVICELB_STOP_GRACE: "2s",
-        SERVICELB_NOTIFY_TOKEN: TOKEN,
-      },
+    agent = spawnAgent({
+      store: url,
+      storeEndpoint: s3.endpoint,
+      port: agentPort,
+      configPath: join(dir, "haproxy.cfg"),
+      masterSocket,
+      token: TOKEN,
+      logFile: join(tmpdir(), "bench-crash.log"),
+      env: { SERVICELB_STOP_GRACE: "2s" },
     });
-    closeSync(agentLog);
 
     /** The serving master's pid and its worker's, once a master other than `not` serves. */
     const serving = async (not?: number): Promise<{ master: number; worker: number }> => {

@@ -140,7 +140,8 @@ export function formatHistory(entries: readonly DescribedEntry[]): string {
   return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ")).join("\n") + "\n";
 }
 
-async function withStore(flags: Record<string, unknown>, run: (store: ObjectStore) => Promise<number>): Promise<number> {
+/** The store the flags (or environment) name, closed after `run`. */
+export async function withStore(flags: Record<string, unknown>, run: (store: ObjectStore) => Promise<number>): Promise<number> {
   const store = openStore(loadFunctionSettings(process.env, flags));
   try {
     return await run(store);

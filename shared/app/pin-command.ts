@@ -6,10 +6,7 @@
  */
 
 import { OptionsError } from "../core/options.js";
-import type { ObjectStore } from "../adapters/object-store.js";
-import { loadFunctionSettings } from "./function-options.js";
-import { resolveConfigRef } from "./history-command.js";
-import { openStore } from "./reconcile.js";
+import { resolveConfigRef, withStore } from "./history-command.js";
 
 export async function runPin(ref: string, flags: Record<string, unknown>): Promise<number> {
   return withStore(flags, async (store) => {
@@ -33,13 +30,4 @@ export async function runUnpin(flags: Record<string, unknown>): Promise<number> 
     process.stdout.write(`${pin ? `unpinned ${pin.key}` : "nothing was pinned"}: agents follow the newest config${newest ? ` (${newest.key})` : ""}\n`);
     return 0;
   });
-}
-
-async function withStore(flags: Record<string, unknown>, run: (store: ObjectStore) => Promise<number>): Promise<number> {
-  const store = openStore(loadFunctionSettings(process.env, flags));
-  try {
-    return await run(store);
-  } finally {
-    store.close();
-  }
 }

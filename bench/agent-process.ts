@@ -1,0 +1,50 @@
+/* The node agent as the benchmarks run it: its own process (dist/functions/agent.js) on an s3rver store, its log in a file. */
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
+
+export interface AgentProcessOptions {
+  /** s3://bucket/prefix */
+  store: string;
+  storeEndpoint: string;
+  port: number;
+  configPath: string;
+  masterSocket: string;
+  token: string;
+  /** Where its stderr (and HAProxy's, through it) goes: thousands of health-check lines would bury the tables. */
+  logFile: string;
+  /** More SERVICELB_* variables. */
+  env?: Record<string, string>;
+}
+
+export function spawnAgent(o: AgentProcessOptions): ChildProcess {
+  const entry = join(fileURLToPath(new URL(".", import.meta.url)), "..", "functions", "agent.js");
+  const log = openSync(o.logFile, "w");
+  try {
+    return spawn(process.execPath, [entry], {
+      stdio: ["ignore", "ignore", log],
+      env: {
+        PATH: process.env.PATH,
+        LOG_LEVEL: "warn",
+        AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+        SERVICELB_STORE: o.store,
+        SERVICELB_STORE_ENDPOINT: o.storeEndpoint,
+        SERVICELB_STORE_PATH_STYLE: "true",
+        SERVICELB_NODE_NAME: "bench",
+        SERVICELB_LISTEN: `127.0.0.1:${o.port}`,
+        SERVICELB_CONFIG_PATH: o.configPath,
+        SERVICELB_MASTER_SOCKET: o.masterSocket,
+        SERVICELB_POLL_INTERVAL: "60s",
+        SERVICELB_NOTIFY_TOKEN: o.token,
+        ...(process.env.SERVICELB_TRACE_FILE ? { SERVICELB_TRACE_FILE: process.env.SERVICELB_TRACE_FILE } : {}),
+        ...o.env,
+      },
+    });
+  } finally {
+    closeSync(log);
+  }
+}
