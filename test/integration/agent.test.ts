@@ -303,8 +303,11 @@ describe("converging and recovering", () => {
     expect(await count(agent.metrics.haproxyRestarts, { cause: "master-exited" })).toBe(1);
     // A config that had served is not held responsible: restarted at once, and said so.
     expect(agent.status().haproxy).toMatchObject({ running: true, restarts: 1, lastRestart: { cause: "master-exited", delayMs: 0, signal: "SIGKILL" }, pendingRestart: null });
-    const metrics = await (await fetch(`${agent.url}/metrics`)).text();
-    expect(metrics).toMatch(/^servicelb_agent_haproxy_recovery_seconds_count\{cause="master-exited"\} 1$/m);
+    // The recovery is observed once the restarted master is seen serving, which may follow /healthz's 200.
+    const metrics = await waitFor("the recovery observed", async () => {
+      const text = await (await fetch(`${agent.url}/metrics`)).text();
+      return /^servicelb_agent_haproxy_recovery_seconds_count\{cause="master-exited"\} 1$/m.test(text) ? text : undefined;
+    });
     expect(metrics).toMatch(/^servicelb_agent_haproxy_restart_delay_seconds 0$/m);
   });
 });
