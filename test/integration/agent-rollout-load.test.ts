@@ -1,5 +1,7 @@
+import { Agent as HttpAgent } from "node:http";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { echoPods, testNode, web, type Echo, type Node } from "../support/agent.js";
+import { assignSlots } from "../../shared/core/slots.js";
+import { echoPods, httpGet, testNode, web, type Echo, type Node } from "../support/agent.js";
 import { requireHaproxy } from "../support/haproxy.js";
 import { waitFor } from "../support/net.js";
 import { podName, ROLLOUT_PODS, rolloutSteps, runRollout } from "../support/rollout.js";
@@ -17,7 +19,7 @@ let n: Node;
 beforeAll(async () => {
   requireHaproxy();
   s3 = await startS3();
-  pods = await echoPods(Object.fromEntries(ROLLOUT_PODS.map((ip) => [ip, podName(ip)])));
+  pods = await echoPods(Object.fromEntries(ROLLOUT_PODS.map((ip) => [ip, podName(ip)])), { slowMs: 800 });
   n = await testNode(s3);
 });
 
@@ -64,3 +66,33 @@ it("drops no request, answers from no stale pod and reloads nothing over 100 end
   // 100 changes under load take ~20 s alone, several times that on a busy machine: the counts are
   // what is asserted, not the time.
 }, 300_000);
+
+it("a keep-alive client whose request was in flight on a slot moved in place reaches the new pod next, not the old one", async () => {
+  // HAProxy 2.6 reuses a client's server connection by slot, not by address: with idle server
+  // connections kept, every later request of this client went to the old pod (measured).
+  const home = (ip: string) => assignSlots([`${ip}:${pods.port}`], 4, false).findIndex((s) => s.address !== null);
+  const old = ROLLOUT_PODS[0]!;
+  const next = ROLLOUT_PODS.find((ip) => ip !== old && home(ip) === home(old))!;
+  const first = await n.publish(web("web", pods.port, [old]), 5000);
+  const agent = await n.start();
+  const keepAlive = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+  try {
+    await waitFor("the old pod served", async () => (agent.status().applied?.key === first.key ? true : undefined));
+    const reloads = await n.reloads();
+    const inFlight = httpGet(n.lb.options.httpPort, "/web/slow", keepAlive);
+    await new Promise((r) => setTimeout(r, 100));
+    const moved = await n.publish(web("web", pods.port, [next]), 5001);
+    expect((await n.notify(agent, moved)).status).toBe(202);
+    await waitFor("the move applied", async () => (agent.status().applied?.key === moved.key ? true : undefined));
+    expect(agent.status().applied?.how).toBe("runtime");
+    // The request in flight finishes on the old pod (drained, not cut).
+    expect(await inFlight).toEqual({ status: 200, body: `${podName(old)} /slow` });
+    const answers: string[] = [];
+    for (let i = 0; i < 5; i++) answers.push((await httpGet(n.lb.options.httpPort, `/web/${i}`, keepAlive)).body.split(" ")[0]!);
+    expect(answers).toEqual(Array(5).fill(podName(next)));
+    expect(await n.reloads()).toBe(reloads);
+  } finally {
+    keepAlive.destroy();
+    await agent.stop();
+  }
+});

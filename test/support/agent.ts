@@ -129,10 +129,15 @@ export interface Echo {
  * HTTP servers that answer "<name> <path>", one per host, all on one port (pods of one Service
  * differ by address, not port). Loopback is 127.0.0.0/8 on Linux, so 127.0.0.2, .3, ... work.
  */
-export async function echoPods(pods: Record<string, string>): Promise<Echo> {
+export async function echoPods(pods: Record<string, string>, opts: { slowMs?: number } = {}): Promise<Echo> {
   for (let attempt = 0; ; attempt++) {
     const servers = Object.entries(pods).map(([host, name]) => {
-      const s = createServer((req, res) => res.end(`${name} ${req.url}`));
+      const s = createServer((req, res) => {
+        // A path under /slow is answered after slowMs: a request still in flight when the test acts.
+        const answer = () => res.end(`${name} ${req.url}`);
+        if (opts.slowMs && req.url?.includes("/slow")) setTimeout(answer, opts.slowMs);
+        else answer();
+      });
       s.keepAliveTimeout = 65_000;
       return { host, s };
     });
