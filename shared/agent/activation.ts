@@ -187,8 +187,8 @@ export class Activation {
   }
 
   /**
-   * The live slots are not known (an undo failed): reload HAProxy onto the file, which holds the
-   * last checked config, dropping every runtime change. On failure the next change reloads.
+   * The live slots are not known (a runtime change or its undo failed half-way): reload HAProxy
+   * onto the file, which holds the last applied config. On failure the next change reloads.
    */
   async reloadFromDisk(): Promise<void> {
     const { haproxy, metrics, log } = this.o;
