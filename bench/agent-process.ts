@@ -1,9 +1,10 @@
-/* The node agent as the benchmarks run it: its own process (dist/functions/agent.js) on an s3rver store, its log in a file. */
+/* The node agent as the benchmarks run it — its own process (dist/functions/agent.js) on an s3rver store, its log in a file — and the cluster it serves. */
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { service, slice } from "../test/support/fixtures.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 
 export interface AgentProcessOptions {
@@ -47,4 +48,17 @@ export function spawnAgent(o: AgentProcessOptions): ChildProcess {
   } finally {
     closeSync(log);
   }
+}
+
+/**
+ * `services - 1` filler Services of `endpoints` loopback endpoints each, on a closed port (health
+ * checks fail fast, nothing leaves the machine), plus the objects the measurement needs.
+ */
+export function fillerCluster(services: number, endpoints: number, closedPort: number, extra: unknown[]): unknown[] {
+  const items: unknown[] = [];
+  for (let i = 0; i < services - 1; i++) {
+    const hosts = Array.from({ length: endpoints }, (_, j) => `127.${1 + (Math.floor(i / 256) % 250)}.${i % 256}.${j + 10}`);
+    items.push(service(`svc-${i}`, [{ port: 80, targetPort: closedPort }]), slice(`svc-${i}`, [{ port: closedPort }], hosts));
+  }
+  return [...items, ...extra];
 }

@@ -13,13 +13,13 @@ import { RenderContext } from "../shared/app/render-context.js";
 import { formatConfigName, parseConfigKey } from "../shared/core/config-key.js";
 import { snapshotFromDocuments } from "../shared/core/snapshot.js";
 import { echoPods, httpGet, web } from "../test/support/agent.js";
-import { list, service, slice } from "../test/support/fixtures.js";
+import { list } from "../test/support/fixtures.js";
 import { loopbackOptions } from "../test/support/haproxy.js";
 import { freePort } from "../test/support/net.js";
 import { podName, ROLLOUT_PODS, rolloutSteps, runRollout, type RolloutResult } from "../test/support/rollout.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
-import { spawnAgent } from "./agent-process.js";
-import { machine, mib, table, percentile } from "./machine.js";
+import { fillerCluster, spawnAgent } from "./agent-process.js";
+import { arg, machine, mib, table, percentile } from "./machine.js";
 
 /**
  * bench/agent: the node agent as it runs on a node (its own process, dist/functions/agent.js),
@@ -41,23 +41,10 @@ const A = "127.0.0.2";
 const B = "127.0.0.3";
 const TOKEN = "bench-token";
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
 const round = (ms: number) => Math.round(ms * 10) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** N-1 filler Services plus the ones the measurement needs. */
-function cluster(services: number, closedPort: number, extra: unknown[]): unknown[] {
-  const items: unknown[] = [];
-  for (let i = 0; i < services - 1; i++) {
-    const hosts = Array.from({ length: ENDPOINTS }, (_, j) => `127.${1 + (Math.floor(i / 256) % 250)}.${i % 256}.${j + 10}`);
-    items.push(service(`svc-${i}`, [{ port: 80, targetPort: closedPort }]), slice(`svc-${i}`, [{ port: closedPort }], hosts));
-  }
-  return [...items, ...extra];
-}
+const cluster = (services: number, closedPort: number, extra: unknown[]) => fillerCluster(services, ENDPOINTS, closedPort, extra);
 
 function rssKiB(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");

@@ -9,12 +9,12 @@ import { createObjectStore } from "../shared/adapters/object-store.js";
 import { RenderContext } from "../shared/app/render-context.js";
 import { snapshotFromDocuments } from "../shared/core/snapshot.js";
 import { echoPods, httpGet, web } from "../test/support/agent.js";
-import { list, service, slice } from "../test/support/fixtures.js";
+import { list } from "../test/support/fixtures.js";
 import { loopbackOptions } from "../test/support/haproxy.js";
 import { freePort } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
-import { spawnAgent } from "./agent-process.js";
-import { machine, percentile, table } from "./machine.js";
+import { fillerCluster, spawnAgent } from "./agent-process.js";
+import { arg, machine, percentile, table } from "./machine.js";
 
 /**
  * bench/crash: how long a node is without its HAProxy after HAProxy dies, with the agent as it
@@ -37,22 +37,10 @@ const TOKEN = "bench-token";
 /** Longer than the agent's 3 s after which a master counts as stable. */
 const STABLE_WAIT_MS = 4000;
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const round = (ms: number) => Math.round(ms);
 
-function cluster(services: number, closedPort: number, extra: unknown[]): unknown[] {
-  const items: unknown[] = [];
-  for (let i = 0; i < services - 1; i++) {
-    const hosts = Array.from({ length: ENDPOINTS }, (_, j) => `127.${1 + (Math.floor(i / 256) % 250)}.${i % 256}.${j + 10}`);
-    items.push(service(`svc-${i}`, [{ port: 80, targetPort: closedPort }]), slice(`svc-${i}`, [{ port: closedPort }], hosts));
-  }
-  return [...items, ...extra];
-}
+const cluster = (services: number, closedPort: number, extra: unknown[]) => fillerCluster(services, ENDPOINTS, closedPort, extra);
 
 /** A client that opens a new connection per request, every 5 ms, and remembers when requests failed. */
 function prober(port: number) {

@@ -8,7 +8,7 @@ import { packageRoot } from "../shared/adapters/templates.js";
 import { freePort } from "../shared/local/ports.js";
 import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
-import { machine, table, percentile } from "./machine.js";
+import { arg, machine, table, percentile } from "./machine.js";
 
 /**
  * bench/e2e: the whole pipeline as `npm start` runs it (Kubernetes API emulator → event bridge →
@@ -18,10 +18,6 @@ import { machine, table, percentile } from "./machine.js";
  * through the same pipeline with each peer's published update policy in front of reconcile.
  *   node dist/bench/e2e.js [--services 1000] [--changes 30] [--peer-changes 20] [--json]
  */
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-};
 const services = arg("--services", 1000);
 const changes = arg("--changes", 30);
 /** Changes of each kind per policy in the side by side (the peers' periods make these slow). */
