@@ -91,7 +91,15 @@ function world(runtimeFails?: (command: string) => boolean) {
     check: gate.check,
     runtime,
   });
-  return { applier, configs, commands, gate, configPath, reloads: () => reloads, checks: () => gate.calls };
+  /** Publishes `config` and lets the applier start HAProxy on it (its haproxy -c passes). */
+  const serve = async (config: StoredConfig) => {
+    configs.push(config);
+    const started = applier.sync();
+    await gate.next(OK);
+    await started;
+    return config;
+  };
+  return { applier, configs, commands, gate, configPath, serve, reloads: () => reloads, checks: () => gate.calls };
 }
 
 const OK: CheckResult = { ok: true, warnings: [] };
@@ -99,11 +107,7 @@ const OK: CheckResult = { ok: true, warnings: [] };
 describe("Applier with faked HAProxy ports", () => {
   it("an in-place move goes live make before break and is written at once, with no haproxy -c", async () => {
     const w = world();
-    const first = stored(1, config(["10.0.0.1:80", null]));
-    w.configs.push(first);
-    const started = w.applier.sync();
-    await w.gate.next(OK);
-    await started;
+    const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));
     expect(w.applier.status().applied?.key).toBe(first.key);
 
     const moved = stored(2, config(["10.0.0.2:80", null]));
@@ -130,11 +134,7 @@ describe("Applier with faked HAProxy ports", () => {
   it("a runtime change HAProxy refuses half-way is checked and reloaded: the reload sets every slot", async () => {
     // HAProxy refuses the new address of s1, after s2 carried it and s1 was taken down.
     const w = world((c) => c === "set server default_web_80/s1 addr 10.0.0.2 port 80");
-    const first = stored(1, config(["10.0.0.1:80", null]));
-    w.configs.push(first);
-    const started = w.applier.sync();
-    await w.gate.next(OK);
-    await started;
+    const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));
     const moved = stored(2, config(["10.0.0.2:80", null]));
     w.configs.push(moved);
     const applying = w.applier.sync();
@@ -153,11 +153,7 @@ describe("Applier with faked HAProxy ports", () => {
 
   it("a rejected reload after a half-done runtime change reloads the file's config, and the slots are known again", async () => {
     const w = world((c) => c === "set server default_web_80/s1 addr 10.0.0.2 port 80");
-    const first = stored(1, config(["10.0.0.1:80", null]));
-    w.configs.push(first);
-    const started = w.applier.sync();
-    await w.gate.next(OK);
-    await started;
+    const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));
     const moved = stored(2, config(["10.0.0.2:80", null]));
     w.configs.push(moved);
     const applying = w.applier.sync();
@@ -177,11 +173,7 @@ describe("Applier with faked HAProxy ports", () => {
 
   it("an in-place move with no spare slot is reloaded after its check, with no runtime command", async () => {
     const w = world();
-    const first = stored(1, config(["10.0.0.1:80", "10.0.0.2:80"]));
-    w.configs.push(first);
-    const started = w.applier.sync();
-    await w.gate.next(OK);
-    await started;
+    const first = await w.serve(stored(1, config(["10.0.0.1:80", "10.0.0.2:80"])));
     const moved = stored(2, config(["10.0.0.3:80", "10.0.0.2:80"]));
     w.configs.push(moved);
     const applying = w.applier.sync();
