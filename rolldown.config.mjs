@@ -15,7 +15,8 @@ const clientNodeGenerated = /[\\/]@kubernetes[\\/]client-node[\\/]dist[\\/]gen[\
 const nodeFetchWithoutWhatwgUrl = {
   name: "node-fetch-without-whatwg-url",
   resolveId(id, importer) {
-    if (id === "whatwg-url" && importer && /[\\/]node_modules[\\/]node-fetch[\\/]/.test(importer)) return "\0whatwg-url-unused";
+    if (id === "whatwg-url" && importer && /[\\/]node_modules[\\/]node-fetch[\\/]/.test(importer))
+      return "\0whatwg-url-unused";
   },
   load(id) {
     if (id === "\0whatwg-url-unused") return "export const URL = globalThis.URL;\nexport default { URL };";
@@ -42,5 +43,13 @@ export default targets.map((name) => ({
   // 1.4 MB instead of 4.4 MB. Loading the bundle costs the same without the flag; with it, about
   // 25 ms more CPU per cold start (median of 15 imports of reconcile.mjs: 243 → 268 ms), which is
   // why only the local stack turns it on (BENCHMARKS.md).
-  output: { file: `dist/bundle/${name}.mjs`, format: "esm", minify: true, codeSplitting: false, charset: "ascii", sourcemap: true, sourcemapExcludeSources: true },
+  output: {
+    file: `dist/bundle/${name}.mjs`,
+    format: "esm",
+    minify: true,
+    codeSplitting: false,
+    charset: "ascii",
+    sourcemap: true,
+    sourcemapExcludeSources: true,
+  },
 }));

@@ -57,8 +57,14 @@ export function spawnAgent(o: AgentProcessOptions): ChildProcess {
 export function fillerCluster(services: number, endpoints: number, closedPort: number, extra: unknown[]): unknown[] {
   const items: unknown[] = [];
   for (let i = 0; i < services - 1; i++) {
-    const hosts = Array.from({ length: endpoints }, (_, j) => `127.${1 + (Math.floor(i / 256) % 250)}.${i % 256}.${j + 10}`);
-    items.push(service(`svc-${i}`, [{ port: 80, targetPort: closedPort }]), slice(`svc-${i}`, [{ port: closedPort }], hosts));
+    const hosts = Array.from(
+      { length: endpoints },
+      (_, j) => `127.${1 + (Math.floor(i / 256) % 250)}.${i % 256}.${j + 10}`,
+    );
+    items.push(
+      service(`svc-${i}`, [{ port: 80, targetPort: closedPort }]),
+      slice(`svc-${i}`, [{ port: closedPort }], hosts),
+    );
   }
   return [...items, ...extra];
 }

@@ -44,7 +44,8 @@ const TOKEN = "bench-token";
 const round = (ms: number) => Math.round(ms * 10) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const cluster = (services: number, closedPort: number, extra: unknown[]) => fillerCluster(services, ENDPOINTS, closedPort, extra);
+const cluster = (services: number, closedPort: number, extra: unknown[]) =>
+  fillerCluster(services, ENDPOINTS, closedPort, extra);
 
 function rssKiB(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
@@ -68,12 +69,19 @@ async function main(): Promise<void> {
   const agentPort = await freePort();
   const agentUrl = `http://127.0.0.1:${agentPort}`;
   const url = `s3://${s3.bucket}/bench`;
-  const store = createObjectStore({ url, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+  const store = createObjectStore({
+    url,
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+  });
   const renderer = new RenderContext(lb.options);
   let revision = 1000;
   let configBytes = 0;
   const publish = async (extra: unknown[]): Promise<PublishResult> => {
-    const config = renderer.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))])).config;
+    const config = renderer.render(
+      snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))]),
+    ).config;
     configBytes = Buffer.byteLength(config);
     return store.publish({ config, revision: String(revision), generator: "bench" });
   };
@@ -82,12 +90,32 @@ async function main(): Promise<void> {
     const rev = String(++revision);
     const config = renderer.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), rev)])).config;
     const sha = createHash("sha256").update(config).digest("hex");
-    return { config, revision: rev, sha256: sha, key: `bench/configs/${formatConfigName({ epoch: 0, revision: BigInt(rev), seq: 0, shaPrefix: sha.slice(0, 16) })}` };
+    return {
+      config,
+      revision: rev,
+      sha256: sha,
+      key: `bench/configs/${formatConfigName({ epoch: 0, revision: BigInt(rev), seq: 0, shaPrefix: sha.slice(0, 16) })}`,
+    };
   };
   /** Stores a rendered config with the metadata publish() writes, in one PUT. */
   const putRaw = async (r: ReturnType<typeof render>): Promise<PublishResult> => {
-    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: r.key, Body: r.config, ContentType: "text/plain; charset=utf-8", Metadata: { sha256: r.sha256, revision: r.revision, generator: "bench", epoch: "0", seq: "0" } }));
-    return { status: "published", key: r.key, sha256: r.sha256, epoch: 0, newest: { key: r.key, sha256: r.sha256, revision: r.revision }, skipped: [] };
+    await s3.client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: r.key,
+        Body: r.config,
+        ContentType: "text/plain; charset=utf-8",
+        Metadata: { sha256: r.sha256, revision: r.revision, generator: "bench", epoch: "0", seq: "0" },
+      }),
+    );
+    return {
+      status: "published",
+      key: r.key,
+      sha256: r.sha256,
+      epoch: 0,
+      newest: { key: r.key, sha256: r.sha256, revision: r.revision },
+      skipped: [],
+    };
   };
   const notify = (p: PublishResult) =>
     fetch(`${agentUrl}/notify`, {
@@ -98,9 +126,15 @@ async function main(): Promise<void> {
       if (r.status !== 202) throw new Error(`notify answered ${r.status}`);
     });
   const status = async () => (await (await fetch(`${agentUrl}/status`)).json()) as { applied: { key: string } | null };
-  const metric = async (name: string) => Number(new RegExp(`^${name.replace(/[{}"]/g, "\\$&")} (\\S+)$`, "m").exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN);
+  const metric = async (name: string) =>
+    Number(
+      new RegExp(`^${name.replace(/[{}"]/g, "\\$&")} (\\S+)$`, "m").exec(
+        await (await fetch(`${agentUrl}/metrics`)).text(),
+      )?.[1] ?? NaN,
+    );
   /** Mean of a histogram (or one label set of it), in ms. */
-  const meanMs = async (name: string, labels = "") => round(((await metric(`${name}_sum${labels}`)) / (await metric(`${name}_count${labels}`))) * 1000);
+  const meanMs = async (name: string, labels = "") =>
+    round(((await metric(`${name}_sum${labels}`)) / (await metric(`${name}_count${labels}`))) * 1000);
   const waitUntil = async (what: string, probe: () => Promise<boolean>, timeoutMs = 60_000) => {
     const deadline = Date.now() + timeoutMs;
     while (!(await probe().catch(() => false))) {
@@ -120,12 +154,18 @@ async function main(): Promise<void> {
     const keepAlive = new HttpAgent({ keepAlive: true, maxSockets: 4 });
     const client = async (a: HttpAgent | false, t: { ok: number; failed: number }) => {
       while (running) {
-        const ok = await httpGet(lb.options.httpPort, "/web/", a).then((r) => r.status === 200, () => false);
+        const ok = await httpGet(lb.options.httpPort, "/web/", a).then(
+          (r) => r.status === 200,
+          () => false,
+        );
         if (ok) t.ok++;
         else t.failed++;
       }
     };
-    const clients = [...Array.from({ length: 4 }, () => client(keepAlive, tally.keepAlive)), ...Array.from({ length: 4 }, () => client(false, tally.fresh))];
+    const clients = [
+      ...Array.from({ length: 4 }, () => client(keepAlive, tally.keepAlive)),
+      ...Array.from({ length: 4 }, () => client(false, tally.fresh)),
+    ];
     return {
       tally,
       stop: async () => {
@@ -140,14 +180,27 @@ async function main(): Promise<void> {
    * The anchor: the original's reload, `haproxy -D -p pidfile -f cfg -sf <old pids>` (no master
    * process, as service-loadbalancer ran it), with the same configs and the same load.
    */
-  const classicReloads = async (): Promise<{ keepAlive: { ok: number; failed: number }; fresh: { ok: number; failed: number }; aliveAtEnd: number }> => {
+  const classicReloads = async (): Promise<{
+    keepAlive: { ok: number; failed: number };
+    fresh: { ok: number; failed: number };
+    aliveAtEnd: number;
+  }> => {
     const cfg = join(dir, "classic.cfg");
     const pidFile = join(dir, "classic.pid");
     const pids = new Set<number>();
     const write = (extra: unknown[]) =>
-      writeFileSync(cfg, renderer.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))])).config.replace(/^ {4}master-worker\n/m, ""));
+      writeFileSync(
+        cfg,
+        renderer
+          .render(snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))]))
+          .config.replace(/^ {4}master-worker\n/m, ""),
+      );
     const start = (old: number[]) => {
-      const r = spawnSync("haproxy", ["-D", "-p", pidFile, "-f", cfg, ...(old.length > 0 ? ["-sf", ...old.map(String)] : [])], { encoding: "utf8" });
+      const r = spawnSync(
+        "haproxy",
+        ["-D", "-p", pidFile, "-f", cfg, ...(old.length > 0 ? ["-sf", ...old.map(String)] : [])],
+        { encoding: "utf8" },
+      );
       if (r.status !== 0) throw new Error(`classic haproxy failed: ${r.stderr}`);
       const now = readFileSync(pidFile, "utf8").split(/\s+/).filter(Boolean).map(Number);
       for (const pid of now) pids.add(pid);
@@ -276,7 +329,10 @@ async function main(): Promise<void> {
     const failedReloads = await metric("servicelb_agent_reload_failures_total");
     const mem = rssKiB(agent.pid!);
     const procs = await showProc(join(dir, "master.sock"));
-    const haproxyRssKiB = [procs.master, ...procs.workers, ...procs.oldWorkers].reduce((sum, p) => sum + rssKiB(p.pid).rss, 0);
+    const haproxyRssKiB = [procs.master, ...procs.workers, ...procs.oldWorkers].reduce(
+      (sum, p) => sum + rssKiB(p.pid).rss,
+      0,
+    );
 
     const stopAt = performance.now();
     const exited = new Promise<number | null>((r) => agent!.once("exit", (code) => r(code)));
@@ -293,23 +349,60 @@ async function main(): Promise<void> {
       configBytes,
       startToHealthyMs: Math.round(startMs),
       pullMeanMs,
-      structural: { applyMeanMs: reloadApplyMeanMs, n: structural.length, p50Ms: round(percentile(structural, 50)), p99Ms: round(percentile(structural, 99)), maxMs: round(Math.max(...structural)) },
-      endpointOnly: { applyMeanMs: runtimeApplyMeanMs, n: endpointOnly.length, p50Ms: round(percentile(endpointOnly, 50)), p99Ms: round(percentile(endpointOnly, 99)), maxMs: round(Math.max(...endpointOnly)), reloads: endpointReloads },
-      endpointFollowUp: { n: followUp.length, p50Ms: round(percentile(followUp, 50)), p99Ms: round(percentile(followUp, 99)), maxMs: round(Math.max(...followUp)) },
-      underLoad: { reloads: loadReloads, failedReloads, seconds: Math.round(underLoadS), keepAlive: tally.keepAlive, newConnection: tally.fresh },
+      structural: {
+        applyMeanMs: reloadApplyMeanMs,
+        n: structural.length,
+        p50Ms: round(percentile(structural, 50)),
+        p99Ms: round(percentile(structural, 99)),
+        maxMs: round(Math.max(...structural)),
+      },
+      endpointOnly: {
+        applyMeanMs: runtimeApplyMeanMs,
+        n: endpointOnly.length,
+        p50Ms: round(percentile(endpointOnly, 50)),
+        p99Ms: round(percentile(endpointOnly, 99)),
+        maxMs: round(Math.max(...endpointOnly)),
+        reloads: endpointReloads,
+      },
+      endpointFollowUp: {
+        n: followUp.length,
+        p50Ms: round(percentile(followUp, 50)),
+        p99Ms: round(percentile(followUp, 99)),
+        maxMs: round(Math.max(...followUp)),
+      },
+      underLoad: {
+        reloads: loadReloads,
+        failedReloads,
+        seconds: Math.round(underLoadS),
+        keepAlive: tally.keepAlive,
+        newConnection: tally.fresh,
+      },
       rollout: {
         changes: rollout.changes,
         reloads: rollout.reloads,
         seconds: Math.round(rollS),
-        keepAlive: { ok: rollout.keepAlive.ok, at503WhileZero: rollout.keepAlive.atZero, failed: rollout.keepAlive.failed.length },
-        newConnection: { ok: rollout.fresh.ok, at503WhileZero: rollout.fresh.atZero, failed: rollout.fresh.failed.length },
+        keepAlive: {
+          ok: rollout.keepAlive.ok,
+          at503WhileZero: rollout.keepAlive.atZero,
+          failed: rollout.keepAlive.failed.length,
+        },
+        newConnection: {
+          ok: rollout.fresh.ok,
+          at503WhileZero: rollout.fresh.atZero,
+          failed: rollout.fresh.failed.length,
+        },
       },
       agentRssMiB: mib(mem.rss * 1024),
       agentPeakRssMiB: mib(mem.peak * 1024),
       haproxyRssMiB: mib(haproxyRssKiB * 1024),
       haproxyProcesses: 1 + procs.workers.length + procs.oldWorkers.length,
       sigterm: { exitCode, seconds: round(stopS) },
-      classicSfAnchor: { reloads: reloadCount, keepAlive: classic.keepAlive, newConnection: classic.fresh, processesAliveAtEnd: classic.aliveAtEnd },
+      classicSfAnchor: {
+        reloads: reloadCount,
+        keepAlive: classic.keepAlive,
+        newConnection: classic.fresh,
+        processesAliveAtEnd: classic.aliveAtEnd,
+      },
     };
     if (process.argv.includes("--json")) {
       process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
@@ -317,14 +410,34 @@ async function main(): Promise<void> {
     }
     const failed = tally.keepAlive.failed + tally.fresh.failed;
     console.log(`bench/agent — ${result.machine}, HAProxy ${haproxyVersion}`);
-    console.log(`${services} Services × ${ENDPOINTS} endpoints (${configBytes} config bytes); ${iterations} changes of each kind; min reload interval 1 s\n`);
+    console.log(
+      `${services} Services × ${ENDPOINTS} endpoints (${configBytes} config bytes); ${iterations} changes of each kind; min reload interval 1 s\n`,
+    );
     console.log(
       table(
         ["measurement", "p50", "p99", "max", "notes"],
         [
-          ["notify → new backend served (structural, reload)", `${result.structural.p50Ms} ms`, `${result.structural.p99Ms} ms`, `${result.structural.maxMs} ms`, `${iterations} reloads; mean pull ${pullMeanMs} ms, check + reload ${reloadApplyMeanMs} ms`],
-          ["notify → new endpoint served (endpoint-only)", `${result.endpointOnly.p50Ms} ms`, `${result.endpointOnly.p99Ms} ms`, `${result.endpointOnly.maxMs} ms`, `${endpointReloads} reloads (both rows); runtime API + write ${runtimeApplyMeanMs} ms`],
-          ["  the same, right after another one was served", `${result.endpointFollowUp.p50Ms} ms`, `${result.endpointFollowUp.p99Ms} ms`, `${result.endpointFollowUp.maxMs} ms`, "stored and pinged as soon as the previous one is served"],
+          [
+            "notify → new backend served (structural, reload)",
+            `${result.structural.p50Ms} ms`,
+            `${result.structural.p99Ms} ms`,
+            `${result.structural.maxMs} ms`,
+            `${iterations} reloads; mean pull ${pullMeanMs} ms, check + reload ${reloadApplyMeanMs} ms`,
+          ],
+          [
+            "notify → new endpoint served (endpoint-only)",
+            `${result.endpointOnly.p50Ms} ms`,
+            `${result.endpointOnly.p99Ms} ms`,
+            `${result.endpointOnly.maxMs} ms`,
+            `${endpointReloads} reloads (both rows); runtime API + write ${runtimeApplyMeanMs} ms`,
+          ],
+          [
+            "  the same, right after another one was served",
+            `${result.endpointFollowUp.p50Ms} ms`,
+            `${result.endpointFollowUp.p99Ms} ms`,
+            `${result.endpointFollowUp.maxMs} ms`,
+            "stored and pinged as soon as the previous one is served",
+          ],
         ],
       ),
     );
@@ -333,10 +446,16 @@ async function main(): Promise<void> {
       table(
         ["measurement", "value"],
         [
-          [`failed requests across ${loadReloads} reloads under load`, `${failed} of ${failed + tally.keepAlive.ok + tally.fresh.ok}`],
+          [
+            `failed requests across ${loadReloads} reloads under load`,
+            `${failed} of ${failed + tally.keepAlive.ok + tally.fresh.ok}`,
+          ],
           ["  keep-alive clients (4)", `${tally.keepAlive.failed} failed, ${tally.keepAlive.ok} ok`],
           ["  new connection per request (4)", `${tally.fresh.failed} failed, ${tally.fresh.ok} ok`],
-          [`anchor: failed requests across ${reloadCount} classic -sf reloads, same load`, `${classic.keepAlive.failed + classic.fresh.failed} of ${classic.keepAlive.failed + classic.fresh.failed + classic.keepAlive.ok + classic.fresh.ok}`],
+          [
+            `anchor: failed requests across ${reloadCount} classic -sf reloads, same load`,
+            `${classic.keepAlive.failed + classic.fresh.failed} of ${classic.keepAlive.failed + classic.fresh.failed + classic.keepAlive.ok + classic.fresh.ok}`,
+          ],
           ["  keep-alive clients (4)", `${classic.keepAlive.failed} failed, ${classic.keepAlive.ok} ok`],
           ["  new connection per request (4)", `${classic.fresh.failed} failed, ${classic.fresh.ok} ok`],
           ["  HAProxy processes still running after the last reload", classic.aliveAtEnd],
@@ -344,8 +463,14 @@ async function main(): Promise<void> {
             `failed requests across a rollout of ${rollout.changes} endpoint changes under load`,
             `${rollout.keepAlive.failed.length + rollout.fresh.failed.length} of ${[rollout.keepAlive, rollout.fresh].reduce((n, t) => n + t.ok + t.atZero + t.failed.length, 0)}, ${rollout.reloads} reloads`,
           ],
-          ["  keep-alive clients (4)", `${rollout.keepAlive.failed.length} failed, ${rollout.keepAlive.ok} ok, ${rollout.keepAlive.atZero} × 503 while at zero endpoints`],
-          ["  new connection per request (4)", `${rollout.fresh.failed.length} failed, ${rollout.fresh.ok} ok, ${rollout.fresh.atZero} × 503 while at zero endpoints`],
+          [
+            "  keep-alive clients (4)",
+            `${rollout.keepAlive.failed.length} failed, ${rollout.keepAlive.ok} ok, ${rollout.keepAlive.atZero} × 503 while at zero endpoints`,
+          ],
+          [
+            "  new connection per request (4)",
+            `${rollout.fresh.failed.length} failed, ${rollout.fresh.ok} ok, ${rollout.fresh.atZero} × 503 while at zero endpoints`,
+          ],
           ["failed reloads", failedReloads],
           ["agent start → /healthz 200", `${result.startToHealthyMs} ms`],
           ["agent RSS after the run (peak)", `${result.agentRssMiB} MiB (${result.agentPeakRssMiB} MiB)`],
@@ -354,7 +479,9 @@ async function main(): Promise<void> {
         ],
       ),
     );
-    console.log(`\np50/p99 are nearest-rank over ${iterations} samples each (p99 of fewer than 100 samples is the largest).`);
+    console.log(
+      `\np50/p99 are nearest-rank over ${iterations} samples each (p99 of fewer than 100 samples is the largest).`,
+    );
     console.log(`The agent's and HAProxy's logs of this run: ${join(tmpdir(), "bench-agent.log")}`);
   } finally {
     if (agent && agent.exitCode === null && agent.signalCode === null) {

@@ -40,7 +40,8 @@ const STABLE_WAIT_MS = 4000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const round = (ms: number) => Math.round(ms);
 
-const cluster = (services: number, closedPort: number, extra: unknown[]) => fillerCluster(services, ENDPOINTS, closedPort, extra);
+const cluster = (services: number, closedPort: number, extra: unknown[]) =>
+  fillerCluster(services, ENDPOINTS, closedPort, extra);
 
 /** A client that opens a new connection per request, every 5 ms, and remembers when requests failed. */
 function prober(port: number) {
@@ -49,7 +50,10 @@ function prober(port: number) {
   const done = (async () => {
     while (running) {
       const at = performance.now();
-      const ok = await httpGet(port, "/web/").then((r) => r.status === 200, () => false);
+      const ok = await httpGet(port, "/web/").then(
+        (r) => r.status === 200,
+        () => false,
+      );
       results.push({ at, ok });
       await sleep(5);
     }
@@ -91,8 +95,15 @@ async function main(): Promise<void> {
   const agentPort = await freePort();
   const masterSocket = join(dir, "master.sock");
   const url = `s3://${s3.bucket}/bench`;
-  const store = createObjectStore({ url, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
-  const config = new RenderContext(lb.options).render(snapshotFromDocuments([list(cluster(services, closedPort, web("web", pods.port, [A])), "1000")])).config;
+  const store = createObjectStore({
+    url,
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+  });
+  const config = new RenderContext(lb.options).render(
+    snapshotFromDocuments([list(cluster(services, closedPort, web("web", pods.port, [A])), "1000")]),
+  ).config;
   await store.publish({ config, revision: "1000", generator: "bench" });
 
   /** HAProxy alone: from spawn until its master answers with a worker. */
@@ -103,7 +114,13 @@ async function main(): Promise<void> {
     const socket = join(dir, "reference.sock");
     const t0 = performance.now();
     const alone = spawn("haproxy", ["-W", "-S", socket, "-f", referenceCfg], { stdio: "ignore" });
-    while (!(await showProc(socket, { timeoutMs: 200 }).then((p) => p.master.pid === alone.pid && p.workers.length > 0, () => false))) await sleep(2);
+    while (
+      !(await showProc(socket, { timeoutMs: 200 }).then(
+        (p) => p.master.pid === alone.pid && p.workers.length > 0,
+        () => false,
+      ))
+    )
+      await sleep(2);
     coldStarts.push(performance.now() - t0);
     const exited = new Promise((r) => alone.once("exit", r));
     alone.kill("SIGTERM");
@@ -128,7 +145,8 @@ async function main(): Promise<void> {
     const serving = async (not?: number): Promise<{ master: number; worker: number }> => {
       for (;;) {
         const s = await showProc(masterSocket, { timeoutMs: 200 }).catch(() => undefined);
-        if (s && s.master.pid !== not && s.workers.length > 0) return { master: s.master.pid, worker: s.workers[0]!.pid };
+        if (s && s.master.pid !== not && s.workers.length > 0)
+          return { master: s.master.pid, worker: s.workers[0]!.pid };
         await sleep(2);
       }
     };
@@ -139,7 +157,13 @@ async function main(): Promise<void> {
       const next = await serving(master);
       const downMs = performance.now() - t0;
       // The client's view settles once the new worker answers it.
-      while (!(await httpGet(lb.options.httpPort, "/web/").then((r) => r.status === 200, () => false))) await sleep(2);
+      while (
+        !(await httpGet(lb.options.httpPort, "/web/").then(
+          (r) => r.status === 200,
+          () => false,
+        ))
+      )
+        await sleep(2);
       return { next, downMs, gapMs: probe.longestGapMs(t0), failed: probe.failedSince(t0) };
     };
 
@@ -151,10 +175,20 @@ async function main(): Promise<void> {
     ];
 
     const first = await crash(current.master, current.master);
-    rows.push({ scenario: "first crash (kill -9 of the master)", downMs: [first.downMs], gapMs: [first.gapMs], failed: first.failed });
+    rows.push({
+      scenario: "first crash (kill -9 of the master)",
+      downMs: [first.downMs],
+      gapMs: [first.gapMs],
+      failed: first.failed,
+    });
     current = first.next;
 
-    const repeated = { scenario: `repeated crashes (${repeats} kills, each after 4 s up)`, downMs: [] as number[], gapMs: [] as number[], failed: 0 };
+    const repeated = {
+      scenario: `repeated crashes (${repeats} kills, each after 4 s up)`,
+      downMs: [] as number[],
+      gapMs: [] as number[],
+      failed: 0,
+    };
     for (let i = 0; i < repeats; i++) {
       await sleep(STABLE_WAIT_MS);
       const r = await crash(current.master, current.master);
@@ -167,11 +201,21 @@ async function main(): Promise<void> {
 
     await sleep(STABLE_WAIT_MS);
     const worker = await crash(current.worker, current.master);
-    rows.push({ scenario: "worker killed (its master exits too)", downMs: [worker.downMs], gapMs: [worker.gapMs], failed: worker.failed });
+    rows.push({
+      scenario: "worker killed (its master exits too)",
+      downMs: [worker.downMs],
+      gapMs: [worker.gapMs],
+      failed: worker.failed,
+    });
     current = worker.next;
 
     await sleep(STABLE_WAIT_MS);
-    const crashLoop = { scenario: `crash loop (${loop} kills, each as soon as it serves)`, downMs: [] as number[], gapMs: [] as number[], failed: 0 };
+    const crashLoop = {
+      scenario: `crash loop (${loop} kills, each as soon as it serves)`,
+      downMs: [] as number[],
+      gapMs: [] as number[],
+      failed: 0,
+    };
     for (let i = 0; i < loop; i++) {
       const r = await crash(current.master, current.master);
       crashLoop.downMs.push(r.downMs);
@@ -195,12 +239,27 @@ async function main(): Promise<void> {
       return;
     }
     console.log(`bench/crash — ${result.machine}, HAProxy ${haproxyVersion}`);
-    console.log(`${services} Services × ${ENDPOINTS} endpoints (${result.configBytes} config bytes); 1-minute load average ${result.loadAverage.join(" → ")}\n`);
-    const fmt = (v: number[]) => (v.length === 1 ? `${round(v[0]!)}` : `p50 ${round(percentile(v, 50))}, max ${round(Math.max(...v))}`);
+    console.log(
+      `${services} Services × ${ENDPOINTS} endpoints (${result.configBytes} config bytes); 1-minute load average ${result.loadAverage.join(" → ")}\n`,
+    );
+    const fmt = (v: number[]) =>
+      v.length === 1 ? `${round(v[0]!)}` : `p50 ${round(percentile(v, 50))}, max ${round(Math.max(...v))}`;
     console.log(
       table(
-        ["scenario", "down (kill → new master serves), ms", "each, ms", "client's longest failing run, ms", "failed requests"],
-        rows.map((r) => [r.scenario, fmt(r.downMs), r.downMs.map(round).join(", "), r.gapMs.length > 0 ? fmt(r.gapMs) : "-", r.failed]),
+        [
+          "scenario",
+          "down (kill → new master serves), ms",
+          "each, ms",
+          "client's longest failing run, ms",
+          "failed requests",
+        ],
+        rows.map((r) => [
+          r.scenario,
+          fmt(r.downMs),
+          r.downMs.map(round).join(", "),
+          r.gapMs.length > 0 ? fmt(r.gapMs) : "-",
+          r.failed,
+        ]),
       ),
     );
     console.log(`\nThe agent's and HAProxy's logs of this run: ${join(tmpdir(), "bench-crash.log")}`);

@@ -34,7 +34,12 @@ interface Item {
 }
 
 function svc(name: string): Item {
-  return { apiVersion: "v1", kind: "Service", metadata: { name, namespace: "default" }, spec: { clusterIP: "10.96.0.1", ports: [{ name: "http", port: 80 }] } };
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name, namespace: "default" },
+    spec: { clusterIP: "10.96.0.1", ports: [{ name: "http", port: 80 }] },
+  };
 }
 
 /**
@@ -104,7 +109,15 @@ async function main(): Promise<void> {
   names.push("spare");
   const baseNames = [...names];
   let file = "";
-  const write = () => writeFileSync(file, JSON.stringify({ apiVersion: "v1", kind: "List", items: names.flatMap((n) => [svc(n), ...endpoints(n, hostsOf.get(n)!, port)]) }));
+  const write = () =>
+    writeFileSync(
+      file,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "List",
+        items: names.flatMap((n) => [svc(n), ...endpoints(n, hostsOf.get(n)!, port)]),
+      }),
+    );
 
   let stackCount = 0;
   async function startStack(policy: string): Promise<Stack> {
@@ -114,10 +127,32 @@ async function main(): Promise<void> {
     names.splice(0, names.length, ...baseNames);
     for (const n of baseNames) hostsOf.set(n, n === "spare" ? spare : baseHosts);
     write();
-    const stack = spawn(process.execPath, [join(packageRoot(), "bin", "servicelb.js"), "local", "--demo", "--cluster-file", file, "--data-dir", join(dir, "data"), "--http-port", String(httpPort), "--stats-port", String(statsPort), "--resync", "60000"], {
-      stdio: ["ignore", "pipe", "ignore"],
-      env: { ...process.env, SERVICELB_TRACE_FILE: policy === "servicelb" ? traceFile : "", SERVICELB_LOCAL_DELIVERY_POLICY: policy },
-    });
+    const stack = spawn(
+      process.execPath,
+      [
+        join(packageRoot(), "bin", "servicelb.js"),
+        "local",
+        "--demo",
+        "--cluster-file",
+        file,
+        "--data-dir",
+        join(dir, "data"),
+        "--http-port",
+        String(httpPort),
+        "--stats-port",
+        String(statsPort),
+        "--resync",
+        "60000",
+      ],
+      {
+        stdio: ["ignore", "pipe", "ignore"],
+        env: {
+          ...process.env,
+          SERVICELB_TRACE_FILE: policy === "servicelb" ? traceFile : "",
+          SERVICELB_LOCAL_DELIVERY_POLICY: policy,
+        },
+      },
+    );
     let out = "";
     stack.stdout.on("data", (c: Buffer) => (out += c.toString()));
     const stop = async () => {
@@ -127,12 +162,18 @@ async function main(): Promise<void> {
     };
     try {
       await waitUntil("the stack", async () => out.includes("Ctrl-C stops everything."));
-      await waitUntil("the first config served", async () => (await httpGet(httpPort, `/svc-${services - 1}/`)).status === 200);
+      await waitUntil(
+        "the first config served",
+        async () => (await httpGet(httpPort, `/svc-${services - 1}/`)).status === 200,
+      );
     } catch (err) {
       await stop();
       throw err;
     }
-    const kubeconfig = parse(readFileSync(join(dir, "data", "kubeconfig"), "utf8")) as { clusters: Array<{ cluster: { server: string } }>; users: Array<{ user: { token: string } }> };
+    const kubeconfig = parse(readFileSync(join(dir, "data", "kubeconfig"), "utf8")) as {
+      clusters: Array<{ cluster: { server: string } }>;
+      users: Array<{ user: { token: string } }>;
+    };
     const server = kubeconfig.clusters[0]!.cluster.server;
     const token = kubeconfig.users[0]!.user.token;
     return {
@@ -140,7 +181,11 @@ async function main(): Promise<void> {
       reconcileUrl: /reconcile\s+(http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)![1]!,
       s3Endpoint: /s3rver at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!,
       async apiWrite(method, path, body) {
-        const r = await fetch(server + path, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+        const r = await fetch(server + path, {
+          method,
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
         if (!r.ok) throw new Error(`${method} ${path}: HTTP ${r.status} ${await r.text()}`);
         await r.arrayBuffer();
       },
@@ -148,21 +193,30 @@ async function main(): Promise<void> {
     };
   }
 
-  const servedBy = async (path: string, host: string) => (await httpGet(httpPort, path)).body.includes(`${host}:${port} `);
+  const servedBy = async (path: string, host: string) =>
+    (await httpGet(httpPort, path)).body.includes(`${host}:${port} `);
   /** Any of its 10 endpoints may answer: true once the one on `host` does (or, `gone`, once none of them does). */
-  const endpointSeen = (name: string, host: string, gone = false) => async () => {
-    for (let k = 0; k < ENDPOINTS_PER_SERVICE; k++) if (await servedBy(`/${name}/`, host)) return !gone;
-    return gone;
-  };
+  const endpointSeen =
+    (name: string, host: string, gone = false) =>
+    async () => {
+      for (let k = 0; k < ENDPOINTS_PER_SERVICE; k++) if (await servedBy(`/${name}/`, host)) return !gone;
+      return gone;
+    };
   /** The Service's slice with its first endpoint moved to `host`. */
   const sliceOf = (name: string, host: string) => endpoints(name, [host, ...baseHosts.slice(1)], port)[0]!;
   const slicePath = (name: string) => `/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/${name}-0`;
   /** `kubectl apply` of a new Service and its slice: one request per object, in order. */
   const addThroughApi = async (stack: Stack, name: string) => {
     await stack.apiWrite("POST", "/api/v1/namespaces/default/services", svc(name));
-    for (const slice of endpoints(name, baseHosts, port)) await stack.apiWrite("POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", slice);
+    for (const slice of endpoints(name, baseHosts, port))
+      await stack.apiWrite("POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", slice);
   };
-  const stats = (v: number[]) => ({ p50: percentile(v, 50), p90: percentile(v, 90), p99: percentile(v, 99), n: v.length });
+  const stats = (v: number[]) => ({
+    p50: percentile(v, 50),
+    p90: percentile(v, 90),
+    p99: percentile(v, 99),
+    n: v.length,
+  });
 
   // --- servicelb's own pipeline ---
   const own = await startStack("servicelb");
@@ -172,7 +226,10 @@ async function main(): Promise<void> {
   const marks: Array<{ edit: number; served: number }> = [];
   const added: number[] = [];
   let endpointReloads: number;
-  const reloads = async (agentUrl: string) => Number(/^servicelb_agent_reloads_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN);
+  const reloads = async (agentUrl: string) =>
+    Number(
+      /^servicelb_agent_reloads_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN,
+    );
   const sideBySide: Record<string, { endpoint: ReturnType<typeof stats>; added: ReturnType<typeof stats> }> = {};
   const schedule = (stack: Stack, tag: string) => runSchedule(stack, tag);
   async function runSchedule(stack: Stack, tag: string) {
@@ -239,10 +296,20 @@ async function main(): Promise<void> {
     // Event storm: 1,000 ApiServerSource update events in 10 s for an object that did not change.
     // First let the last passes settle.
     await sleep(3000);
-    const store = createObjectStore({ url: "s3://servicelb/local", endpoint: own.s3Endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+    const store = createObjectStore({
+      url: "s3://servicelb/local",
+      endpoint: own.s3Endpoint,
+      forcePathStyle: true,
+      credentials: S3RVER_CREDENTIALS,
+    });
     const configsBefore = (await store.history()).length;
     const stormReloadsBefore = await reloads(own.agentUrl);
-    const runtimeUpdates = async () => Number(/^servicelb_agent_runtime_updates_total (\S+)$/m.exec(await (await fetch(`${own.agentUrl}/metrics`)).text())?.[1] ?? NaN);
+    const runtimeUpdates = async () =>
+      Number(
+        /^servicelb_agent_runtime_updates_total (\S+)$/m.exec(
+          await (await fetch(`${own.agentUrl}/metrics`)).text(),
+        )?.[1] ?? NaN,
+      );
     const runtimeBefore = await runtimeUpdates();
     const object = endpoints("svc-1", baseHosts, port)[0]!;
     const stormStart = performance.now();
@@ -254,9 +321,18 @@ async function main(): Promise<void> {
       answers.push(
         fetch(own.reconcileUrl, {
           method: "POST",
-          headers: { "content-type": "application/json", "ce-specversion": "1.0", "ce-id": `storm-${i}`, "ce-type": "dev.knative.apiserver.resource.update", "ce-source": "bench" },
+          headers: {
+            "content-type": "application/json",
+            "ce-specversion": "1.0",
+            "ce-id": `storm-${i}`,
+            "ce-type": "dev.knative.apiserver.resource.update",
+            "ce-source": "bench",
+          },
           body: JSON.stringify(object),
-        }).then((r) => r.status, () => 0),
+        }).then(
+          (r) => r.status,
+          () => 0,
+        ),
       );
     }
     const statuses = await Promise.all(answers);
@@ -304,22 +380,45 @@ async function main(): Promise<void> {
     return;
   }
   const ms = (x: number) => `${Math.round(x)} ms`;
-  const row = (label: string, v: { p50: number; p90: number; p99: number }, note: string) => [label, ms(v.p50), ms(v.p90), ms(v.p99), note];
+  const row = (label: string, v: { p50: number; p90: number; p99: number }, note: string) => [
+    label,
+    ms(v.p50),
+    ms(v.p90),
+    ms(v.p99),
+    note,
+  ];
   console.log(`bench/e2e — ${result.machine}`);
-  console.log(`${services} Services × ${ENDPOINTS_PER_SERVICE} endpoints through npm start's pipeline; ${changes} changes of each kind\n`);
+  console.log(
+    `${services} Services × ${ENDPOINTS_PER_SERVICE} endpoints through npm start's pipeline; ${changes} changes of each kind\n`,
+  );
   console.log(
     table(
       ["change → served through HAProxy", "p50", "p90", "p99", "notes"],
       [
-        row("endpoint moved (EndpointSlice PUT to the API)", result.endpointChange, `${endpointReloads} HAProxy reloads`),
+        row(
+          "endpoint moved (EndpointSlice PUT to the API)",
+          result.endpointChange,
+          `${endpointReloads} HAProxy reloads`,
+        ),
         row("Service added (Service and its slice POSTed)", result.serviceAdded, "one reload each"),
-        row("endpoint moved by editing the demo cluster file", result.endpointChangeByFileEdit, "file watcher, 50 ms debounce, re-read of the file"),
+        row(
+          "endpoint moved by editing the demo cluster file",
+          result.endpointChangeByFileEdit,
+          "file watcher, 50 ms debounce, re-read of the file",
+        ),
       ],
     ),
   );
   console.log("\nWhere an endpoint change's time goes (PUT to the API; each stage from the end of the one before):\n");
-  console.log(table(["stage", "p50", "p99", "notes"], result.stages.map((st) => [st.stage, ms(st.p50), ms(st.p99), st.note])));
-  console.log(`\nSide by side: ${peerChanges} changes of each kind through the same pipeline, each after a random pause of 0–${GAP_MS / 1000} s (same pauses for every row):\n`);
+  console.log(
+    table(
+      ["stage", "p50", "p99", "notes"],
+      result.stages.map((st) => [st.stage, ms(st.p50), ms(st.p99), st.note]),
+    ),
+  );
+  console.log(
+    `\nSide by side: ${peerChanges} changes of each kind through the same pipeline, each after a random pause of 0–${GAP_MS / 1000} s (same pauses for every row):\n`,
+  );
   const label: Record<string, string> = {
     servicelb: "servicelb pipeline, servicelb's own policy (deliver at once)",
     "haproxy-ingress": "servicelb pipeline with haproxy-ingress's update policy (wait 200 ms, ≤ 1 update / 2 s)",
@@ -381,7 +480,8 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
   let coalesced = 0;
   let agentBusy = 0;
   for (const { edit, served } of marks) {
-    const after = (ev: string, from: number, pred: (r: TraceRecord) => boolean = () => true) => records.find((r) => r.ev === ev && r.at >= from && r.at <= served && pred(r));
+    const after = (ev: string, from: number, pred: (r: TraceRecord) => boolean = () => true) =>
+      records.find((r) => r.ev === ev && r.at >= from && r.at <= served && pred(r));
     const write = after("write", edit);
     if (!write) continue;
     const R = Number(write.rv);
@@ -399,7 +499,21 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
     const runtime = after("runtime.done", edit, mine);
     if (received?.busy) coalesced++;
     if (pinged?.busy) agentBusy++;
-    const t = { edit, write: write.at, bridged: bridged?.at, received: received?.at, start: start?.at, listed: listed?.at, published: published?.at, notified: notified?.at, pinged: pinged?.at, pullStart: pullStart?.at, pulled: pulled?.at, runtime: runtime?.at, served };
+    const t = {
+      edit,
+      write: write.at,
+      bridged: bridged?.at,
+      received: received?.at,
+      start: start?.at,
+      listed: listed?.at,
+      published: published?.at,
+      notified: notified?.at,
+      pinged: pinged?.at,
+      pullStart: pullStart?.at,
+      pulled: pulled?.at,
+      runtime: runtime?.at,
+      served,
+    };
     if (Object.values(t).some((v) => v === undefined)) continue;
     rows.push(t as Record<string, number>);
   }
@@ -412,7 +526,12 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
     st("PUT sent → API server stored it", "edit", "write"),
     st("emulator write → bridge has the watch event", "write", "bridged"),
     st("bridge → reconcile receives the CloudEvent", "bridged", "received"),
-    st("received → pass starts", "received", "start", `${coalesced} of ${rows.length} arrived during a pass (coalesced)`),
+    st(
+      "received → pass starts",
+      "received",
+      "start",
+      `${coalesced} of ${rows.length} arrived during a pass (coalesced)`,
+    ),
     st("pass: list", "start", "listed"),
     st("pass: build + render + publish", "listed", "published"),
     st("pass: notify (ping answered)", "published", "notified"),

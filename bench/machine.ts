@@ -10,7 +10,11 @@ export function table(headers: string[], rows: Array<Array<string | number>>): s
   const cells = [headers, ...rows.map((r) => r.map(String))];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));
   const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
-  return [line(headers), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...rows.map((r) => line(r.map(String)))].join("\n");
+  return [
+    line(headers),
+    `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`,
+    ...rows.map((r) => line(r.map(String))),
+  ].join("\n");
 }
 
 export function mib(bytes: number): number {

@@ -85,10 +85,24 @@ async function main(): Promise<void> {
   async function startFunction(source: string) {
     const port = await freePort();
     const started = performance.now();
-    const child: ChildProcess = spawn(process.execPath, [ffBin, "--source", join(packageRoot(), source), "--target", "reconcile", "--signature-type", "cloudevent", "--port", String(port)], {
-      env,
-      stdio: ["ignore", "ignore", "pipe"],
-    });
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [
+        ffBin,
+        "--source",
+        join(packageRoot(), source),
+        "--target",
+        "reconcile",
+        "--signature-type",
+        "cloudevent",
+        "--port",
+        String(port),
+      ],
+      {
+        env,
+        stdio: ["ignore", "ignore", "pipe"],
+      },
+    );
     const logs: Array<Record<string, unknown>> = [];
     let buffered = "";
     child.stderr!.on("data", (c: Buffer) => {
@@ -142,7 +156,18 @@ async function main(): Promise<void> {
         for (let waited = 0; !found() && waited < 2000; waited += 20) await new Promise((r) => setTimeout(r, 20));
         const rec = found() as { status?: string; durationsMs?: Record<string, number> } | undefined;
         const d = rec?.durationsMs ?? {};
-        rows.push({ services: n, run, status: rec?.status ?? "?", list: d.list ?? NaN, build: d.build ?? NaN, render: d.render ?? NaN, publish: d.publish ?? NaN, notify: d.notify ?? NaN, totalMs, peakRssMiB: peakRssMiB(child.pid!) });
+        rows.push({
+          services: n,
+          run,
+          status: rec?.status ?? "?",
+          list: d.list ?? NaN,
+          build: d.build ?? NaN,
+          render: d.render ?? NaN,
+          publish: d.publish ?? NaN,
+          notify: d.notify ?? NaN,
+          totalMs,
+          peakRssMiB: peakRssMiB(child.pid!),
+        });
       }
     }
   } finally {
@@ -155,15 +180,55 @@ async function main(): Promise<void> {
     return;
   }
   console.log(`bench/reconcile — ${machine()}`);
-  console.log(`function cold start (process start → first request served), ${starts} starts each; heap cap --max-old-space-size=${heapCapMiB}\n`);
-  console.log(table(["source", "cold start ms", "CPU ms", "RSS after MiB"], coldStarts.map((c) => [c.source, c.coldStartMs, c.cpuMs, c.rssMiB])));
+  console.log(
+    `function cold start (process start → first request served), ${starts} starts each; heap cap --max-old-space-size=${heapCapMiB}\n`,
+  );
+  console.log(
+    table(
+      ["source", "cold start ms", "CPU ms", "RSS after MiB"],
+      coldStarts.map((c) => [c.source, c.coldStartMs, c.cpuMs, c.rssMiB]),
+    ),
+  );
   for (const source of new Set(coldStarts.map((c) => c.source))) {
     const ms = coldStarts.filter((c) => c.source === source).map((c) => c.coldStartMs);
-    console.log(`${source}: cold start median ${percentile(ms, 50)} ms, min ${Math.min(...ms)}, max ${Math.max(...ms)}`);
+    console.log(
+      `${source}: cold start median ${percentile(ms, 50)} ms, min ${Math.min(...ms)}, max ${Math.max(...ms)}`,
+    );
   }
-  console.log(`\nOne invocation per row, from dist/bundle/reconcile.mjs (cold start of this instance: ${coldStartMs} ms):\n`);
-  console.log(table(["services", "run", "status", "list ms", "build ms", "render ms", "publish ms", "notify ms", "request ms", "peak RSS MiB"], rows.map((r) => [r.services, r.run, r.status, r.list, r.build, r.render, r.publish, r.notify, r.totalMs, r.peakRssMiB])));
-  console.log(`\nN HTTP services × ${ENDPOINTS} endpoints; API server: the Kubernetes API protocol fake (test/support) paging 500 per request; store: s3rver. Peak RSS is the function process's VmHWM after the row (cumulative).`);
+  console.log(
+    `\nOne invocation per row, from dist/bundle/reconcile.mjs (cold start of this instance: ${coldStartMs} ms):\n`,
+  );
+  console.log(
+    table(
+      [
+        "services",
+        "run",
+        "status",
+        "list ms",
+        "build ms",
+        "render ms",
+        "publish ms",
+        "notify ms",
+        "request ms",
+        "peak RSS MiB",
+      ],
+      rows.map((r) => [
+        r.services,
+        r.run,
+        r.status,
+        r.list,
+        r.build,
+        r.render,
+        r.publish,
+        r.notify,
+        r.totalMs,
+        r.peakRssMiB,
+      ]),
+    ),
+  );
+  console.log(
+    `\nN HTTP services × ${ENDPOINTS} endpoints; API server: the Kubernetes API protocol fake (test/support) paging 500 per request; store: s3rver. Peak RSS is the function process's VmHWM after the row (cumulative).`,
+  );
 }
 
 await main();

@@ -35,7 +35,13 @@ const ENDPOINTS = 10;
 /** The same templates with every fragment made non-plain, so liquidjs renders each item itself. */
 function naive(t: TemplateSet): TemplateSet {
   const slow = (s: string) => `${s}{{ "" }}`;
-  return { ...t, backend: slow(t.backend), server: slow(t.server), httpRule: slow(t.httpRule), tcpFrontend: slow(t.tcpFrontend) };
+  return {
+    ...t,
+    backend: slow(t.backend),
+    server: slow(t.server),
+    httpRule: slow(t.httpRule),
+    tcpFrontend: slow(t.tcpFrontend),
+  };
 }
 
 function runCase(services: number, engine: string, iters: number): CaseResult {
@@ -77,7 +83,13 @@ const SETTINGS = "servicelb, per-Service settings mix";
  * caches. The snapshot is the live kind (trusted resourceVersions); parsing it is part of the
  * list stage.
  */
-function warmReRender(services: number, snapshot: Snapshot, options: RenderOptions, iters: number, parseMs: number): CaseResult {
+function warmReRender(
+  services: number,
+  snapshot: Snapshot,
+  options: RenderOptions,
+  iters: number,
+  parseMs: number,
+): CaseResult {
   const renderer = new Renderer(loadTemplates());
   const cache = new ModelCache();
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
@@ -92,7 +104,10 @@ function warmReRender(services: number, snapshot: Snapshot, options: RenderOptio
     slices[k] = {
       ...old,
       metadata: { ...old.metadata, resourceVersion: String(100_000 + i) },
-      endpoints: [...old.endpoints.slice(1), { addresses: [`10.255.${i % 256}.${k % 256}`], conditions: { ready: true } }],
+      endpoints: [
+        ...old.endpoints.slice(1),
+        { addresses: [`10.255.${i % 256}.${k % 256}`], conditions: { ready: true } },
+      ],
     };
     current = { ...current, endpointSlices: slices };
     const t0 = performance.now();
@@ -124,13 +139,26 @@ function goAnchor(services: number, iters: number): CaseResult | string {
   if (spawnSync("go", ["version"]).status !== 0) return "go not on PATH (apt-get install -y golang-go)";
   const dir = mkdtempSync(join(tmpdir(), "go-render-"));
   cpSync(src, dir, { recursive: true });
-  const out = execFileSync("go", ["run", ".", "-services", String(services), "-endpoints", String(ENDPOINTS), "-iters", String(iters), "-json"], {
-    cwd: dir,
-    encoding: "utf8",
-    env: { ...process.env, GOCACHE: join(dir, ".gocache"), GOFLAGS: "-mod=mod" },
-  });
+  const out = execFileSync(
+    "go",
+    ["run", ".", "-services", String(services), "-endpoints", String(ENDPOINTS), "-iters", String(iters), "-json"],
+    {
+      cwd: dir,
+      encoding: "utf8",
+      env: { ...process.env, GOCACHE: join(dir, ".gocache"), GOFLAGS: "-mod=mod" },
+    },
+  );
   const r = JSON.parse(out) as { msPerRender: number; bytes: number; heapSysMiB: number };
-  return { engine: "go text/template (anchor)", services, endpoints: ENDPOINTS, parseMs: 0, buildMs: 0, msPerRender: r.msPerRender, bytes: r.bytes, peakRssMiB: r.heapSysMiB };
+  return {
+    engine: "go text/template (anchor)",
+    services,
+    endpoints: ENDPOINTS,
+    parseMs: 0,
+    buildMs: 0,
+    msPerRender: r.msPerRender,
+    bytes: r.bytes,
+    peakRssMiB: r.heapSysMiB,
+  };
 }
 
 function main(): void {
@@ -158,7 +186,19 @@ function main(): void {
     for (let round = 1; round <= rounds; round++) {
       const ours: CaseResult[] = [];
       for (const engine of round === 1 ? ["servicelb", SETTINGS, "liquid-per-item", WARM] : ["servicelb", SETTINGS]) {
-        const out = execFileSync(process.execPath, [self, "--child", String(n), "--engine", engine, "--iters", engine === "liquid-per-item" ? "1" : String(engine === WARM ? 50 : iters)], { encoding: "utf8", maxBuffer: 1 << 20 });
+        const out = execFileSync(
+          process.execPath,
+          [
+            self,
+            "--child",
+            String(n),
+            "--engine",
+            engine,
+            "--iters",
+            engine === "liquid-per-item" ? "1" : String(engine === WARM ? 50 : iters),
+          ],
+          { encoding: "utf8", maxBuffer: 1 << 20 },
+        );
         ours.push(JSON.parse(out) as CaseResult);
       }
       const go = goAnchor(n, iters);
@@ -179,22 +219,47 @@ function main(): void {
   };
   if (args.includes("--json")) {
     const medianVsGo = Object.fromEntries([...ratios].map(([n, xs]) => [n, Math.round(median(xs) * 100) / 100]));
-    const settingsMedianVsGo = Object.fromEntries([...settingsRatios].map(([n, xs]) => [n, Math.round(median(xs) * 100) / 100]));
-    process.stdout.write(`${JSON.stringify({ machine: machine(), rounds, medianVsGo, settingsMedianVsGo, results: results.map((r) => ({ ...r, vsGo: ratio(r) })), notes }, null, 2)}\n`);
+    const settingsMedianVsGo = Object.fromEntries(
+      [...settingsRatios].map(([n, xs]) => [n, Math.round(median(xs) * 100) / 100]),
+    );
+    process.stdout.write(
+      `${JSON.stringify({ machine: machine(), rounds, medianVsGo, settingsMedianVsGo, results: results.map((r) => ({ ...r, vsGo: ratio(r) })), notes }, null, 2)}\n`,
+    );
     return;
   }
   console.log(`bench/render — ${machine()}`);
-  console.log(`full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ${iters} timed renders after one warm-up\n`);
+  console.log(
+    `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ${iters} timed renders after one warm-up\n`,
+  );
   console.log(
     table(
       ["round", "engine", "services", "parse ms", "build ms", "ms/render", "vs Go", "config bytes", "peak RSS MiB"],
-      results.map((r) => [r.round, r.engine, r.services, r.parseMs || "-", r.buildMs || "-", r.msPerRender, ratio(r), r.bytes, r.peakRssMiB]),
+      results.map((r) => [
+        r.round,
+        r.engine,
+        r.services,
+        r.parseMs || "-",
+        r.buildMs || "-",
+        r.msPerRender,
+        ratio(r),
+        r.bytes,
+        r.peakRssMiB,
+      ]),
     ),
   );
-  for (const [n, xs] of ratios) console.log(`\n${n} services: servicelb / Go, median of ${xs.length} rounds: ${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`);
-  for (const [n, xs] of settingsRatios) console.log(`${n} services with per-Service settings: servicelb / Go (which renders none), median of ${xs.length} rounds: ${median(xs).toFixed(2)}×`);
+  for (const [n, xs] of ratios)
+    console.log(
+      `\n${n} services: servicelb / Go, median of ${xs.length} rounds: ${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`,
+    );
+  for (const [n, xs] of settingsRatios)
+    console.log(
+      `${n} services with per-Service settings: servicelb / Go (which renders none), median of ${xs.length} rounds: ${median(xs).toFixed(2)}×`,
+    );
   for (const r of results) {
-    if (r.totalMs) console.log(`${r.services} services, warm instance, 1 Service changed: build + render ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99 over 50 changes`);
+    if (r.totalMs)
+      console.log(
+        `${r.services} services, warm instance, 1 Service changed: build + render ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99 over 50 changes`,
+      );
   }
   for (const n of notes) console.log(`note: ${n}`);
   console.log("\nGo's peak column is its heap (HeapSys), not process RSS.");

@@ -4,7 +4,12 @@
  * ClientIP affinity when i%3==0, a host when i%5==0. With `settings`, the per-Service settings
  * annotations too (settingsOf).
  */
-export function syntheticCluster(services: number, endpoints: number, revision = 1000, settings = false): Record<string, unknown> {
+export function syntheticCluster(
+  services: number,
+  endpoints: number,
+  revision = 1000,
+  settings = false,
+): Record<string, unknown> {
   const items: unknown[] = [];
   for (let i = 0; i < services; i++) {
     const name = `svc-${i}`;
@@ -17,14 +22,25 @@ export function syntheticCluster(services: number, endpoints: number, revision =
         resourceVersion: String(revision),
         annotations: annotationsOf(i, name, settings),
       },
-      spec: { type: "ClusterIP", clusterIP: "10.96.0.1", sessionAffinity: i % 3 === 0 ? "ClientIP" : "None", ports: [{ name: "http", port: 80, targetPort: 8080, protocol: "TCP" }] },
+      spec: {
+        type: "ClusterIP",
+        clusterIP: "10.96.0.1",
+        sessionAffinity: i % 3 === 0 ? "ClientIP" : "None",
+        ports: [{ name: "http", port: 80, targetPort: 8080, protocol: "TCP" }],
+      },
     });
     const eps = [];
-    for (let j = 0; j < endpoints; j++) eps.push({ addresses: [`10.${Math.floor(i / 256) % 256}.${i % 256}.${j}`], conditions: { ready: true } });
+    for (let j = 0; j < endpoints; j++)
+      eps.push({ addresses: [`10.${Math.floor(i / 256) % 256}.${i % 256}.${j}`], conditions: { ready: true } });
     items.push({
       apiVersion: "discovery.k8s.io/v1",
       kind: "EndpointSlice",
-      metadata: { name: `${name}-x`, namespace: "default", labels: { "kubernetes.io/service-name": name }, resourceVersion: String(revision) },
+      metadata: {
+        name: `${name}-x`,
+        namespace: "default",
+        labels: { "kubernetes.io/service-name": name },
+        resourceVersion: String(revision),
+      },
       addressType: "IPv4",
       ports: [{ name: "http", port: 8080, protocol: "TCP" }],
       endpoints: eps,

@@ -83,7 +83,9 @@ addStoreOptions(
 addStoreOptions(
   program
     .command("pin")
-    .description("make every agent run this config (key, file name, revision, latest or latest~N) until `servicelb unpin`")
+    .description(
+      "make every agent run this config (key, file name, revision, latest or latest~N) until `servicelb unpin`",
+    )
     .argument("<ref>", "the config to pin")
     .option("--reason <text>", "shown by `servicelb status`")
     .option("--config <file>", CONFIG_HELP),
@@ -106,7 +108,9 @@ addStoreOptions(
   addRenderOptions(
     program
       .command("reconcile")
-      .description("one reconcile pass from a shell: list the cluster, publish, ping the agents; renders with the settings recorded in the store unless flags say otherwise")
+      .description(
+        "one reconcile pass from a shell: list the cluster, publish, ping the agents; renders with the settings recorded in the store unless flags say otherwise",
+      )
       .requiredOption("--once", "run one pass and exit (the deployed function is event-driven)")
       .option("--store-retain <n>", "configs to keep in the store")
       .option("--agents <urls>", "comma list of agent base URLs to ping")
@@ -120,8 +124,14 @@ addStoreOptions(
   process.exitCode = await runReconcileOnce(flags);
 });
 
-const agent = program.command("agent").description("the node agent: pull, verify, haproxy -c, reload or runtime update; serves /notify, /healthz, /metrics, /status");
-for (const [key, spec] of Object.entries(agentOptionSpecs) as Array<[string, { help: string; boolean?: true; envOnly?: true }]>) {
+const agent = program
+  .command("agent")
+  .description(
+    "the node agent: pull, verify, haproxy -c, reload or runtime update; serves /notify, /healthz, /metrics, /status",
+  );
+for (const [key, spec] of Object.entries(agentOptionSpecs) as Array<
+  [string, { help: string; boolean?: true; envOnly?: true }]
+>) {
   if (spec.envOnly) continue;
   agent.addOption(new Option(spec.boolean ? `--${flagName(key)}` : `--${flagName(key)} <value>`, spec.help));
 }
@@ -146,12 +156,21 @@ program
   .description("run the whole pipeline on this machine: object store, functions, event bridge, agent with HAProxy")
   .option("--kubeconfig <file>", "watch this cluster (default: $KUBECONFIG or ~/.kube/config when present)")
   .option("--demo", "use the embedded demo cluster even when a kubeconfig exists")
-  .option("--cluster-file <file>", "the demo cluster (Services + EndpointSlices), re-applied when it changes", "examples/cluster.yaml")
+  .option(
+    "--cluster-file <file>",
+    "the demo cluster (Services + EndpointSlices), re-applied when it changes",
+    "examples/cluster.yaml",
+  )
   .option("--data-dir <dir>", "where the object store and HAProxy files live", ".servicelb-local")
   .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1", "8080")
   .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1", "8404")
   .option("--resync <ms>", "resync period (PingSource's role)", "30000")
-  .addOption(new Option("--log-format <format>", "console log: human (default on a terminal) or json (default otherwise)").choices(["human", "json"]))
+  .addOption(
+    new Option(
+      "--log-format <format>",
+      "console log: human (default on a terminal) or json (default otherwise)",
+    ).choices(["human", "json"]),
+  )
   .action(async (flags: Record<string, string | boolean | undefined>) => {
     const { runLocal } = await import("../shared/app/local-command.js");
     process.exitCode = await runLocal(flags);

@@ -29,7 +29,11 @@ export class ClusterError extends Error {
   /** The HTTP status, when the server answered. */
   readonly status: number | undefined;
 
-  constructor(kind: ClusterErrorKind, message: string, options: { transient: boolean; status?: number; cause?: unknown }) {
+  constructor(
+    kind: ClusterErrorKind,
+    message: string,
+    options: { transient: boolean; status?: number; cause?: unknown },
+  ) {
     super(message, { cause: options.cause });
     this.kind = kind;
     this.transient = options.transient;
@@ -126,7 +130,8 @@ interface Target {
 export function loadKubeConfig(options: { kubeconfig?: string; context?: string } = {}): KubeConfig {
   const kc = new KubeConfig();
   if (options.kubeconfig) {
-    if (!existsSync(options.kubeconfig)) throw new OptionsError(`--kubeconfig / SERVICELB_KUBECONFIG: ${options.kubeconfig} does not exist`);
+    if (!existsSync(options.kubeconfig))
+      throw new OptionsError(`--kubeconfig / SERVICELB_KUBECONFIG: ${options.kubeconfig} does not exist`);
     kc.loadFromFile(options.kubeconfig);
   } else if (!process.env.KUBECONFIG && process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
   else {
@@ -134,14 +139,24 @@ export function loadKubeConfig(options: { kubeconfig?: string; context?: string 
     // an unrelated TLS message; say what was looked for instead.
     const home = join(homedir(), ".kube", "config");
     if (!process.env.KUBECONFIG && !existsSync(home)) {
-      throw new OptionsError(`no kubeconfig found (looked in $KUBECONFIG, ${home} and for an in-cluster service account): pass --kubeconfig FILE, or --snapshot FILE to render without a cluster`);
+      throw new OptionsError(
+        `no kubeconfig found (looked in $KUBECONFIG, ${home} and for an in-cluster service account): pass --kubeconfig FILE, or --snapshot FILE to render without a cluster`,
+      );
     }
     kc.loadFromDefault();
   }
   if (options.context !== undefined) {
     if (!kc.getContextObject(options.context)) {
-      const known = kc.getContexts().map((c) => `"${c.name}"`).join(", ") || "none";
-      throw new ClusterError("not-found", `kubeconfig context "${options.context}" does not exist (known contexts: ${known})`, { transient: false });
+      const known =
+        kc
+          .getContexts()
+          .map((c) => `"${c.name}"`)
+          .join(", ") || "none";
+      throw new ClusterError(
+        "not-found",
+        `kubeconfig context "${options.context}" does not exist (known contexts: ${known})`,
+        { transient: false },
+      );
     }
     kc.setCurrentContext(options.context);
   }
@@ -158,7 +173,11 @@ export async function listCluster(kc: KubeConfig, options: ListClusterOptions = 
  * returns kept: a caller that needs a few fields of each object need not hold every page of raw
  * objects (with their managedFields and last-applied annotations) until the last one is in.
  */
-export async function listClusterItems<T>(kc: KubeConfig, options: ListClusterOptions, keep: (item: KubeItem) => T): Promise<Omit<ClusterSnapshot, "list"> & { items: T[] }> {
+export async function listClusterItems<T>(
+  kc: KubeConfig,
+  options: ListClusterOptions,
+  keep: (item: KubeItem) => T,
+): Promise<Omit<ClusterSnapshot, "list"> & { items: T[] }> {
   const started = performance.now();
   const limit = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -167,10 +186,23 @@ export async function listClusterItems<T>(kc: KubeConfig, options: ListClusterOp
   const warnings: string[] = [];
   // The lists run side by side; when one fails, the other is cancelled instead of left running.
   const cancel = new AbortController();
-  const signal = () => AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
-  const target = (resource: ResourceName): Target => ({ ...describe(kc), resource, verb: "list", namespace, timeoutMs });
+  const signal = () =>
+    AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
+  const target = (resource: ResourceName): Target => ({
+    ...describe(kc),
+    resource,
+    verb: "list",
+    namespace,
+    timeoutMs,
+  });
   const list = (resource: ResourceName, selector?: string) =>
-    listAll((p) => rawListPage(kc, pathOf({ resource, namespace }), { ...p, labelSelector: selector }, signal()), limit, target(resource), stats, keep);
+    listAll(
+      (p) => rawListPage(kc, pathOf({ resource, namespace }), { ...p, labelSelector: selector }, signal()),
+      limit,
+      target(resource),
+      stats,
+      keep,
+    );
 
   const services = list("services", labelSelector);
   const endpoints = (async () => {
@@ -207,9 +239,18 @@ export async function listClusterItems<T>(kc: KubeConfig, options: ListClusterOp
  * Service (the list's resourceVersion is the store's revision, whatever the page holds). The
  * reconcile pass asks it to tell a cluster whose revisions went back from a stale pass.
  */
-export async function readClusterRevision(kc: KubeConfig, options: Pick<ListClusterOptions, "namespace" | "timeoutMs" | "signal"> = {}): Promise<string> {
+export async function readClusterRevision(
+  kc: KubeConfig,
+  options: Pick<ListClusterOptions, "namespace" | "timeoutMs" | "signal"> = {},
+): Promise<string> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const target: Target = { ...describe(kc), resource: "services", verb: "list", namespace: options.namespace, timeoutMs };
+  const target: Target = {
+    ...describe(kc),
+    resource: "services",
+    verb: "list",
+    namespace: options.namespace,
+    timeoutMs,
+  };
   const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(options.signal ? [options.signal] : [])]);
   try {
     const page = await rawListPage(kc, pathOf(target), { limit: 1 }, signal);
@@ -235,12 +276,18 @@ export function watchCluster(kc: KubeConfig, options: WatchClusterOptions): () =
  */
 function timeoutSignal(ms: number): AbortSignal {
   const controller = new AbortController();
-  setTimeout(() => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms).unref();
+  setTimeout(
+    () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+    ms,
+  ).unref();
   return controller.signal;
 }
 
 type PageParams = { limit: number; continue?: string };
-type Page = { metadata?: { resourceVersion?: string; continue?: string }; items: Array<Record<string, unknown>> | null };
+type Page = {
+  metadata?: { resourceVersion?: string; continue?: string };
+  items: Array<Record<string, unknown>> | null;
+};
 
 /**
  * One GET against the API server, answered as the API server wrote it, sent with client-node's
@@ -249,7 +296,12 @@ type Page = { metadata?: { resourceVersion?: string; continue?: string }; items:
  * the list's time at 10,000 Services, see BENCHMARKS.md, and two extra copies in memory); and its
  * generated clients bring every model into a bundle.
  */
-export async function getRaw(kc: KubeConfig, path: string, query: Record<string, string | undefined>, signal: AbortSignal): Promise<unknown> {
+export async function getRaw(
+  kc: KubeConfig,
+  path: string,
+  query: Record<string, string | undefined>,
+  signal: AbortSignal,
+): Promise<unknown> {
   const server = kc.getCurrentCluster()?.server;
   if (!server) throw new Error("the kubeconfig names no cluster server");
   const url = new URL(server.replace(/\/+$/, "") + path);
@@ -257,13 +309,27 @@ export async function getRaw(kc: KubeConfig, path: string, query: Record<string,
   const opts: https.RequestOptions = {};
   await kc.applyToHTTPSOptions(opts);
   const send = url.protocol === "https:" ? https.request : http.request;
-  const { status, headers, body } = await new Promise<{ status: number; headers: Record<string, string>; body: string }>((resolve, reject) => {
-    const req = send(url, { ...opts, method: "GET", signal, headers: { ...opts.headers, accept: "application/json" } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, body: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
+  const { status, headers, body } = await new Promise<{
+    status: number;
+    headers: Record<string, string>;
+    body: string;
+  }>((resolve, reject) => {
+    const req = send(
+      url,
+      { ...opts, method: "GET", signal, headers: { ...opts.headers, accept: "application/json" } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers as Record<string, string>,
+            body: Buffer.concat(chunks).toString("utf8"),
+          }),
+        );
+        res.on("error", reject);
+      },
+    );
     req.on("error", reject);
     req.end();
   });
@@ -271,8 +337,18 @@ export async function getRaw(kc: KubeConfig, path: string, query: Record<string,
   return JSON.parse(body);
 }
 
-async function rawListPage(kc: KubeConfig, path: string, params: PageParams & { labelSelector?: string }, signal: AbortSignal): Promise<Page> {
-  return (await getRaw(kc, path, { limit: String(params.limit), continue: params.continue, labelSelector: params.labelSelector }, signal)) as Page;
+async function rawListPage(
+  kc: KubeConfig,
+  path: string,
+  params: PageParams & { labelSelector?: string },
+  signal: AbortSignal,
+): Promise<Page> {
+  return (await getRaw(
+    kc,
+    path,
+    { limit: String(params.limit), continue: params.continue, labelSelector: params.labelSelector },
+    signal,
+  )) as Page;
 }
 
 /** Every page of one list; an expired continue token restarts the list so that it stays consistent. */
@@ -314,7 +390,12 @@ async function listAll<T>(
 
 function withTypeMeta(obj: Record<string, unknown>, info: ResourceInfo): KubeItem {
   const { apiVersion: _apiVersion, kind: _kind, metadata, ...rest } = obj;
-  return { apiVersion: info.apiVersion, kind: info.kind, metadata: (metadata ?? {}) as Record<string, unknown>, ...rest };
+  return {
+    apiVersion: info.apiVersion,
+    kind: info.kind,
+    metadata: (metadata ?? {}) as Record<string, unknown>,
+    ...rest,
+  };
 }
 
 /** resourceVersions are opaque strings; etcd's are decimal integers, compared as such. "0" when none. */
@@ -326,14 +407,17 @@ function newerRevision(a: string, b: string): string {
 }
 
 function describe(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
-  return { server: kc.getCurrentCluster()?.server ?? "(no cluster)", user: kc.getCurrentUser()?.name ?? "", context: kc.getCurrentContext() };
+  return {
+    server: kc.getCurrentCluster()?.server ?? "(no cluster)",
+    user: kc.getCurrentUser()?.name ?? "",
+    context: kc.getCurrentContext(),
+  };
 }
 
 function pathOf(t: Pick<Target, "resource" | "namespace">): string {
   const prefix = RESOURCES[t.resource].group ? `/apis/${RESOURCES[t.resource].apiVersion}` : "/api/v1";
   return t.namespace === undefined ? `${prefix}/${t.resource}` : `${prefix}/namespaces/${t.namespace}/${t.resource}`;
 }
-
 
 function toClusterError(err: unknown, t: Target): ClusterError {
   if (err instanceof ClusterError) return err;
@@ -362,26 +446,45 @@ function toClusterError(err: unknown, t: Target): ClusterError {
       );
     }
     if (status === 404) {
-      return new ClusterError("not-found", `the API server does not serve ${request} (404)${detail}`, { ...opts, transient: false });
+      return new ClusterError("not-found", `the API server does not serve ${request} (404)${detail}`, {
+        ...opts,
+        transient: false,
+      });
     }
     if (status === 429 || status >= 500) {
-      return new ClusterError("unavailable", `the API server answered ${status} to ${request}${detail}`, { ...opts, transient: true });
+      return new ClusterError("unavailable", `the API server answered ${status} to ${request}${detail}`, {
+        ...opts,
+        transient: true,
+      });
     }
-    return new ClusterError("bad-response", `the API server answered ${status} to ${request}${detail}`, { ...opts, transient: false });
+    return new ClusterError("bad-response", `the API server answered ${status} to ${request}${detail}`, {
+      ...opts,
+      transient: false,
+    });
   }
   const e = err as { name?: unknown; code?: unknown; message?: unknown };
   if (e?.name === "AbortError") {
-    return new ClusterError("timeout", `no answer within ${t.timeoutMs} ms from the API server at ${t.server} (${request})`, {
+    return new ClusterError(
+      "timeout",
+      `no answer within ${t.timeoutMs} ms from the API server at ${t.server} (${request})`,
+      {
+        transient: true,
+        cause: err,
+      },
+    );
+  }
+  const message = typeof e?.message === "string" ? e.message : String(err);
+  if (typeof e?.code === "string" && TRANSIENT_NETWORK_CODES.has(e.code)) {
+    return new ClusterError("unavailable", `cannot reach the API server at ${t.server} (${request}): ${message}`, {
       transient: true,
       cause: err,
     });
   }
-  const message = typeof e?.message === "string" ? e.message : String(err);
-  if (typeof e?.code === "string" && TRANSIENT_NETWORK_CODES.has(e.code)) {
-    return new ClusterError("unavailable", `cannot reach the API server at ${t.server} (${request}): ${message}`, { transient: true, cause: err });
-  }
   if (err instanceof SyntaxError) {
-    return new ClusterError("bad-response", `the API server's answer to ${request} is not valid JSON: ${message}`, { transient: false, cause: err });
+    return new ClusterError("bad-response", `the API server's answer to ${request} is not valid JSON: ${message}`, {
+      transient: false,
+      cause: err,
+    });
   }
   // TLS verification failures, kubeconfig problems: retrying the same call cannot help.
   return new ClusterError("unavailable", `${request} failed: ${message}`, { transient: false, cause: err });
@@ -402,7 +505,11 @@ function serverMessage(body: unknown): string | undefined {
   return typeof message === "string" ? message : undefined;
 }
 
-function watchResource(kc: KubeConfig, initial: "services" | "endpointslices", options: WatchClusterOptions): () => void {
+function watchResource(
+  kc: KubeConfig,
+  initial: "services" | "endpointslices",
+  options: WatchClusterOptions,
+): () => void {
   let resource: ResourceName = initial;
   let resourceVersion: string | undefined;
   let controller: AbortController | undefined;
@@ -410,7 +517,13 @@ function watchResource(kc: KubeConfig, initial: "services" | "endpointslices", o
   let stopped = false;
   let failures = 0;
 
-  const target = (): Target => ({ ...describe(kc), resource, verb: "watch", namespace: options.namespace, timeoutMs: WATCH_TIMEOUT_SECONDS * 1000 });
+  const target = (): Target => ({
+    ...describe(kc),
+    resource,
+    verb: "watch",
+    namespace: options.namespace,
+    timeoutMs: WATCH_TIMEOUT_SECONDS * 1000,
+  });
 
   const reconnect = (failed: boolean) => {
     failures = failed ? failures + 1 : 0;

@@ -37,16 +37,30 @@ const INSTALLED = Symbol.for("servicelb.frameworkRejections");
 type Patched = ExpressApplication & { [INSTALLED]?: { answer: RejectionAnswer } };
 
 export function describeRejection(err: unknown, req: IncomingMessage): Rejection {
-  if (err === undefined || err === null) return { status: 404, reason: `nothing is served at ${req.method ?? "?"} ${req.url ?? "/"}` };
+  if (err === undefined || err === null)
+    return { status: 404, reason: `nothing is served at ${req.method ?? "?"} ${req.url ?? "/"}` };
   const e = err as HttpError;
   // http-errors marks what is safe to show the client (body-parser's 4xx) with `expose`.
-  if (e.expose === true && typeof e.status === "number" && e.status >= 400 && e.status < 500 && typeof e.message === "string") {
-    const reason = e.type === "entity.parse.failed" ? `the body is not valid ${req.headers["content-type"] ?? "JSON"}: ${e.message}` : e.message;
+  if (
+    e.expose === true &&
+    typeof e.status === "number" &&
+    e.status >= 400 &&
+    e.status < 500 &&
+    typeof e.message === "string"
+  ) {
+    const reason =
+      e.type === "entity.parse.failed"
+        ? `the body is not valid ${req.headers["content-type"] ?? "JSON"}: ${e.message}`
+        : e.message;
     return { status: e.status, reason };
   }
   // The CloudEvent middleware throws on a body that is not an object (text, nothing at all): the
   // request's fault, whatever the exception says.
-  return { status: 400, reason: "the request is not one functions-framework can hand to the function (a CloudEvent needs a JSON object body, or ce-* headers and JSON data)" };
+  return {
+    status: 400,
+    reason:
+      "the request is not one functions-framework can hand to the function (a CloudEvent needs a JSON object body, or ce-* headers and JSON data)",
+  };
 }
 
 /** Answers what functions-framework rejects before the function runs with `answer`. The last call wins. */
@@ -63,15 +77,21 @@ export function answerFrameworkRejections(answer: RejectionAnswer): void {
   application[INSTALLED] = state;
   const handle = application.handle;
   application.handle = function (req, res, callback) {
-    handle.call(this, req, res, callback ?? ((err?: unknown) => {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      // Drain what body-parser left unread, so that the connection can be reused.
-      req.resume();
-      state.answer(describeRejection(err, req), req, res);
-    }));
+    handle.call(
+      this,
+      req,
+      res,
+      callback ??
+        ((err?: unknown) => {
+          if (res.headersSent) {
+            res.destroy();
+            return;
+          }
+          // Drain what body-parser left unread, so that the connection can be reused.
+          req.resume();
+          state.answer(describeRejection(err, req), req, res);
+        }),
+    );
   };
 }
 

@@ -66,7 +66,12 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
   async function fromService(ref: { namespace: string; name: string }): Promise<string[]> {
     const kc = loadKubeConfig(options.kube ?? {});
     const path = `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(ref.namespace)}/endpointslices`;
-    const list = (await getRaw(kc, path, { labelSelector: `${SERVICE_NAME_LABEL}=${ref.name}` }, AbortSignal.timeout(timeoutMs))) as { items?: V1EndpointSlice[] | null };
+    const list = (await getRaw(
+      kc,
+      path,
+      { labelSelector: `${SERVICE_NAME_LABEL}=${ref.name}` },
+      AbortSignal.timeout(timeoutMs),
+    )) as { items?: V1EndpointSlice[] | null };
     return (list.items ?? []).flatMap((slice) => agentUrls(slice, agentPort));
   }
 
@@ -101,7 +106,9 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
       });
       // Drain the body so that the connection is released.
       await res.arrayBuffer();
-      return res.ok ? { agent, ok: true, status: res.status, ms: ms() } : { agent, ok: false, status: res.status, error: `HTTP ${res.status}`, ms: ms() };
+      return res.ok
+        ? { agent, ok: true, status: res.status, ms: ms() }
+        : { agent, ok: false, status: res.status, error: `HTTP ${res.status}`, ms: ms() };
     } catch (err) {
       return { agent, ok: false, error: describe(err), ms: ms() };
     }
@@ -111,7 +118,11 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
     discover,
     async notify(payload) {
       const { agents, error: discoveryError } = await discover();
-      if (discoveryError) log.warn({ err: discoveryError }, "agent discovery failed; pinging the static agents only (agents poll anyway)");
+      if (discoveryError)
+        log.warn(
+          { err: discoveryError },
+          "agent discovery failed; pinging the static agents only (agents poll anyway)",
+        );
       let token: string | undefined;
       let tokenError: string | undefined;
       try {
@@ -123,7 +134,8 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
       const pings = tokenError
         ? agents.map((agent): AgentPing => ({ agent, ok: false, error: tokenError, ms: 0 }))
         : await Promise.all(agents.map((agent) => ping(agent, body, token)));
-      for (const p of pings) if (!p.ok) log.warn({ agent: p.agent, status: p.status, err: p.error, ms: p.ms }, "agent ping failed");
+      for (const p of pings)
+        if (!p.ok) log.warn({ agent: p.agent, status: p.status, err: p.error, ms: p.ms }, "agent ping failed");
       const ok = pings.filter((p) => p.ok).length;
       return { agents: agents.length, ok, failed: pings.length - ok, discoveryError, pings };
     },
@@ -138,11 +150,13 @@ function agentUrls(slice: V1EndpointSlice, agentPort: string | number): string[]
   const port = typeof agentPort === "number" ? agentPort : slice.ports?.find((p) => p.name === agentPort)?.port;
   if (port === undefined) return [];
   const ipv6 = slice.addressType === "IPv6";
-  return (slice.endpoints ?? [])
-    .filter((ep) => ep.conditions?.terminating !== true)
-    // The addresses of one endpoint are fungible (Kubernetes API docs): the first one is enough.
-    .flatMap((ep) => ep.addresses.slice(0, 1))
-    .map((address) => `http://${ipv6 ? `[${address}]` : address}:${port}`);
+  return (
+    (slice.endpoints ?? [])
+      .filter((ep) => ep.conditions?.terminating !== true)
+      // The addresses of one endpoint are fungible (Kubernetes API docs): the first one is enough.
+      .flatMap((ep) => ep.addresses.slice(0, 1))
+      .map((address) => `http://${ipv6 ? `[${address}]` : address}:${port}`)
+  );
 }
 
 function describe(err: unknown): string {
@@ -152,6 +166,8 @@ function describe(err: unknown): string {
   const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
   const code = typeof cause?.code === "string" ? cause.code : undefined;
   // An aborted http.request reports AbortError with the signal's TimeoutError as its cause.
-  const timedOut = err.name === "TimeoutError" || (err.name === "AbortError" && (err.cause as { name?: unknown } | undefined)?.name === "TimeoutError");
+  const timedOut =
+    err.name === "TimeoutError" ||
+    (err.name === "AbortError" && (err.cause as { name?: unknown } | undefined)?.name === "TimeoutError");
   return timedOut ? "timed out" : code ? `${err.message} (${code})` : err.message;
 }

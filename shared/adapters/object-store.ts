@@ -246,10 +246,10 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     try {
       return await run();
     } catch (error) {
-      throw new StoreError(
-        `S3 ${operation} of s3://${bucket}/${key} at ${endpoint} failed: ${describe(error)}`,
-        { transient: isTransient(error), cause: error },
-      );
+      throw new StoreError(`S3 ${operation} of s3://${bucket}/${key} at ${endpoint} failed: ${describe(error)}`, {
+        transient: isTransient(error),
+        cause: error,
+      });
     }
   }
 
@@ -284,7 +284,13 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const entries: ConfigEntry[] = [];
     for (const object of await listObjects(configsPrefix)) {
       const name = parseConfigKey(object.Key ?? "");
-      if (name) entries.push({ key: object.Key!, name, size: object.Size ?? 0, lastModified: object.LastModified ?? new Date(0) });
+      if (name)
+        entries.push({
+          key: object.Key!,
+          name,
+          size: object.Size ?? 0,
+          lastModified: object.LastModified ?? new Date(0),
+        });
     }
     // Not S3's listing order: names of the first key format sort differently as strings.
     return entries.sort((a, b) => compareConfigNames(a.name, b.name));
@@ -306,24 +312,45 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   function requireConfigKey(key: string): ConfigName {
     const name = parseConfigKey(key);
     if (!name) {
-      throw new Error(`${JSON.stringify(key)} is not a config key of s3://${bucket}/${prefix} (expected ${configsPrefix}<epoch>-<revision>-<seq>-<sha>.cfg)`);
+      throw new Error(
+        `${JSON.stringify(key)} is not a config key of s3://${bucket}/${prefix} (expected ${configsPrefix}<epoch>-<revision>-<seq>-<sha>.cfg)`,
+      );
     }
     return name;
   }
 
   /** The metadata of a config, checked against the key it is stored under. */
-  function verifyMetadata(key: string, name: ConfigName, metadata: Record<string, string> | undefined, size: number | undefined): ConfigHead {
+  function verifyMetadata(
+    key: string,
+    name: ConfigName,
+    metadata: Record<string, string> | undefined,
+    size: number | undefined,
+  ): ConfigHead {
     const sha = metadata?.sha256;
     if (!sha) throw corrupt(key, "no sha256 metadata");
-    if (!/^[0-9a-f]{64}$/.test(sha) || !sha.startsWith(name.shaPrefix)) throw corrupt(key, `metadata sha256 ${sha} does not match the key's sha256 prefix ${name.shaPrefix}`);
+    if (!/^[0-9a-f]{64}$/.test(sha) || !sha.startsWith(name.shaPrefix))
+      throw corrupt(key, `metadata sha256 ${sha} does not match the key's sha256 prefix ${name.shaPrefix}`);
     const revision = name.revision.toString();
-    if (metadata.revision !== revision) throw corrupt(key, `metadata revision ${metadata.revision ?? "(none)"} but the key says ${revision}`);
+    if (metadata.revision !== revision)
+      throw corrupt(key, `metadata revision ${metadata.revision ?? "(none)"} but the key says ${revision}`);
     if (!name.legacy && (metadata.epoch !== String(name.epoch) || metadata.seq !== String(name.seq))) {
-      throw corrupt(key, `metadata epoch/seq ${metadata.epoch ?? "(none)"}/${metadata.seq ?? "(none)"} but the key says ${name.epoch}/${name.seq}`);
+      throw corrupt(
+        key,
+        `metadata epoch/seq ${metadata.epoch ?? "(none)"}/${metadata.seq ?? "(none)"} but the key says ${name.epoch}/${name.seq}`,
+      );
     }
-    if (metadata.bytes !== undefined && size !== undefined && Number(metadata.bytes) !== size) throw corrupt(key, `${size} bytes but the metadata says ${metadata.bytes}`);
+    if (metadata.bytes !== undefined && size !== undefined && Number(metadata.bytes) !== size)
+      throw corrupt(key, `${size} bytes but the metadata says ${metadata.bytes}`);
     const digest = metadata.settings;
-    return { key, sha256: sha, revision, generator: metadata.generator ?? "", epoch: name.epoch, seq: name.seq, settingsDigest: digest && SETTINGS_DIGEST.test(digest) ? digest : null };
+    return {
+      key,
+      sha256: sha,
+      revision,
+      generator: metadata.generator ?? "",
+      epoch: name.epoch,
+      seq: name.seq,
+      settingsDigest: digest && SETTINGS_DIGEST.test(digest) ? digest : null,
+    };
   }
 
   async function headConfig(key: string, name: ConfigName): Promise<ConfigHead> {
@@ -335,7 +362,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
    * The newest entry whose object verifies, walking down from the greatest key. A key that does
    * not verify (gone, hand-made, forged) is skipped and reported; a store that fails is an error.
    */
-  async function findNewest(configs: readonly ConfigEntry[]): Promise<{ entry: ConfigEntry | null; head: ConfigHead | null; skipped: SkippedKey[] }> {
+  async function findNewest(
+    configs: readonly ConfigEntry[],
+  ): Promise<{ entry: ConfigEntry | null; head: ConfigHead | null; skipped: SkippedKey[] }> {
     const skipped: SkippedKey[] = [];
     for (let i = configs.length - 1; i >= 0; i--) {
       const entry = configs[i]!;
@@ -366,7 +395,11 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const name = requireConfigKey(key);
     const { config, metadata, size } = await send("get", key, async () => {
       const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-      return { config: await readBodyText(response.Body, maxObjectBytes), metadata: response.Metadata, size: response.ContentLength };
+      return {
+        config: await readBodyText(response.Body, maxObjectBytes),
+        metadata: response.Metadata,
+        size: response.ContentLength,
+      };
     });
     const head = verifyMetadata(key, name, metadata, size);
     const actual = sha256(config);
@@ -387,7 +420,16 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   }
 
   async function putJson(key: string, value: unknown): Promise<void> {
-    await send("put", key, () => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: JSON.stringify(value), ContentType: "application/json" })));
+    await send("put", key, () =>
+      client.send(
+        new PutObjectCommand({
+          Bucket: bucket,
+          Key: key,
+          Body: JSON.stringify(value),
+          ContentType: "application/json",
+        }),
+      ),
+    );
   }
 
   async function deleteKeys(keys: string[]): Promise<void> {
@@ -395,9 +437,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     // Oldest first, so a failure part-way leaves the newer history in place.
     for (let i = 0; i < keys.length; i += DELETE_BATCH) {
       await Promise.all(
-        keys.slice(i, i + DELETE_BATCH).map((key) =>
-          send("delete", key, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }))),
-        ),
+        keys
+          .slice(i, i + DELETE_BATCH)
+          .map((key) => send("delete", key, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })))),
       );
     }
   }
@@ -409,9 +451,15 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     try {
       parsed = pinSchema.safeParse(JSON.parse(text));
     } catch (error) {
-      throw new StoreError(`pin s3://${bucket}/${pinKey} at ${endpoint} is not JSON: ${describe(error)}`, { transient: false });
+      throw new StoreError(`pin s3://${bucket}/${pinKey} at ${endpoint} is not JSON: ${describe(error)}`, {
+        transient: false,
+      });
     }
-    if (!parsed.success) throw new StoreError(`pin s3://${bucket}/${pinKey} at ${endpoint} is not a pin: ${parsed.error.issues.map((i) => i.message).join("; ")}`, { transient: false });
+    if (!parsed.success)
+      throw new StoreError(
+        `pin s3://${bucket}/${pinKey} at ${endpoint} is not a pin: ${parsed.error.issues.map((i) => i.message).join("; ")}`,
+        { transient: false },
+      );
     return parsed.data;
   }
 
@@ -430,7 +478,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const { config, generator } = input;
     const ours = parseRevision(input.revision);
     if (!/^[\x20-\x7e]*$/.test(generator)) {
-      throw new Error(`generator must be printable ASCII (it is sent as an HTTP header), got ${JSON.stringify(generator)}`);
+      throw new Error(
+        `generator must be printable ASCII (it is sent as an HTTP header), got ${JSON.stringify(generator)}`,
+      );
     }
     const sha = sha256(config);
     // The live revision is needed before any write and when behind: read beside the store's
@@ -441,14 +491,29 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     if (probe && !input.restore) liveRevision().catch(() => undefined);
     const [configs, views] = await Promise.all([listConfigs(), listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
-    const state = { newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 }, view: pickView(views.map((v) => v.mark), newestEntry?.name ?? null) };
+    const state = {
+      newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 },
+      view: pickView(
+        views.map((v) => v.mark),
+        newestEntry?.name ?? null,
+      ),
+    };
     const decision = decidePublish(state, { revision: ours, sha256: sha }, input.restore ?? false);
-    const newest = (fallback: ConfigRef): ConfigRef => (newestHead ? { key: newestHead.key, sha256: newestHead.sha256, revision: newestHead.revision } : fallback);
-    const keyAt = (epoch: number, seq: number) => `${configsPrefix}${formatConfigName({ epoch, revision: ours, seq, shaPrefix: sha.slice(0, KEY_SHA_CHARS) })}`;
+    const newest = (fallback: ConfigRef): ConfigRef =>
+      newestHead ? { key: newestHead.key, sha256: newestHead.sha256, revision: newestHead.revision } : fallback;
+    const keyAt = (epoch: number, seq: number) =>
+      `${configsPrefix}${formatConfigName({ epoch, revision: ours, seq, shaPrefix: sha.slice(0, KEY_SHA_CHARS) })}`;
     const seq = newestEntry ? newestEntry.name.seq + 1 : 0;
 
     if (decision.kind === "unchanged") {
-      const result: PublishResult = { status: "unchanged", key: newestHead!.key, sha256: sha, epoch: newestEntry!.name.epoch, newest: newest({ key: "", sha256: sha, revision: "" }), skipped };
+      const result: PublishResult = {
+        status: "unchanged",
+        key: newestHead!.key,
+        sha256: sha,
+        epoch: newestEntry!.name.epoch,
+        newest: newest({ key: "", sha256: sha, revision: "" }),
+        skipped,
+      };
       if (!decision.view) return result;
       const view = `${viewsPrefix}${formatViewName(decision.view)}`;
       await putJson(view, { generator });
@@ -459,12 +524,27 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
     if (decision.kind === "behind") {
       const key = keyAt(decision.mark.epoch, seq);
-      const stale: PublishResult = { status: "stale", key, sha256: sha, epoch: decision.mark.epoch, newest: newest({ key, sha256: sha, revision: "" }), skipped };
+      const stale: PublishResult = {
+        status: "stale",
+        key,
+        sha256: sha,
+        epoch: decision.mark.epoch,
+        newest: newest({ key, sha256: sha, revision: "" }),
+        skipped,
+      };
       if (!probe) return stale;
       const live = await liveRevision();
       // The live cluster is at or past the recorded view: this pass listed before it, i.e. is stale.
       if (live >= decision.mark.revision) return stale;
-      return { ...stale, status: "regressed", regression: { mark: { epoch: decision.mark.epoch, revision: decision.mark.revision.toString() }, live: live.toString(), snapshot: ours.toString() } };
+      return {
+        ...stale,
+        status: "regressed",
+        regression: {
+          mark: { epoch: decision.mark.epoch, revision: decision.mark.revision.toString() },
+          live: live.toString(),
+          snapshot: ours.toString(),
+        },
+      };
     }
 
     const key = keyAt(decision.epoch, decision.seq);
@@ -475,7 +555,19 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       const live = await liveRevision();
       if (ours > live) {
         const mark = storeMark(state)!;
-        return { status: "regressed", key, sha256: sha, epoch: decision.epoch, newest: newest(ref), skipped, regression: { mark: { epoch: mark.epoch, revision: mark.revision.toString() }, live: live.toString(), snapshot: ours.toString() } };
+        return {
+          status: "regressed",
+          key,
+          sha256: sha,
+          epoch: decision.epoch,
+          newest: newest(ref),
+          skipped,
+          regression: {
+            mark: { epoch: mark.epoch, revision: mark.revision.toString() },
+            live: live.toString(),
+            snapshot: ours.toString(),
+          },
+        };
       }
     }
 
@@ -494,11 +586,33 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       if (newestHead?.settingsDigest !== digest) await putJson(`${settingsPrefix}${digest}.json`, input.settings);
     }
     await send("put", key, () =>
-      client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: config, ContentType: "text/plain; charset=utf-8", Metadata: metadata })),
+      client.send(
+        new PutObjectCommand({
+          Bucket: bucket,
+          Key: key,
+          Body: config,
+          ContentType: "text/plain; charset=utf-8",
+          Metadata: metadata,
+        }),
+      ),
     );
-    remember({ ...ref, generator, epoch: decision.epoch, seq: decision.seq, settingsDigest: metadata.settings ?? null });
+    remember({
+      ...ref,
+      generator,
+      epoch: decision.epoch,
+      seq: decision.seq,
+      settingsDigest: metadata.settings ?? null,
+    });
 
-    const published: PublishResult = { status: "published", key, sha256: sha, epoch: decision.epoch, newest: ref, skipped, ...(decision.newEpoch ? { newEpoch: true } : {}) };
+    const published: PublishResult = {
+      status: "published",
+      key,
+      sha256: sha,
+      epoch: decision.epoch,
+      newest: ref,
+      skipped,
+      ...(decision.newEpoch ? { newEpoch: true } : {}),
+    };
     // A failed clean-up must not turn a successful publish into an error the caller retries.
     try {
       // The listing above already says whether anything is past retention: no second list otherwise.
@@ -547,10 +661,12 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     },
 
     async readSettings(digest) {
-      if (!SETTINGS_DIGEST.test(digest)) throw new Error(`settings digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
+      if (!SETTINGS_DIGEST.test(digest))
+        throw new Error(`settings digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
       const key = `${settingsPrefix}${digest}.json`;
       const text = await getText(key);
-      if (text === null) throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} do not exist`, { transient: false });
+      if (text === null)
+        throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} do not exist`, { transient: false });
       const parsed = (() => {
         try {
           return settingsRecordSchema.safeParse(JSON.parse(text));
@@ -558,7 +674,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
           return null;
         }
       })();
-      if (!parsed?.success || settingsDigest(parsed.data) !== digest) throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} are corrupt`, { transient: false });
+      if (!parsed?.success || settingsDigest(parsed.data) !== digest)
+        throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} are corrupt`, { transient: false });
       return parsed.data;
     },
 
@@ -619,7 +736,9 @@ function isNodeName(node: string): boolean {
 
 function assertNodeName(node: string): void {
   if (!isNodeName(node)) {
-    throw new Error(`node name must be a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.'), got ${JSON.stringify(node)}`);
+    throw new Error(
+      `node name must be a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.'), got ${JSON.stringify(node)}`,
+    );
   }
 }
 
@@ -628,7 +747,13 @@ function isNotFound(error: unknown): boolean {
   return name === "NoSuchKey" || name === "NotFound" || $metadata?.httpStatusCode === 404;
 }
 
-const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "SlowDown", "ThrottlingException", "ServiceUnavailable"]);
+const TRANSIENT_NAMES = new Set([
+  "TimeoutError",
+  "RequestTimeout",
+  "SlowDown",
+  "ThrottlingException",
+  "ServiceUnavailable",
+]);
 
 function isTransient(error: unknown): boolean {
   if (typeof error !== "object" || error === null) return false;
@@ -653,6 +778,8 @@ function describe(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const code = (error as { code?: unknown }).code;
   const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-  const details = [typeof code === "string" ? code : error.name, status ? `HTTP ${status}` : ""].filter(Boolean).join(", ");
+  const details = [typeof code === "string" ? code : error.name, status ? `HTTP ${status}` : ""]
+    .filter(Boolean)
+    .join(", ");
   return error.message ? `${error.message} (${details})` : details;
 }

@@ -26,13 +26,17 @@ export function mergeOptionSources(opts: {
     } catch (err) {
       throw new OptionsError(`--config: ${opts.configFile} is not valid YAML/JSON: ${(err as Error).message}`);
     }
-    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new OptionsError(`--config: ${opts.configFile} must hold an object of options`);
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+      throw new OptionsError(`--config: ${opts.configFile} must hold an object of options`);
     const unknown = Object.keys(parsed).filter((k) => !opts.keys.includes(k));
-    if (unknown.length > 0) throw new OptionsError(`--config: unknown option(s) ${unknown.join(", ")} in ${opts.configFile}`);
+    if (unknown.length > 0)
+      throw new OptionsError(`--config: unknown option(s) ${unknown.join(", ")} in ${opts.configFile}`);
     fromFile = parsed as Record<string, unknown>;
   }
   const fromEnv = opts.env ? optionsFromEnv(opts.env, opts.keys) : {};
-  const fromFlags = Object.fromEntries(Object.entries(opts.flags ?? {}).filter(([k, v]) => v !== undefined && opts.keys.includes(k)));
+  const fromFlags = Object.fromEntries(
+    Object.entries(opts.flags ?? {}).filter(([k, v]) => v !== undefined && opts.keys.includes(k)),
+  );
   return { ...fromFile, ...fromEnv, ...fromFlags };
 }
 

@@ -17,7 +17,11 @@ export interface KubeAccess {
  * A snapshot of the live cluster, scoped by the same options the render applies. A warm instance
  * passes the items it validated before (`reuse`): unchanged ones are not validated again.
  */
-export async function readLiveSnapshot(options: Pick<RenderOptions, "namespace" | "selector">, access: KubeAccess, reuse?: ParsedItems): Promise<Snapshot & { listWarnings: string[] }> {
+export async function readLiveSnapshot(
+  options: Pick<RenderOptions, "namespace" | "selector">,
+  access: KubeAccess,
+  reuse?: ParsedItems,
+): Promise<Snapshot & { listWarnings: string[] }> {
   const kc = loadKubeConfig({ kubeconfig: access.kubeconfig, context: access.context });
   // Each item is validated as its page arrives: the raw pages are garbage long before the last one.
   reuse?.begin();
@@ -25,7 +29,8 @@ export async function readLiveSnapshot(options: Pick<RenderOptions, "namespace" 
     kc,
     {
       namespace: options.namespace,
-      labelSelector: options.selector && options.selector.length > 0 ? formatLabelSelector(options.selector) : undefined,
+      labelSelector:
+        options.selector && options.selector.length > 0 ? formatLabelSelector(options.selector) : undefined,
       timeoutMs: access.timeoutMs,
       pageSize: access.pageSize,
       signal: access.signal,

@@ -42,7 +42,11 @@ export class ObjectTooLargeError extends Error {
     readonly bytes: number | null,
     readonly maxBytes: number,
   ) {
-    super(bytes === null ? `the body passed the cap of ${maxBytes} bytes; refused` : `the object is ${bytes} bytes, over the cap of ${maxBytes} bytes; refused without reading it`);
+    super(
+      bytes === null
+        ? `the body passed the cap of ${maxBytes} bytes; refused`
+        : `the object is ${bytes} bytes, over the cap of ${maxBytes} bytes; refused without reading it`,
+    );
   }
 }
 
@@ -81,7 +85,11 @@ export function limitRequests(client: S3Client, limits: StoreLimits): void {
   const bounded: Send = async (command, options) => {
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(new StoreDeadlineError(limits.deadlineMs)), limits.deadlineMs);
-    const signal = AbortSignal.any([deadline.signal, closed.signal, ...(options?.abortSignal ? [options.abortSignal] : [])]);
+    const signal = AbortSignal.any([
+      deadline.signal,
+      closed.signal,
+      ...(options?.abortSignal ? [options.abortSignal] : []),
+    ]);
     let output: { Body?: unknown; ContentLength?: number };
     try {
       output = (await raced(send(command, { ...options, abortSignal: signal }), signal)) as typeof output;

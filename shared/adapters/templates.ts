@@ -23,7 +23,8 @@ export const BUILTIN_TEMPLATE_DIR = (): string => join(packageRoot(), "templates
  */
 export function loadTemplates(mainPath?: string): TemplateSet {
   // A bad setting, not a failure: the CLI exits 2 and names where the path came from.
-  if (mainPath && !existsSync(mainPath)) throw new OptionsError(`--template / SERVICELB_TEMPLATE: ${mainPath} does not exist`);
+  if (mainPath && !existsSync(mainPath))
+    throw new OptionsError(`--template / SERVICELB_TEMPLATE: ${mainPath} does not exist`);
   const builtin = BUILTIN_TEMPLATE_DIR();
   const userDir = mainPath ? dirname(resolve(mainPath)) : undefined;
   const read = (key: keyof TemplateSet): string => {
@@ -31,5 +32,11 @@ export function loadTemplates(mainPath?: string): TemplateSet {
     const user = userDir ? join(userDir, TEMPLATE_FILES[key]) : undefined;
     return readFileSync(user && existsSync(user) ? user : join(builtin, TEMPLATE_FILES[key]), "utf8");
   };
-  return { main: read("main"), backend: read("backend"), server: read("server"), httpRule: read("httpRule"), tcpFrontend: read("tcpFrontend") };
+  return {
+    main: read("main"),
+    backend: read("backend"),
+    server: read("server"),
+    httpRule: read("httpRule"),
+    tcpFrontend: read("tcpFrontend"),
+  };
 }

@@ -102,10 +102,15 @@ export class Activation {
     const t0 = performance.now();
     await this.files.ensureServerStateFile(config.config);
     const running = this.node.current;
-    const live = running && this.node.started && this.o.haproxy.running ? { text: running.text, known: !this.node.liveUnknown } : null;
+    const live =
+      running && this.node.started && this.o.haproxy.running
+        ? { text: running.text, known: !this.node.liveUnknown }
+        : null;
     const decision = decideApply(live, config.config);
-    if (decision.kind === "runtime") return this.applyThroughRuntime(decision.socket, running!, config, decision.commands, decision.slots, t0);
-    if (live && decision.kind === "reload") this.o.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
+    if (decision.kind === "runtime")
+      return this.applyThroughRuntime(decision.socket, running!, config, decision.commands, decision.slots, t0);
+    if (live && decision.kind === "reload")
+      this.o.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
     await this.checkThenActivate(config, t0);
   }
 
@@ -142,7 +147,14 @@ export class Activation {
    * cost a full parse of the config (a quarter of a second of CPU at 1,000 Services) per change.
    * Should the file not be written, the slots go back, so HAProxy and the file never disagree.
    */
-  private async applyThroughRuntime(socket: string, running: Running, config: StoredConfig, commands: RuntimeCommand[], slots: number, t0: number): Promise<void> {
+  private async applyThroughRuntime(
+    socket: string,
+    running: Running,
+    config: StoredConfig,
+    commands: RuntimeCommand[],
+    slots: number,
+    t0: number,
+  ): Promise<void> {
     const { configPath, log, metrics } = this.o;
     try {
       await this.applyRuntime(socket, commands);
@@ -266,7 +278,10 @@ export class Activation {
         }
       }
     } catch (err) {
-      if (previous) await this.files.writeConfig(previous.text).catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
+      if (previous)
+        await this.files
+          .writeConfig(previous.text)
+          .catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
       return this.node.fail("apply", config.key, message(err));
     } finally {
       if (stateFile) await this.files.writeServerState(stateFile, EMPTY_SERVER_STATE);
@@ -282,7 +297,10 @@ export class Activation {
     try {
       return serverStateFor(await (this.o.runtime ?? REAL_RUNTIME).serversState(socket), nextConfig);
     } catch (err) {
-      this.o.log.warn({ err: message(err) }, "cannot save server states before the reload; servers restart from the config alone");
+      this.o.log.warn(
+        { err: message(err) },
+        "cannot save server states before the reload; servers restart from the config alone",
+      );
       return null;
     }
   }
@@ -300,6 +318,11 @@ export class Activation {
       return this.node.fail("apply", running.key, `HAProxy did not start on ${this.o.configPath}: ${message(err)}`);
     }
     // Started from disk because nothing newer could be had: an error pulling it still stands.
-    await this.node.succeed({ key: running.key, config: running.text, sha256: running.sha256, revision: running.revision }, "start", t0, this.node.lastError);
+    await this.node.succeed(
+      { key: running.key, config: running.text, sha256: running.sha256, revision: running.revision },
+      "start",
+      t0,
+      this.node.lastError,
+    );
   }
 }

@@ -34,7 +34,17 @@ export interface AgentDeps {
   /** For the default store; default: the standard AWS credential chain. */
   storeCredentials?: S3ClientConfig["credentials"];
   /** Supervision timings (tests change them). */
-  haproxy?: Partial<Pick<HaproxyProcessOptions, "restartDelayMs" | "restartStableMs" | "restartInitialDelayMs" | "restartMaxDelayMs" | "stopGraceMs" | "killGraceMs">>;
+  haproxy?: Partial<
+    Pick<
+      HaproxyProcessOptions,
+      | "restartDelayMs"
+      | "restartStableMs"
+      | "restartInitialDelayMs"
+      | "restartMaxDelayMs"
+      | "stopGraceMs"
+      | "killGraceMs"
+    >
+  >;
   /** Retry of a failed config. Default 10 s doubling to 5 min. */
   backoff?: { initialMs: number; maxMs: number };
   /** HAProxy's own log lines (its stdout, `--syslog`). Default: the agent's stdout. */
@@ -86,13 +96,18 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     });
   const haproxyLog = deps.haproxyLog ?? ((line: string) => process.stdout.write(`${line}\n`));
   const version = await agentVersion();
-  for (const dir of [options.stateDir, dirname(options.configPath), dirname(options.masterSocket)]) await mkdir(dir, { recursive: true });
+  for (const dir of [options.stateDir, dirname(options.configPath), dirname(options.masterSocket)])
+    await mkdir(dir, { recursive: true });
 
   const metrics = createAgentMetrics();
   const watched = watchStore(store, { metrics, staleAfterMs: options.pollInterval * options.stalePullPeriods });
   metrics.probePullStale(() => watched.health().stale);
   const stateFile = stateFilePath(options);
-  const [saved, disk, orphan] = await Promise.all([loadState(stateFile, log), readIfExists(options.configPath), findOrphanMaster(options.masterSocket)]);
+  const [saved, disk, orphan] = await Promise.all([
+    loadState(stateFile, log),
+    readIfExists(options.configPath),
+    findOrphanMaster(options.masterSocket),
+  ]);
 
   const proc = new HaproxyProcess({
     configPath: options.configPath,
@@ -104,7 +119,10 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       metrics.haproxyRestarts.inc({ cause: info.cause });
       metrics.haproxyQuickCrashes.set(info.quickCrashes);
       metrics.haproxyRestartDelay.set(info.delayMs / 1000);
-      log.error({ cause: info.cause, servedMs: info.servedMs, quickCrashes: info.quickCrashes, delayMs: info.delayMs }, info.reason);
+      log.error(
+        { cause: info.cause, servedMs: info.servedMs, quickCrashes: info.quickCrashes, delayMs: info.delayMs },
+        info.reason,
+      );
     },
     onRestarted: (configText, recovery) => {
       metrics.haproxyRecoverySeconds.observe({ cause: recovery.cause }, recovery.downMs / 1000);
@@ -169,7 +187,10 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     const pull = watched.health();
     if (!h.ok || !pull.stale) return h;
     const since = pull.lastSuccessAt ? `since ${pull.lastSuccessAt}` : "since the agent started";
-    return { ok: true, warning: `no pull from the store has completed ${since} (over ${pull.staleAfterSeconds} s); HAProxy serves the last applied config` };
+    return {
+      ok: true,
+      warning: `no pull from the store has completed ${since} (over ${pull.staleAfterSeconds} s); HAProxy serves the last applied config`,
+    };
   }
 
   async function serving(): Promise<Health> {
@@ -179,14 +200,16 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     }
     if (!proc.running) {
       const next = proc.supervision().pendingRestart;
-      const when = next && next.delayMs > 0 ? ` at ${next.at} (${next.quickCrashes} quick crashes in a row: backing off)` : "";
+      const when =
+        next && next.delayMs > 0 ? ` at ${next.at} (${next.quickCrashes} quick crashes in a row: backing off)` : "";
       return { ok: false, reason: `HAProxy is not running; the agent restarts it${when}` };
     }
     // The reload itself is confirmed (or reported failed) by the applier within its timeout.
     if (reloading) return { ok: true };
     try {
       const s = await showProc(options.masterSocket, { timeoutMs: 1000 });
-      if (s.master.pid !== proc.pid) return { ok: false, reason: `the master socket is answered by another HAProxy (pid ${s.master.pid})` };
+      if (s.master.pid !== proc.pid)
+        return { ok: false, reason: `the master socket is answered by another HAProxy (pid ${s.master.pid})` };
       if (s.workers.length === 0) return { ok: false, reason: "HAProxy has no worker" };
       return { ok: true };
     } catch (err) {
@@ -221,12 +244,18 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     log,
     onFailure: () => metrics.loopFailures.inc({ loop: "poll" }),
   });
-  log.info({ url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey }, "agent started");
+  log.info(
+    { url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey },
+    "agent started",
+  );
 
   async function finalStatus(): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`)), FINAL_STATUS_TIMEOUT_MS);
+      timer = setTimeout(
+        () => reject(new Error(`no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`)),
+        FINAL_STATUS_TIMEOUT_MS,
+      );
     });
     try {
       await Promise.race([store.putStatus(options.nodeName, status()), timeout]);

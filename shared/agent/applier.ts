@@ -15,7 +15,13 @@
  *   and the newest config is applied again from the file's.
  */
 
-import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/object-store.js";
+import {
+  StoreError,
+  type ObjectStore,
+  type Pin,
+  type SkippedKey,
+  type StoredConfig,
+} from "../adapters/object-store.js";
 import { trace } from "../adapters/trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { sha256 } from "../core/sha256.js";
@@ -67,7 +73,11 @@ export class Applier {
   }
 
   status(): ApplierStatus {
-    return { ...this.node.status(), pinned: this.pinned && { key: this.pinned.key, pinnedAt: this.pinned.pinnedAt }, skipped: this.skipped.list() };
+    return {
+      ...this.node.status(),
+      pinned: this.pinned && { key: this.pinned.key, pinnedAt: this.pinned.pinnedAt },
+      skipped: this.skipped.list(),
+    };
   }
 
   /** Key of the running config, if known. */
@@ -104,7 +114,8 @@ export class Applier {
   notify(key: string, sha256?: string): "pulling" | "current" {
     trace("agent", "notify", { key, busy: this.inFlight !== undefined && this.pulling });
     if (this.node.current?.key && compareConfigKeys(key, this.node.current.key) <= 0) return "current";
-    if (sha256 !== undefined && (this.hint === null || compareConfigKeys(key, this.hint.key) > 0)) this.hint = { key, sha256 };
+    if (sha256 !== undefined && (this.hint === null || compareConfigKeys(key, this.hint.key) > 0))
+      this.hint = { key, sha256 };
     void this.sync();
     return "pulling";
   }
@@ -167,8 +178,12 @@ export class Applier {
     const disk = this.node.onDisk;
     const sha = fileText === null ? null : sha256(fileText);
     // A file the agent did not record (it wrote it just before or after the restart read it): its key is unknown.
-    this.node.current = fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
-    this.o.log.warn({ running: this.node.current?.key ?? null, dropped }, "HAProxy was restarted on the config file: applying the newest config again from it");
+    this.node.current =
+      fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
+    this.o.log.warn(
+      { running: this.node.current?.key ?? null, dropped },
+      "HAProxy was restarted on the config file: applying the newest config again from it",
+    );
     // What failed while HAProxy was down (a reload with no master) must not wait out a backoff,
     // and a ping's key may now be older than what the store has: list the store afresh.
     this.node.forgetFailure();
@@ -190,12 +205,16 @@ export class Applier {
     if (this.node.current?.key == null) return undefined;
     try {
       const config = await this.o.store.get(hint.key);
-      if (config.sha256 !== hint.sha256) throw new Error(`its sha256 is ${config.sha256}, the ping said ${hint.sha256}`);
+      if (config.sha256 !== hint.sha256)
+        throw new Error(`its sha256 is ${config.sha256}, the ping said ${hint.sha256}`);
       this.o.metrics.notifiedPulls.inc({ result: "fetched" });
       return config;
     } catch (err) {
       this.o.metrics.notifiedPulls.inc({ result: "fallback" });
-      this.o.log.warn({ key: hint.key, err: message(err) }, "cannot fetch the config a ping named; listing the store instead");
+      this.o.log.warn(
+        { key: hint.key, err: message(err) },
+        "cannot fetch the config a ping named; listing the store instead",
+      );
       return undefined;
     }
   }
@@ -213,11 +232,20 @@ export class Applier {
     let pin: Pin | null;
     let hinted: StoredConfig | undefined;
     try {
-      [pin, hinted] = await Promise.all([readPin(store, (reason) => log.error({ reason }, "pin.json is not a pin: ignored, the newest config is followed")), this.fetchHinted(afterKey)]);
+      [pin, hinted] = await Promise.all([
+        readPin(store, (reason) =>
+          log.error({ reason }, "pin.json is not a pin: ignored, the newest config is followed"),
+        ),
+        this.fetchHinted(afterKey),
+      ]);
     } catch (err) {
       return failed("pull", null, `cannot read the store: ${message(err)}`);
     }
-    if (pin?.key !== this.pinned?.key) log.warn({ pinned: pin?.key ?? null, was: this.pinned?.key ?? null }, pin ? "pinned: running this config until unpinned" : "unpinned: following the newest config");
+    if (pin?.key !== this.pinned?.key)
+      log.warn(
+        { pinned: pin?.key ?? null, was: this.pinned?.key ?? null },
+        pin ? "pinned: running this config until unpinned" : "unpinned: following the newest config",
+      );
     this.pinned = pin;
     if (pin) return this.pullPinned(pin, stopTimer);
     if (hinted) {
@@ -267,7 +295,10 @@ export class Applier {
     let config: StoredConfig;
     try {
       config = await store.get(pin.key);
-      if (config.sha256 !== pin.sha256) throw new StoreError(`the pinned config's sha256 is ${config.sha256}, the pin says ${pin.sha256}`, { transient: false });
+      if (config.sha256 !== pin.sha256)
+        throw new StoreError(`the pinned config's sha256 is ${config.sha256}, the pin says ${pin.sha256}`, {
+          transient: false,
+        });
     } catch (err) {
       stopTimer();
       metrics.pulls.inc({ result: "failed" });
@@ -285,12 +316,17 @@ export class Applier {
     // Newest wins, never older (invariant 1), whatever path brought the config here; a pin names exactly one.
     const runningKey = this.node.current?.key ?? null;
     const pinned = this.pinned?.key;
-    if (pinned !== undefined ? config.key !== pinned : runningKey !== null && compareConfigKeys(config.key, runningKey) <= 0) {
+    if (
+      pinned !== undefined
+        ? config.key !== pinned
+        : runningKey !== null && compareConfigKeys(config.key, runningKey) <= 0
+    ) {
       trace("agent", "take.stale", { key: config.key, running: runningKey });
       return;
     }
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
-    if (config.sha256 === this.node.current?.sha256 && !this.node.liveUnknown) return this.node.succeed(config, "unchanged", performance.now());
+    if (config.sha256 === this.node.current?.sha256 && !this.node.liveUnknown)
+      return this.node.succeed(config, "unchanged", performance.now());
     await this.steps.apply(config);
   }
 }

@@ -35,7 +35,10 @@ export class ConfigFiles {
       await mkdir(dirname(path), { recursive: true });
       await writeFileAtomic(path, text);
     } catch (err) {
-      this.log.warn({ path, err: err instanceof Error ? err.message : String(err) }, "cannot write the server-state file");
+      this.log.warn(
+        { path, err: err instanceof Error ? err.message : String(err) },
+        "cannot write the server-state file",
+      );
     }
   }
 }

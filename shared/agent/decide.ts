@@ -23,7 +23,8 @@ export interface LiveConfig {
 
 export function decideApply(live: LiveConfig | null, next: string): ApplyDecision {
   if (live === null) return { kind: "reload", reason: "HAProxy runs no config yet" };
-  if (!live.known) return { kind: "reload", reason: "the live server slots are not known (undoing runtime changes failed)" };
+  if (!live.known)
+    return { kind: "reload", reason: "the live server slots are not known (undoing runtime changes failed)" };
   if (live.text === next) return { kind: "identical" };
   const socket = statsSocketOf(live.text);
   if (!socket) return { kind: "reload", reason: "the running config has no stats socket for the runtime API" };

@@ -43,7 +43,10 @@ export async function writeFileAtomic(path: string, data: string, mode = 0o644):
       await d.close();
     }
   } catch (err) {
-    throw new NotDurableError(`${path} was replaced, but syncing ${dir} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new NotDurableError(
+      `${path} was replaced, but syncing ${dir} failed: ${err instanceof Error ? err.message : String(err)}`,
+      { cause: err },
+    );
   }
 }
 

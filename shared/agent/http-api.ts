@@ -92,7 +92,9 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
     // Authenticate before reading the body: strangers get nothing parsed.
     if (!tokenMatches(bearerToken(req.headers.authorization), expected)) {
       o.metrics.notifications.inc({ result: "unauthorized" });
-      throw new HttpError(401, "a valid bearer token is required", { "www-authenticate": 'Bearer realm="servicelb-agent"' });
+      throw new HttpError(401, "a valid bearer token is required", {
+        "www-authenticate": 'Bearer realm="servicelb-agent"',
+      });
     }
     let parsed: unknown;
     try {
@@ -116,7 +118,8 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
     const path = new URL(req.url ?? "/", "http://agent").pathname;
     const method = req.method ?? "GET";
     const only = (allowed: string) => {
-      if (!allowed.split(",").includes(method)) throw new HttpError(405, `use ${allowed.replace(",", " or ")}`, { allow: allowed });
+      if (!allowed.split(",").includes(method))
+        throw new HttpError(405, `use ${allowed.replace(",", " or ")}`, { allow: allowed });
     };
     switch (path) {
       case "/notify":

@@ -37,26 +37,65 @@ export function createAgentMetrics(): AgentMetrics {
   let stale = () => false;
   return {
     registry,
-    appliedRevision: new Gauge({ name: "servicelb_agent_applied_revision", help: "Snapshot revision of the config HAProxy runs (0: unknown)", registers }),
-    appliedTimestamp: new Gauge({ name: "servicelb_agent_applied_timestamp_seconds", help: "When the running config was applied", registers }),
-    pulls: new Counter({ name: "servicelb_agent_pulls_total", help: "Looks at the store for a newer config, by result (new, none, failed)", labelNames: ["result"], registers }),
+    appliedRevision: new Gauge({
+      name: "servicelb_agent_applied_revision",
+      help: "Snapshot revision of the config HAProxy runs (0: unknown)",
+      registers,
+    }),
+    appliedTimestamp: new Gauge({
+      name: "servicelb_agent_applied_timestamp_seconds",
+      help: "When the running config was applied",
+      registers,
+    }),
+    pulls: new Counter({
+      name: "servicelb_agent_pulls_total",
+      help: "Looks at the store for a newer config, by result (new, none, failed)",
+      labelNames: ["result"],
+      registers,
+    }),
     notifiedPulls: new Counter({
       name: "servicelb_agent_notified_pulls_total",
       help: "Configs fetched by the key a ping named, without listing the store (fetched), or not to be had that way (fallback: the store was listed)",
       labelNames: ["result"],
       registers,
     }),
-    reloads: new Counter({ name: "servicelb_agent_reloads_total", help: "HAProxy reloads through the master socket", registers }),
-    reloadFailures: new Counter({ name: "servicelb_agent_reload_failures_total", help: "Reloads HAProxy reported failed or did not confirm; the previous config kept serving", registers }),
-    runtimeUpdates: new Counter({ name: "servicelb_agent_runtime_updates_total", help: "Configs applied through the runtime API without a reload", registers }),
-    runtimeServerChanges: new Counter({ name: "servicelb_agent_runtime_server_changes_total", help: "Server slots changed through the runtime API", registers }),
-    applyFailures: new Counter({ name: "servicelb_agent_apply_failures_total", help: "Configs not applied, by stage (pull, verify, check, apply)", labelNames: ["stage"], registers }),
+    reloads: new Counter({
+      name: "servicelb_agent_reloads_total",
+      help: "HAProxy reloads through the master socket",
+      registers,
+    }),
+    reloadFailures: new Counter({
+      name: "servicelb_agent_reload_failures_total",
+      help: "Reloads HAProxy reported failed or did not confirm; the previous config kept serving",
+      registers,
+    }),
+    runtimeUpdates: new Counter({
+      name: "servicelb_agent_runtime_updates_total",
+      help: "Configs applied through the runtime API without a reload",
+      registers,
+    }),
+    runtimeServerChanges: new Counter({
+      name: "servicelb_agent_runtime_server_changes_total",
+      help: "Server slots changed through the runtime API",
+      registers,
+    }),
+    applyFailures: new Counter({
+      name: "servicelb_agent_apply_failures_total",
+      help: "Configs not applied, by stage (pull, verify, check, apply)",
+      labelNames: ["stage"],
+      registers,
+    }),
     skippedConfigs: new Counter({
       name: "servicelb_agent_skipped_configs_total",
       help: "Config keys skipped because their object was missing or did not verify (sha256, metadata); the next key down was taken",
       registers,
     }),
-    pullSeconds: new Histogram({ name: "servicelb_agent_pull_duration_seconds", help: "Listing and fetching a config from the store", buckets: LATENCY_BUCKETS, registers }),
+    pullSeconds: new Histogram({
+      name: "servicelb_agent_pull_duration_seconds",
+      help: "Listing and fetching a config from the store",
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
     applySeconds: new Histogram({
       name: "servicelb_agent_apply_duration_seconds",
       help: "From a fetched config to HAProxy running it (check, write, runtime API or reload), by how",
@@ -64,16 +103,34 @@ export function createAgentMetrics(): AgentMetrics {
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    notifications: new Counter({ name: "servicelb_agent_notifications_total", help: "POST /notify requests, by result", labelNames: ["result"], registers }),
-    loopFailures: new Counter({ name: "servicelb_agent_loop_failures_total", help: "Failed runs of the agent's loops (poll, status)", labelNames: ["loop"], registers }),
+    notifications: new Counter({
+      name: "servicelb_agent_notifications_total",
+      help: "POST /notify requests, by result",
+      labelNames: ["result"],
+      registers,
+    }),
+    loopFailures: new Counter({
+      name: "servicelb_agent_loop_failures_total",
+      help: "Failed runs of the agent's loops (poll, status)",
+      labelNames: ["loop"],
+      registers,
+    }),
     haproxyRestarts: new Counter({
       name: "servicelb_agent_haproxy_restarts_total",
       help: "HAProxy brought back after a death, by cause (master-exited: the master was restarted; worker-lost: its worker died under it and a reload forked a new one)",
       labelNames: ["cause"],
       registers,
     }),
-    haproxyQuickCrashes: new Gauge({ name: "servicelb_agent_haproxy_quick_crashes", help: "HAProxy masters in a row that died before serving or soon after (0: the last one had served stably)", registers }),
-    haproxyRestartDelay: new Gauge({ name: "servicelb_agent_haproxy_restart_delay_seconds", help: "Delay before the latest HAProxy restart (0: at once; more: backing off a master that keeps crashing)", registers }),
+    haproxyQuickCrashes: new Gauge({
+      name: "servicelb_agent_haproxy_quick_crashes",
+      help: "HAProxy masters in a row that died before serving or soon after (0: the last one had served stably)",
+      registers,
+    }),
+    haproxyRestartDelay: new Gauge({
+      name: "servicelb_agent_haproxy_restart_delay_seconds",
+      help: "Delay before the latest HAProxy restart (0: at once; more: backing off a master that keeps crashing)",
+      registers,
+    }),
     haproxyRecoverySeconds: new Histogram({
       name: "servicelb_agent_haproxy_recovery_seconds",
       help: "From HAProxy's death (master or worker) to a new worker serving, by cause",
@@ -87,7 +144,11 @@ export function createAgentMetrics(): AgentMetrics {
       labelNames: ["operation", "reason"],
       registers,
     }),
-    lastSuccessfulPull: new Gauge({ name: "servicelb_agent_last_successful_pull_timestamp_seconds", help: "When the agent last completed a look at the store (list, and the newer config's fetch if there was one)", registers }),
+    lastSuccessfulPull: new Gauge({
+      name: "servicelb_agent_last_successful_pull_timestamp_seconds",
+      help: "When the agent last completed a look at the store (list, and the newer config's fetch if there was one)",
+      registers,
+    }),
     pullStale: new Gauge({
       name: "servicelb_agent_pull_stale",
       help: "1 while no pull has completed for longer than --stale-pull-periods poll intervals",

@@ -72,9 +72,18 @@ export class NodeState {
     if (o.disk !== null) {
       const sha = sha256(o.disk);
       const known = o.saved.applied?.sha256 === sha ? o.saved.applied : null;
-      this.current = this.onDisk = { text: o.disk, sha256: sha, key: known?.key ?? null, revision: known?.revision ?? null };
+      this.current = this.onDisk = {
+        text: o.disk,
+        sha256: sha,
+        key: known?.key ?? null,
+        revision: known?.revision ?? null,
+      };
       applied = known;
-      if (!known) o.log.warn({ configPath: o.configPath, sha256: sha }, "the config on disk is not the one last recorded (stopped between write and record?): the newest published config decides");
+      if (!known)
+        o.log.warn(
+          { configPath: o.configPath, sha256: sha },
+          "the config on disk is not the one last recorded (stopped between write and record?): the newest published config decides",
+        );
     }
     // Nothing runs yet: "applied" becomes true once HAProxy serves (see status()).
     this.state = { applied, lastError: o.saved.lastError };
@@ -86,7 +95,10 @@ export class NodeState {
     return {
       applied: this.started ? this.state.applied : null,
       lastError: this.state.lastError,
-      backoff: f && Date.now() < f.retryAt ? { key: f.key, attempts: f.attempts, retryAt: new Date(f.retryAt).toISOString() } : null,
+      backoff:
+        f && Date.now() < f.retryAt
+          ? { key: f.key, attempts: f.attempts, retryAt: new Date(f.retryAt).toISOString() }
+          : null,
     };
   }
 
@@ -123,9 +135,20 @@ export class NodeState {
     lastError: AgentError | null = null,
   ): Promise<void> {
     const { metrics, log } = this.o;
-    this.current = this.onDisk = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
+    this.current = this.onDisk = {
+      text: config.config,
+      sha256: config.sha256,
+      key: config.key,
+      revision: config.revision,
+    };
     this.failure = null;
-    const applied: AppliedConfig = { key: config.key, sha256: config.sha256, revision: config.revision, appliedAt: new Date().toISOString(), how };
+    const applied: AppliedConfig = {
+      key: config.key,
+      sha256: config.sha256,
+      revision: config.revision,
+      appliedAt: new Date().toISOString(),
+      how,
+    };
     const ms = performance.now() - t0;
     metrics.appliedRevision.set(config.revision === null ? 0 : Number(config.revision));
     metrics.appliedTimestamp.set(Date.now() / 1000);
@@ -164,7 +187,10 @@ export class NodeState {
     try {
       await saveState(this.o.stateFile, state);
     } catch (err) {
-      this.o.log.error({ err: err instanceof Error ? err.message : String(err), file: this.o.stateFile }, "cannot save the agent state");
+      this.o.log.error(
+        { err: err instanceof Error ? err.message : String(err), file: this.o.stateFile },
+        "cannot save the agent state",
+      );
     }
     this.o.onChange?.();
   }

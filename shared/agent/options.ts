@@ -34,7 +34,16 @@ const sizeBytes = (min: number) =>
       return Number(n) * UNIT_BYTES[unit as keyof typeof UNIT_BYTES];
     })
     .refine((bytes) => bytes >= min, `at least ${min} bytes`);
-const count = (min: number) => z.union([z.number(), z.string().regex(/^[0-9]{1,6}$/, "a whole number").transform(Number)]).pipe(z.number().int().min(min));
+const count = (min: number) =>
+  z
+    .union([
+      z.number(),
+      z
+        .string()
+        .regex(/^[0-9]{1,6}$/, "a whole number")
+        .transform(Number),
+    ])
+    .pipe(z.number().int().min(min));
 const filePath = z.string().min(1, "a path").max(4096);
 // Unix socket paths are limited to 108 bytes (sun_path) on Linux.
 const socketPath = z.string().min(1, "a path").max(107, "at most 107 bytes (a unix socket path)");
@@ -49,11 +58,7 @@ const listen = z.string().transform((text, ctx) => {
   return { host: m[1]!.replace(/^\[(.*)\]$/, "$1"), port };
 });
 
-
-const nodeName = z
-  .string()
-  .max(253)
-  .regex(DNS1123_SUBDOMAIN, "a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.')");
+const nodeName = z.string().max(253).regex(DNS1123_SUBDOMAIN, "a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.')");
 
 interface Spec {
   schema: z.ZodType;
@@ -64,29 +69,68 @@ interface Spec {
 
 export const agentOptionSpecs = {
   store: { schema: storeUrlSchema.optional(), help: "s3://bucket[/prefix] where configs are published (required)" },
-  storeEndpoint: { schema: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(), help: "S3-compatible endpoint, e.g. http://minio:9000 (default: AWS S3)" },
-  storeRegion: { schema: z.string().regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1").optional(), help: "store region (default: $AWS_REGION, else us-east-1)" },
+  storeEndpoint: {
+    schema: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(),
+    help: "S3-compatible endpoint, e.g. http://minio:9000 (default: AWS S3)",
+  },
+  storeRegion: {
+    schema: z
+      .string()
+      .regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1")
+      .optional(),
+    help: "store region (default: $AWS_REGION, else us-east-1)",
+  },
   storePathStyle: { schema: bool.default(false), help: "path-style bucket URLs (MinIO, s3rver)", boolean: true },
   nodeName: { schema: nodeName.optional(), help: "this node's name in status/<node>.json (default: the host name)" },
-  listen: { schema: listen.default({ host: "0.0.0.0", port: 8081 }), help: "address of /notify, /healthz, /metrics and /status (default 0.0.0.0:8081)" },
-  configPath: { schema: filePath.default("/etc/haproxy/haproxy.cfg"), help: "the haproxy.cfg HAProxy runs, replaced atomically (default /etc/haproxy/haproxy.cfg)" },
-  stateDir: { schema: filePath.optional(), help: "where the agent remembers the applied config (default: the config's directory)" },
-  masterSocket: { schema: socketPath.default("/var/run/haproxy/master.sock"), help: "HAProxy master CLI socket, haproxy -W -S (default /var/run/haproxy/master.sock)" },
+  listen: {
+    schema: listen.default({ host: "0.0.0.0", port: 8081 }),
+    help: "address of /notify, /healthz, /metrics and /status (default 0.0.0.0:8081)",
+  },
+  configPath: {
+    schema: filePath.default("/etc/haproxy/haproxy.cfg"),
+    help: "the haproxy.cfg HAProxy runs, replaced atomically (default /etc/haproxy/haproxy.cfg)",
+  },
+  stateDir: {
+    schema: filePath.optional(),
+    help: "where the agent remembers the applied config (default: the config's directory)",
+  },
+  masterSocket: {
+    schema: socketPath.default("/var/run/haproxy/master.sock"),
+    help: "HAProxy master CLI socket, haproxy -W -S (default /var/run/haproxy/master.sock)",
+  },
   haproxyBin: { schema: z.string().min(1).default("haproxy"), help: "HAProxy binary (default: haproxy on the PATH)" },
-  pollInterval: { schema: durationMs(100).default(30_000), help: "how often to look for a newer config without a ping (default 30s, jittered)" },
-  minReloadInterval: { schema: durationMs(0).default(1000), help: "least time between two reloads (default 1s); the newest config waits and wins" },
+  pollInterval: {
+    schema: durationMs(100).default(30_000),
+    help: "how often to look for a newer config without a ping (default 30s, jittered)",
+  },
+  minReloadInterval: {
+    schema: durationMs(0).default(1000),
+    help: "least time between two reloads (default 1s); the newest config waits and wins",
+  },
   storeTimeout: {
     schema: durationMs(100).default(20_000),
     help: "deadline of each store request, body included (default 20s); the client's own timeouts only catch a store that goes silent, not one that answers slowly",
   },
-  maxConfigSize: { schema: sizeBytes(1024).default(DEFAULT_MAX_OBJECT_BYTES), help: "largest config object the agent reads (default 64Mi); a larger one is refused from its Content-Length, unread" },
-  stalePullPeriods: { schema: count(1).default(3), help: "after this many poll intervals without a completed pull, /status, /healthz and metrics say the pulls are stale (default 3)" },
-  statusInterval: { schema: durationMs(100).default(60_000), help: "how often to write status/<node>.json (default 60s, and after every apply)" },
+  maxConfigSize: {
+    schema: sizeBytes(1024).default(DEFAULT_MAX_OBJECT_BYTES),
+    help: "largest config object the agent reads (default 64Mi); a larger one is refused from its Content-Length, unread",
+  },
+  stalePullPeriods: {
+    schema: count(1).default(3),
+    help: "after this many poll intervals without a completed pull, /status, /healthz and metrics say the pulls are stale (default 3)",
+  },
+  statusInterval: {
+    schema: durationMs(100).default(60_000),
+    help: "how often to write status/<node>.json (default 60s, and after every apply)",
+  },
   stopGrace: {
     schema: durationMs(0).default(330_000),
     help: "on SIGTERM, how long HAProxy's open connections may take to finish before it is killed (default 330s: past the default hard-stop-after of 5m)",
   },
-  notifyTokenFile: { schema: filePath.optional(), help: "file holding the bearer token /notify requires (read at every request)" },
+  notifyTokenFile: {
+    schema: filePath.optional(),
+    help: "file holding the bearer token /notify requires (read at every request)",
+  },
   notifyToken: { schema: z.string().min(1).optional(), help: "the bearer token, when no file is given", envOnly: true },
 } as const satisfies Record<string, Spec>;
 
@@ -100,7 +144,13 @@ export interface AgentOptions extends Omit<Parsed, "store" | "nodeName" | "state
   storeRegion?: string;
 }
 
-const schema = z.object(Object.fromEntries(Object.entries(agentOptionSpecs).map(([k, v]) => [k, v.schema])) as { [K in keyof Specs]: Specs[K]["schema"] }).strict();
+const schema = z
+  .object(
+    Object.fromEntries(Object.entries(agentOptionSpecs).map(([k, v]) => [k, v.schema])) as {
+      [K in keyof Specs]: Specs[K]["schema"];
+    },
+  )
+  .strict();
 
 function describeKey(key: string): string {
   const spec = (agentOptionSpecs as Record<string, Spec>)[key];
@@ -111,22 +161,39 @@ function describeKey(key: string): string {
  * Validates the agent's settings from flags (commander's camelCase keys) over SERVICELB_*
  * variables. Errors name each setting both ways, since the DaemonSet sets variables.
  */
-export function parseAgentOptions(env: Readonly<Record<string, string | undefined>>, flags: Readonly<Record<string, unknown>> = {}): AgentOptions {
+export function parseAgentOptions(
+  env: Readonly<Record<string, string | undefined>>,
+  flags: Readonly<Record<string, unknown>> = {},
+): AgentOptions {
   const keys = Object.keys(agentOptionSpecs);
-  const fromFlags = Object.fromEntries(Object.entries(flags).filter(([k, v]) => v !== undefined && keys.includes(k) && !(agentOptionSpecs as Record<string, Spec>)[k]!.envOnly));
+  const fromFlags = Object.fromEntries(
+    Object.entries(flags).filter(
+      ([k, v]) => v !== undefined && keys.includes(k) && !(agentOptionSpecs as Record<string, Spec>)[k]!.envOnly,
+    ),
+  );
   const input = { ...optionsFromEnv(env, keys), ...fromFlags };
   const result = schema.safeParse(input);
   if (!result.success) {
-    throw new OptionsError(result.error.issues.map((i) => (i.path[0] === undefined ? i.message : `${describeKey(String(i.path[0]))}: ${i.message}`)).join("\n"));
+    throw new OptionsError(
+      result.error.issues
+        .map((i) => (i.path[0] === undefined ? i.message : `${describeKey(String(i.path[0]))}: ${i.message}`))
+        .join("\n"),
+    );
   }
   const o = result.data as Parsed;
-  if (!o.store) throw new OptionsError(`${describeKey("store")} is required: s3://bucket[/prefix] where configs are published`);
+  if (!o.store)
+    throw new OptionsError(`${describeKey("store")} is required: s3://bucket[/prefix] where configs are published`);
   if (!o.notifyTokenFile && !o.notifyToken) {
     // An agent that reloads HAProxy on anyone's say-so is an open door; refuse to run without a token.
-    throw new OptionsError(`${describeKey("notifyTokenFile")} or ${envName("notifyToken")} is required: the bearer token of POST /notify`);
+    throw new OptionsError(
+      `${describeKey("notifyTokenFile")} or ${envName("notifyToken")} is required: the bearer token of POST /notify`,
+    );
   }
   const node = o.nodeName ?? hostname().toLowerCase();
-  if (!nodeName.safeParse(node).success) throw new OptionsError(`${describeKey("nodeName")}: the host name ${JSON.stringify(node)} is not a DNS-1123 subdomain; set it`);
+  if (!nodeName.safeParse(node).success)
+    throw new OptionsError(
+      `${describeKey("nodeName")}: the host name ${JSON.stringify(node)} is not a DNS-1123 subdomain; set it`,
+    );
   return {
     ...o,
     store: o.store,

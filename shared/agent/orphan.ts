@@ -20,6 +20,9 @@ export async function findOrphanMaster(masterSocket: string): Promise<number | n
 export function retireOrphanMaster(pid: number, ourPid: number | undefined, log: Logger): void {
   // The pid may have been reused since we read it from the socket.
   if (pid === ourPid || !processAlive(pid) || !isHaproxy(pid)) return;
-  log.warn({ pid }, "an HAProxy master left by an earlier agent was still running; soft-stopping it now that ours serves");
+  log.warn(
+    { pid },
+    "an HAProxy master left by an earlier agent was still running; soft-stopping it now that ours serves",
+  );
   process.kill(pid, "SIGUSR1");
 }

@@ -5,7 +5,13 @@
  * and reported, and the next one down is taken, so that one bad key never freezes the node.
  */
 
-import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/object-store.js";
+import {
+  StoreError,
+  type ObjectStore,
+  type Pin,
+  type SkippedKey,
+  type StoredConfig,
+} from "../adapters/object-store.js";
 import { compareConfigKeys } from "../core/config-key.js";
 
 /** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
@@ -16,7 +22,11 @@ export class SkippedKeys {
 
   add(key: string, reason: string): void {
     const attempts = (this.byKey.get(key)?.attempts ?? 0) + 1;
-    this.byKey.set(key, { reason, attempts, retryAt: Date.now() + Math.min(this.backoff.initialMs * 2 ** (attempts - 1), this.backoff.maxMs) });
+    this.byKey.set(key, {
+      reason,
+      attempts,
+      retryAt: Date.now() + Math.min(this.backoff.initialMs * 2 ** (attempts - 1), this.backoff.maxMs),
+    });
   }
 
   /** Skipped and not yet due for another look. */
@@ -78,7 +88,10 @@ export async function newestVerifiedAfter(
 }
 
 /** The pin, or null; a pin.json that is not a pin is reported through `onInvalid` and ignored. */
-export async function readPin(store: Pick<ObjectStore, "getPin">, onInvalid: (reason: string) => void): Promise<Pin | null> {
+export async function readPin(
+  store: Pick<ObjectStore, "getPin">,
+  onInvalid: (reason: string) => void,
+): Promise<Pin | null> {
   try {
     return await store.getPin();
   } catch (err) {

@@ -59,7 +59,10 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
   async function guarded<T>(operation: string, op: () => Promise<T>): Promise<T> {
     let onStop: (() => void) | undefined;
     const stopped = new Promise<never>((_, reject) => {
-      onStop = () => reject(new StoreError(`S3 ${operation} at ${inner.endpoint} abandoned: the agent is stopping`, { transient: true }));
+      onStop = () =>
+        reject(
+          new StoreError(`S3 ${operation} at ${inner.endpoint} abandoned: the agent is stopping`, { transient: true }),
+        );
       stopping.signal.addEventListener("abort", onStop, { once: true });
     });
     try {

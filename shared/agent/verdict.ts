@@ -6,7 +6,9 @@ import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render.js";
 import type { AgentError } from "./state.js";
 
 /** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
-export type CheckVerdict = { ok: true } | { ok: false; stage: AgentError["stage"]; message: string; unavailable?: boolean };
+export type CheckVerdict =
+  | { ok: true }
+  | { ok: false; stage: AgentError["stage"]; message: string; unavailable?: boolean };
 
 /** `haproxy -c`, as adapters/haproxy/check.ts runs it; injected so a test can decide the verdict and its timing. */
 export type ConfigChecker = (text: string, opts: CheckOptions) => Promise<CheckResult>;
@@ -23,10 +25,18 @@ export interface VerdictOptions {
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** Never rejects; nothing is recorded. */
-export async function configVerdict(config: { key: string; config: string }, o: VerdictOptions, signal?: AbortSignal): Promise<CheckVerdict> {
+export async function configVerdict(
+  config: { key: string; config: string },
+  o: VerdictOptions,
+  signal?: AbortSignal,
+): Promise<CheckVerdict> {
   const env = o.env ?? process.env;
   if (config.config.includes(STATS_PASSWORD_REF) && !env[STATS_PASSWORD_VARIABLE]) {
-    return { ok: false, stage: "check", message: `the config protects the stats page (--stats-user) but ${STATS_PASSWORD_VARIABLE} is not set for HAProxy on this node` };
+    return {
+      ok: false,
+      stage: "check",
+      message: `the config protects the stats page (--stats-user) but ${STATS_PASSWORD_VARIABLE} is not set for HAProxy on this node`,
+    };
   }
   let check: CheckResult;
   try {
@@ -34,8 +44,16 @@ export async function configVerdict(config: { key: string; config: string }, o: 
   } catch (err) {
     return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${message(err)}` };
   }
-  if (!check.ok && !check.alerted) return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${check.errors.join("; ")}` };
-  if (!check.ok) return { ok: false, stage: "check", message: `haproxy -c rejected the config: ${check.errors.join("; ")}` };
-  if (check.warnings.length > 0) o.log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
+  if (!check.ok && !check.alerted)
+    return {
+      ok: false,
+      stage: "check",
+      unavailable: true,
+      message: `haproxy -c could not run: ${check.errors.join("; ")}`,
+    };
+  if (!check.ok)
+    return { ok: false, stage: "check", message: `haproxy -c rejected the config: ${check.errors.join("; ")}` };
+  if (check.warnings.length > 0)
+    o.log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
   return { ok: true };
 }

@@ -80,7 +80,8 @@ export function classifyEvent(event: unknown, scope: ScopeOptions): Classificati
   if (!envelope.success) return { verdict: "malformed", reason: `not a CloudEvent: ${issue(envelope.error)}` };
   const { id, type, source } = envelope.data;
   const base = { id, type, source };
-  if (type === PING_EVENT_TYPE || type === PUBSUB_TICK_TYPE) return { ...base, verdict: "resync", reason: "periodic resync" };
+  if (type === PING_EVENT_TYPE || type === PUBSUB_TICK_TYPE)
+    return { ...base, verdict: "resync", reason: "periodic resync" };
   const mode = APISERVER_EVENT_TYPE.exec(type)?.[1];
   if (!mode) return { ...base, verdict: "unknown", reason: `event type ${type} is not one servicelb handles` };
 
@@ -88,17 +89,27 @@ export function classifyEvent(event: unknown, scope: ScopeOptions): Classificati
   let object: EventObject;
   if (mode === "resource") {
     const parsed = resourceDataSchema.safeParse(data);
-    if (!parsed.success) return { ...base, verdict: "malformed", reason: `data is not a Kubernetes object: ${issue(parsed.error)}` };
+    if (!parsed.success)
+      return { ...base, verdict: "malformed", reason: `data is not a Kubernetes object: ${issue(parsed.error)}` };
     const { apiVersion, kind, metadata } = parsed.data;
-    object = { apiVersion, kind, namespace: metadata.namespace, name: metadata.name, service: serviceOf(kind, metadata.name, metadata.labels ?? {}) };
+    object = {
+      apiVersion,
+      kind,
+      namespace: metadata.namespace,
+      name: metadata.name,
+      service: serviceOf(kind, metadata.name, metadata.labels ?? {}),
+    };
   } else {
     const parsed = refDataSchema.safeParse(data);
-    if (!parsed.success) return { ...base, verdict: "malformed", reason: `data is not an object reference: ${issue(parsed.error)}` };
+    if (!parsed.success)
+      return { ...base, verdict: "malformed", reason: `data is not an object reference: ${issue(parsed.error)}` };
     const { apiVersion, kind, namespace, name } = parsed.data;
     object = { apiVersion, kind, namespace, name, service: serviceOf(kind, name, {}) };
   }
   const outOfScope = whyIrrelevant(object, scope);
-  return outOfScope ? { ...base, object, verdict: "irrelevant", reason: outOfScope } : { ...base, object, verdict: "relevant", reason: `${object.kind} changed` };
+  return outOfScope
+    ? { ...base, object, verdict: "irrelevant", reason: outOfScope }
+    : { ...base, object, verdict: "relevant", reason: `${object.kind} changed` };
 }
 
 /**
@@ -113,9 +124,14 @@ function whyIrrelevant(o: EventObject, scope: ScopeOptions): string | undefined 
   if (ns === undefined) return undefined;
   if (scope.namespace && ns !== scope.namespace) return `namespace ${ns} is outside --namespace ${scope.namespace}`;
   if (!scope.exposeSystem && ns === "kube-system") return "kube-system is not exposed (--expose-system)";
-  if (!scope.exposeSystem && ns === "default" && o.service === "kubernetes") return "default/kubernetes is not exposed (--expose-system)";
+  if (!scope.exposeSystem && ns === "default" && o.service === "kubernetes")
+    return "default/kubernetes is not exposed (--expose-system)";
   const target = scope.targetService;
-  if (target && o.service !== undefined && !(target.includes("/") ? target === `${ns}/${o.service}` : target === o.service)) {
+  if (
+    target &&
+    o.service !== undefined &&
+    !(target.includes("/") ? target === `${ns}/${o.service}` : target === o.service)
+  ) {
     return `Service ${ns}/${o.service} is not --target-service ${target}`;
   }
   return undefined;
@@ -140,7 +156,8 @@ function serviceOf(kind: string, name: string, labels: Readonly<Record<string, s
 
 /** Binary-mode data arrives parsed only when its content type is JSON; accept JSON text or bytes too. */
 function decodeData(data: unknown): unknown {
-  const text = typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data).toString("utf8") : undefined;
+  const text =
+    typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data).toString("utf8") : undefined;
   if (text === undefined) return data;
   try {
     return JSON.parse(text) as unknown;
@@ -170,7 +187,13 @@ export function acknowledgeUnreadableDelivery(log: Logger): RejectionAnswer {
     }
     const header = (name: string) => (typeof req.headers[name] === "string" ? req.headers[name] : undefined);
     log.warn(
-      { eventId: header("ce-id"), eventType: header("ce-type"), contentType: header("content-type"), verdict: "malformed", reason: rejection.reason },
+      {
+        eventId: header("ce-id"),
+        eventType: header("ce-type"),
+        contentType: header("content-type"),
+        verdict: "malformed",
+        reason: rejection.reason,
+      },
       "event ignored: not understood",
     );
     res.statusCode = 204;

@@ -1,7 +1,14 @@
 import { accessSync, constants } from "node:fs";
 import { z } from "zod";
 import { parseServiceRef } from "../core/k8s-names.js";
-import { envName, optionSpecs, OptionsError, parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
+import {
+  envName,
+  optionSpecs,
+  OptionsError,
+  parseRenderOptions,
+  pickRenderOptions,
+  type RenderOptions,
+} from "../core/options.js";
 import { mergeOptionSources } from "../adapters/option-sources.js";
 import { storeUrlSchema } from "../core/store-url.js";
 
@@ -46,9 +53,9 @@ export interface FunctionSettings {
 }
 
 const bool = z.union([z.boolean(), z.stringbool()], { error: "true or false" });
-const commaList = z.union([z.string(), z.array(z.string())]).transform((v) =>
-  (Array.isArray(v) ? v : v.split(",")).map((s) => s.trim()).filter((s) => s !== ""),
-);
+const commaList = z
+  .union([z.string(), z.array(z.string())])
+  .transform((v) => (Array.isArray(v) ? v : v.split(",")).map((s) => s.trim()).filter((s) => s !== ""));
 const wholeNumber = (message: string, min: number, max: number) =>
   z.coerce.number({ error: message }).int(message).min(min, message).max(max, message);
 const PORT_NAME = /^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$/;
@@ -61,13 +68,19 @@ const extraSchemas = {
   maxBodyBytes: wholeNumber("a whole number of bytes ≥ 1024", 1024, Number.MAX_SAFE_INTEGER).default(32 * 1024 * 1024),
   store: storeUrlSchema.optional(),
   storeEndpoint: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(),
-  storeRegion: z.string().regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1").optional(),
+  storeRegion: z
+    .string()
+    .regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1")
+    .optional(),
   storePathStyle: bool.default(false),
   storeRetain: wholeNumber("a whole number of configs from 1 to 10000", 1, 10_000).default(50),
   agents: commaList.pipe(z.array(z.url({ protocol: /^https?$/, error: "comma list of http(s) URLs" }))).default([]),
   agentService: z
     .string()
-    .refine((ref) => ref.includes("/") && parseServiceRef(ref, "default") !== null, "namespace/name of the agent Service")
+    .refine(
+      (ref) => ref.includes("/") && parseServiceRef(ref, "default") !== null,
+      "namespace/name of the agent Service",
+    )
     .optional(),
   agentPort: z
     .union([z.number(), z.string()])
@@ -112,10 +125,16 @@ export function loadFunctionSettings(
     env,
     flags,
   });
-  const extraInput = Object.fromEntries(Object.keys(extraSchemas).filter((k) => merged[k] !== undefined).map((k) => [k, merged[k]]));
+  const extraInput = Object.fromEntries(
+    Object.keys(extraSchemas)
+      .filter((k) => merged[k] !== undefined)
+      .map((k) => [k, merged[k]]),
+  );
   const parsed = extraSchema.safeParse(extraInput);
   if (!parsed.success) {
-    throw new OptionsError(parsed.error.issues.map((i) => `${envName(String(i.path[0] ?? ""))}: ${i.message}`).join("\n"));
+    throw new OptionsError(
+      parsed.error.issues.map((i) => `${envName(String(i.path[0] ?? ""))}: ${i.message}`).join("\n"),
+    );
   }
   const x = parsed.data;
   const agentRef = x.agentService ? parseServiceRef(x.agentService, "default")! : undefined;
@@ -149,6 +168,9 @@ export function loadFunctionSettings(
 
 /** The store settings, or an error that names the variable to set. */
 export function requireStore(settings: FunctionSettings): StoreSettings {
-  if (!settings.store) throw new OptionsError(`--store / ${envName("store")} is required: s3://bucket[/prefix] where configs are published`);
+  if (!settings.store)
+    throw new OptionsError(
+      `--store / ${envName("store")} is required: s3://bucket[/prefix] where configs are published`,
+    );
   return settings.store;
 }

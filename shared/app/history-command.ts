@@ -25,17 +25,29 @@ export interface DescribedEntry extends HistoryEntry {
 /** `servicelb history [--limit N] [--format text|json]`: newest first, in decision order. */
 export async function runHistory(flags: Record<string, unknown>): Promise<number> {
   const limit = flags.limit === undefined ? 20 : Number(flags.limit);
-  if (!Number.isInteger(limit) || limit < 0) throw new OptionsError(`--limit: ${String(flags.limit)} is not a whole number ≥ 0`);
+  if (!Number.isInteger(limit) || limit < 0)
+    throw new OptionsError(`--limit: ${String(flags.limit)} is not a whole number ≥ 0`);
   return withStore(flags, async (store) => {
-    const [entries, pin] = await Promise.all([store.history({ limit: limit === 0 ? undefined : limit }), store.getPin()]);
+    const [entries, pin] = await Promise.all([
+      store.history({ limit: limit === 0 ? undefined : limit }),
+      store.getPin(),
+    ]);
     const described = await Promise.all(
       entries.map(async (e): Promise<DescribedEntry> => {
         const head = await store.head(e.key).catch((err: unknown) => (err as Error).message);
         const ok = typeof head !== "string";
-        return { ...e, producer: ok ? head.generator : null, settingsDigest: ok ? head.settingsDigest : null, problem: ok ? null : head, pinned: pin?.key === e.key };
+        return {
+          ...e,
+          producer: ok ? head.generator : null,
+          settingsDigest: ok ? head.settingsDigest : null,
+          problem: ok ? null : head,
+          pinned: pin?.key === e.key,
+        };
       }),
     );
-    process.stdout.write(flags.format === "json" ? `${JSON.stringify(described, null, 2)}\n` : formatHistory(described));
+    process.stdout.write(
+      flags.format === "json" ? `${JSON.stringify(described, null, 2)}\n` : formatHistory(described),
+    );
     return 0;
   });
 }
@@ -61,7 +73,8 @@ export async function runDiff(from: string, to: string, flags: Record<string, un
 
 async function recordedSettings(store: ObjectStore, key: string): Promise<SettingsRecord> {
   const head: ConfigHead = await store.head(key);
-  if (!head.settingsDigest) throw new OptionsError(`${key} records no settings (published before servicelb recorded them, or by hand)`);
+  if (!head.settingsDigest)
+    throw new OptionsError(`${key} records no settings (published before servicelb recorded them, or by hand)`);
   return store.readSettings(head.settingsDigest);
 }
 
@@ -83,18 +96,30 @@ export async function runReconcileOnce(flags: Record<string, unknown>): Promise<
     throw err;
   });
   if (recorded.from) {
-    const differs = recorded.differs.map((c) => `${c.setting} ${String(c.from ?? "(unset)")} → ${String(c.to ?? "(unset)")}`);
+    const differs = recorded.differs.map(
+      (c) => `${c.setting} ${String(c.from ?? "(unset)")} → ${String(c.to ?? "(unset)")}`,
+    );
     process.stderr.write(
       `servicelb: rendering with the settings recorded with ${recorded.from.key} (settings ${recorded.from.digest})` +
         (differs.length > 0 ? `, except: ${differs.join(", ")}\n` : "\n"),
     );
   } else {
-    process.stderr.write("servicelb: the store records no settings: rendering with this shell's settings (flags, SERVICELB_*, defaults)\n");
+    process.stderr.write(
+      "servicelb: the store records no settings: rendering with this shell's settings (flags, SERVICELB_*, defaults)\n",
+    );
   }
-  const reconciler = createReconciler({ ...settings, options: recorded.options }, { log: createLogger("reconcile"), store });
+  const reconciler = createReconciler(
+    { ...settings, options: recorded.options },
+    { log: createLogger("reconcile"), store },
+  );
   try {
-    const result = await reconciler.reconcileNow({ id: `cli-${process.pid}-${Date.now()}`, type: "servicelb.cli.reconcile" });
-    process.stdout.write(`${JSON.stringify({ ...result, settings: { recordedWith: recorded.from?.key ?? null, differs: recorded.differs } }, null, 2)}\n`);
+    const result = await reconciler.reconcileNow({
+      id: `cli-${process.pid}-${Date.now()}`,
+      type: "servicelb.cli.reconcile",
+    });
+    process.stdout.write(
+      `${JSON.stringify({ ...result, settings: { recordedWith: recorded.from?.key ?? null, differs: recorded.differs } }, null, 2)}\n`,
+    );
     return 0;
   } finally {
     reconciler.close();
@@ -117,7 +142,10 @@ export function resolveConfigRef(ref: string, entries: readonly HistoryEntry[]):
     ? entries.filter((e) => e.revision === BigInt(ref).toString())
     : entries.filter((e) => e.key === ref || e.key.endsWith(`/${ref}`));
   if (matches.length === 1) return matches[0]!.key;
-  if (matches.length > 1) throw new OptionsError(`${ref} names ${matches.length} configs (${matches.map((e) => e.key).join(", ")}): give the key`);
+  if (matches.length > 1)
+    throw new OptionsError(
+      `${ref} names ${matches.length} configs (${matches.map((e) => e.key).join(", ")}): give the key`,
+    );
   throw new OptionsError(`${ref}: no such config in the store (see servicelb history)`);
 }
 
@@ -137,11 +165,17 @@ export function formatHistory(entries: readonly DescribedEntry[]): string {
     ]),
   ];
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ")).join("\n") + "\n";
+  return (
+    rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ")).join("\n") +
+    "\n"
+  );
 }
 
 /** The store the flags (or environment) name, closed after `run`. */
-export async function withStore(flags: Record<string, unknown>, run: (store: ObjectStore) => Promise<number>): Promise<number> {
+export async function withStore(
+  flags: Record<string, unknown>,
+  run: (store: ObjectStore) => Promise<number>,
+): Promise<number> {
   const store = openStore(loadFunctionSettings(process.env, flags));
   try {
     return await run(store);

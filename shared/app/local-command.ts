@@ -13,7 +13,8 @@ export async function runLocal(flags: Record<string, string | boolean | undefine
   const out = createConsole(consoleFormat(flags.logFormat as LogFormat | undefined, process.stderr.isTTY === true));
   const log = out.log;
   const resyncMs = Number(flags.resync);
-  if (!Number.isInteger(resyncMs) || resyncMs < 1000) throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
+  if (!Number.isInteger(resyncMs) || resyncMs < 1000)
+    throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
   // From the start: the processes run in their own process groups, so Ctrl-C is ours to pass on.
   const stopping = new AbortController();
   const requested = new Promise<void>((resolve) => {

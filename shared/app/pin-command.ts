@@ -16,7 +16,12 @@ export async function runPin(ref: string, flags: Record<string, unknown>): Promi
       throw new OptionsError(`${key} cannot be pinned: ${(err as Error).message}`);
     });
     const reason = typeof flags.reason === "string" ? flags.reason : undefined;
-    await store.putPin({ key, sha256: config.sha256, pinnedAt: new Date().toISOString(), ...(reason ? { reason } : {}) });
+    await store.putPin({
+      key,
+      sha256: config.sha256,
+      pinnedAt: new Date().toISOString(),
+      ...(reason ? { reason } : {}),
+    });
     process.stdout.write(`pinned ${key}: every agent runs it until \`servicelb unpin\`; passes still publish\n`);
     return 0;
   });
@@ -27,7 +32,9 @@ export async function runUnpin(flags: Record<string, unknown>): Promise<number> 
     const pin = await store.getPin().catch(() => null);
     await store.deletePin();
     const newest = await store.latest();
-    process.stdout.write(`${pin ? `unpinned ${pin.key}` : "nothing was pinned"}: agents follow the newest config${newest ? ` (${newest.key})` : ""}\n`);
+    process.stdout.write(
+      `${pin ? `unpinned ${pin.key}` : "nothing was pinned"}: agents follow the newest config${newest ? ` (${newest.key})` : ""}\n`,
+    );
     return 0;
   });
 }

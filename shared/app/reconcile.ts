@@ -7,7 +7,13 @@ import { settingsRecord } from "../core/settings.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
-import { createObjectStore, StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
+import {
+  createObjectStore,
+  StoreError,
+  type ObjectStore,
+  type PublishResult,
+  type SkippedKey,
+} from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageRoot } from "../adapters/templates.js";
 import { trace } from "../adapters/trace.js";
@@ -96,17 +102,26 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     );
   const ctx = new RenderContext(settings.options, { template: settings.template });
   const kube = { kubeconfig: settings.kubeconfig, context: settings.context };
-  const readSnapshot = deps.readSnapshot ?? ((signal: AbortSignal) => readLiveSnapshot(settings.options, { ...kube, signal }, ctx.liveItems));
-  const liveRevision = deps.liveRevision ?? ((signal: AbortSignal) => readClusterRevision(loadKubeConfig(kube), { namespace: settings.options.namespace, signal }));
+  const readSnapshot =
+    deps.readSnapshot ??
+    ((signal: AbortSignal) => readLiveSnapshot(settings.options, { ...kube, signal }, ctx.liveItems));
+  const liveRevision =
+    deps.liveRevision ??
+    ((signal: AbortSignal) =>
+      readClusterRevision(loadKubeConfig(kube), { namespace: settings.options.namespace, signal }));
   const recorded = settingsRecord(settings.options, ctx.template);
   const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
   if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
     // Agents refuse unauthenticated pings: without a token every ping would fail with 401.
-    throw new OptionsError(`${envName("notifyTokenFile")} or ${envName("notifyToken")} is required when agents are configured (the agents' /notify needs the bearer token)`);
+    throw new OptionsError(
+      `${envName("notifyTokenFile")} or ${envName("notifyToken")} is required when agents are configured (the agents' /notify needs the bearer token)`,
+    );
   }
   if (!hasAgents) {
-    log.info("no agents configured (SERVICELB_AGENTS, SERVICELB_AGENT_SERVICE): nobody is pinged, agents rely on their poll");
+    log.info(
+      "no agents configured (SERVICELB_AGENTS, SERVICELB_AGENT_SERVICE): nobody is pinged, agents rely on their poll",
+    );
   }
 
   let passes = 0;
@@ -118,7 +133,12 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     let stage: Stage = "list";
     const deadline = AbortSignal.timeout(settings.passTimeoutMs);
     const guard = <T>(work: Promise<T>) =>
-      withDeadline(deadline, () => `the reconcile pass exceeded its deadline of ${settings.passTimeoutMs} ms (${envName("passTimeoutMs")}) at ${stage}; it was abandoned`, work);
+      withDeadline(
+        deadline,
+        () =>
+          `the reconcile pass exceeded its deadline of ${settings.passTimeoutMs} ms (${envName("passTimeoutMs")}) at ${stage}; it was abandoned`,
+        work,
+      );
     try {
       const listAndRender = async () => {
         stage = "list";
@@ -134,15 +154,35 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         durationsMs.render = rendered.stats.renderMs;
         if (rendered.warnings.length > 0) {
           // One line per pass rather than per warning: a resync repeats them every period.
-          plog.warn({ revision: snapshot.revision, count: rendered.warnings.length, warnings: rendered.warnings.slice(0, LOGGED_WARNINGS) }, "render warnings");
+          plog.warn(
+            {
+              revision: snapshot.revision,
+              count: rendered.warnings.length,
+              warnings: rendered.warnings.slice(0, LOGGED_WARNINGS),
+            },
+            "render warnings",
+          );
         }
         return { snapshot, rendered };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
-      const publish = async (revision: string, bytes: Uint8Array | string, restore: boolean): Promise<PublishResult> => {
+      const publish = async (
+        revision: string,
+        bytes: Uint8Array | string,
+        restore: boolean,
+      ): Promise<PublishResult> => {
         stage = "publish";
         const t = performance.now();
-        const result = await guard(store.publish({ config: bytes, revision, generator, settings: recorded, liveRevision: () => guard(liveRevision(deadline)), restore }));
+        const result = await guard(
+          store.publish({
+            config: bytes,
+            revision,
+            generator,
+            settings: recorded,
+            liveRevision: () => guard(liveRevision(deadline)),
+            restore,
+          }),
+        );
         durationsMs.publish = since(t);
         return result;
       };
@@ -154,27 +194,45 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         // Evidence from a fresh list: the live cluster is behind what the store recorded (etcd
         // restore, a new cluster behind this store, a restarted local stack), or this snapshot
         // was listed before the cluster went back. Start again from a list taken now.
-        plog.warn({ ...regression }, "the cluster's revision is behind the newest view recorded in the store: listing it again to publish into a new epoch");
+        plog.warn(
+          { ...regression },
+          "the cluster's revision is behind the newest view recorded in the store: listing it again to publish into a new epoch",
+        );
         ctx.forgetLiveState();
         ({ snapshot, rendered } = await listAndRender());
         published = await publish(snapshot.revision, rendered.bytes, true);
         // A restore publish never asks for another one (see core/publish-order.ts).
-        if (published.status === "regressed") throw new Error(`publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`);
+        if (published.status === "regressed")
+          throw new Error(
+            `publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`,
+          );
       }
       trace("reconcile", "pass.published", { n, status: published.status, key: published.key });
       if (published.newEpoch) {
-        plog.warn({ epoch: published.epoch, key: published.key, ...regression }, `published into epoch ${published.epoch}: the cluster's revisions went back`);
+        plog.warn(
+          { epoch: published.epoch, key: published.key, ...regression },
+          `published into epoch ${published.epoch}: the cluster's revisions went back`,
+        );
       }
       if (published.skipped.length > 0) {
-        plog.warn({ skipped: published.skipped }, "newer config keys in the store do not verify and were skipped: delete them, and find out who wrote them");
+        plog.warn(
+          { skipped: published.skipped },
+          "newer config keys in the store do not verify and were skipped: delete them, and find out who wrote them",
+        );
       }
-      if (published.pruneError) plog.warn({ err: published.pruneError.message }, "published, but pruning old configs failed; the next publish retries");
+      if (published.pruneError)
+        plog.warn(
+          { err: published.pruneError.message },
+          "published, but pruning old configs failed; the next publish retries",
+        );
 
       let notify: ReconcileResult["notify"];
       if (published.status === "published") {
         stage = "notify";
         const t = performance.now();
-        const report = await guard(notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }));
+        const report = await guard(
+          notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
+        );
         durationsMs.notify = since(t);
         trace("reconcile", "pass.notified", { n });
         notify = { agents: report.agents, ok: report.ok, failed: report.failed };
@@ -209,14 +267,21 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       trace("reconcile", "pass.end", { n });
       return result;
     } catch (err) {
-      const transient = (err instanceof ClusterError || err instanceof StoreError || err instanceof DeadlineError) && err.transient;
+      const transient =
+        (err instanceof ClusterError || err instanceof StoreError || err instanceof DeadlineError) && err.transient;
       if (transient) {
-        plog.warn({ err, stage, durationsMs }, `reconcile failed at ${stage} (transient); failing the delivery so that the Broker retries`);
+        plog.warn(
+          { err, stage, durationsMs },
+          `reconcile failed at ${stage} (transient); failing the delivery so that the Broker retries`,
+        );
       } else {
         // Also a failure (5xx), not an acknowledgement: the Broker retries a few times and then
         // dead-letters the event, which is where an operator looks. Acknowledging would hide a
         // broken RBAC rule or store until someone noticed stale configs.
-        plog.error({ err, stage, durationsMs }, `reconcile failed at ${stage} and retrying will not help until the cause is fixed`);
+        plog.error(
+          { err, stage, durationsMs },
+          `reconcile failed at ${stage} and retrying will not help until the cause is fixed`,
+        );
       }
       throw err;
     }
@@ -237,24 +302,37 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       });
       return inFlight;
     }
-    queued ??= inFlight.then(
-      () => undefined,
-      () => undefined,
-    ).then(() => {
-      queued = undefined;
-      return coalesced(trigger, verdict);
-    });
+    queued ??= inFlight
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        queued = undefined;
+        return coalesced(trigger, verdict);
+      });
     return queued;
   }
 
   return {
     async reconcile(event) {
       const c = classifyEvent(event, settings.options);
-      trace("reconcile", "event", { rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion, verdict: c.verdict, busy: inFlight !== undefined });
+      trace("reconcile", "event", {
+        rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
+        verdict: c.verdict,
+        busy: inFlight !== undefined,
+      });
       const id = c.id ?? "(none)";
       const type = c.type ?? "(none)";
       if (c.verdict === "resync" || c.verdict === "relevant") return coalesced({ id, type }, c.verdict);
-      const fields = { eventId: id, eventType: type, source: c.source, object: c.object, verdict: c.verdict, reason: c.reason };
+      const fields = {
+        eventId: id,
+        eventType: type,
+        source: c.source,
+        object: c.object,
+        verdict: c.verdict,
+        reason: c.reason,
+      };
       // Acknowledged either way: retrying a poison event cannot help, and the resync covers it.
       if (c.verdict === "irrelevant") log.debug(fields, "event ignored: it cannot change the config");
       else log.warn(fields, "event ignored: not understood");
@@ -278,7 +356,13 @@ export function createReconcileHandler(reconciler: Reconciler): (event: CloudEve
 /** The store named by the settings; credentials come from the standard AWS chain. */
 export function openStore(settings: FunctionSettings): ObjectStore {
   const s = requireStore(settings);
-  return createObjectStore({ url: s.url, endpoint: s.endpoint, region: s.region, forcePathStyle: s.forcePathStyle, retain: s.retain });
+  return createObjectStore({
+    url: s.url,
+    endpoint: s.endpoint,
+    region: s.region,
+    forcePathStyle: s.forcePathStyle,
+    retain: s.retain,
+  });
 }
 
 function packageVersion(): string {

@@ -36,7 +36,12 @@ export async function withRecordedSettings(
   }
   if (!newest || !recorded) return { options: own.options, from: null, differs: [] };
   const given = pickRenderOptions(
-    mergeOptionSources({ keys: FUNCTION_SETTING_KEYS, configFile: (sources.flags.config as string | undefined) ?? sources.env.SERVICELB_CONFIG, env: sources.env, flags: sources.flags }),
+    mergeOptionSources({
+      keys: FUNCTION_SETTING_KEYS,
+      configFile: (sources.flags.config as string | undefined) ?? sources.env.SERVICELB_CONFIG,
+      env: sources.env,
+      flags: sources.flags,
+    }),
   );
   const options = parseRenderOptions({ ...recorded.options, ...given });
   const differs = diffSettings(recorded, settingsRecord(options, templateRecord(own.template)));

@@ -3,7 +3,6 @@ import { mergeOptionSources } from "../adapters/option-sources.js";
 import { readSnapshotFile } from "../adapters/snapshot-file.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
-
 /** `servicelb render`: the dry run from a shell. Returns the exit code. */
 export async function runRender(flags: Record<string, unknown>): Promise<number> {
   const merged = mergeOptionSources({
@@ -17,14 +16,19 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   const t0 = performance.now();
   const snapshot = flags.snapshot
     ? readSnapshotFile(flags.snapshot as string)
-    : await (await import("../adapters/snapshot-source.js")).readLiveSnapshot(options, { kubeconfig: merged.kubeconfig as string | undefined, context: merged.context as string | undefined });
+    : await (await import("../adapters/snapshot-source.js")).readLiveSnapshot(options, {
+        kubeconfig: merged.kubeconfig as string | undefined,
+        context: merged.context as string | undefined,
+      });
   const readMs = Math.round((performance.now() - t0) * 100) / 100;
   const result = ctx.render(snapshot);
   if (flags.check) {
     const { checkConfig } = await import("../adapters/haproxy/check.js");
     const check = await checkConfig(result.bytes);
     if (!check.ok) {
-      process.stderr.write(`servicelb: haproxy -c rejected the rendered config:\n${check.errors.map((e) => `  ${e}`).join("\n")}\n`);
+      process.stderr.write(
+        `servicelb: haproxy -c rejected the rendered config:\n${check.errors.map((e) => `  ${e}`).join("\n")}\n`,
+      );
       return 1;
     }
   }
@@ -33,7 +37,9 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   } else {
     process.stdout.write(result.bytes);
     for (const w of result.warnings) {
-      process.stderr.write(`warning: ${w.service}${w.port ? `:${w.port}` : ""}${w.annotation ? ` ${w.annotation}` : ""}: ${w.message}\n`);
+      process.stderr.write(
+        `warning: ${w.service}${w.port ? `:${w.port}` : ""}${w.annotation ? ` ${w.annotation}` : ""}: ${w.message}\n`,
+      );
     }
   }
   return 0;

@@ -52,8 +52,18 @@ export class RenderContext {
 }
 
 /** Which templates a config was rendered with: the main template's path (or built-in) and a digest of every file. */
-export function templateRecord(path: string | undefined, templates: TemplateSet = loadTemplates(path)): SettingsRecord["template"] {
-  return { source: path ?? "built-in", sha256: sha256(Object.entries(templates).map(([name, text]) => `${name}\0${text}`).join("\0")) };
+export function templateRecord(
+  path: string | undefined,
+  templates: TemplateSet = loadTemplates(path),
+): SettingsRecord["template"] {
+  return {
+    source: path ?? "built-in",
+    sha256: sha256(
+      Object.entries(templates)
+        .map(([name, text]) => `${name}\0${text}`)
+        .join("\0"),
+    ),
+  };
 }
 
 /** The JSON form of a render, as `render --format json` and the HTTP dry run print it. */

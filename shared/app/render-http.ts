@@ -10,7 +10,10 @@ import { RenderContext, renderJson } from "./render-context.js";
 import { renderMetrics } from "./render-metrics.js";
 
 function fail(res: Response, status: number, error: string): void {
-  res.status(status).type("application/json").send(`${JSON.stringify({ error })}\n`);
+  res
+    .status(status)
+    .type("application/json")
+    .send(`${JSON.stringify({ error })}\n`);
 }
 
 /**
@@ -18,7 +21,10 @@ function fail(res: Response, status: number, error: string): void {
  * the live cluster. Publishes nothing. `?format=json` adds warnings and stats; `?check=1` runs
  * `haproxy -c` where HAProxy is installed; `GET /metrics` gives the warnings as Prometheus metrics.
  */
-export function createRenderHandler(settings: FunctionSettings, log: Logger): (req: Request, res: Response) => Promise<void> {
+export function createRenderHandler(
+  settings: FunctionSettings,
+  log: Logger,
+): (req: Request, res: Response) => Promise<void> {
   const ctx = new RenderContext(settings.options, { template: settings.template });
   return async (req, res) => {
     if (req.method !== "GET" && req.method !== "POST") {
@@ -43,7 +49,11 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
         }
         snapshot = parseSnapshot(body.toString("utf8"));
       } else {
-        snapshot = await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig, context: settings.context }, ctx.liveItems);
+        snapshot = await readLiveSnapshot(
+          settings.options,
+          { kubeconfig: settings.kubeconfig, context: settings.context },
+          ctx.liveItems,
+        );
       }
       const result = ctx.render(snapshot);
       if (metrics) {
@@ -64,7 +74,10 @@ export function createRenderHandler(settings: FunctionSettings, log: Logger): (r
           return;
         }
       }
-      log.info({ method: req.method, revision: result.revision, ...result.stats, warnings: result.warnings.length }, "dry run rendered");
+      log.info(
+        { method: req.method, revision: result.revision, ...result.stats, warnings: result.warnings.length },
+        "dry run rendered",
+      );
       if (req.query.format === "json") res.status(200).type("application/json").send(renderJson(result));
       else res.status(200).type("text/plain; charset=utf-8").send(result.bytes);
     } catch (err) {

@@ -40,7 +40,12 @@ export interface FleetStatus {
   unreadable: string[];
 }
 
-export function fleetStatus(newest: ConfigHead | null, reports: readonly unknown[], now: number, store: { pin?: Pin | null; skipped?: SkippedKey[] } = {}): FleetStatus {
+export function fleetStatus(
+  newest: ConfigHead | null,
+  reports: readonly unknown[],
+  now: number,
+  store: { pin?: Pin | null; skipped?: SkippedKey[] } = {},
+): FleetStatus {
   const pin = store.pin ?? null;
   const skipped = new Map((store.skipped ?? []).map((s) => [s.key, s]));
   const nodes: NodeRow[] = [];
@@ -71,7 +76,13 @@ export function fleetStatus(newest: ConfigHead | null, reports: readonly unknown
     for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
   nodes.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
-  return { newest: newest && { key: newest.key, revision: newest.revision }, pin, skipped: [...skipped.values()], nodes, unreadable };
+  return {
+    newest: newest && { key: newest.key, revision: newest.revision },
+    pin,
+    skipped: [...skipped.values()],
+    nodes,
+    unreadable,
+  };
 }
 
 /** `status` exits with this when the fleet has not converged, so that scripts and CI can wait on it. */
@@ -84,7 +95,11 @@ export const NOT_CONVERGED_EXIT = 3;
 export function notConverged(f: FleetStatus): string[] {
   if (f.nodes.length === 0) return ["no agent has reported to the store"];
   return f.nodes.flatMap((n) => {
-    const why = [n.behind && "behind the newest config", !n.haproxyRunning && "HAProxy down", n.stale && "report stale (agent gone or cut off from the store)"].filter(Boolean);
+    const why = [
+      n.behind && "behind the newest config",
+      !n.haproxyRunning && "HAProxy down",
+      n.stale && "report stale (agent gone or cut off from the store)",
+    ].filter(Boolean);
     return why.length === 0 ? [] : [`${n.node}: ${why.join(", ")}`];
   });
 }
@@ -96,7 +111,9 @@ function age(seconds: number): string {
 }
 
 export function formatFleet(f: FleetStatus): string {
-  const pin = f.pin ? `PINNED: ${f.pin.key} since ${f.pin.pinnedAt}${f.pin.reason ? ` (${f.pin.reason})` : ""}: agents run it until \`servicelb unpin\`\n` : "";
+  const pin = f.pin
+    ? `PINNED: ${f.pin.key} since ${f.pin.pinnedAt}${f.pin.reason ? ` (${f.pin.reason})` : ""}: agents run it until \`servicelb unpin\`\n`
+    : "";
   const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}`;
   const rows = [
     ["NODE", "REVISION", "STATE", "HAPROXY", "REPORTED", "CONFIG", "LAST ERROR"],
@@ -111,16 +128,34 @@ export function formatFleet(f: FleetStatus): string {
     ]),
   ];
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  const table = rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ").trimEnd()).join("\n");
-  const bad = f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") + f.skipped.map((k) => `skipped key (does not verify): ${k.key}: ${k.reason}\n`).join("");
+  const table = rows
+    .map((r) =>
+      r
+        .map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+  const bad =
+    f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") +
+    f.skipped.map((k) => `skipped key (does not verify): ${k.key}: ${k.reason}\n`).join("");
   return `${head}${table}\n${bad}`;
 }
 
 export async function runStatus(flags: Record<string, unknown>): Promise<number> {
   const s = requireStore(loadFunctionSettings(process.env, flags));
-  const store = createObjectStore({ url: s.url, endpoint: s.endpoint, region: s.region, forcePathStyle: s.forcePathStyle });
+  const store = createObjectStore({
+    url: s.url,
+    endpoint: s.endpoint,
+    region: s.region,
+    forcePathStyle: s.forcePathStyle,
+  });
   try {
-    const [{ config: newest, skipped }, reports, pin] = await Promise.all([store.newest(), store.listStatuses(), store.getPin()]);
+    const [{ config: newest, skipped }, reports, pin] = await Promise.all([
+      store.newest(),
+      store.listStatuses(),
+      store.getPin(),
+    ]);
     const fleet = fleetStatus(newest, reports, Date.now(), { pin, skipped });
     process.stdout.write(flags.format === "json" ? `${JSON.stringify(fleet, null, 2)}\n` : formatFleet(fleet));
     const problems = notConverged(fleet);

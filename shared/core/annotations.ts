@@ -44,26 +44,36 @@ export function parseBool(value: string): boolean | undefined {
 
 export function parsePathPrefix(value: string): string | { error: string } {
   if (value.length > 256 || !PATH_PREFIX.test(value)) {
-    return { error: `${describe(value)} is not a path prefix (/segment/…; letters, digits, . _ ~ : @ + = , - and %XX)` };
+    return {
+      error: `${describe(value)} is not a path prefix (/segment/…; letters, digits, . _ ~ : @ + = , - and %XX)`,
+    };
   }
   return value.length > 1 && value.endsWith("/") ? value.slice(0, -1) : value;
 }
 
-export function parseAnnotations(annotations: Readonly<Record<string, string>>): { values: ServiceAnnotations; warnings: AnnotationWarning[] } {
+export function parseAnnotations(annotations: Readonly<Record<string, string>>): {
+  values: ServiceAnnotations;
+  warnings: AnnotationWarning[];
+} {
   const warnings: AnnotationWarning[] = [];
   const values: ServiceAnnotations = { sslTerm: false, cookieSticky: false };
   const bool = (key: string): boolean => {
     const raw = annotations[key];
     if (raw === undefined) return false;
     if (TRUE.has(raw)) return true;
-    if (!FALSE.has(raw)) warnings.push({ annotation: key, message: `${describe(raw)} is not a boolean (true/false); using false` });
+    if (!FALSE.has(raw))
+      warnings.push({ annotation: key, message: `${describe(raw)} is not a boolean (true/false); using false` });
     return false;
   };
 
   const algorithm = annotations[ANNOTATIONS.algorithm];
   if (algorithm !== undefined) {
     if ((ALGORITHMS as readonly string[]).includes(algorithm)) values.algorithm = algorithm as Algorithm;
-    else warnings.push({ annotation: ANNOTATIONS.algorithm, message: `${describe(algorithm)} is not one of ${ALGORITHMS.join(", ")}; using the default` });
+    else
+      warnings.push({
+        annotation: ANNOTATIONS.algorithm,
+        message: `${describe(algorithm)} is not one of ${ALGORITHMS.join(", ")}; using the default`,
+      });
   }
   const host = annotations[ANNOTATIONS.host];
   if (host !== undefined) {

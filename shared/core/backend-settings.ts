@@ -92,7 +92,10 @@ const CHECK = new RegExp(`^(/(${PATH_CHAR}|/)*(\\?${QUERY_CHAR}*)?)(?: ([1-5][0-
 /** `<path>[?query][ <status>]`, such as `/healthz` or `/ready?full=1 204`. */
 export function parseHttpCheck(value: string): HttpCheck | { error: string } {
   const m = value.length <= 256 ? CHECK.exec(value) : null;
-  if (!m) return { error: `${describe(value)} is not a path (/… with letters, digits, . _ ~ : @ + = , - / and %XX, optionally ?query) optionally followed by a space and a status` };
+  if (!m)
+    return {
+      error: `${describe(value)} is not a path (/… with letters, digits, . _ ~ : @ + = , - / and %XX, optionally ?query) optionally followed by a space and a status`,
+    };
   return { uri: m[1]!, status: m[m.length - 1] === undefined ? null : Number(m[m.length - 1]) };
 }
 
@@ -109,7 +112,13 @@ function oneOf<const T extends string | number>(value: string, allowed: readonly
 type Key = keyof typeof SETTING_ANNOTATIONS;
 
 /** Settings that mean nothing on a port of the other mode. */
-const HTTP_ONLY: readonly Key[] = ["rateLimitRps", "rateLimitStatus", "backendProtocol", "sslRedirect", "sslRedirectCode"];
+const HTTP_ONLY: readonly Key[] = [
+  "rateLimitRps",
+  "rateLimitStatus",
+  "backendProtocol",
+  "sslRedirect",
+  "sslRedirectCode",
+];
 const TCP_ONLY: readonly Key[] = ["timeoutClient"];
 
 export interface ParsedSettings {
@@ -193,8 +202,13 @@ const NOT_FOR: Record<"http" | "tcp", { keys: readonly Key[]; why: string; clear
 };
 
 /** The settings of one port of the Service, with a warning for each given setting that means nothing there. */
-export function settingsFor(parsed: ParsedSettings, mode: "http" | "tcp"): { settings: BackendSettings; ignored: AnnotationWarning[] } {
+export function settingsFor(
+  parsed: ParsedSettings,
+  mode: "http" | "tcp",
+): { settings: BackendSettings; ignored: AnnotationWarning[] } {
   const rule = NOT_FOR[mode];
-  const ignored = parsed.given.filter((k) => rule.keys.includes(k)).map((k) => ({ annotation: SETTING_ANNOTATIONS[k], message: `ignored on this port: ${rule.why}` }));
+  const ignored = parsed.given
+    .filter((k) => rule.keys.includes(k))
+    .map((k) => ({ annotation: SETTING_ANNOTATIONS[k], message: `ignored on this port: ${rule.why}` }));
   return { settings: ignored.length === 0 ? parsed.settings : { ...parsed.settings, ...rule.clear }, ignored };
 }

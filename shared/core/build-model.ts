@@ -110,7 +110,8 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
   const timestamp = svc.metadata.creationTimestamp;
   const created = timestamp ? Date.parse(timestamp) : Infinity;
   const plan: ServicePlan = { id, namespace, created, skipped: [], warnings: [], ports: [] };
-  const skip = (reason: string, port?: number) => plan.skipped.push(port === undefined ? { service: id, reason } : { service: id, port, reason });
+  const skip = (reason: string, port?: number) =>
+    plan.skipped.push(port === undefined ? { service: id, reason } : { service: id, port, reason });
   if (options.selector && !matchesSelector(options.selector, svc.metadata.labels)) {
     skip("labels do not match --selector");
     return plan;
@@ -133,12 +134,18 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     const allowed = options.hostClaims[namespace] ?? [];
     if (!allowed.some((pattern) => hostWithin(ann.host!, pattern))) {
       const list = allowed.length > 0 ? `only ${allowed.map(hostText).join(", ")}` : "no host";
-      plan.warnings.push({ service: id, annotation: ANNOTATIONS.host, owner: "--host-claims", message: `${hostText(ann.host)}: --host-claims allows namespace ${namespace} ${list}; ignored` });
+      plan.warnings.push({
+        service: id,
+        annotation: ANNOTATIONS.host,
+        owner: "--host-claims",
+        message: `${hostText(ann.host)}: --host-claims allows namespace ${namespace} ${list}; ignored`,
+      });
       delete ann.host;
     }
   }
   const parsedSettings = parseBackendSettings(svc.metadata.annotations, ann.sslTerm);
-  for (const w of parsedSettings.warnings) plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
+  for (const w of parsedSettings.warnings)
+    plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
   const headless = !svc.spec.clusterIP || svc.spec.clusterIP === "None";
   const tcpPorts = c.tcpWanted.get(id);
   const ports = [...svc.spec.ports].sort((a, b) => a.port - b.port);
@@ -152,12 +159,22 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       [ann.sslTerm || undefined, "sslTerm"],
       [ann.cookieSticky || undefined, "cookie-sticky-session"],
     ] as const) {
-      if (flag !== undefined) plan.warnings.push({ service: id, annotation: `serviceloadbalancer/lb.${key}`, message: "ignored: the Service has no HTTP ports" });
+      if (flag !== undefined)
+        plan.warnings.push({
+          service: id,
+          annotation: `serviceloadbalancer/lb.${key}`,
+          message: "ignored: the Service has no HTTP ports",
+        });
     }
   }
 
   // Skipped port by port below; said once as a warning too, since the Service silently answers 404.
-  if (ann.sslTerm && !options.sslCert && httpPorts.length > 0) plan.warnings.push({ service: id, annotation: "serviceloadbalancer/lb.sslTerm", message: "not served: no --ssl-cert is configured, and a TLS Service is never served in clear text" });
+  if (ann.sslTerm && !options.sslCert && httpPorts.length > 0)
+    plan.warnings.push({
+      service: id,
+      annotation: "serviceloadbalancer/lb.sslTerm",
+      message: "not served: no --ssl-cert is configured, and a TLS Service is never served in clear text",
+    });
   for (const sp of ports) {
     if (sp.protocol !== "TCP") {
       skip(`${sp.protocol} port: HAProxy balances TCP only`, sp.port);
@@ -183,12 +200,16 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     // exists, nothing serves it) and scaling back up is a runtime change, not a reload.
     const backendName = `${namespace}_${name}_${sp.port}`;
     const { settings, ignored } = settingsFor(parsedSettings, isTcp ? "tcp" : "http");
-    for (const w of ignored) plan.warnings.push({ service: id, port: sp.port, annotation: w.annotation, message: w.message });
+    for (const w of ignored)
+      plan.warnings.push({ service: id, port: sp.port, annotation: w.annotation, message: w.message });
     const cookie = !isTcp && ann.cookieSticky;
     const affinity: Backend["affinity"] = cookie
       ? { kind: "cookie" }
       : svc.spec.sessionAffinity === "ClientIP"
-        ? { kind: "source", timeoutSeconds: svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT }
+        ? {
+            kind: "source",
+            timeoutSeconds: svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT,
+          }
         : { kind: "none" };
     const backend: Backend = {
       name: backendName,
@@ -207,7 +228,9 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       backend,
       tcp: isTcp,
       action: !ann.sslTerm ? "route" : settings.sslRedirect === null ? "route-and-https" : "https-redirect",
-      defaultPrefix: isTcp ? "" : `${namespace === "default" ? "" : `/${namespace}`}/${name}${sp.port === 80 ? "" : `:${sp.port}`}`,
+      defaultPrefix: isTcp
+        ? ""
+        : `${namespace === "default" ? "" : `/${namespace}`}/${name}${sp.port === 80 ? "" : `:${sp.port}`}`,
       host: !isTcp && isPrimary ? (ann.host ?? null) : null,
       aclMatch: !isTcp && isPrimary ? (ann.aclMatch ?? null) : null,
     });
@@ -245,7 +268,10 @@ function sameVersions(versions: string[], svc: Service, source: EndpointSource):
     }
     return true;
   }
-  if (source) return versions.length === 3 && versions[1] === "" && versions[2] === (source as Endpoints).metadata.resourceVersion;
+  if (source)
+    return (
+      versions.length === 3 && versions[1] === "" && versions[2] === (source as Endpoints).metadata.resourceVersion
+    );
   return versions.length === 1;
 }
 
@@ -263,7 +289,12 @@ function compareStrings(a: string, b: string): number {
 }
 
 /** Snapshot + options → model. Pure: the same inputs always give the same model, with or without a cache. */
-export function buildModel(snapshot: Snapshot, options: RenderOptions, inputs: BuildInputs = {}, cache?: ModelCache): Model {
+export function buildModel(
+  snapshot: Snapshot,
+  options: RenderOptions,
+  inputs: BuildInputs = {},
+  cache?: ModelCache,
+): Model {
   const index = new EndpointIndex(snapshot);
   const scopeNamespace = options.namespace ?? "default";
   const tcpWanted = new Map<string, Set<number>>();
@@ -364,7 +395,17 @@ function claims(plan: ServicePlan): string {
       plan.skipped,
       plan.warnings,
       plan.created,
-      plan.ports.map((p) => [p.tcp, p.backend.name, p.backend.servicePort, p.action, p.backend.settings.sslRedirect, p.backend.settings.timeoutClient, p.defaultPrefix, p.host, p.aclMatch]),
+      plan.ports.map((p) => [
+        p.tcp,
+        p.backend.name,
+        p.backend.servicePort,
+        p.action,
+        p.backend.settings.sslRedirect,
+        p.backend.settings.timeoutClient,
+        p.defaultPrefix,
+        p.host,
+        p.aclMatch,
+      ]),
     ]);
     claimsOf.set(plan, c);
   }
@@ -377,9 +418,20 @@ function claims(plan: ServicePlan): string {
  * warnings and skips are then the same, and so is each backend's place and settled prefix.
  * Null when anything else changed; the caller settles everything again.
  */
-function reassemble(last: AssembledModel | undefined, plans: ServicePlan[], snapshot: Snapshot, options: RenderOptions, inputs: BuildInputs): Model | null {
+function reassemble(
+  last: AssembledModel | undefined,
+  plans: ServicePlan[],
+  snapshot: Snapshot,
+  options: RenderOptions,
+  inputs: BuildInputs,
+): Model | null {
   if (!last || last.options !== options || last.inputs.errorPageBody !== inputs.errorPageBody) return null;
-  if (last.plans.length !== plans.length || snapshot.problems.length > 0 || last.model.warnings.some((w) => w.message.startsWith("snapshot item ignored"))) return null;
+  if (
+    last.plans.length !== plans.length ||
+    snapshot.problems.length > 0 ||
+    last.model.warnings.some((w) => w.message.startsWith("snapshot item ignored"))
+  )
+    return null;
   const changed: Array<[ServicePlan, ServicePlan]> = [];
   for (let i = 0; i < plans.length; i++) {
     const before = last.plans[i]!;
@@ -429,7 +481,9 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
   const spaces = new PathSpaces();
   for (const plan of plans) {
     spaces.addService(plan.namespace);
-    for (const p of plan.ports) if (!p.tcp) spaces.addOwnPath(p.defaultPrefix, { service: plan.id, namespace: plan.namespace, backend: p.backend.name });
+    for (const p of plan.ports)
+      if (!p.tcp)
+        spaces.addOwnPath(p.defaultPrefix, { service: plan.id, namespace: plan.namespace, backend: p.backend.name });
   }
   /** Host and custom path claims ("host <host>", "path <prefix>") → the Service that holds them. */
   const claimed = new Map<string, string>();
@@ -448,7 +502,12 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
           continue;
         }
         reservedPorts.set(port, `TCP service ${plan.id}`);
-        tcpFrontends.push({ name: `tcp_${backend.name}`, port, backend: backend.name, timeoutClient: backend.settings.timeoutClient });
+        tcpFrontends.push({
+          name: `tcp_${backend.name}`,
+          port,
+          backend: backend.name,
+          timeoutClient: backend.settings.timeoutClient,
+        });
         backends.push(backend);
         continue;
       }
@@ -458,23 +517,36 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
       if (p.aclMatch !== null) {
         const key = `path ${p.aclMatch}`;
         const holder = claimed.get(key);
-        const refusal = spaces.refusal(p.aclMatch, claimant) ?? (holder ? { owner: holder, reason: `belongs to ${holder}, whose claim is older` } : null);
+        const refusal =
+          spaces.refusal(p.aclMatch, claimant) ??
+          (holder ? { owner: holder, reason: `belongs to ${holder}, whose claim is older` } : null);
         if (refusal) {
-          lost.push({ annotation: ANNOTATIONS.aclMatch, owner: refusal.owner, what: `path ${p.aclMatch} ${refusal.reason}` });
+          lost.push({
+            annotation: ANNOTATIONS.aclMatch,
+            owner: refusal.owner,
+            what: `path ${p.aclMatch} ${refusal.reason}`,
+          });
         } else {
           claimed.set(key, plan.id);
           path = p.aclMatch;
         }
       }
       // A redirecting route carries its status (lb.ssl-redirect-code).
-      const redirect = p.action === "https-redirect" && backend.settings.sslRedirect !== null ? { redirectCode: backend.settings.sslRedirect } : {};
+      const redirect =
+        p.action === "https-redirect" && backend.settings.sslRedirect !== null
+          ? { redirectCode: backend.settings.sslRedirect }
+          : {};
       routes.push({ backend: backend.name, match: { kind: "path", prefix: path }, action: p.action, ...redirect });
       let hostRouted: HostMatch | null = null;
       if (p.host) {
         const key = `host ${hostText(p.host)}`;
         const holder = claimed.get(key);
         if (holder) {
-          lost.push({ annotation: ANNOTATIONS.host, owner: holder, what: `host ${hostText(p.host)} belongs to ${holder}, whose claim is older` });
+          lost.push({
+            annotation: ANNOTATIONS.host,
+            owner: holder,
+            what: `host ${hostText(p.host)} belongs to ${holder}, whose claim is older`,
+          });
         } else {
           claimed.set(key, plan.id);
           hostRouted = p.host;
@@ -482,12 +554,19 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
         }
       }
       for (const l of lost) {
-        warnings.push({ service: plan.id, port, annotation: l.annotation, owner: l.owner, message: `${l.what} (oldest claim wins: creationTimestamp, then namespace/name); ignored, the Service keeps ${path}` });
+        warnings.push({
+          service: plan.id,
+          port,
+          annotation: l.annotation,
+          owner: l.owner,
+          message: `${l.what} (oldest claim wins: creationTimestamp, then namespace/name); ignored, the Service keeps ${path}`,
+        });
       }
       const strip = path === p.defaultPrefix ? { prefix: path, unlessHost: hostRouted } : null;
       const stripKey = strip ? `${strip.prefix} ${strip.unlessHost ? hostText(strip.unlessHost) : ""}` : "";
       // The same settled backend object while nothing changed: the renderer caches its text by identity.
-      if (p.settled?.strip !== stripKey) p.settled = { strip: stripKey, backend: strip ? { ...backend, strip } : backend };
+      if (p.settled?.strip !== stripKey)
+        p.settled = { strip: stripKey, backend: strip ? { ...backend, strip } : backend };
       backends.push(p.settled.backend);
     }
   }
@@ -495,7 +574,9 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
   const body = inputs.errorPageBody ?? defaultBody(options.defaultReturnCode);
   const bytes = Buffer.byteLength(body, "utf8");
   if (bytes > MAX_ERROR_PAGE_BYTES) {
-    throw new OptionsError(`--error-page: the page is ${bytes} bytes; at most ${MAX_ERROR_PAGE_BYTES} fit in HAProxy's response buffer`);
+    throw new OptionsError(
+      `--error-page: the page is ${bytes} bytes; at most ${MAX_ERROR_PAGE_BYTES} fit in HAProxy's response buffer`,
+    );
   }
 
   routes.sort(routeOrder);
@@ -505,7 +586,9 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
     revision: snapshot.revision,
     options,
     httpRoutes: routes,
-    httpsRoutes: routes.filter((r) => r.action !== "route").map((r) => ({ backend: r.backend, match: r.match, action: "route" as const })),
+    httpsRoutes: routes
+      .filter((r) => r.action !== "route")
+      .map((r) => ({ backend: r.backend, match: r.match, action: "route" as const })),
     tcpFrontends,
     backends,
     defaultPage: { status: options.defaultReturnCode, body },

@@ -49,7 +49,13 @@ const BACKEND_HEADER = /^backend (\S+)(?: from \S+)?$/;
 export function parseServer(line: string): ServerLine | undefined {
   const m = SERVER_LINE.exec(line);
   if (!m) return undefined;
-  return { server: m[1]!, address: m[2]!.replace(/^\[(.*)\]$/, "$1"), port: Number(m[3]), enabled: m[4] === undefined, params: m[5]! };
+  return {
+    server: m[1]!,
+    address: m[2]!.replace(/^\[(.*)\]$/, "$1"),
+    port: Number(m[3]),
+    enabled: m[4] === undefined,
+    params: m[5]!,
+  };
 }
 
 /** The section a column-0 line opens: a backend's name, or null for any other section. */
@@ -104,12 +110,22 @@ export function diffConfigs(oldText: string, newText: string): ConfigDiff {
     }
     const o = parseServer(oldLine);
     const c = parseServer(newLine);
-    if (backend === null || !o || !c) return { kind: "reload", reason: `line ${n} differs: ${show(oldLine)} -> ${show(newLine)}` };
-    if (o.server !== c.server) return { kind: "reload", reason: `line ${n}: server ${backend}/${o.server} replaced by ${c.server}` };
+    if (backend === null || !o || !c)
+      return { kind: "reload", reason: `line ${n} differs: ${show(oldLine)} -> ${show(newLine)}` };
+    if (o.server !== c.server)
+      return { kind: "reload", reason: `line ${n}: server ${backend}/${o.server} replaced by ${c.server}` };
     if (o.params !== c.params) {
-      return { kind: "reload", reason: `line ${n}: server ${backend}/${o.server} parameters changed: ${show(o.params.trim(), 60)} -> ${show(c.params.trim(), 60)}` };
+      return {
+        kind: "reload",
+        reason: `line ${n}: server ${backend}/${o.server} parameters changed: ${show(o.params.trim(), 60)} -> ${show(c.params.trim(), 60)}`,
+      };
     }
-    changes.push({ backend, server: c.server, from: { address: o.address, port: o.port, enabled: o.enabled }, to: { address: c.address, port: c.port, enabled: c.enabled } });
+    changes.push({
+      backend,
+      server: c.server,
+      from: { address: o.address, port: o.port, enabled: o.enabled },
+      to: { address: c.address, port: c.port, enabled: c.enabled },
+    });
   }
   closeSection();
   return { kind: "runtime", changes, spare };

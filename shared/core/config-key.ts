@@ -42,8 +42,10 @@ export interface Mark {
 }
 
 export function formatConfigName(n: Omit<ConfigName, "legacy">): string {
-  if (!Number.isInteger(n.epoch) || n.epoch < 0 || n.epoch > MAX_EPOCH) throw new Error(`epoch ${n.epoch} does not fit ${EPOCH_DIGITS} digits`);
-  if (!Number.isInteger(n.seq) || n.seq < 0 || n.seq > MAX_SEQ) throw new Error(`seq ${n.seq} does not fit ${SEQ_DIGITS} digits`);
+  if (!Number.isInteger(n.epoch) || n.epoch < 0 || n.epoch > MAX_EPOCH)
+    throw new Error(`epoch ${n.epoch} does not fit ${EPOCH_DIGITS} digits`);
+  if (!Number.isInteger(n.seq) || n.seq < 0 || n.seq > MAX_SEQ)
+    throw new Error(`seq ${n.seq} does not fit ${SEQ_DIGITS} digits`);
   return `${pad(n.epoch, EPOCH_DIGITS)}-${pad(n.revision, REVISION_DIGITS)}-${pad(n.seq, SEQ_DIGITS)}-${n.shaPrefix}.cfg`;
 }
 

@@ -4,7 +4,6 @@ import { SERVICE_NAME_LABEL } from "./k8s-names.js";
 
 type ServicePort = Service["spec"]["ports"][number];
 
-
 /** `ip:port` for HAProxy, or null for an unusable address (0.0.0.0 would mean "the client's destination"). */
 export function formatAddress(ip: string, port: number): string | null {
   if (ip === "0.0.0.0" || ip === "::" || /^0+(\.0+){3}$/.test(ip)) return null;

@@ -76,7 +76,9 @@ export function compileFragment<T extends object>(liquid: Liquid, source: string
     }
     literals.push(out.slice(last));
     // A stray sentinel byte means the engine transformed a value: not safe to specialise.
-    const shape = literals.some((l) => l.includes("\u0001") || l.includes("\u0002")) ? null : { literals, fields: used };
+    const shape = literals.some((l) => l.includes("\u0001") || l.includes("\u0002"))
+      ? null
+      : { literals, fields: used };
     shapes.set(key, shape);
     return shape;
   };

@@ -18,7 +18,8 @@ export function describeValue(value: string): string {
 
 export function parseHost(value: string): HostMatch | string {
   const v = value.toLowerCase();
-  if (v.length > 253 || !HOST.test(v)) return `${describeValue(value)} is not a host name (RFC 1123, optionally starting with *.)`;
+  if (v.length > 253 || !HOST.test(v))
+    return `${describeValue(value)} is not a host name (RFC 1123, optionally starting with *.)`;
   return v.startsWith("*.") ? { name: v.slice(2), wildcard: true } : { name: v, wildcard: false };
 }
 

@@ -7,7 +7,8 @@ export const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 /** `name` or `namespace/name`; an unqualified name belongs to `defaultNamespace`. */
 export function parseServiceRef(ref: string, defaultNamespace: string): { namespace: string; name: string } | null {
   const parts = ref.split("/");
-  const [namespace, name] = parts.length === 1 ? [defaultNamespace, parts[0]] : parts.length === 2 ? [parts[0], parts[1]] : [];
+  const [namespace, name] =
+    parts.length === 1 ? [defaultNamespace, parts[0]] : parts.length === 2 ? [parts[0], parts[1]] : [];
   if (namespace === undefined || name === undefined) return null;
   if (!DNS1123_LABEL.test(namespace) || !DNS1035_LABEL.test(name)) return null;
   return { namespace, name };

@@ -79,12 +79,21 @@ export function portIssues(ports: readonly NamedPort[], path: string, namesRequi
   const names = new Set<string>();
   ports.forEach((p, i) => {
     const at = [path, i];
-    if (!PROTOCOLS.includes(p.protocol)) issues.push({ path: [...at, "protocol"], message: `Unsupported value: "${p.protocol}": supported values: "TCP", "UDP", "SCTP"` });
+    if (!PROTOCOLS.includes(p.protocol))
+      issues.push({
+        path: [...at, "protocol"],
+        message: `Unsupported value: "${p.protocol}": supported values: "TCP", "UDP", "SCTP"`,
+      });
     if (p.name === "") {
-      if (namesRequired) issues.push({ path: [...at, "name"], message: "Required value: a name is required when there is more than one port" });
+      if (namesRequired)
+        issues.push({
+          path: [...at, "name"],
+          message: "Required value: a name is required when there is more than one port",
+        });
       return;
     }
-    if (!DNS1123_LABEL.test(p.name)) issues.push({ path: [...at, "name"], message: `Invalid value: "${p.name}": must be a DNS label (RFC 1123)` });
+    if (!DNS1123_LABEL.test(p.name))
+      issues.push({ path: [...at, "name"], message: `Invalid value: "${p.name}": must be a DNS label (RFC 1123)` });
     if (names.has(p.name)) issues.push({ path: [...at, "name"], message: `Duplicate value: "${p.name}"` });
     names.add(p.name);
   });
@@ -100,25 +109,35 @@ interface ServiceSpecFields {
 
 export function serviceSpecIssues(spec: ServiceSpecFields): Issue[] {
   const issues: Issue[] = [];
-  if (!SERVICE_TYPES.includes(spec.type)) issues.push({ path: ["spec", "type"], message: `Unsupported value: "${spec.type}"` });
+  if (!SERVICE_TYPES.includes(spec.type))
+    issues.push({ path: ["spec", "type"], message: `Unsupported value: "${spec.type}"` });
   const ip = spec.clusterIP;
   if (ip && ip !== "None") {
     const problem = ipProblem(ip);
     if (problem) issues.push({ path: ["spec", "clusterIP"], message: `Invalid value: "${ip}": ${problem}` });
   }
   if (spec.sessionAffinity && !SESSION_AFFINITIES.includes(spec.sessionAffinity)) {
-    issues.push({ path: ["spec", "sessionAffinity"], message: `Unsupported value: "${spec.sessionAffinity}": supported values: "ClientIP", "None"` });
+    issues.push({
+      path: ["spec", "sessionAffinity"],
+      message: `Unsupported value: "${spec.sessionAffinity}": supported values: "ClientIP", "None"`,
+    });
   }
-  for (const issue of portIssues(spec.ports, "ports", spec.ports.length > 1)) issues.push({ ...issue, path: ["spec", ...issue.path] });
+  for (const issue of portIssues(spec.ports, "ports", spec.ports.length > 1))
+    issues.push({ ...issue, path: ["spec", ...issue.path] });
   // One (port, protocol) pair once: two backends of one name otherwise, which HAProxy refuses.
   const seen = new Set<string>();
   spec.ports.forEach((p, i) => {
     const key = `${p.port}/${p.protocol}`;
-    if (seen.has(key)) issues.push({ path: ["spec", "ports", i], message: `Duplicate value: port ${p.port}, protocol ${p.protocol}` });
+    if (seen.has(key))
+      issues.push({ path: ["spec", "ports", i], message: `Duplicate value: port ${p.port}, protocol ${p.protocol}` });
     seen.add(key);
     if (typeof p.targetPort === "string") {
       const problem = portNameProblem(p.targetPort);
-      if (problem) issues.push({ path: ["spec", "ports", i, "targetPort"], message: `Invalid value: "${p.targetPort}": ${problem}` });
+      if (problem)
+        issues.push({
+          path: ["spec", "ports", i, "targetPort"],
+          message: `Invalid value: "${p.targetPort}": ${problem}`,
+        });
     }
   });
   return issues;
@@ -132,18 +151,34 @@ interface SliceFields {
 
 export function endpointSliceIssues(slice: SliceFields): Issue[] {
   const issues: Issue[] = [];
-  if (!ADDRESS_TYPES.includes(slice.addressType)) issues.push({ path: ["addressType"], message: `Unsupported value: "${slice.addressType}": supported values: "FQDN", "IPv4", "IPv6"` });
-  if (slice.ports.length > MAX_SLICE_PORTS) issues.push({ path: ["ports"], message: `Too many: ${slice.ports.length}: must have at most ${MAX_SLICE_PORTS} items` });
+  if (!ADDRESS_TYPES.includes(slice.addressType))
+    issues.push({
+      path: ["addressType"],
+      message: `Unsupported value: "${slice.addressType}": supported values: "FQDN", "IPv4", "IPv6"`,
+    });
+  if (slice.ports.length > MAX_SLICE_PORTS)
+    issues.push({
+      path: ["ports"],
+      message: `Too many: ${slice.ports.length}: must have at most ${MAX_SLICE_PORTS} items`,
+    });
   issues.push(...portIssues(slice.ports, "ports", false));
   if (slice.endpoints.length > MAX_SLICE_ENDPOINTS) {
-    issues.push({ path: ["endpoints"], message: `Too many: ${slice.endpoints.length}: must have at most ${MAX_SLICE_ENDPOINTS} items` });
+    issues.push({
+      path: ["endpoints"],
+      message: `Too many: ${slice.endpoints.length}: must have at most ${MAX_SLICE_ENDPOINTS} items`,
+    });
     return issues;
   }
   const check = slice.addressType === "IPv4" ? ipv4Problem : slice.addressType === "IPv6" ? ipv6Problem : null;
   slice.endpoints.forEach((ep, i) => {
     const at = ["endpoints", i, "addresses"];
-    if (ep.addresses.length === 0) issues.push({ path: at, message: "Required value: must contain at least 1 address" });
-    else if (ep.addresses.length > MAX_ENDPOINT_ADDRESSES) issues.push({ path: at, message: `Too many: ${ep.addresses.length}: must have at most ${MAX_ENDPOINT_ADDRESSES} items` });
+    if (ep.addresses.length === 0)
+      issues.push({ path: at, message: "Required value: must contain at least 1 address" });
+    else if (ep.addresses.length > MAX_ENDPOINT_ADDRESSES)
+      issues.push({
+        path: at,
+        message: `Too many: ${ep.addresses.length}: must have at most ${MAX_ENDPOINT_ADDRESSES} items`,
+      });
     if (!check) return;
     ep.addresses.forEach((a, j) => {
       const problem = check(a);
@@ -162,11 +197,14 @@ export function endpointsIssues(endpoints: EndpointsFields): Issue[] {
   endpoints.subsets.forEach((subset, s) => {
     subset.addresses.forEach((a, i) => {
       const problem = ipProblem(a.ip);
-      if (problem) issues.push({ path: ["subsets", s, "addresses", i, "ip"], message: `Invalid value: "${a.ip}": ${problem}` });
+      if (problem)
+        issues.push({ path: ["subsets", s, "addresses", i, "ip"], message: `Invalid value: "${a.ip}": ${problem}` });
     });
-    for (const issue of portIssues(subset.ports, "ports", subset.ports.length > 1)) issues.push({ ...issue, path: ["subsets", s, ...issue.path] });
+    for (const issue of portIssues(subset.ports, "ports", subset.ports.length > 1))
+      issues.push({ ...issue, path: ["subsets", s, ...issue.path] });
     subset.ports.forEach((p, i) => {
-      if (p.port === null || p.port === undefined) issues.push({ path: ["subsets", s, "ports", i, "port"], message: "Required value" });
+      if (p.port === null || p.port === undefined)
+        issues.push({ path: ["subsets", s, "ports", i, "port"], message: "Required value" });
     });
   });
   return issues;

@@ -22,7 +22,8 @@ export function parseLabelSelector(text: string): LabelSelector {
     if (!m) throw new Error(`label selector term "${term}" is not k=v, k!=v, k or !k`);
     const [, bang, key = "", op, value = ""] = m;
     if (!KEY.test(key)) throw new Error(`label selector key "${key}" is not a valid label key`);
-    if (op !== undefined && !VALUE.test(value)) throw new Error(`label selector value "${value}" is not a valid label value`);
+    if (op !== undefined && !VALUE.test(value))
+      throw new Error(`label selector value "${value}" is not a valid label value`);
     if (bang && op !== undefined) throw new Error(`label selector term "${term}" mixes ! with an operator`);
     if (bang) out.push({ op: "absent", key });
     else if (op === undefined) out.push({ op: "exists", key });
@@ -33,7 +34,7 @@ export function parseLabelSelector(text: string): LabelSelector {
 
 export function matchesSelector(selector: LabelSelector, labels: Readonly<Record<string, string>>): boolean {
   return selector.every((t) => {
-    const has = Object.prototype.hasOwnProperty.call(labels, t.key);
+    const has = Object.hasOwn(labels, t.key);
     switch (t.op) {
       case "eq":
         return has && labels[t.key] === t.value;
@@ -50,6 +51,14 @@ export function matchesSelector(selector: LabelSelector, labels: Readonly<Record
 /** The selector in the API server's `labelSelector` syntax. */
 export function formatLabelSelector(selector: LabelSelector): string {
   return selector
-    .map((t) => (t.op === "eq" ? `${t.key}=${t.value}` : t.op === "neq" ? `${t.key}!=${t.value}` : t.op === "exists" ? t.key : `!${t.key}`))
+    .map((t) =>
+      t.op === "eq"
+        ? `${t.key}=${t.value}`
+        : t.op === "neq"
+          ? `${t.key}!=${t.value}`
+          : t.op === "exists"
+            ? t.key
+            : `!${t.key}`,
+    )
     .join(",");
 }

@@ -121,7 +121,8 @@ function hunks(ops: Op[], context: number): string {
     const from = Math.max(0, changed[i]! - context);
     const to = Math.min(ops.length, changed[j]! + context + 1);
     out += `@@ -${range(lineA[from]!, lineA[to]! - lineA[from]!)} +${range(lineB[from]!, lineB[to]! - lineB[from]!)} @@\n`;
-    for (const o of ops.slice(from, to)) out += o.line.endsWith("\n") ? `${o.op}${o.line}` : `${o.op}${o.line}\n\\ No newline at end of file\n`;
+    for (const o of ops.slice(from, to))
+      out += o.line.endsWith("\n") ? `${o.op}${o.line}` : `${o.op}${o.line}\n\\ No newline at end of file\n`;
     i = j + 1;
   }
   return out;

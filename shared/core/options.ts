@@ -17,13 +17,9 @@ export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as cons
 
 const bool = z.union([z.boolean(), z.stringbool()]);
 const port = z.coerce.number().int().min(1).max(65535);
-const duration = z
-  .string()
-  .regex(/^[0-9]{1,9}(us|ms|s|m|h|d)$/, "a duration such as 500ms, 2s, 5m or 1h");
+const duration = z.string().regex(/^[0-9]{1,9}(us|ms|s|m|h|d)$/, "a duration such as 500ms, 2s, 5m or 1h");
 // Paths end up unquoted in haproxy.cfg: refuse anything that could split or comment a line.
-const path = z
-  .string()
-  .regex(/^[A-Za-z0-9._\/@:+-]{1,1024}$/, "a file path of letters, digits and . _ / @ : + - only");
+const path = z.string().regex(/^[A-Za-z0-9._/@:+-]{1,1024}$/, "a file path of letters, digits and . _ / @ : + - only");
 const bindAddress = z
   .string()
   .regex(/^(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\])$/, "* or an IPv4 address or a bracketed IPv6 address");
@@ -89,18 +85,30 @@ const hostClaims = z.preprocess(
 );
 
 export const optionSpecs = {
-  namespace: { schema: z.string().regex(DNS1123_LABEL, "a namespace name").optional(), help: "only this namespace (default: all namespaces)" },
+  namespace: {
+    schema: z.string().regex(DNS1123_LABEL, "a namespace name").optional(),
+    help: "only this namespace (default: all namespaces)",
+  },
   selector: { schema: selector.optional(), help: "only Services whose labels match (k=v,k!=v,k,!k)" },
   targetService: {
-    schema: z.string().refine((s) => parseServiceRef(s, "default") !== null, "name or namespace/name").optional(),
+    schema: z
+      .string()
+      .refine((s) => parseServiceRef(s, "default") !== null, "name or namespace/name")
+      .optional(),
     help: "only this Service (name in any namespace, or namespace/name)",
   },
-  tcpServices: { schema: tcpServices.default([]), help: "comma list of name:port or namespace/name:port served as TCP on that port" },
+  tcpServices: {
+    schema: tcpServices.default([]),
+    help: "comma list of name:port or namespace/name:port served as TCP on that port",
+  },
   hostClaims: {
     schema: hostClaims.optional(),
     help: "namespace → hosts (or *.domain) its Services may claim with lb.host; namespaces not listed claim none (default: any host)",
   },
-  forwardServices: { schema: bool.default(false), help: "balance to the Service ClusterIP:port instead of pod endpoints" },
+  forwardServices: {
+    schema: bool.default(false),
+    help: "balance to the Service ClusterIP:port instead of pod endpoints",
+  },
   exposeSystem: { schema: bool.default(false), help: "also expose kube-system Services and default/kubernetes" },
   bindAddress: { schema: bindAddress.default("*"), help: "address every frontend binds to" },
   httpPort: { schema: port.default(80), help: "HTTP frontend port" },
@@ -108,7 +116,10 @@ export const optionSpecs = {
   statsPort: { schema: port.default(1936), help: "HAProxy stats page port" },
   statsBind: { schema: bindAddress.default("127.0.0.1"), help: "address the stats page binds to" },
   statsUser: {
-    schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "letters, digits, . _ -").optional(),
+    schema: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,64}$/, "letters, digits, . _ -")
+      .optional(),
     help: "require this user on the stats page; its password is read by HAProxy from SERVICELB_STATS_PASSWORD on the node",
   },
   acceptProxy: {
@@ -117,24 +128,54 @@ export const optionSpecs = {
   },
   sslCert: { schema: path.optional(), help: "PEM (cert+key) path on the HAProxy node; enables the HTTPS frontend" },
   sslCaCert: { schema: path.optional(), help: "CA bundle path: clients must present a certificate it signed" },
-  hstsMaxAge: { schema: z.coerce.number().int().min(0).max(63072000).default(0), help: "HSTS max-age in seconds on HTTPS responses (0: off)" },
-  balanceAlgorithm: { schema: z.enum(ALGORITHMS).default("roundrobin"), help: `default balance algorithm (${ALGORITHMS.join(", ")})` },
-  defaultReturnCode: { schema: z.coerce.number().int().min(200).max(599).default(404), help: "status for requests no Service matches" },
-  errorPage: { schema: path.optional(), help: "file whose body is served with --default-return-code (embedded in the config)" },
+  hstsMaxAge: {
+    schema: z.coerce.number().int().min(0).max(63072000).default(0),
+    help: "HSTS max-age in seconds on HTTPS responses (0: off)",
+  },
+  balanceAlgorithm: {
+    schema: z.enum(ALGORITHMS).default("roundrobin"),
+    help: `default balance algorithm (${ALGORITHMS.join(", ")})`,
+  },
+  defaultReturnCode: {
+    schema: z.coerce.number().int().min(200).max(599).default(404),
+    help: "status for requests no Service matches",
+  },
+  errorPage: {
+    schema: path.optional(),
+    help: "file whose body is served with --default-return-code (embedded in the config)",
+  },
   syslog: { schema: bool.default(false), help: "HAProxy logs to stdout (the agent forwards them)" },
   checkInterval: { schema: duration.default("2s"), help: "health-check interval" },
-  timeoutServer: { schema: timeout.default("50s"), help: "HTTP Services: longest wait for the pod's response (lb.timeout-server per Service)" },
-  timeoutConnect: { schema: timeout.default("5s"), help: "longest wait for a connection to a pod (lb.timeout-connect per Service)" },
-  timeoutClient: { schema: timeout.default("50s"), help: "HTTP frontends: longest client inactivity (TCP Services: lb.timeout-client)" },
-  timeoutTunnel: { schema: timeout.default("1h"), help: "HTTP Services: inactivity of a WebSocket or other tunnel (lb.timeout-tunnel per Service)" },
-  timeoutQueue: { schema: timeout.optional(), help: "longest wait in a queue for a server slot under lb.maxconn (default: the connect timeout)" },
+  timeoutServer: {
+    schema: timeout.default("50s"),
+    help: "HTTP Services: longest wait for the pod's response (lb.timeout-server per Service)",
+  },
+  timeoutConnect: {
+    schema: timeout.default("5s"),
+    help: "longest wait for a connection to a pod (lb.timeout-connect per Service)",
+  },
+  timeoutClient: {
+    schema: timeout.default("50s"),
+    help: "HTTP frontends: longest client inactivity (TCP Services: lb.timeout-client)",
+  },
+  timeoutTunnel: {
+    schema: timeout.default("1h"),
+    help: "HTTP Services: inactivity of a WebSocket or other tunnel (lb.timeout-tunnel per Service)",
+  },
+  timeoutQueue: {
+    schema: timeout.optional(),
+    help: "longest wait in a queue for a server slot under lb.maxconn (default: the connect timeout)",
+  },
   hardStopAfter: { schema: duration.default("5m"), help: "longest an old HAProxy worker lives after a reload" },
   minServerSlots: {
     schema: z.coerce.number().int().min(1).max(1024).default(4),
     help: "server slots per backend (rounded up to a power of two) so endpoint changes apply without a reload",
   },
   statsSocket: { schema: path.default("/var/run/haproxy/admin.sock"), help: "HAProxy runtime API socket path" },
-  serverStateFile: { schema: path.default("/var/lib/haproxy/server-state"), help: "file HAProxy loads server state from after a reload" },
+  serverStateFile: {
+    schema: path.default("/var/lib/haproxy/server-state"),
+    help: "file HAProxy loads server state from after a reload",
+  },
 } as const;
 
 type Specs = typeof optionSpecs;
@@ -145,12 +186,22 @@ export type RenderOptions = { [K in keyof Specs]: z.output<Specs[K]["schema"]> }
 export type RenderOptionsInput = { [K in keyof Specs]?: z.input<Specs[K]["schema"]> };
 
 export const renderOptionsSchema = z
-  .object(Object.fromEntries(Object.entries(optionSpecs).map(([k, v]) => [k, v.schema])) as { [K in keyof Specs]: Specs[K]["schema"] })
+  .object(
+    Object.fromEntries(Object.entries(optionSpecs).map(([k, v]) => [k, v.schema])) as {
+      [K in keyof Specs]: Specs[K]["schema"];
+    },
+  )
   .strict()
   .superRefine((o, ctx) => {
-    if (o.sslCaCert && !o.sslCert) ctx.addIssue({ code: "custom", path: ["sslCaCert"], message: "--ssl-ca-cert needs --ssl-cert" });
+    if (o.sslCaCert && !o.sslCert)
+      ctx.addIssue({ code: "custom", path: ["sslCaCert"], message: "--ssl-ca-cert needs --ssl-cert" });
     const ports = [o.httpPort, ...(o.sslCert ? [o.httpsPort] : []), o.statsPort];
-    if (new Set(ports).size !== ports.length) ctx.addIssue({ code: "custom", path: ["httpPort"], message: "--http-port, --https-port and --stats-port must differ" });
+    if (new Set(ports).size !== ports.length)
+      ctx.addIssue({
+        code: "custom",
+        path: ["httpPort"],
+        message: "--http-port, --https-port and --stats-port must differ",
+      });
   });
 
 export class OptionsError extends Error {
@@ -177,7 +228,10 @@ export function parseRenderOptions(input: RenderOptionsInput | Record<string, un
 }
 
 /** Values of `keys` found in SERVICELB_* environment variables; other variables are left to other readers. */
-export function optionsFromEnv(env: Readonly<Record<string, string | undefined>>, keys: readonly string[]): Record<string, string> {
+export function optionsFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  keys: readonly string[],
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const key of keys) {
     const value = env[envName(key)];
@@ -188,6 +242,9 @@ export function optionsFromEnv(env: Readonly<Record<string, string | undefined>>
 
 /** Keeps the render options of a merged option record (flags, env and config file carry others too). */
 export function pickRenderOptions(all: Readonly<Record<string, unknown>>): Record<string, unknown> {
-  return Object.fromEntries(Object.keys(optionSpecs).filter((k) => all[k] !== undefined).map((k) => [k, all[k]]));
+  return Object.fromEntries(
+    Object.keys(optionSpecs)
+      .filter((k) => all[k] !== undefined)
+      .map((k) => [k, all[k]]),
+  );
 }
-

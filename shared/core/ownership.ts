@@ -50,7 +50,8 @@ export class PathSpaces {
     for (let end = prefix.length; end > floor; end = prefix.lastIndexOf("/", end - 1)) {
       const path = prefix.slice(0, end);
       const owner = this.ownPaths.get(path);
-      if (owner && owner.backend !== claimant.backend) return { owner: owner.service, reason: `lies in ${owner.service}'s own path ${path}` };
+      if (owner && owner.backend !== claimant.backend)
+        return { owner: owner.service, reason: `lies in ${owner.service}'s own path ${path}` };
     }
     return null;
   }

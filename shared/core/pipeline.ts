@@ -17,7 +17,13 @@ export interface RenderResult {
 }
 
 /** Snapshot → model → config: the one path every way in (CLI, render, reconcile) goes through. */
-export function renderSnapshot(snapshot: Snapshot, options: RenderOptions, renderer: Renderer, inputs: BuildInputs = {}, cache?: ModelCache): RenderResult {
+export function renderSnapshot(
+  snapshot: Snapshot,
+  options: RenderOptions,
+  renderer: Renderer,
+  inputs: BuildInputs = {},
+  cache?: ModelCache,
+): RenderResult {
   const t0 = performance.now();
   const model = buildModel(snapshot, options, inputs, cache);
   const t1 = performance.now();

@@ -51,7 +51,11 @@ export function pickView(views: readonly Mark[], newest: ConfigName | null): Mar
   return best;
 }
 
-export function decidePublish(state: StoreState, ours: { revision: bigint; sha256: string }, restore: boolean): Decision {
+export function decidePublish(
+  state: StoreState,
+  ours: { revision: bigint; sha256: string },
+  restore: boolean,
+): Decision {
   const mark = storeMark(state);
   const seq = state.newest ? state.newest.name.seq + 1 : 0;
   if (!mark) return { kind: "write", epoch: 0, revision: ours.revision, seq, newEpoch: false };
@@ -62,6 +66,10 @@ export function decidePublish(state: StoreState, ours: { revision: bigint; sha25
     if (!restore) return { kind: "behind", mark };
     return { kind: "write", epoch: mark.epoch + 1, revision: ours.revision, seq, newEpoch: true };
   }
-  if (sameBytes) return { kind: "unchanged", view: ours.revision > mark.revision ? { epoch: mark.epoch, revision: ours.revision } : null };
+  if (sameBytes)
+    return {
+      kind: "unchanged",
+      view: ours.revision > mark.revision ? { epoch: mark.epoch, revision: ours.revision } : null,
+    };
   return { kind: "write", epoch: mark.epoch, revision: ours.revision, seq, newEpoch: false };
 }

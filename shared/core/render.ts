@@ -160,7 +160,8 @@ function serverParams(s: BackendSettings): string | null {
   // Health checks must speak the pod's HTTP too (an HTTP/2-only pod such as gRPC answers nothing
   // else): they follow `proto`, but not `alpn` (measured on 2.6: L7RSP without check-alpn).
   if (s.backendProtocol === "h2") p.push("proto h2");
-  else if (s.backendProtocol === "h1-ssl") p.push("ssl verify none sni var(txn.host) alpn http/1.1 check-alpn http/1.1");
+  else if (s.backendProtocol === "h1-ssl")
+    p.push("ssl verify none sni var(txn.host) alpn http/1.1 check-alpn http/1.1");
   else if (s.backendProtocol === "h2-ssl") p.push("ssl verify none sni var(txn.host) alpn h2 check-alpn h2");
   // Health checks carry the header too: a pod that expects it would refuse them otherwise.
   if (s.proxyProtocol === "v1") p.push("send-proxy check-send-proxy");
@@ -286,7 +287,9 @@ export class Renderer {
     const slots = Object.fromEntries(SLOTS.map((slot, i) => [slot, `\u0000${i}\u0000`]));
     const text = this.liquid.renderSync(this.main, { o: view, ...slots }) as string;
     const parts: Array<Buffer | Slot> = [];
-    text.split(/\u0000(\d)\u0000/).forEach((piece, i) => parts.push(i % 2 === 1 ? SLOTS[Number(piece)]! : Buffer.from(piece, "utf8")));
+    text
+      .split(/\u0000(\d)\u0000/)
+      .forEach((piece, i) => parts.push(i % 2 === 1 ? SLOTS[Number(piece)]! : Buffer.from(piece, "utf8")));
     this.main_ = { key, parts };
     return parts;
   }
@@ -319,7 +322,12 @@ export class Renderer {
       stats_port: o.statsPort,
       stats_user: o.statsUser ?? null,
       stats_password_ref: STATS_PASSWORD_REF,
-      redirect: codes.size > 0 ? (o.httpsPort === 443 ? "scheme https" : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`) : null,
+      redirect:
+        codes.size > 0
+          ? o.httpsPort === 443
+            ? "scheme https"
+            : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`
+          : null,
       redirects: [...codes].sort((a, b) => a - b).map((code) => ({ name: redirectBackend(code), code })),
       timeout_server: o.timeoutServer,
       timeout_connect: o.timeoutConnect,
@@ -337,7 +345,15 @@ export class Renderer {
         for (const b of model.backends) chunks.push(this.backendChunk(b, o.checkInterval));
       } else if (slot === "tcp_frontends") {
         let text = "";
-        for (const t of model.tcpFrontends as TcpFrontend[]) text += this.tcp({ name: t.name, bind: o.bindAddress, port: t.port, backend: t.backend, timeout_client: t.timeoutClient, accept_proxy: view.accept_proxy });
+        for (const t of model.tcpFrontends as TcpFrontend[])
+          text += this.tcp({
+            name: t.name,
+            bind: o.bindAddress,
+            port: t.port,
+            backend: t.backend,
+            timeout_client: t.timeoutClient,
+            accept_proxy: view.accept_proxy,
+          });
         chunks.push(Buffer.from(text, "utf8"));
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));

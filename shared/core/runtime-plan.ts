@@ -30,12 +30,17 @@ export type RuntimePlan = { kind: "runtime"; commands: RuntimeCommand[] } | { ki
 
 /** The runtime API command line, as HAProxy 2.6's stats socket takes it. */
 export function commandText(c: RuntimeCommand): string {
-  return c.op === "addr" ? `set server ${c.backend}/${c.server} addr ${c.address} port ${c.port}` : `set server ${c.backend}/${c.server} state ${c.state}`;
+  return c.op === "addr"
+    ? `set server ${c.backend}/${c.server} addr ${c.address} port ${c.port}`
+    : `set server ${c.backend}/${c.server} state ${c.state}`;
 }
 
 const sameAddress = (a: SlotState, b: SlotState) => a.address === b.address && a.port === b.port;
 
-export function planRuntime(changes: readonly ServerChange[], spare: ReadonlyMap<string, readonly SpareSlot[]>): RuntimePlan {
+export function planRuntime(
+  changes: readonly ServerChange[],
+  spare: ReadonlyMap<string, readonly SpareSlot[]>,
+): RuntimePlan {
   const byBackend = new Map<string, ServerChange[]>();
   for (const c of changes) {
     let list = byBackend.get(c.backend);
@@ -44,8 +49,19 @@ export function planRuntime(changes: readonly ServerChange[], spare: ReadonlyMap
   }
   const commands: RuntimeCommand[] = [];
   for (const [backend, list] of byBackend) {
-    const addr = (server: string, s: SlotState): RuntimeCommand => ({ op: "addr", backend, server, address: s.address, port: s.port });
-    const state = (server: string, st: "ready" | "drain" | "maint"): RuntimeCommand => ({ op: "state", backend, server, state: st });
+    const addr = (server: string, s: SlotState): RuntimeCommand => ({
+      op: "addr",
+      backend,
+      server,
+      address: s.address,
+      port: s.port,
+    });
+    const state = (server: string, st: "ready" | "drain" | "maint"): RuntimeCommand => ({
+      op: "state",
+      backend,
+      server,
+      state: st,
+    });
     const ups = list.filter((c) => !c.from.enabled && c.to.enabled);
     const moves = list.filter((c) => c.from.enabled && c.to.enabled && !sameAddress(c.from, c.to));
     const downs = list.filter((c) => c.from.enabled && !c.to.enabled);
@@ -58,7 +74,10 @@ export function planRuntime(changes: readonly ServerChange[], spare: ReadonlyMap
       const bridge = spare.get(backend)?.[0];
       if (!bridge) {
         const m = moves[0]!;
-        return { kind: "reload", reason: `${backend}/${m.server} moves from ${show(m.from)} to ${show(m.to)} and the backend has no free slot to carry the new address meanwhile` };
+        return {
+          kind: "reload",
+          reason: `${backend}/${m.server} moves from ${show(m.from)} to ${show(m.to)} and the backend has no free slot to carry the new address meanwhile`,
+        };
       }
       for (const c of moves) {
         commands.push(

@@ -19,7 +19,8 @@ export function scopeReport(snapshot: Snapshot, options: RenderOptions): { warni
   const outOfScope = (svc: Service): string | undefined => {
     const { namespace: ns, name } = svc.metadata;
     if (namespace && ns !== namespace) return `outside --namespace ${namespace}`;
-    if (target && !(target.includes("/") ? target === `${ns}/${name}` : target === name)) return `not --target-service ${target}`;
+    if (target && !(target.includes("/") ? target === `${ns}/${name}` : target === name))
+      return `not --target-service ${target}`;
     return undefined;
   };
 
@@ -36,9 +37,15 @@ export function scopeReport(snapshot: Snapshot, options: RenderOptions): { warni
     inScope++;
     if (!selector || matchesSelector(selector, svc.metadata.labels)) selected++;
   }
-  if (namespace && inNamespace === 0) warnings.push({ service: "-", message: `--namespace ${namespace} matches no Service` });
-  else if (target && inScope === 0) warnings.push({ service: "-", message: `--target-service ${target} matches no Service${namespace ? ` in namespace ${namespace}` : ""}` });
-  else if (selector && inScope > 0 && selected === 0) warnings.push({ service: "-", message: `--selector ${formatLabelSelector(selector)} matches no Service` });
+  if (namespace && inNamespace === 0)
+    warnings.push({ service: "-", message: `--namespace ${namespace} matches no Service` });
+  else if (target && inScope === 0)
+    warnings.push({
+      service: "-",
+      message: `--target-service ${target} matches no Service${namespace ? ` in namespace ${namespace}` : ""}`,
+    });
+  else if (selector && inScope > 0 && selected === 0)
+    warnings.push({ service: "-", message: `--selector ${formatLabelSelector(selector)} matches no Service` });
 
   for (const { ref, port } of tcpServices) {
     const { namespace: ns, name } = parseServiceRef(ref, namespace ?? "default")!;

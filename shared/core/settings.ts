@@ -43,8 +43,7 @@ export function settingsRecord(options: RenderOptions, template: SettingsRecord[
     else if (key === "hostClaims") {
       const claims = Object.entries(options.hostClaims!).sort(([a], [b]) => (a < b ? -1 : 1));
       input[key] = JSON.stringify(Object.fromEntries(claims.map(([ns, hosts]) => [ns, hosts.map(hostText)])));
-    }
-    else input[key] = value as string | number | boolean;
+    } else input[key] = value as string | number | boolean;
   }
   return { options: input, template };
 }
@@ -59,9 +58,15 @@ export function settingsDigest(record: SettingsRecord): string {
 export function diffSettings(from: SettingsRecord, to: SettingsRecord): SettingsChange[] {
   const changes: SettingsChange[] = [];
   const keys = [...new Set([...Object.keys(from.options), ...Object.keys(to.options)])].sort();
-  for (const key of keys) if (from.options[key] !== to.options[key]) changes.push({ setting: key, from: from.options[key], to: to.options[key] });
+  for (const key of keys)
+    if (from.options[key] !== to.options[key])
+      changes.push({ setting: key, from: from.options[key], to: to.options[key] });
   if (from.template.sha256 !== to.template.sha256 || from.template.source !== to.template.source) {
-    changes.push({ setting: "template", from: `${from.template.source} (${from.template.sha256.slice(0, 12)})`, to: `${to.template.source} (${to.template.sha256.slice(0, 12)})` });
+    changes.push({
+      setting: "template",
+      from: `${from.template.source} (${from.template.sha256.slice(0, 12)})`,
+      to: `${to.template.source} (${to.template.sha256.slice(0, 12)})`,
+    });
   }
   return changes;
 }

@@ -13,15 +13,22 @@ import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } f
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
 const RFC3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$/;
-const objectMeta = (name: z.ZodString) => z.object({
-  name,
-  namespace: z.string().regex(DNS1123_LABEL, "a namespace name (RFC 1123 label)").default("default"),
-  labels: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
-  annotations: z.record(z.string(), z.string()).nullish().transform((v) => v ?? {}),
-  resourceVersion: z.string().optional(),
-  // Who owns a contested route is decided by age (oldest first), as the Gateway API does.
-  creationTimestamp: z.string().regex(RFC3339, "an RFC 3339 time such as 2024-05-01T12:00:00Z").nullish(),
-});
+const objectMeta = (name: z.ZodString) =>
+  z.object({
+    name,
+    namespace: z.string().regex(DNS1123_LABEL, "a namespace name (RFC 1123 label)").default("default"),
+    labels: z
+      .record(z.string(), z.string())
+      .nullish()
+      .transform((v) => v ?? {}),
+    annotations: z
+      .record(z.string(), z.string())
+      .nullish()
+      .transform((v) => v ?? {}),
+    resourceVersion: z.string().optional(),
+    // Who owns a contested route is decided by age (oldest first), as the Gateway API does.
+    creationTimestamp: z.string().regex(RFC3339, "an RFC 3339 time such as 2024-05-01T12:00:00Z").nullish(),
+  });
 const serviceMeta = objectMeta(z.string().regex(DNS1035_LABEL, "a Service name (RFC 1035 label)"));
 const otherMeta = objectMeta(z.string().max(253).regex(DNS1123_SUBDOMAIN, "an object name (RFC 1123 subdomain)"));
 
@@ -30,58 +37,91 @@ function addIssues(ctx: z.RefinementCtx, issues: readonly Issue[]): void {
 }
 
 const servicePort = z.object({
-  name: z.string().nullish().transform((v) => v ?? ""),
-  protocol: z.string().nullish().transform((v) => v ?? "TCP"),
+  name: z
+    .string()
+    .nullish()
+    .transform((v) => v ?? ""),
+  protocol: z
+    .string()
+    .nullish()
+    .transform((v) => v ?? "TCP"),
   port: z.number().int().min(1).max(65535),
   targetPort: z.union([z.number().int().min(1).max(65535), z.string().min(1)]).nullish(),
 });
 
-export const serviceSchema = z.object({
-  metadata: serviceMeta,
-  spec: z.object({
-    type: z.string().nullish().transform((v) => v ?? "ClusterIP"),
-    clusterIP: z.string().nullish(),
-    ports: z.array(servicePort).nullish().transform((v) => v ?? []),
-    sessionAffinity: z.string().nullish(),
-    sessionAffinityConfig: z
-      .object({ clientIP: z.object({ timeoutSeconds: z.number().int().min(1).max(86400).nullish() }).nullish() })
-      .nullish(),
-  }),
-}).superRefine((svc, ctx) => addIssues(ctx, serviceSpecIssues(svc.spec)));
+export const serviceSchema = z
+  .object({
+    metadata: serviceMeta,
+    spec: z.object({
+      type: z
+        .string()
+        .nullish()
+        .transform((v) => v ?? "ClusterIP"),
+      clusterIP: z.string().nullish(),
+      ports: z
+        .array(servicePort)
+        .nullish()
+        .transform((v) => v ?? []),
+      sessionAffinity: z.string().nullish(),
+      sessionAffinityConfig: z
+        .object({ clientIP: z.object({ timeoutSeconds: z.number().int().min(1).max(86400).nullish() }).nullish() })
+        .nullish(),
+    }),
+  })
+  .superRefine((svc, ctx) => addIssues(ctx, serviceSpecIssues(svc.spec)));
 
 const endpointPort = z.object({
-  name: z.string().nullish().transform((v) => v ?? ""),
-  protocol: z.string().nullish().transform((v) => v ?? "TCP"),
+  name: z
+    .string()
+    .nullish()
+    .transform((v) => v ?? ""),
+  protocol: z
+    .string()
+    .nullish()
+    .transform((v) => v ?? "TCP"),
   port: z.number().int().min(1).max(65535).nullish(),
 });
 
-export const endpointSliceSchema = z.object({
-  metadata: otherMeta,
-  addressType: z.string(),
-  ports: z.array(endpointPort).nullish().transform((v) => v ?? []),
-  endpoints: z
-    .array(
-      z.object({
-        addresses: z.array(z.string()),
-        conditions: z.object({ ready: z.boolean().nullish() }).nullish(),
-      }),
-    )
-    .nullish()
-    .transform((v) => v ?? []),
-}).superRefine((slice, ctx) => addIssues(ctx, endpointSliceIssues(slice)));
+export const endpointSliceSchema = z
+  .object({
+    metadata: otherMeta,
+    addressType: z.string(),
+    ports: z
+      .array(endpointPort)
+      .nullish()
+      .transform((v) => v ?? []),
+    endpoints: z
+      .array(
+        z.object({
+          addresses: z.array(z.string()),
+          conditions: z.object({ ready: z.boolean().nullish() }).nullish(),
+        }),
+      )
+      .nullish()
+      .transform((v) => v ?? []),
+  })
+  .superRefine((slice, ctx) => addIssues(ctx, endpointSliceIssues(slice)));
 
-export const endpointsSchema = z.object({
-  metadata: otherMeta,
-  subsets: z
-    .array(
-      z.object({
-        addresses: z.array(z.object({ ip: z.string() })).nullish().transform((v) => v ?? []),
-        ports: z.array(endpointPort).nullish().transform((v) => v ?? []),
-      }),
-    )
-    .nullish()
-    .transform((v) => v ?? []),
-}).superRefine((endpoints, ctx) => addIssues(ctx, endpointsIssues(endpoints)));
+export const endpointsSchema = z
+  .object({
+    metadata: otherMeta,
+    subsets: z
+      .array(
+        z.object({
+          addresses: z
+            .array(z.object({ ip: z.string() }))
+            .nullish()
+            .transform((v) => v ?? []),
+          ports: z
+            .array(endpointPort)
+            .nullish()
+            .transform((v) => v ?? []),
+        }),
+      )
+      .nullish()
+      .transform((v) => v ?? []),
+  })
+  .superRefine((endpoints, ctx) => addIssues(ctx, endpointsIssues(endpoints)));
 
 export type Service = z.output<typeof serviceSchema>;
 export type EndpointSlice = z.output<typeof endpointSliceSchema>;
@@ -104,7 +144,11 @@ export class SnapshotError extends Error {
 }
 
 const LIST_KINDS = new Set(["List", "ServiceList", "EndpointSliceList", "EndpointsList"]);
-const ITEM_KINDS: Record<string, string> = { ServiceList: "Service", EndpointSliceList: "EndpointSlice", EndpointsList: "Endpoints" };
+const ITEM_KINDS: Record<string, string> = {
+  ServiceList: "Service",
+  EndpointSliceList: "EndpointSlice",
+  EndpointsList: "Endpoints",
+};
 
 /** Parses JSON or YAML text (one or more documents) into documents, with a clear error on bad syntax. */
 export function parseSnapshotText(text: string): unknown[] {
@@ -217,15 +261,30 @@ export type ValidatedItem =
  * Validates one item (of a list, or a single object). `kindHint` names the kind of a typed list's
  * items, which carry none; `reuse` is for live lists only (see ParsedItems).
  */
-export function validateItem(item: unknown, kindHint: string | undefined, where: string, reuse?: ParsedItems): ValidatedItem {
+export function validateItem(
+  item: unknown,
+  kindHint: string | undefined,
+  where: string,
+  reuse?: ParsedItems,
+): ValidatedItem {
   if (typeof item !== "object" || item === null) return { kind: "problem", problem: `${where}: not an object` };
   const rec = item as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown; resourceVersion?: unknown } };
   const kind = typeof rec.kind === "string" ? rec.kind : kindHint;
-  const schema = kind === "Service" ? serviceSchema : kind === "EndpointSlice" ? endpointSliceSchema : kind === "Endpoints" ? endpointsSchema : undefined;
+  const schema =
+    kind === "Service"
+      ? serviceSchema
+      : kind === "EndpointSlice"
+        ? endpointSliceSchema
+        : kind === "Endpoints"
+          ? endpointsSchema
+          : undefined;
   // Other kinds in a mixed `kubectl get` are legitimate; they just do not concern us.
   if (!schema) return null;
   const { name, namespace, resourceVersion } = rec.metadata ?? {};
-  const key = reuse && typeof name === "string" && typeof namespace === "string" && typeof resourceVersion === "string" ? ([kind!, namespace, name, resourceVersion] as const) : undefined;
+  const key =
+    reuse && typeof name === "string" && typeof namespace === "string" && typeof resourceVersion === "string"
+      ? ([kind!, namespace, name, resourceVersion] as const)
+      : undefined;
   let data = key ? reuse!.take(...key) : undefined;
   if (data === undefined) {
     const parsed = schema.safeParse(item);
@@ -257,7 +316,9 @@ export function snapshotFromItems(items: readonly ValidatedItem[], listRevisions
     const { namespace, name } = v.item.metadata;
     const key = `${v.kind} ${namespace}/${name}`;
     if (names.has(key)) {
-      snap.problems.push(`${key}: Duplicate value: an object of this kind, namespace and name came earlier; this one is ignored`);
+      snap.problems.push(
+        `${key}: Duplicate value: an object of this kind, namespace and name came earlier; this one is ignored`,
+      );
       continue;
     }
     names.add(key);
@@ -286,7 +347,9 @@ export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Sna
     if (typeof obj.kind === "string" && LIST_KINDS.has(obj.kind)) {
       if (!Array.isArray(obj.items)) throw new SnapshotError(`document ${d + 1} (${obj.kind}) has no items array`);
       listRevisions.push(obj.metadata?.resourceVersion);
-      obj.items.forEach((item, i) => items.push(validateItem(item, ITEM_KINDS[obj.kind as string], `items[${i}]`, reuse)));
+      obj.items.forEach((item, i) =>
+        items.push(validateItem(item, ITEM_KINDS[obj.kind as string], `items[${i}]`, reuse)),
+      );
     } else if (obj.kind === "Service" || obj.kind === "EndpointSlice" || obj.kind === "Endpoints") {
       items.push(validateItem(obj, undefined, `document ${d + 1}`, reuse));
     } else {
@@ -302,4 +365,3 @@ export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Sna
 export function parseSnapshot(text: string): Snapshot {
   return snapshotFromDocuments(parseSnapshotText(text));
 }
-

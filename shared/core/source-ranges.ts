@@ -31,11 +31,13 @@ function parseSource(entry: string): string | null {
 /** A comma list of IPv4/IPv6 addresses or CIDRs, at most MAX_SOURCE_RANGES, duplicates dropped. */
 export function parseSourceRanges(value: string): string[] | { error: string } {
   const entries = value.split(",").map((e) => e.replace(/^ +| +$/g, ""));
-  if (entries.length > MAX_SOURCE_RANGES) return { error: `${entries.length} entries; at most ${MAX_SOURCE_RANGES} fit on one HAProxy line` };
+  if (entries.length > MAX_SOURCE_RANGES)
+    return { error: `${entries.length} entries; at most ${MAX_SOURCE_RANGES} fit on one HAProxy line` };
   const out: string[] = [];
   for (const entry of entries) {
     const parsed = parseSource(entry);
-    if (parsed === null) return { error: `${describe(entry)} is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or fd00::/8)` };
+    if (parsed === null)
+      return { error: `${describe(entry)} is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or fd00::/8)` };
     if (!out.includes(parsed)) out.push(parsed);
   }
   return out;

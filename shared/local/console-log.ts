@@ -18,7 +18,15 @@ export interface Console {
 }
 
 const LABELS: Record<number, string> = { 10: "TRACE ", 20: "DEBUG ", 30: "", 40: "WARN ", 50: "ERROR ", 60: "FATAL " };
-const LEVELS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
+const LEVELS: Record<string, number> = {
+  trace: 10,
+  debug: 20,
+  info: 30,
+  warn: 40,
+  error: 50,
+  fatal: 60,
+  silent: Infinity,
+};
 const INDENT = "    ";
 
 /** human on a terminal, json otherwise; `requested` (the --log-format flag, checked by the CLI) wins. */
@@ -26,7 +34,11 @@ export function consoleFormat(requested: LogFormat | undefined, isTTY: boolean):
   return requested ?? (isTTY ? "human" : "json");
 }
 
-export function createConsole(format: LogFormat, write: (text: string) => void = (t) => process.stderr.write(t), level = process.env.LOG_LEVEL ?? "info"): Console {
+export function createConsole(
+  format: LogFormat,
+  write: (text: string) => void = (t) => process.stderr.write(t),
+  level = process.env.LOG_LEVEL ?? "info",
+): Console {
   const threshold = LEVELS[level] ?? 30;
   const emit = (rec: Record<string, unknown>) => {
     if (typeof rec.level === "number" && rec.level < threshold) return;
@@ -51,7 +63,9 @@ function parseRecord(line: string): Record<string, unknown> | undefined {
   if (!line.startsWith("{")) return undefined;
   try {
     const rec = JSON.parse(line) as unknown;
-    return rec && typeof rec === "object" && typeof (rec as { msg?: unknown }).msg === "string" ? (rec as Record<string, unknown>) : undefined;
+    return rec && typeof rec === "object" && typeof (rec as { msg?: unknown }).msg === "string"
+      ? (rec as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }
@@ -76,20 +90,38 @@ export function formatRecord(rec: Record<string, unknown>): string {
       inline.push(`${key}=${scalar(message)}`);
       below.push(...more.map((l) => INDENT + l));
       // Transient failures are warnings whose message says it all; a stack helps with the rest.
-      if (lvl >= 50 && value.stack) below.push(...value.stack.split("\n").filter((l) => /^\s+at /.test(l)).map((l) => INDENT + l.trim()));
+      if (lvl >= 50 && value.stack)
+        below.push(
+          ...value.stack
+            .split("\n")
+            .filter((l) => /^\s+at /.test(l))
+            .map((l) => INDENT + l.trim()),
+        );
     } else if (Array.isArray(value) && value.some((v) => v !== null && typeof v === "object")) {
-      below.push(`${INDENT}${key}:`, ...value.map((v) => `${INDENT}- ${v !== null && typeof v === "object" ? pairs(v as Record<string, unknown>) : scalar(v)}`));
+      below.push(
+        `${INDENT}${key}:`,
+        ...value.map(
+          (v) => `${INDENT}- ${v !== null && typeof v === "object" ? pairs(v as Record<string, unknown>) : scalar(v)}`,
+        ),
+      );
     } else if (typeof value === "string" && value.includes("\n")) {
       below.push(`${INDENT}${key}:`, ...value.split("\n").map((l) => INDENT + INDENT + l));
     } else {
-      inline.push(`${key}=${typeof value === "object" && value !== null && !Array.isArray(value) ? `{${pairs(value as Record<string, unknown>)}}` : scalar(value)}`);
+      inline.push(
+        `${key}=${typeof value === "object" && value !== null && !Array.isArray(value) ? `{${pairs(value as Record<string, unknown>)}}` : scalar(value)}`,
+      );
     }
   }
   return `${head}${first}${inline.length > 0 ? `  ${inline.join(" ")}` : ""}\n${below.map((l) => `${l}\n`).join("")}`;
 }
 
 function isError(v: unknown): v is { message: string; stack?: string } {
-  return v !== null && typeof v === "object" && typeof (v as { message?: unknown }).message === "string" && ("stack" in v || "type" in v);
+  return (
+    v !== null &&
+    typeof v === "object" &&
+    typeof (v as { message?: unknown }).message === "string" &&
+    ("stack" in v || "type" in v)
+  );
 }
 
 function pairs(o: Record<string, unknown>): string {

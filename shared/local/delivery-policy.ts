@@ -24,7 +24,10 @@ export const DELIVERY_POLICIES: Record<DeliveryPolicy["name"], DeliveryPolicy> =
 
 export function parseDeliveryPolicy(text: string): DeliveryPolicy {
   const policy = (DELIVERY_POLICIES as Record<string, DeliveryPolicy | undefined>)[text];
-  if (!policy) throw new Error(`unknown delivery policy ${JSON.stringify(text)}: one of ${Object.keys(DELIVERY_POLICIES).join(", ")}`);
+  if (!policy)
+    throw new Error(
+      `unknown delivery policy ${JSON.stringify(text)}: one of ${Object.keys(DELIVERY_POLICIES).join(", ")}`,
+    );
   return policy;
 }
 
@@ -35,7 +38,11 @@ export interface Gate<T> {
 }
 
 /** Applies `policy` in front of `deliver`. Timers come from `clock` (tests use fake timers). */
-export function deliveryGate<T>(policy: DeliveryPolicy, deliver: (event: T) => void, clock: { now(): number } = performance): Gate<T> {
+export function deliveryGate<T>(
+  policy: DeliveryPolicy,
+  deliver: (event: T) => void,
+  clock: { now(): number } = performance,
+): Gate<T> {
   if (policy.name === "servicelb") return { offer: deliver, stop: () => undefined };
   let pending: { event: T } | undefined;
   let timer: NodeJS.Timeout | undefined;

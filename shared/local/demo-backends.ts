@@ -12,7 +12,8 @@ import { fileURLToPath } from "node:url";
 type Request = { id: number; host: string; port: number };
 type Reply = { id: number; error?: string };
 
-const body = (host: string, port: number, method: string | undefined, url: string | undefined) => `demo backend ${host}:${port} answered ${method} ${url}\n`;
+const body = (host: string, port: number, method: string | undefined, url: string | undefined) =>
+  `demo backend ${host}:${port} answered ${method} ${url}\n`;
 
 /** The parent's side: start(host, port) resolves once a backend listens there (or the address is taken: the error says so). */
 export class DemoBackends {

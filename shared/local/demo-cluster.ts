@@ -17,7 +17,10 @@ function objectsOf(text: string): Map<string, { kind: Kind; obj: KubeObject }> {
       const kind = item?.kind as Kind;
       if (!KINDS.has(kind) || !item.metadata?.name) continue;
       const namespace = item.metadata.namespace ?? "default";
-      out.set(`${kind}/${namespace}/${item.metadata.name}`, { kind, obj: { ...item, metadata: { ...item.metadata, namespace } } });
+      out.set(`${kind}/${namespace}/${item.metadata.name}`, {
+        kind,
+        obj: { ...item, metadata: { ...item.metadata, namespace } },
+      });
     }
   }
   return out;
@@ -38,10 +41,18 @@ function loopbackEndpoints(objects: Iterable<{ kind: Kind; obj: KubeObject }>): 
   for (const { kind, obj } of objects) {
     if (kind === "EndpointSlice") {
       const eps = (obj.endpoints as Array<{ addresses?: string[] }> | undefined) ?? [];
-      add(eps.flatMap((e) => e.addresses ?? []), (obj.ports as Array<{ port?: number }> | undefined) ?? []);
+      add(
+        eps.flatMap((e) => e.addresses ?? []),
+        (obj.ports as Array<{ port?: number }> | undefined) ?? [],
+      );
     } else if (kind === "Endpoints") {
-      for (const s of (obj.subsets as Array<{ addresses?: Array<{ ip: string }>; ports?: Array<{ port?: number }> }> | undefined) ?? []) {
-        add((s.addresses ?? []).map((a) => a.ip), s.ports ?? []);
+      for (const s of (obj.subsets as
+        | Array<{ addresses?: Array<{ ip: string }>; ports?: Array<{ port?: number }> }>
+        | undefined) ?? []) {
+        add(
+          (s.addresses ?? []).map((a) => a.ip),
+          s.ports ?? [],
+        );
       }
     }
   }
@@ -104,7 +115,11 @@ export class DemoCluster {
           ({ written, removed }) => {
             if (written + removed > 0) this.log.info({ file: this.file, written, removed }, "demo cluster changed");
           },
-          (err: Error) => this.log.warn({ file: this.file, err: err.message }, "demo cluster file not applied; the cluster keeps its last state"),
+          (err: Error) =>
+            this.log.warn(
+              { file: this.file, err: err.message },
+              "demo cluster file not applied; the cluster keeps its last state",
+            ),
         );
         if (this.replaced && this.watcher) {
           this.replaced = false;
@@ -120,7 +135,8 @@ export class DemoCluster {
     try {
       this.watch();
     } catch (err) {
-      if (attempt === 0) this.log.warn({ file: this.file, err: (err as Error).message }, "cannot watch the demo cluster file; retrying");
+      if (attempt === 0)
+        this.log.warn({ file: this.file, err: (err as Error).message }, "cannot watch the demo cluster file; retrying");
       this.timer = setTimeout(() => this.rewatch(attempt + 1), Math.min(1000, 50 * 2 ** attempt));
     }
   }
@@ -130,7 +146,11 @@ export class DemoCluster {
     if (this.backends.has(key)) return;
     this.backends.add(key);
     const { error } = await this.processes.start(host, port);
-    if (error) this.log.warn({ address: key, err: error }, "demo backend address is taken; requests to it reach whatever listens there");
+    if (error)
+      this.log.warn(
+        { address: key, err: error },
+        "demo backend address is taken; requests to it reach whatever listens there",
+      );
   }
 
   async stop(): Promise<void> {

@@ -7,7 +7,11 @@ import { deliveryGate, type DeliveryPolicy } from "./delivery-policy.js";
 import { trace } from "../adapters/trace.js";
 
 const VERB: Record<ClusterEvent["type"], string> = { ADDED: "add", MODIFIED: "update", DELETED: "delete" };
-const RESOURCE: Record<string, string> = { Service: "services", EndpointSlice: "endpointslices", Endpoints: "endpoints" };
+const RESOURCE: Record<string, string> = {
+  Service: "services",
+  EndpointSlice: "endpointslices",
+  Endpoints: "endpoints",
+};
 
 export interface EventBridgeOptions {
   kc: KubeConfig;
@@ -22,7 +26,13 @@ export interface EventBridgeOptions {
 }
 
 /** A CloudEvent in binary mode, as Knative's Broker delivers it to a Trigger's subscriber. */
-async function send(sink: string, type: string, source: string, data: unknown, extensions: Record<string, string> = {}): Promise<number> {
+async function send(
+  sink: string,
+  type: string,
+  source: string,
+  data: unknown,
+  extensions: Record<string, string> = {},
+): Promise<number> {
   const headers: Record<string, string> = {
     "content-type": "application/json",
     "ce-specversion": "1.0",
@@ -32,7 +42,12 @@ async function send(sink: string, type: string, source: string, data: unknown, e
     "ce-time": new Date().toISOString(),
   };
   for (const [k, v] of Object.entries(extensions)) headers[`ce-${k}`] = v;
-  const r = await fetch(sink, { method: "POST", headers, body: JSON.stringify(data), signal: AbortSignal.timeout(30_000) });
+  const r = await fetch(sink, {
+    method: "POST",
+    headers,
+    body: JSON.stringify(data),
+    signal: AbortSignal.timeout(30_000),
+  });
   await r.arrayBuffer();
   return r.status;
 }
@@ -53,15 +68,20 @@ export function startEventBridge(o: EventBridgeOptions): () => void {
       (err: Error) => o.log.warn({ type, err: err.message }, "reconcile unreachable; the next resync retries"),
     );
   const gate = deliveryGate<ClusterEvent>(o.policy ?? { name: "servicelb" }, (e) => {
-      const meta = e.object.metadata as { name?: string; namespace?: string; resourceVersion?: string };
-      const ns = meta.namespace ?? "default";
-      const rv = meta.resourceVersion;
-      void deliver(`dev.knative.apiserver.resource.${VERB[e.type]}`, e.object, {
+    const meta = e.object.metadata as { name?: string; namespace?: string; resourceVersion?: string };
+    const ns = meta.namespace ?? "default";
+    const rv = meta.resourceVersion;
+    void deliver(
+      `dev.knative.apiserver.resource.${VERB[e.type]}`,
+      e.object,
+      {
         subject: `/apis/${e.object.apiVersion}/namespaces/${ns}/${RESOURCE[e.object.kind] ?? e.object.kind}/${meta.name ?? ""}`,
         kind: e.object.kind,
         name: meta.name ?? "",
         namespace: ns,
-      }, rv);
+      },
+      rv,
+    );
   });
   // Whether the API server answers, as the watches find out. A cluster that is down is said once,
   // and once more when it answers again; the watches meanwhile retry with backoff. Resync ticks wait

@@ -20,7 +20,10 @@ function ours(holder: PortHolder | undefined, masterSocket: string): boolean {
  * by an earlier run on the same data directory is no obstacle: HAProxy binds with SO_REUSEPORT,
  * and the agent retires that master once its own serves.
  */
-export async function assertPortsFree(ports: Array<{ port: number; flag: string }>, masterSocket: string): Promise<void> {
+export async function assertPortsFree(
+  ports: Array<{ port: number; flag: string }>,
+  masterSocket: string,
+): Promise<void> {
   for (const { port, flag } of ports) {
     let free: boolean;
     try {
@@ -59,13 +62,23 @@ function accepts(port: number): Promise<boolean> {
 
 /** Listening, and (where /proc tells) by this stack's HAProxy; else why not, in words for the banner. */
 export async function haproxyState(o: Omit<WaitForHaproxyOptions, "timeoutMs" | "signal">): Promise<HaproxyState> {
-  for (const [port, what] of [[o.httpPort, "HTTP"], [o.statsPort, "stats"]] as const) {
+  for (const [port, what] of [
+    [o.httpPort, "HTTP"],
+    [o.statsPort, "stats"],
+  ] as const) {
     if (await accepts(port)) {
       const holder = portHolder(port);
-      if (holder && !ours(holder, o.masterSocket)) return { listening: false, reason: `its ${what} port ${port} is held by pid ${holder.pid} (${holder.command}), not by this stack's HAProxy` };
+      if (holder && !ours(holder, o.masterSocket))
+        return {
+          listening: false,
+          reason: `its ${what} port ${port} is held by pid ${holder.pid} (${holder.command}), not by this stack's HAProxy`,
+        };
       continue;
     }
-    return { listening: false, reason: `nothing listens on its ${what} port ${port}: ${await agentSays(o.agentStatusUrl)}` };
+    return {
+      listening: false,
+      reason: `nothing listens on its ${what} port ${port}: ${await agentSays(o.agentStatusUrl)}`,
+    };
   }
   return { listening: true };
 }

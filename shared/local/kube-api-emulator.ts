@@ -36,7 +36,11 @@ const KINDS: Record<Kind, KindInfo> = {
   },
 };
 
-const KIND_OF: Record<Resource, Kind> = { services: "Service", endpoints: "Endpoints", endpointslices: "EndpointSlice" };
+const KIND_OF: Record<Resource, Kind> = {
+  services: "Service",
+  endpoints: "Endpoints",
+  endpointslices: "EndpointSlice",
+};
 
 export interface ObjectMeta {
   name: string;
@@ -350,14 +354,22 @@ export class KubeApiEmulator {
       const failure = take(this.failRules, info);
       if (failure) {
         const code = failure.status ?? 500;
-        throw new HttpError(code, failure.reason ?? "InternalError", failure.message ?? "an error on the server (\"injected failure\") has prevented the request from succeeding");
+        throw new HttpError(
+          code,
+          failure.reason ?? "InternalError",
+          failure.message ?? 'an error on the server ("injected failure") has prevented the request from succeeding',
+        );
       }
       if (info.authorization !== `Bearer ${this.token}`) throw new HttpError(401, "Unauthorized", "Unauthorized");
       if (info.method === "GET") return this.route(info, res);
-      if (info.method === "POST" || info.method === "PUT" || info.method === "DELETE") return this.write(info, await readBody(req), res);
+      if (info.method === "POST" || info.method === "PUT" || info.method === "DELETE")
+        return this.write(info, await readBody(req), res);
       throw new HttpError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
     } catch (thrown) {
-      const err = thrown instanceof HttpError ? thrown : new HttpError(500, "InternalError", `Internal error occurred: ${String(thrown)}`);
+      const err =
+        thrown instanceof HttpError
+          ? thrown
+          : new HttpError(500, "InternalError", `Internal error occurred: ${String(thrown)}`);
       json(res, err.code, {
         kind: "Status",
         apiVersion: "v1",
@@ -385,12 +397,18 @@ export class KubeApiEmulator {
 
   private parseListPath(path: string): Route | undefined {
     const core = /^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(services|endpoints)(?:\/([^/]+))?$/.exec(path);
-    const discovery = /^\/apis\/discovery\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(endpointslices)(?:\/([^/]+))?$/.exec(path);
+    const discovery = /^\/apis\/discovery\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(endpointslices)(?:\/([^/]+))?$/.exec(
+      path,
+    );
     const m = core ?? (this.endpointSlices ? discovery : null);
     if (!m) return undefined;
     // An object lives in a namespace: /api/v1/services/<name> is not a path of the real server.
     if (m[3] !== undefined && m[1] === undefined) return undefined;
-    return { kind: KIND_OF[m[2] as Resource], namespace: m[1], ...(m[3] !== undefined ? { name: decodeURIComponent(m[3]) } : {}) };
+    return {
+      kind: KIND_OF[m[2] as Resource],
+      namespace: m[1],
+      ...(m[3] !== undefined ? { name: decodeURIComponent(m[3]) } : {}),
+    };
   }
 
   private authorize(route: Route, verb: Verb): void {
@@ -417,37 +435,77 @@ export class KubeApiEmulator {
     const { resource, group } = KINDS[route.kind];
     const groupResource = group ? `${resource}.${group}` : resource;
     const verb: Verb = info.method === "POST" ? "create" : info.method === "PUT" ? "update" : "delete";
-    if ((verb === "create") !== (route.name === undefined)) throw new HttpError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+    if ((verb === "create") !== (route.name === undefined))
+      throw new HttpError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
     this.authorize(route, verb);
     const key = (name: string) => `${route.namespace}/${name}`;
     if (verb === "delete") {
       const existing = this.current.get(route.kind)!.get(key(route.name!));
-      if (!existing) throw new HttpError(404, "NotFound", `${groupResource} "${route.name}" not found`, { details: { name: route.name, kind: resource } });
+      if (!existing)
+        throw new HttpError(404, "NotFound", `${groupResource} "${route.name}" not found`, {
+          details: { name: route.name, kind: resource },
+        });
       this.remove(route.kind, route.namespace, route.name!);
-      return json(res, 200, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details: { name: route.name, kind: resource, uid: existing.metadata.uid } });
+      return json(res, 200, {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Success",
+        details: { name: route.name, kind: resource, uid: existing.metadata.uid },
+      });
     }
     let obj: KubeObject;
     try {
       obj = JSON.parse(body) as KubeObject;
     } catch (err) {
-      throw new HttpError(400, "BadRequest", `the body of the request was in an unknown format: ${(err as Error).message}`);
+      throw new HttpError(
+        400,
+        "BadRequest",
+        `the body of the request was in an unknown format: ${(err as Error).message}`,
+      );
     }
     const name = obj?.metadata?.name;
-    if (typeof name !== "string" || name === "") throw new HttpError(422, "Invalid", `${route.kind} is invalid: metadata.name: Required value: name is required`);
-    if (obj.kind !== undefined && obj.kind !== route.kind) throw new HttpError(400, "BadRequest", `the object's kind ${String(obj.kind)} does not match the path (${route.kind})`);
+    if (typeof name !== "string" || name === "")
+      throw new HttpError(422, "Invalid", `${route.kind} is invalid: metadata.name: Required value: name is required`);
+    if (obj.kind !== undefined && obj.kind !== route.kind)
+      throw new HttpError(
+        400,
+        "BadRequest",
+        `the object's kind ${String(obj.kind)} does not match the path (${route.kind})`,
+      );
     if (obj.metadata.namespace !== undefined && obj.metadata.namespace !== route.namespace) {
-      throw new HttpError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+      throw new HttpError(
+        400,
+        "BadRequest",
+        "the namespace of the provided object does not match the namespace sent on the request",
+      );
     }
-    if (route.name !== undefined && route.name !== name) throw new HttpError(400, "BadRequest", `the name of the object (${name}) does not match the name on the URL (${route.name})`);
+    if (route.name !== undefined && route.name !== name)
+      throw new HttpError(
+        400,
+        "BadRequest",
+        `the name of the object (${name}) does not match the name on the URL (${route.name})`,
+      );
     const existing = this.current.get(route.kind)!.get(key(name));
-    if (verb === "create" && existing) throw new HttpError(409, "AlreadyExists", `${groupResource} "${name}" already exists`, { details: { name, kind: resource } });
+    if (verb === "create" && existing)
+      throw new HttpError(409, "AlreadyExists", `${groupResource} "${name}" already exists`, {
+        details: { name, kind: resource },
+      });
     if (verb === "update") {
-      if (!existing) throw new HttpError(404, "NotFound", `${groupResource} "${name}" not found`, { details: { name, kind: resource } });
-      const rv = obj.metadata.resourceVersion;
-      if (rv !== undefined && rv !== "" && rv !== existing.metadata.resourceVersion) {
-        throw new HttpError(409, "Conflict", `Operation cannot be fulfilled on ${groupResource} "${name}": the object has been modified; please apply your changes to the latest version and try again`, {
+      if (!existing)
+        throw new HttpError(404, "NotFound", `${groupResource} "${name}" not found`, {
           details: { name, kind: resource },
         });
+      const rv = obj.metadata.resourceVersion;
+      if (rv !== undefined && rv !== "" && rv !== existing.metadata.resourceVersion) {
+        throw new HttpError(
+          409,
+          "Conflict",
+          `Operation cannot be fulfilled on ${groupResource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          {
+            details: { name, kind: resource },
+          },
+        );
       }
     }
     const { resourceVersion: _rv, ...metadata } = obj.metadata;
@@ -460,7 +518,13 @@ export class KubeApiEmulator {
       kind: "APIResourceList",
       apiVersion: "v1",
       groupVersion,
-      resources: list.map(([name, kind]) => ({ name, singularName: "", namespaced: true, kind, verbs: ["get", "list", "watch"] })),
+      resources: list.map(([name, kind]) => ({
+        name,
+        singularName: "",
+        namespaced: true,
+        kind,
+        verbs: ["get", "list", "watch"],
+      })),
     });
     const discoveryGroup = {
       name: "discovery.k8s.io",
@@ -471,15 +535,24 @@ export class KubeApiEmulator {
       case "/version":
         return { major: "1", minor: "33", gitVersion: "v1.33.0-fake", platform: "linux/amd64" };
       case "/api":
-        return { kind: "APIVersions", versions: ["v1"], serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: `127.0.0.1:${this.port}` }] };
+        return {
+          kind: "APIVersions",
+          versions: ["v1"],
+          serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: `127.0.0.1:${this.port}` }],
+        };
       case "/api/v1":
-        return resources("v1", [["services", "Service"], ["endpoints", "Endpoints"]]);
+        return resources("v1", [
+          ["services", "Service"],
+          ["endpoints", "Endpoints"],
+        ]);
       case "/apis":
         return { kind: "APIGroupList", apiVersion: "v1", groups: this.endpointSlices ? [discoveryGroup] : [] };
       case "/apis/discovery.k8s.io":
         return this.endpointSlices ? { kind: "APIGroup", apiVersion: "v1", ...discoveryGroup } : undefined;
       case "/apis/discovery.k8s.io/v1":
-        return this.endpointSlices ? resources("discovery.k8s.io/v1", [["endpointslices", "EndpointSlice"]]) : undefined;
+        return this.endpointSlices
+          ? resources("discovery.k8s.io/v1", [["endpointslices", "EndpointSlice"]])
+          : undefined;
       default:
         return undefined;
     }
@@ -569,14 +642,23 @@ export class KubeApiEmulator {
     const watcher: Watcher = { route, selector, res };
     if (fromRv !== undefined && fromRv < this.baseRv) {
       // The real server reports a compacted revision as an ERROR event, then ends the stream.
-      const status = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: `too old resource version: ${fromRv} (${this.baseRv})`, reason: "Expired", code: 410 };
+      const status = {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: `too old resource version: ${fromRv} (${this.baseRv})`,
+        reason: "Expired",
+        code: 410,
+      };
       res.end(JSON.stringify({ type: "ERROR", object: status }) + "\n");
       return;
     }
     if (fromRv === undefined) {
       // No resourceVersion: synthetic ADDED events for the current state, then changes.
       for (const obj of this.current.get(route.kind)!.values()) {
-        if (inScope(route, obj) && matches(selector, obj)) res.write(JSON.stringify({ type: "ADDED", object: obj }) + "\n");
+        if (inScope(route, obj) && matches(selector, obj))
+          res.write(JSON.stringify({ type: "ADDED", object: obj }) + "\n");
       }
     } else {
       for (const change of this.history) {
@@ -598,7 +680,17 @@ export class KubeApiEmulator {
     const is = change.type !== "DELETED" && matches(w.selector, change.object);
     // Like the real server, a selector-filtered watch sees an object leave or enter its selection.
     const type: EventType | undefined =
-      change.type === "DELETED" ? (was ? "DELETED" : undefined) : was && is ? "MODIFIED" : is ? "ADDED" : was ? "DELETED" : undefined;
+      change.type === "DELETED"
+        ? was
+          ? "DELETED"
+          : undefined
+        : was && is
+          ? "MODIFIED"
+          : is
+            ? "ADDED"
+            : was
+              ? "DELETED"
+              : undefined;
     if (type) w.res.write(JSON.stringify({ type, object: change.object }) + "\n");
   }
 }
@@ -678,7 +770,12 @@ function encodeContinue(token: ContinueToken): string {
 function decodeContinue(text: string): ContinueToken {
   try {
     const t = JSON.parse(Buffer.from(text, "base64url").toString("utf8")) as Partial<ContinueToken> & { v?: string };
-    if (t.v === "meta.k8s.io/v1" && typeof t.rv === "number" && typeof t.start === "string" && typeof t.gen === "number") {
+    if (
+      t.v === "meta.k8s.io/v1" &&
+      typeof t.rv === "number" &&
+      typeof t.start === "string" &&
+      typeof t.gen === "number"
+    ) {
       return { rv: t.rv, start: t.start, gen: t.gen };
     }
   } catch {
@@ -689,7 +786,12 @@ function decodeContinue(text: string): ContinueToken {
 
 /** The API server's equality-based selectors; set-based ones are refused as unsupported here. */
 function parseSelector(text: string): LabelSelector {
-  if (text.includes("(")) throw new HttpError(400, "BadRequest", `unable to parse requirement: set-based selectors are not supported by the emulator: ${text}`);
+  if (text.includes("("))
+    throw new HttpError(
+      400,
+      "BadRequest",
+      `unable to parse requirement: set-based selectors are not supported by the emulator: ${text}`,
+    );
   try {
     return parseLabelSelector(text);
   } catch (err) {

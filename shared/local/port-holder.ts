@@ -25,7 +25,8 @@ function listeningInodes(port: number, proc: string): Set<string> {
       // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
       const local = cols[1];
       if (!local || cols[3] !== LISTEN) continue;
-      if (parseInt(local.slice(local.lastIndexOf(":") + 1), 16) === port && cols[9] && cols[9] !== "0") inodes.add(cols[9]);
+      if (parseInt(local.slice(local.lastIndexOf(":") + 1), 16) === port && cols[9] && cols[9] !== "0")
+        inodes.add(cols[9]);
     }
   }
   return inodes;

@@ -47,7 +47,8 @@ export async function waitForPort(port: number, what: string, timeoutMs = 20_000
       sock.once("error", () => done(false));
     });
     if (open) return;
-    if (Date.now() > deadline) throw new Error(`${what} did not start listening on 127.0.0.1:${port} within ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`${what} did not start listening on 127.0.0.1:${port} within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -47,7 +47,11 @@ export interface LocalStackOptions {
 function child(name: string, args: string[], env: Record<string, string>, out: Console): ChildProcess {
   const guard = join(packageRoot(), "dist", "shared", "local", "exit-with-parent.js");
   // Stack traces that name modules (the bundles' source maps), at a cold-start cost that only a deployment minds.
-  const p = spawn(process.execPath, ["--enable-source-maps", "--import", pathToFileURL(guard).href, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"], detached: true });
+  const p = spawn(process.execPath, ["--enable-source-maps", "--import", pathToFileURL(guard).href, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+    detached: true,
+  });
   for (const stream of [p.stdout!, p.stderr!]) {
     createInterface({ input: stream }).on("line", (line) => {
       if (line.includes("NodeVersionSupportWarning") || line.startsWith("(Use `node --trace-warnings")) return;
@@ -72,7 +76,9 @@ function stopChild(p: ChildProcess, graceMs = 10_000): Promise<void> {
 
 /** s3rver accepts these and no others. */
 const S3RVER_CREDENTIALS = { AWS_ACCESS_KEY_ID: "S3RVER", AWS_SECRET_ACCESS_KEY: "S3RVER" };
-const S3RVER_ENV = Object.entries(S3RVER_CREDENTIALS).map(([k, v]) => `${k}=${v}`).join(" ");
+const S3RVER_ENV = Object.entries(S3RVER_CREDENTIALS)
+  .map(([k, v]) => `${k}=${v}`)
+  .join(" ");
 
 function defaultKubeconfig(): string | undefined {
   const candidates = [process.env.KUBECONFIG?.split(":")[0], join(homedir(), ".kube", "config")];
@@ -93,8 +99,20 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
   const masterSocket = join(data, "haproxy", "master.sock");
   const haproxy = spawnSync("haproxy", ["-v"]).status === 0;
   // Before anything starts: HAProxy would otherwise retry the bind forever behind a cheerful banner.
-  if (haproxy) await assertPortsFree([{ port: o.httpPort, flag: "--http-port" }, { port: o.statsPort, flag: "--stats-port" }], masterSocket);
-  const ports = { s3: await freePort(), reconcile: await freePort(), render: await freePort(), agent: await freePort() };
+  if (haproxy)
+    await assertPortsFree(
+      [
+        { port: o.httpPort, flag: "--http-port" },
+        { port: o.statsPort, flag: "--stats-port" },
+      ],
+      masterSocket,
+    );
+  const ports = {
+    s3: await freePort(),
+    reconcile: await freePort(),
+    render: await freePort(),
+    agent: await freePort(),
+  };
   const stops: Array<() => Promise<void> | void> = [];
   const stopAll = async () => {
     for (const stop of stops.reverse()) await stop();
@@ -118,7 +136,23 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     }
 
     const s3rver = join(root, "node_modules", "s3rver", "bin", "s3rver.js");
-    const s3 = child("s3", [s3rver, "--directory", join(data, "s3"), "--address", "127.0.0.1", "--port", String(ports.s3), "--silent", "--configure-bucket", "servicelb"], {}, o.console);
+    const s3 = child(
+      "s3",
+      [
+        s3rver,
+        "--directory",
+        join(data, "s3"),
+        "--address",
+        "127.0.0.1",
+        "--port",
+        String(ports.s3),
+        "--silent",
+        "--configure-bucket",
+        "servicelb",
+      ],
+      {},
+      o.console,
+    );
     stops.push(() => stopChild(s3));
     await waitForPort(ports.s3, "s3rver");
 
@@ -143,7 +177,22 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     };
     const ff = join(root, "node_modules", "@google-cloud", "functions-framework", "build", "src", "main.js");
     const fn = (target: string, signature: string, port: number, env: Record<string, string>) =>
-      child(target, [ff, "--source", join(root, "dist", "bundle", `${target}.mjs`), "--target", target, "--signature-type", signature, "--port", String(port)], env, o.console);
+      child(
+        target,
+        [
+          ff,
+          "--source",
+          join(root, "dist", "bundle", `${target}.mjs`),
+          "--target",
+          target,
+          "--signature-type",
+          signature,
+          "--port",
+          String(port),
+        ],
+        env,
+        o.console,
+      );
     const reconcile = fn("reconcile", "cloudevent", ports.reconcile, {
       ...storeEnv,
       ...renderEnv,
@@ -152,7 +201,10 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     stops.push(() => stopChild(reconcile));
     const render = fn("render", "http", ports.render, renderEnv);
     stops.push(() => stopChild(render));
-    await Promise.all([waitForPort(ports.reconcile, "reconcile function"), waitForPort(ports.render, "render function")]);
+    await Promise.all([
+      waitForPort(ports.reconcile, "reconcile function"),
+      waitForPort(ports.render, "render function"),
+    ]);
 
     if (haproxy) {
       const agent = child(
@@ -186,17 +238,35 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
 
     const envPolicy = process.env.SERVICELB_LOCAL_DELIVERY_POLICY;
     const policy = o.deliveryPolicy ?? (envPolicy ? parseDeliveryPolicy(envPolicy) : undefined);
-    const stopBridge = startEventBridge({ kc: loadKubeConfig({ kubeconfig }), sink: `http://127.0.0.1:${ports.reconcile}/`, resyncMs: o.resyncMs, policy, log });
+    const stopBridge = startEventBridge({
+      kc: loadKubeConfig({ kubeconfig }),
+      sink: `http://127.0.0.1:${ports.reconcile}/`,
+      resyncMs: o.resyncMs,
+      policy,
+      log,
+    });
     stops.push(stopBridge);
 
     const agentStatus = `http://127.0.0.1:${ports.agent}/status`;
     const served = haproxy
-      ? await waitForHaproxy({ httpPort: o.httpPort, statsPort: o.statsPort, masterSocket, agentStatusUrl: agentStatus, timeoutMs: o.haproxyWaitMs ?? 20_000, signal: o.signal })
+      ? await waitForHaproxy({
+          httpPort: o.httpPort,
+          statsPort: o.statsPort,
+          masterSocket,
+          agentStatusUrl: agentStatus,
+          timeoutMs: o.haproxyWaitMs ?? 20_000,
+          signal: o.signal,
+        })
       : undefined;
     if (served && !served.listening) {
       // Say so when it does, so that the banner's NOT LISTENING is not the last word.
       let watching: NodeJS.Timeout | undefined = setInterval(() => {
-        void haproxyState({ httpPort: o.httpPort, statsPort: o.statsPort, masterSocket, agentStatusUrl: agentStatus }).then((state) => {
+        void haproxyState({
+          httpPort: o.httpPort,
+          statsPort: o.statsPort,
+          masterSocket,
+          agentStatusUrl: agentStatus,
+        }).then((state) => {
           if (!state.listening || watching === undefined) return;
           clearInterval(watching);
           watching = undefined;
@@ -225,7 +295,12 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
           : `  HAProxy          NOT LISTENING: ${served.reason}; agent ${agentStatus}`,
       "",
       "Try:",
-      ...(served?.listening && demo ? [`  curl http://127.0.0.1:${o.httpPort}/web/hello`, `  curl -H 'Host: api.example.com' http://127.0.0.1:${o.httpPort}/`] : []),
+      ...(served?.listening && demo
+        ? [
+            `  curl http://127.0.0.1:${o.httpPort}/web/hello`,
+            `  curl -H 'Host: api.example.com' http://127.0.0.1:${o.httpPort}/`,
+          ]
+        : []),
       `  curl 'http://127.0.0.1:${ports.render}/?format=json'`,
       ...(haproxy ? [`  curl ${agentStatus}`] : []),
       "",

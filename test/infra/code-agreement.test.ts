@@ -6,7 +6,12 @@ import { agentOptionSpecs, parseAgentOptions, stateFilePath } from "../../shared
 import { classifyEvent } from "../../shared/app/cloudevents.js";
 import { FUNCTION_SETTING_KEYS, loadFunctionSettings, requireStore } from "../../shared/app/function-options.js";
 import { envName } from "../../shared/core/options.js";
-import { awsCredentialEnvNames, envNamesInSources, functionsFrameworkEnvNames, templateEnvNames } from "../support/infra-code.js";
+import {
+  awsCredentialEnvNames,
+  envNamesInSources,
+  functionsFrameworkEnvNames,
+  templateEnvNames,
+} from "../support/infra-code.js";
 import { findObject, kustomize, REPO, type K8sObject } from "../support/infra-manifests.js";
 import { containerOf, PodView, type Container, type ExternalSecrets, type PodSpec } from "../support/infra-pods.js";
 
@@ -29,8 +34,18 @@ const OPERATOR_SECRETS: ExternalSecrets = {
 const NODE = { "spec.nodeName": "lb-node-1" };
 
 const readBySource = envNamesInSources();
-const FUNCTION_ENV = new Set([...FUNCTION_SETTING_KEYS.map(envName), ...readBySource, ...functionsFrameworkEnvNames(), ...awsCredentialEnvNames()]);
-const AGENT_ENV = new Set([...Object.keys(agentOptionSpecs).map(envName), ...readBySource, ...awsCredentialEnvNames(), ...templateEnvNames()]);
+const FUNCTION_ENV = new Set([
+  ...FUNCTION_SETTING_KEYS.map(envName),
+  ...readBySource,
+  ...functionsFrameworkEnvNames(),
+  ...awsCredentialEnvNames(),
+]);
+const AGENT_ENV = new Set([
+  ...Object.keys(agentOptionSpecs).map(envName),
+  ...readBySource,
+  ...awsCredentialEnvNames(),
+  ...templateEnvNames(),
+]);
 
 function declaredEnv(view: PodView, pod: PodSpec, c: Container): string[] {
   return [...new Set([...(c.env ?? []).map((e) => e.name), ...Object.keys(view.env(pod, c, NODE))])].sort();
@@ -39,13 +54,16 @@ function declaredEnv(view: PodView, pod: PodSpec, c: Container): string[] {
 /** "5m" → 300: the duration syntax of the render options. */
 function seconds(duration: string): number {
   const [, n, unit] = /^([0-9]+)(us|ms|s|m|h|d)$/.exec(duration)!;
-  return (Number(n) * { us: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600, d: 86400 }[unit as "s"]);
+  return Number(n) * { us: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600, d: 86400 }[unit as "s"];
 }
 
 function fileSource(c: Container): string {
   const source = c.env?.find((e) => e.name === "FUNCTION_SOURCE")?.value;
   // tsconfig.json: rootDir ".", outDir "dist"; rolldown.config.mjs bundles dist/functions/<name>.js into dist/bundle/<name>.mjs.
-  return source!.replace(/^dist\/bundle\/(.*)\.mjs$/, "functions/$1.ts").replace(/^dist\//, "").replace(/\.js$/, ".ts");
+  return source!
+    .replace(/^dist\/bundle\/(.*)\.mjs$/, "functions/$1.ts")
+    .replace(/^dist\//, "")
+    .replace(/\.js$/, ".ts");
 }
 
 describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%s", (dir) => {
@@ -57,7 +75,11 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
   const agentSet = findObject(objects, "DaemonSet", "agent");
   const agent = containerOf(agentSet, "agent");
   const agentService = findObject(objects, "Service", "agent", "") as K8sObject & {
-    spec: { clusterIP: string; selector: Record<string, string>; ports: Array<{ name: string; port: number; targetPort: string | number }> };
+    spec: {
+      clusterIP: string;
+      selector: Record<string, string>;
+      ports: Array<{ name: string; port: number; targetPort: string | number }>;
+    };
   };
 
   const root = mkdtempSync(join(tmpdir(), "servicelb-infra-"));
@@ -67,14 +89,19 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
 
   it("sets on each workload only variables that the code, functions-framework, the AWS SDK or HAProxy reads", () => {
     for (const { pod, container } of [reconcile, render]) {
-      for (const name of declaredEnv(view, pod, container)) expect(FUNCTION_ENV.has(name), `${container.name}: ${name}`).toBe(true);
+      for (const name of declaredEnv(view, pod, container))
+        expect(FUNCTION_ENV.has(name), `${container.name}: ${name}`).toBe(true);
     }
-    for (const name of declaredEnv(view, agent.pod, agent.container)) expect(AGENT_ENV.has(name), `agent: ${name}`).toBe(true);
+    for (const name of declaredEnv(view, agent.pod, agent.container))
+      expect(AGENT_ENV.has(name), `agent: ${name}`).toBe(true);
   });
 
   it("starts the reconcile function: a store, the agents' Service, a readable notify token", () => {
     expect(requireStore(settings).url).toMatch(/^s3:\/\//);
-    expect(settings.notify.agentService).toEqual({ namespace: agentService.metadata.namespace, name: agentService.metadata.name });
+    expect(settings.notify.agentService).toEqual({
+      namespace: agentService.metadata.namespace,
+      name: agentService.metadata.name,
+    });
     expect(settings.notify.tokenFile).toBeDefined();
   });
 
@@ -99,7 +126,8 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
     expect(agent.container.livenessProbe?.httpGet?.port).toBe("agent");
     expect(agent.container.readinessProbe?.httpGet?.path).toBe("/healthz");
     expect(agentService.spec.clusterIP).toBe("None");
-    const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } }).spec.template.metadata.labels;
+    const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } })
+      .spec.template.metadata.labels;
     expect(labels).toMatchObject(agentService.spec.selector);
     // The notifier takes the slice port by name (SERVICELB_AGENT_PORT, default "agent").
     const sp = agentService.spec.ports.find((p) => p.name === settings.notify.agentPort);
@@ -108,8 +136,12 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
 
   it("opens on the node exactly HAProxy's frontends (HTTP, HTTPS, TCP services); the stats page stays on loopback", () => {
     const o = settings.options;
-    const hostPorts = (agent.container.ports ?? []).filter((p) => p.hostPort !== undefined).map((p) => [p.hostPort, p.containerPort]);
-    expect(hostPorts).toEqual([o.httpPort, o.httpsPort, ...o.tcpServices.map((s) => s.port)].map((port) => [port, port]));
+    const hostPorts = (agent.container.ports ?? [])
+      .filter((p) => p.hostPort !== undefined)
+      .map((p) => [p.hostPort, p.containerPort]);
+    expect(hostPorts).toEqual(
+      [o.httpPort, o.httpsPort, ...o.tcpServices.map((s) => s.port)].map((port) => [port, port]),
+    );
     expect(agent.container.ports?.some((p) => p.containerPort === o.statsPort)).toBe(false);
     expect(o.statsBind).toBe("127.0.0.1");
     expect(agent.pod.nodeSelector).toEqual({ "servicelb/loadbalancer": "true" });
@@ -119,14 +151,26 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
     // A labelled node with any NoSchedule taint (a dedicated node) still gets its agent.
     expect(agent.pod.tolerations).toContainEqual({ operator: "Exists", effect: "NoSchedule" });
     expect(agent.pod.tolerations?.some((t) => t.effect === undefined || t.effect === "NoExecute")).toBe(false);
-    const priority = findObject(objects, "PriorityClass", agent.pod.priorityClassName ?? "(none)") as K8sObject & { value: number; globalDefault?: boolean };
+    const priority = findObject(objects, "PriorityClass", agent.pod.priorityClassName ?? "(none)") as K8sObject & {
+      value: number;
+      globalDefault?: boolean;
+    };
     expect(priority.value).toBeGreaterThan(0);
     expect(priority.value).toBeLessThan(2_000_000_000); // system-cluster-critical and system-node-critical stay above
     expect(priority.globalDefault).not.toBe(true);
-    const pdbs = objects.filter((o) => o.kind === "PodDisruptionBudget") as Array<K8sObject & { spec: { maxUnavailable?: number; minAvailable?: number; selector: { matchLabels: Record<string, string> } } }>;
-    const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } }).spec.template.metadata.labels;
-    const agentPdbs = pdbs.filter((p) => Object.entries(p.spec.selector.matchLabels).every(([k, v]) => labels[k] === v));
-    expect(agentPdbs.map((p) => p.spec)).toEqual([{ maxUnavailable: 1, selector: { matchLabels: agentService.spec.selector } }]);
+    const pdbs = objects.filter((o) => o.kind === "PodDisruptionBudget") as Array<
+      K8sObject & {
+        spec: { maxUnavailable?: number; minAvailable?: number; selector: { matchLabels: Record<string, string> } };
+      }
+    >;
+    const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } })
+      .spec.template.metadata.labels;
+    const agentPdbs = pdbs.filter((p) =>
+      Object.entries(p.spec.selector.matchLabels).every(([k, v]) => labels[k] === v),
+    );
+    expect(agentPdbs.map((p) => p.spec)).toEqual([
+      { maxUnavailable: 1, selector: { matchLabels: agentService.spec.selector } },
+    ]);
   });
 
   it("lets old HAProxy workers finish (hard-stop-after) before the kubelet kills the pod", () => {
@@ -134,7 +178,9 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
   });
 
   it("puts every file HAProxy and the agent write on a writable volume, the root file system read-only", () => {
-    const writable = (agent.container.volumeMounts ?? []).filter((m) => !m.readOnly && agent.pod.volumes?.find((v) => v.name === m.name)?.emptyDir);
+    const writable = (agent.container.volumeMounts ?? []).filter(
+      (m) => !m.readOnly && agent.pod.volumes?.find((v) => v.name === m.name)?.emptyDir,
+    );
     const written = [
       agentOptions.configPath,
       stateFilePath(agentOptions),
@@ -145,7 +191,10 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
       posix.join("/tmp", "haproxy-check-x", "haproxy.cfg"),
     ];
     for (const file of written) {
-      expect(writable.some((m) => dirname(file) === m.mountPath || dirname(file).startsWith(`${m.mountPath}/`)), file).toBe(true);
+      expect(
+        writable.some((m) => dirname(file) === m.mountPath || dirname(file).startsWith(`${m.mountPath}/`)),
+        file,
+      ).toBe(true);
     }
     expect(agent.container.securityContext?.readOnlyRootFilesystem).toBe(true);
     expect(agent.pod.automountServiceAccountToken).toBe(false);
@@ -154,14 +203,21 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
   it("runs the function each Knative Service names: module, registered target and signature", () => {
     for (const { container } of [reconcile, render, ksvc("dead-letter")]) {
       const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]));
-      const register = env.FUNCTION_SIGNATURE_TYPE === "cloudevent" ? "cloudEvent" : env.FUNCTION_SIGNATURE_TYPE === "http" ? "http" : "?";
+      const register =
+        env.FUNCTION_SIGNATURE_TYPE === "cloudevent"
+          ? "cloudEvent"
+          : env.FUNCTION_SIGNATURE_TYPE === "http"
+            ? "http"
+            : "?";
       const source = readFileSync(join(REPO, fileSource(container)), "utf8");
       expect(source).toContain(`functions.${register}("${env.FUNCTION_TARGET}"`);
     }
   });
 
   it("subscribes reconcile to events it acts on: ApiServerSource references of what the snapshot lists, PingSource ticks", () => {
-    const source = findObject(objects, "ApiServerSource", "cluster-changes") as unknown as { spec: { mode: string; resources: Array<{ apiVersion: string; kind: string }> } };
+    const source = findObject(objects, "ApiServerSource", "cluster-changes") as unknown as {
+      spec: { mode: string; resources: Array<{ apiVersion: string; kind: string }> };
+    };
     expect(source.spec.mode).toBe("Reference");
     for (const r of source.spec.resources) {
       for (const verb of ["add", "update", "delete"]) {
@@ -176,7 +232,13 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
       }
     }
     const ping = findObject(objects, "PingSource", "resync") as unknown as { spec: { data: string } };
-    const tick = { specversion: "1.0", id: "2", type: "dev.knative.sources.ping", source: "/apis/v1/namespaces/servicelb/pingsources/resync", data: ping.spec.data };
+    const tick = {
+      specversion: "1.0",
+      id: "2",
+      type: "dev.knative.sources.ping",
+      source: "/apis/v1/namespaces/servicelb/pingsources/resync",
+      data: ping.spec.data,
+    };
     expect(classifyEvent(tick, settings.options).verdict).toBe("resync");
   });
 });

@@ -3,7 +3,17 @@ import { builtinModules } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { allowedByDockerignore, argsOf, contextCopies, envOf, execForm, parseDockerfile, rehearseStage, type RehearsedStage, type Stage } from "../support/infra-dockerfile.js";
+import {
+  allowedByDockerignore,
+  argsOf,
+  contextCopies,
+  envOf,
+  execForm,
+  parseDockerfile,
+  rehearseStage,
+  type RehearsedStage,
+  type Stage,
+} from "../support/infra-dockerfile.js";
 import { findObject, kustomize, REPO } from "../support/infra-manifests.js";
 import { containerOf } from "../support/infra-pods.js";
 
@@ -24,7 +34,10 @@ const FUNCTION_SERVICES = ["reconcile", "render", "dead-letter"].map(ksvcContain
 const IMAGES = {
   function: {
     manifests: FUNCTION_SERVICES,
-    entryPoints: (runtime: Stage) => [envOf(runtime).FUNCTION_SOURCE!, ...FUNCTION_SERVICES.map(({ container }) => container.env!.find((e) => e.name === "FUNCTION_SOURCE")!.value!)],
+    entryPoints: (runtime: Stage) => [
+      envOf(runtime).FUNCTION_SOURCE!,
+      ...FUNCTION_SERVICES.map(({ container }) => container.env!.find((e) => e.name === "FUNCTION_SOURCE")!.value!),
+    ],
   },
   agent: {
     manifests: [agentContainer],
@@ -69,12 +82,15 @@ function packagesImported(entry: string): Set<string> {
     const text = readFileSync(file, "utf8");
     // Import and export-from declarations at statement starts, and dynamic import("x"): a bundle's
     // string literals mention packages too (the AWS SDK's "import @aws-sdk/signature-v4-crt" advice).
-    const declarations = text.matchAll(/(?:^|[;\n}])\s*(?:import|export)\s*(?:[\w$*{}\s,]+?\s*from\s*)?["']([^"']+)["']/g);
+    const declarations = text.matchAll(
+      /(?:^|[;\n}])\s*(?:import|export)\s*(?:[\w$*{}\s,]+?\s*from\s*)?["']([^"']+)["']/g,
+    );
     const dynamic = text.matchAll(/\bimport\s*\(\s*["']([^"']+)["']\s*\)/g);
     for (const m of [...declarations, ...dynamic]) {
       const spec = m[1]!;
       if (spec.startsWith(".")) visit(resolve(dirname(file), spec));
-      else if (!spec.startsWith("node:") && !builtinModules.includes(spec)) packages.add(spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!);
+      else if (!spec.startsWith("node:") && !builtinModules.includes(spec))
+        packages.add(spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!);
     }
   };
   visit(entry);
@@ -116,7 +132,9 @@ describe.each(Object.keys(IMAGES) as Array<keyof typeof IMAGES>)("infra/images/D
     // The runtime reads package.json ("type": "module") and the templates (packageRoot()).
     const copied = contextCopies(runtime);
     expect(copied).toEqual(expect.arrayContaining(["package.json", "package-lock.json", "templates"]));
-    const imported = new Set(IMAGES[image].entryPoints(runtime).flatMap((entry) => [...packagesImported(join(dir, entry))]));
+    const imported = new Set(
+      IMAGES[image].entryPoints(runtime).flatMap((entry) => [...packagesImported(join(dir, entry))]),
+    );
     // The walker found the imports: the function bundle keeps functions-framework external, the agent imports zod.
     expect(imported).toContain(image === "function" ? "@google-cloud/functions-framework" : "zod");
     for (const name of imported) expect(pkg.dependencies[name], `imported: ${name}`).toBeDefined();
@@ -137,9 +155,15 @@ describe("the process each image starts", () => {
   it("function: functions-framework itself as PID 1 (it handles SIGTERM), serving the dry run by default", () => {
     const runtime = parseDockerfile(join(REPO, "infra/images/Dockerfile.function")).at(-1)!;
     expect(execForm(runtime, "CMD")).toEqual(["node_modules/.bin/functions-framework"]);
-    const framework = JSON.parse(readFileSync(join(REPO, "node_modules/@google-cloud/functions-framework/package.json"), "utf8")) as { bin: Record<string, string> };
+    const framework = JSON.parse(
+      readFileSync(join(REPO, "node_modules/@google-cloud/functions-framework/package.json"), "utf8"),
+    ) as { bin: Record<string, string> };
     expect(framework.bin["functions-framework"]).toBeDefined();
-    expect(envOf(runtime)).toMatchObject({ FUNCTION_SOURCE: "dist/bundle/render.mjs", FUNCTION_TARGET: "render", FUNCTION_SIGNATURE_TYPE: "http" });
+    expect(envOf(runtime)).toMatchObject({
+      FUNCTION_SOURCE: "dist/bundle/render.mjs",
+      FUNCTION_TARGET: "render",
+      FUNCTION_SIGNATURE_TYPE: "http",
+    });
     expect(readFileSync(join(REPO, "functions/render.ts"), "utf8")).toContain('functions.http("render"');
   });
 
@@ -147,6 +171,8 @@ describe("the process each image starts", () => {
     const runtime = parseDockerfile(join(REPO, "infra/images/Dockerfile.agent")).at(-1)!;
     expect(execForm(runtime, "ENTRYPOINT")).toEqual(["tini", "--", "node", "dist/functions/agent.js"]);
     expect(existsSync(join(REPO, "functions/agent.ts"))).toBe(true);
-    expect(argsOf(runtime, "RUN").some((r) => /apt-get install -y --no-install-recommends haproxy tini/.test(r))).toBe(true);
+    expect(argsOf(runtime, "RUN").some((r) => /apt-get install -y --no-install-recommends haproxy tini/.test(r))).toBe(
+      true,
+    );
   });
 });

@@ -24,11 +24,18 @@ function podReferences(o: K8sObject): Array<{ kind: string; name: string; option
   const pod = podSpecOf(o);
   if (!pod) return [];
   // Every namespace has a "default" account; a pod may use it only if it mounts no token.
-  const refs = [{ kind: "ServiceAccount", name: pod.serviceAccountName ?? "default", optional: pod.automountServiceAccountToken === false && !pod.serviceAccountName }];
+  const refs = [
+    {
+      kind: "ServiceAccount",
+      name: pod.serviceAccountName ?? "default",
+      optional: pod.automountServiceAccountToken === false && !pod.serviceAccountName,
+    },
+  ];
   for (const v of pod.volumes ?? []) {
     if (v.secret) refs.push({ kind: "Secret", name: v.secret.secretName, optional: false });
     if (v.configMap) refs.push({ kind: "ConfigMap", name: v.configMap.name, optional: false });
-    if (v.persistentVolumeClaim) refs.push({ kind: "PersistentVolumeClaim", name: v.persistentVolumeClaim.claimName, optional: false });
+    if (v.persistentVolumeClaim)
+      refs.push({ kind: "PersistentVolumeClaim", name: v.persistentVolumeClaim.claimName, optional: false });
   }
   for (const c of pod.containers) {
     for (const e of c.env ?? []) {
@@ -39,7 +46,8 @@ function podReferences(o: K8sObject): Array<{ kind: string; name: string; option
     }
     for (const f of c.envFrom ?? []) {
       if (f.secretRef) refs.push({ kind: "Secret", name: f.secretRef.name, optional: Boolean(f.secretRef.optional) });
-      if (f.configMapRef) refs.push({ kind: "ConfigMap", name: f.configMapRef.name, optional: Boolean(f.configMapRef.optional) });
+      if (f.configMapRef)
+        refs.push({ kind: "ConfigMap", name: f.configMapRef.name, optional: Boolean(f.configMapRef.optional) });
     }
   }
   return refs;
@@ -48,8 +56,16 @@ function podReferences(o: K8sObject): Array<{ kind: string; name: string; option
 /** Destinations of the eventing objects: sinks, subscribers, dead-letter sinks. */
 function destinations(o: K8sObject): Array<{ apiVersion: string; kind: string; name: string }> {
   const spec = (o as { spec?: Record<string, unknown> }).spec ?? {};
-  const refs = [spec.sink, spec.subscriber, (spec.delivery as { deadLetterSink?: unknown } | undefined)?.deadLetterSink];
-  return refs.flatMap((d) => ((d as { ref?: unknown } | undefined)?.ref ? [(d as { ref: { apiVersion: string; kind: string; name: string } }).ref] : []));
+  const refs = [
+    spec.sink,
+    spec.subscriber,
+    (spec.delivery as { deadLetterSink?: unknown } | undefined)?.deadLetterSink,
+  ];
+  return refs.flatMap((d) =>
+    (d as { ref?: unknown } | undefined)?.ref
+      ? [(d as { ref: { apiVersion: string; kind: string; name: string } }).ref]
+      : [],
+  );
 }
 
 describe.each(KUSTOMIZATIONS)("%s", (dir) => {
@@ -79,31 +95,45 @@ describe.each(KUSTOMIZATIONS)("%s", (dir) => {
   it("refers only to objects it creates, or to the Secrets the operator is told to create", () => {
     for (const o of objects) {
       for (const ref of podReferences(o)) {
-        const exists = names(objects, ref.kind).has(ref.name) || (ref.kind === "Secret" && OPERATOR_SECRETS[dir]!.includes(ref.name));
+        const exists =
+          names(objects, ref.kind).has(ref.name) ||
+          (ref.kind === "Secret" && OPERATOR_SECRETS[dir]!.includes(ref.name));
         expect(exists || ref.optional, `${o.kind} ${o.metadata.name} → ${ref.kind} ${ref.name}`).toBe(true);
       }
       for (const d of destinations(o)) {
-        const target = objects.find((x) => x.apiVersion === d.apiVersion && x.kind === d.kind && x.metadata.name === d.name);
+        const target = objects.find(
+          (x) => x.apiVersion === d.apiVersion && x.kind === d.kind && x.metadata.name === d.name,
+        );
         expect(target, `${o.kind} ${o.metadata.name} → ${d.kind} ${d.name}`).toBeDefined();
       }
     }
-    const bindings = objects.filter((o) => o.kind === "ClusterRoleBinding") as Array<K8sObject & { roleRef: { name: string }; subjects: Array<{ kind: string; name: string; namespace: string }> }>;
+    const bindings = objects.filter((o) => o.kind === "ClusterRoleBinding") as Array<
+      K8sObject & { roleRef: { name: string }; subjects: Array<{ kind: string; name: string; namespace: string }> }
+    >;
     for (const b of bindings) {
       expect(names(objects, "ClusterRole").has(b.roleRef.name)).toBe(true);
-      for (const s of b.subjects) expect(names(objects, s.kind).has(s.name) && s.namespace === "servicelb", `${b.metadata.name} → ${s.kind} ${s.name}`).toBe(true);
+      for (const s of b.subjects)
+        expect(
+          names(objects, s.kind).has(s.name) && s.namespace === "servicelb",
+          `${b.metadata.name} → ${s.kind} ${s.name}`,
+        ).toBe(true);
     }
   });
 
   it("pins every image by version: a tag other than latest, or a digest", () => {
     for (const o of objects) {
       for (const c of podSpecOf(o)?.containers ?? []) {
-        expect(c.image, `${o.kind} ${o.metadata.name}/${c.name}`).toMatch(/(@sha256:[0-9a-f]{64}|:(?!latest$)[\w][\w.-]*)$/);
+        expect(c.image, `${o.kind} ${o.metadata.name}/${c.name}`).toMatch(
+          /(@sha256:[0-9a-f]{64}|:(?!latest$)[\w][\w.-]*)$/,
+        );
       }
     }
   });
 
   it("runs the reconcile function on one instance at most", () => {
-    const reconcile = objects.find((o) => o.kind === "Service" && o.apiVersion === "serving.knative.dev/v1" && o.metadata.name === "reconcile") as K8sObject & { spec: { template: { metadata: { annotations: Record<string, string> } } } };
+    const reconcile = objects.find(
+      (o) => o.kind === "Service" && o.apiVersion === "serving.knative.dev/v1" && o.metadata.name === "reconcile",
+    ) as K8sObject & { spec: { template: { metadata: { annotations: Record<string, string> } } } };
     expect(reconcile.spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]).toBe("1");
   });
 

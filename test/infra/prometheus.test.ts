@@ -22,7 +22,9 @@ const podMonitor = z.strictObject({
   metadata: z.object({ name: z.string(), namespace: z.string(), labels: z.record(z.string(), z.string()).optional() }),
   spec: z.strictObject({
     selector: z.strictObject({ matchLabels: z.record(z.string(), z.string()) }),
-    podMetricsEndpoints: z.array(z.strictObject({ port: z.string(), path: z.string(), interval: z.string().optional() })).min(1),
+    podMetricsEndpoints: z
+      .array(z.strictObject({ port: z.string(), path: z.string(), interval: z.string().optional() }))
+      .min(1),
   }),
 });
 
@@ -30,40 +32,53 @@ function withComponent(overlay: string): K8sObject[] {
   const dir = mkdtempSync(join(tmpdir(), "servicelb-prometheus-"));
   // kustomize takes relative paths only.
   const rel = (p: string) => relative(dir, join(REPO, p));
-  writeFileSync(join(dir, "kustomization.yaml"), `resources:\n  - ${rel(overlay)}\ncomponents:\n  - ${rel("infra/components/prometheus")}\n`);
+  writeFileSync(
+    join(dir, "kustomization.yaml"),
+    `resources:\n  - ${rel(overlay)}\ncomponents:\n  - ${rel("infra/components/prometheus")}\n`,
+  );
   const yaml = execFileSync("kubectl", ["kustomize", dir], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
   return parseAllDocuments(yaml).map((d) => d.toJS() as K8sObject);
 }
 
-describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])("%s with infra/components/prometheus", (overlay) => {
-  const objects = withComponent(overlay);
-  const agentSet = findObject(objects, "DaemonSet", "agent");
-  const agent = containerOf(agentSet, "agent");
-  const monitor = podMonitor.parse(findObject(objects, "PodMonitor", "agent"));
-  const reconcile = containerOf(findObject(objects, "Service", "reconcile", "serving.knative.dev"), "reconcile");
-  const root = mkdtempSync(join(tmpdir(), "servicelb-prometheus-env-"));
-  const secrets = { store: { url: "s3://servicelb-configs/prod" }, "notify-token": { token: "example-token" } };
-  const options = loadFunctionSettings(new PodView(objects, secrets).env(reconcile.pod, reconcile.container, {}, root)).options;
+describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])(
+  "%s with infra/components/prometheus",
+  (overlay) => {
+    const objects = withComponent(overlay);
+    const agentSet = findObject(objects, "DaemonSet", "agent");
+    const agent = containerOf(agentSet, "agent");
+    const monitor = podMonitor.parse(findObject(objects, "PodMonitor", "agent"));
+    const reconcile = containerOf(findObject(objects, "Service", "reconcile", "serving.knative.dev"), "reconcile");
+    const root = mkdtempSync(join(tmpdir(), "servicelb-prometheus-env-"));
+    const secrets = { store: { url: "s3://servicelb-configs/prod" }, "notify-token": { token: "example-token" } };
+    const options = loadFunctionSettings(
+      new PodView(objects, secrets).env(reconcile.pod, reconcile.container, {}, root),
+    ).options;
 
-  it("scrapes every agent pod, on ports the agent container declares, never on the node", () => {
-    const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } }).spec.template.metadata.labels;
-    expect(monitor.metadata.namespace).toBe("servicelb");
-    expect(labels).toMatchObject(monitor.spec.selector.matchLabels);
-    for (const e of monitor.spec.podMetricsEndpoints) {
-      const port = agent.container.ports?.find((p) => p.name === e.port);
-      expect(port, e.port).toBeDefined();
-      expect(port?.hostPort, e.port).toBeUndefined();
-    }
-  });
+    it("scrapes every agent pod, on ports the agent container declares, never on the node", () => {
+      const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } })
+        .spec.template.metadata.labels;
+      expect(monitor.metadata.namespace).toBe("servicelb");
+      expect(labels).toMatchObject(monitor.spec.selector.matchLabels);
+      for (const e of monitor.spec.podMetricsEndpoints) {
+        const port = agent.container.ports?.find((p) => p.name === e.port);
+        expect(port, e.port).toBeDefined();
+        expect(port?.hostPort, e.port).toBeUndefined();
+      }
+    });
 
-  it("scrapes HAProxy's exporter where the published config serves it, and the agent's /metrics", () => {
-    const endpoints = Object.fromEntries(monitor.spec.podMetricsEndpoints.map((e) => [e.port, e.path]));
-    expect(endpoints).toEqual({ agent: "/metrics", metrics: "/metrics" });
-    expect(agent.container.ports?.find((p) => p.name === "metrics")?.containerPort).toBe(options.statsPort);
-    const { config } = renderSnapshot(parseSnapshot(readFileSync(join(REPO, "examples/cluster.yaml"), "utf8")), options, new Renderer(loadTemplates()));
-    const stats = config.slice(config.indexOf("listen stats"));
-    expect(stats).toContain(`bind 0.0.0.0:${options.statsPort}\n`);
-    expect(stats).toContain("http-request use-service prometheus-exporter if { path /metrics }");
-    expect(readFileSync(join(REPO, "shared/agent/http-api.ts"), "utf8")).toContain('case "/metrics":');
-  });
-});
+    it("scrapes HAProxy's exporter where the published config serves it, and the agent's /metrics", () => {
+      const endpoints = Object.fromEntries(monitor.spec.podMetricsEndpoints.map((e) => [e.port, e.path]));
+      expect(endpoints).toEqual({ agent: "/metrics", metrics: "/metrics" });
+      expect(agent.container.ports?.find((p) => p.name === "metrics")?.containerPort).toBe(options.statsPort);
+      const { config } = renderSnapshot(
+        parseSnapshot(readFileSync(join(REPO, "examples/cluster.yaml"), "utf8")),
+        options,
+        new Renderer(loadTemplates()),
+      );
+      const stats = config.slice(config.indexOf("listen stats"));
+      expect(stats).toContain(`bind 0.0.0.0:${options.statsPort}\n`);
+      expect(stats).toContain("http-request use-service prometheus-exporter if { path /metrics }");
+      expect(readFileSync(join(REPO, "shared/agent/http-api.ts"), "utf8")).toContain('case "/metrics":');
+    });
+  },
+);

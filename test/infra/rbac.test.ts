@@ -31,7 +31,14 @@ function accessOf(req: { method: string; path: string; query: Record<string, str
   const grouped = /^\/apis\/([^/]+)\/[^/]+\/(?:namespaces\/[^/]+\/)?([a-z]+)(?:\/([^/]+))?$/.exec(req.path);
   const [group, resource, name] = core ? ["", core[1], core[2]] : grouped ? [grouped[1], grouped[2], grouped[3]] : [];
   if (resource === undefined) return undefined;
-  const verb = req.method !== "GET" ? req.method : name ? "get" : req.query.watch === "true" || req.query.watch === "1" ? "watch" : "list";
+  const verb =
+    req.method !== "GET"
+      ? req.method
+      : name
+        ? "get"
+        : req.query.watch === "true" || req.query.watch === "1"
+          ? "watch"
+          : "list";
   return `${group}/${resource}:${verb}`;
 }
 
@@ -39,18 +46,27 @@ function accessOf(req: { method: string; path: string; query: Record<string, str
 function granted(account: string): Set<string> {
   const out = new Set<string>();
   const bindings = OBJECTS.filter((o) => o.kind === "ClusterRoleBinding" || o.kind === "RoleBinding") as Array<
-    K8sObject & { roleRef: { kind: string; name: string }; subjects: Array<{ kind: string; name: string; namespace?: string }> }
+    K8sObject & {
+      roleRef: { kind: string; name: string };
+      subjects: Array<{ kind: string; name: string; namespace?: string }>;
+    }
   >;
-  for (const b of bindings.filter((b) => b.subjects.some((s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === "servicelb"))) {
+  for (const b of bindings.filter((b) =>
+    b.subjects.some((s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === "servicelb"),
+  )) {
     const role = findObject(OBJECTS, b.roleRef.kind, b.roleRef.name) as K8sObject & { rules: Rule[] };
-    for (const r of role.rules) for (const g of r.apiGroups) for (const res of r.resources) for (const v of r.verbs) out.add(`${g}/${res}:${v}`);
+    for (const r of role.rules)
+      for (const g of r.apiGroups) for (const res of r.resources) for (const v of r.verbs) out.add(`${g}/${res}:${v}`);
   }
   return out;
 }
 
 /** The reconcile function's own environment, pointed at the emulator and at s3rver. */
 function reconcileEnv(kubeconfig: string, s3: TestS3, extra: Record<string, string> = {}): Record<string, string> {
-  const { pod, container } = containerOf(findObject(OBJECTS, "Service", "reconcile", "serving.knative.dev"), "reconcile");
+  const { pod, container } = containerOf(
+    findObject(OBJECTS, "Service", "reconcile", "serving.knative.dev"),
+    "reconcile",
+  );
   return {
     ...new PodView(OBJECTS).env(pod, container, {}, mkdtempSync(join(tmpdir(), "servicelb-rbac-"))),
     SERVICELB_KUBECONFIG: kubeconfig,
@@ -63,14 +79,29 @@ function reconcileEnv(kubeconfig: string, s3: TestS3, extra: Record<string, stri
 }
 
 /** One reconcile pass and one live dry run; returns the accesses they made. */
-async function accessesOfOnePass(options: { endpointSlices: boolean; env?: Record<string, string> }, s3: TestS3): Promise<Set<string>> {
+async function accessesOfOnePass(
+  options: { endpointSlices: boolean; env?: Record<string, string> },
+  s3: TestS3,
+): Promise<Set<string>> {
   const api = await new KubeApiEmulator({ endpointSlices: options.endpointSlices }).start();
   try {
-    api.upsert("Service", service("web", [{ port: 80, targetPort: 8080 }], { namespace: "shop" }) as unknown as KubeObject);
+    api.upsert(
+      "Service",
+      service("web", [{ port: 80, targetPort: 8080 }], { namespace: "shop" }) as unknown as KubeObject,
+    );
     if (options.endpointSlices) {
-      api.upsert("EndpointSlice", slice("web", [{ port: 8080 }], ["10.0.0.1"], { namespace: "shop" }) as unknown as KubeObject);
+      api.upsert(
+        "EndpointSlice",
+        slice("web", [{ port: 8080 }], ["10.0.0.1"], { namespace: "shop" }) as unknown as KubeObject,
+      );
       // The agent Service's slice: the notifier lists it, and its ping is refused (never fatal).
-      api.upsert("EndpointSlice", slice("agent", [{ name: "agent", port: 1 }], ["127.0.0.1"], { namespace: "servicelb", name: "agent-x1" }) as unknown as KubeObject);
+      api.upsert(
+        "EndpointSlice",
+        slice("agent", [{ name: "agent", port: 1 }], ["127.0.0.1"], {
+          namespace: "servicelb",
+          name: "agent-x1",
+        }) as unknown as KubeObject,
+      );
     }
     const env = reconcileEnv(await api.writeKubeconfig(), s3, options.env);
     // The AWS SDK reads its credentials from the process environment, as it does in the pod.
@@ -113,7 +144,9 @@ describe("RBAC", () => {
     expect(calls).toContain("discovery.k8s.io/endpointslices:list");
     expect(calls).toContain("/endpoints:list");
     const account = podSpecOf(findObject(OBJECTS, "Service", "reconcile", "serving.knative.dev"))!.serviceAccountName!;
-    expect(podSpecOf(findObject(OBJECTS, "Service", "render", "serving.knative.dev"))!.serviceAccountName).toBe(account);
+    expect(podSpecOf(findObject(OBJECTS, "Service", "render", "serving.knative.dev"))!.serviceAccountName).toBe(
+      account,
+    );
     expect([...granted(account)].sort()).toEqual([...calls].sort());
   });
 
@@ -124,15 +157,22 @@ describe("RBAC", () => {
     // Knative's controller checks these three verbs in every watched namespace before it starts the adapter.
     const plural: Record<string, string> = { Service: "services", EndpointSlice: "endpointslices" };
     const watched = source.spec.resources.map((r) => `${groupOf(r.apiVersion)}/${plural[r.kind]}`);
-    expect([...granted(source.spec.serviceAccountName)].sort()).toEqual(watched.flatMap((w) => ["get", "list", "watch"].map((v) => `${w}:${v}`)).sort());
+    expect([...granted(source.spec.serviceAccountName)].sort()).toEqual(
+      watched.flatMap((w) => ["get", "list", "watch"].map((v) => `${w}:${v}`)).sort(),
+    );
     // The Endpoints fallback is for old clusters only; ApiServerSource watches the current API.
-    expect(new Set(watched)).toEqual(new Set([...calls].map((c) => c.split(":")[0]!).filter((r) => r !== "/endpoints")));
+    expect(new Set(watched)).toEqual(
+      new Set([...calls].map((c) => c.split(":")[0]!).filter((r) => r !== "/endpoints")),
+    );
   });
 
   it("gives the agent and the dead-letter sink no API access and no token", () => {
     for (const account of ["agent", "dead-letter"]) {
       expect(granted(account).size, account).toBe(0);
-      expect((findObject(OBJECTS, "ServiceAccount", account) as K8sObject & { automountServiceAccountToken?: boolean }).automountServiceAccountToken).toBe(false);
+      expect(
+        (findObject(OBJECTS, "ServiceAccount", account) as K8sObject & { automountServiceAccountToken?: boolean })
+          .automountServiceAccountToken,
+      ).toBe(false);
     }
   });
 });

@@ -23,7 +23,10 @@ function readmeLine(command: string): string {
 function images(objects: readonly K8sObject[]): string[] {
   return objects.flatMap((o) => {
     const pod = podSpecOf(o);
-    return [...(pod?.containers ?? []), ...((pod as { initContainers?: Array<{ image: string }> } | undefined)?.initContainers ?? [])].map((c) => c.image);
+    return [
+      ...(pod?.containers ?? []),
+      ...((pod as { initContainers?: Array<{ image: string }> } | undefined)?.initContainers ?? []),
+    ].map((c) => c.image);
   });
 }
 
@@ -33,10 +36,16 @@ describe("README, Deploying", () => {
     cpSync(join(REPO, "infra"), join(root, "infra"), { recursive: true });
     execSync(readmeLine("sed -i").replaceAll("REGISTRY", REGISTRY), { cwd: root, stdio: "pipe" });
     for (const dir of KUSTOMIZATIONS) {
-      const yaml = execFileSync("kubectl", ["kustomize", dir], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+      const yaml = execFileSync("kubectl", ["kustomize", dir], {
+        cwd: root,
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       const used = images(parseAllDocuments(yaml).map((d) => d.toJS() as K8sObject));
       const ours = used.filter((i) => /(^|\/)servicelb\//.test(i));
-      expect(new Set(ours), dir).toEqual(new Set(["function", "agent"].map((name) => `${REGISTRY}/servicelb/${name}:${pkg.version}`)));
+      expect(new Set(ours), dir).toEqual(
+        new Set(["function", "agent"].map((name) => `${REGISTRY}/servicelb/${name}:${pkg.version}`)),
+      );
     }
   });
 

@@ -19,7 +19,10 @@ import { REPO } from "../support/infra-manifests.js";
 interface SlsFunction {
   handler: string;
   maxInstances?: number;
-  events: Array<{ http?: string; event?: { eventType: string; resource: string; path?: string; failurePolicy?: unknown } }>;
+  events: Array<{
+    http?: string;
+    event?: { eventType: string; resource: string; path?: string; failurePolicy?: unknown };
+  }>;
   environment?: Record<string, string>;
   secrets?: Record<string, { secret: string; version: string }>;
 }
@@ -38,17 +41,38 @@ interface Sls {
 // serverless-google-cloudfunctions 4.6, provider/googleProvider.js: the runtimes its config schema
 // lists. Serverless v3 checks serverless.yml against it (and against the function properties it
 // lists, which leave out maxInstances, although package/lib/compileFunctions.js passes it on).
-const PLUGIN_RUNTIMES = ["nodejs6", "nodejs8", "nodejs10", "nodejs12", "nodejs14", "nodejs16", "python37", "python38", "python39", "go111", "go113", "go116", "java11", "dotnet3", "ruby26", "ruby27"];
+const PLUGIN_RUNTIMES = [
+  "nodejs6",
+  "nodejs8",
+  "nodejs10",
+  "nodejs12",
+  "nodejs14",
+  "nodejs16",
+  "python37",
+  "python38",
+  "python39",
+  "go111",
+  "go113",
+  "go116",
+  "java11",
+  "dotnet3",
+  "ruby26",
+  "ruby27",
+];
 
 const require = createRequire(import.meta.url);
-const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { main?: string; engines: { node: string } };
+const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as {
+  main?: string;
+  engines: { node: string };
+};
 
 /** serverless.yml with ${param:...} resolved from its defaults and the --param values a deploy gives. */
 function load(given: Record<string, string>): Sls {
   const raw = parse(readFileSync(join(REPO, "serverless.yml"), "utf8")) as Sls;
   const params = { ...raw.params.default, ...given };
   const text = JSON.stringify(raw).replace(/\$\{param:([A-Za-z]+)\}/g, (_, name: string) => {
-    if (params[name] === undefined) throw new Error(`serverless.yml: \${param:${name}} has no default; deploy must give --param ${name}=...`);
+    if (params[name] === undefined)
+      throw new Error(`serverless.yml: \${param:${name}} has no default; deploy must give --param ${name}=...`);
     return params[name];
   });
   expect(text).not.toMatch(/\$\{/);
@@ -61,7 +85,13 @@ function packaged(patterns: readonly string[], path: string): boolean {
   for (const p of patterns) {
     const negated = p.startsWith("!");
     const glob = negated ? p.slice(1) : p;
-    const re = new RegExp(`^${glob.replace(/[.+^$()|[\]{}]/g, "\\$&").replace(/\*\*/g, "\u0000").replace(/\*/g, "[^/]*").replace(/\u0000/g, ".*")}$`);
+    const re = new RegExp(
+      `^${glob
+        .replace(/[.+^$()|[\]{}]/g, "\\$&")
+        .replace(/\*\*/g, "\u0000")
+        .replace(/\*/g, "[^/]*")
+        .replace(/\u0000/g, ".*")}$`,
+    );
     if (re.test(path)) included = !negated;
   }
   return included;
@@ -71,7 +101,8 @@ function packaged(patterns: readonly string[], path: string): boolean {
 function serviceFiles(dir = REPO): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const path = join(dir, e.name);
-    if (e.isDirectory()) return dir === REPO && (e.name === "node_modules" || e.name === ".git") ? [] : serviceFiles(path);
+    if (e.isDirectory())
+      return dir === REPO && (e.name === "node_modules" || e.name === ".git") ? [] : serviceFiles(path);
     return [relative(REPO, path)];
   });
 }
@@ -116,12 +147,20 @@ describe("serverless.yml", () => {
       expect(reg, `nothing in functions/ registers "${fn.handler}"`).toBeDefined();
       const event = fn.events[0]!;
       expect(reg!.kind, name).toBe(event.http !== undefined ? "http" : "cloudEvent");
-      if (event.event) expect(Object.keys(event.event).every((k) => ["eventType", "resource", "path", "failurePolicy"].includes(k))).toBe(true);
+      if (event.event)
+        expect(
+          Object.keys(event.event).every((k) => ["eventType", "resource", "path", "failurePolicy"].includes(k)),
+        ).toBe(true);
     }
   });
 
   it("sets only variables the code reads, and the functions start with them", () => {
-    const readable = new Set([...FUNCTION_SETTING_KEYS.map(envName), ...envNamesInSources(), ...functionsFrameworkEnvNames(), ...awsCredentialEnvNames()]);
+    const readable = new Set([
+      ...FUNCTION_SETTING_KEYS.map(envName),
+      ...envNamesInSources(),
+      ...functionsFrameworkEnvNames(),
+      ...awsCredentialEnvNames(),
+    ]);
     for (const [name, fn] of Object.entries(sls.functions)) {
       const env: Record<string, string> = { ...sls.provider.environment, ...fn.environment };
       for (const secret of Object.keys({ ...sls.provider.secrets, ...fn.secrets })) env[secret] = "from-secret-manager";
@@ -133,10 +172,26 @@ describe("serverless.yml", () => {
 
   it("packages the compiled functions, the templates, and what `npm ci` needs to rebuild them", () => {
     const { patterns } = sls.package;
-    for (const path of ["package.json", "package-lock.json", "tsconfig.json", "templates/haproxy.cfg.liquid", "dist/functions/render.js", "dist/functions/reconcile.js", "dist/shared/app/reconcile.js", "functions/render.ts", "shared/app/reconcile.ts"]) {
+    for (const path of [
+      "package.json",
+      "package-lock.json",
+      "tsconfig.json",
+      "templates/haproxy.cfg.liquid",
+      "dist/functions/render.js",
+      "dist/functions/reconcile.js",
+      "dist/shared/app/reconcile.js",
+      "functions/render.ts",
+      "shared/app/reconcile.ts",
+    ]) {
       expect(packaged(patterns, path), path).toBe(true);
     }
-    for (const path of ["node_modules/zod/package.json", "test/infra/serverless.test.ts", "infra/base/agent.yaml", ".git/config"]) expect(packaged(patterns, path), path).toBe(false);
+    for (const path of [
+      "node_modules/zod/package.json",
+      "test/infra/serverless.test.ts",
+      "infra/base/agent.yaml",
+      ".git/config",
+    ])
+      expect(packaged(patterns, path), path).toBe(false);
   });
 
   // Cloud Functions runs `npm ci` (with its lifecycle scripts: `prepare` builds) and then `gcp-build`
@@ -151,9 +206,17 @@ describe("serverless.yml", () => {
     expect(output).not.toMatch(/unrecognized|unknown option/i);
     for (const [name, fn] of Object.entries(sls.functions)) {
       const script = `await import("./${pkg.main}"); const { getFunction } = await import("@google-cloud/functions-framework/testing"); if (!getFunction(${JSON.stringify(fn.handler)})) process.exit(3);`;
-      const env: Record<string, string> = { ...sls.provider.environment, ...fn.environment, FUNCTION_TARGET: fn.handler };
+      const env: Record<string, string> = {
+        ...sls.provider.environment,
+        ...fn.environment,
+        FUNCTION_TARGET: fn.handler,
+      };
       for (const secret of Object.keys({ ...sls.provider.secrets, ...fn.secrets })) env[secret] = "from-secret-manager";
-      const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: dir, env: { ...process.env, ...env }, encoding: "utf8" });
+      const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+        cwd: dir,
+        env: { ...process.env, ...env },
+        encoding: "utf8",
+      });
       expect(r.status, `${name}: ${r.stderr}`).toBe(0);
     }
   }, 180_000);
@@ -173,11 +236,22 @@ describe("serverless.yml", () => {
   // functions-framework turns the Pub/Sub trigger into a google.cloud.pubsub.topic.v1.messagePublished
   // CloudEvent; reconcile must take it as a resync.
   it("triggers reconcile with events it acts on", () => {
-    const middleware = join(dirname(require.resolve("@google-cloud/functions-framework")), "middleware/background_event_to_cloud_event.js");
+    const middleware = join(
+      dirname(require.resolve("@google-cloud/functions-framework")),
+      "middleware/background_event_to_cloud_event.js",
+    );
     const { eventType } = sls.functions.reconcile!.events[0]!.event!;
-    const ceType = new RegExp(`'${eventType.replace(/[./]/g, "\\$&")}': '([^']+)'`).exec(readFileSync(middleware, "utf8"))?.[1];
+    const ceType = new RegExp(`'${eventType.replace(/[./]/g, "\\$&")}': '([^']+)'`).exec(
+      readFileSync(middleware, "utf8"),
+    )?.[1];
     expect(ceType, `functions-framework converts ${eventType}`).toBeDefined();
-    const event = { specversion: "1.0", id: "1", type: ceType!, source: "//pubsub.googleapis.com/projects/demo-project/topics/servicelb-reconcile", data: { message: { data: "" } } };
+    const event = {
+      specversion: "1.0",
+      id: "1",
+      type: ceType!,
+      source: "//pubsub.googleapis.com/projects/demo-project/topics/servicelb-reconcile",
+      data: { message: { data: "" } },
+    };
     expect(classifyEvent(event, loadFunctionSettings({}).options).verdict).toMatch(/^(resync|relevant)$/);
   });
 });

@@ -16,7 +16,8 @@ vi.mock("node:fs/promises", async (importOriginal) => {
     if (failing.dirSync === null || args[0] !== failing.dirSync) return handle;
     return new Proxy(handle, {
       get(target, prop) {
-        if (prop === "sync") return () => Promise.reject(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }));
+        if (prop === "sync")
+          return () => Promise.reject(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }));
         const value = Reflect.get(target, prop) as unknown;
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },

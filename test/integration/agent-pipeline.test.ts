@@ -100,10 +100,12 @@ exec haproxy "$@"
     hold: () => writeFileSync(hold, ""),
     release: () => rmSync(hold, { force: true }),
     reject: () => writeFileSync(reject, ""),
-    checks: () => (existsSync(join(dir, "checks")) ? readFileSync(join(dir, "checks"), "utf8").split("\n").filter(Boolean).length : 0),
+    checks: () =>
+      existsSync(join(dir, "checks"))
+        ? readFileSync(join(dir, "checks"), "utf8").split("\n").filter(Boolean).length
+        : 0,
   };
 }
-
 
 describe("the key a ping names", () => {
   it("is fetched with one GET, without listing the store", async () => {
@@ -138,7 +140,9 @@ describe("the key a ping names", () => {
     const lists = counted.lists();
     expect(await n.notify(agent, bogus)).toMatchObject({ status: 202 });
     await waitFor("the fallback listing", async () => (counted.lists() > lists ? true : undefined));
-    await waitFor("the fallback counted", async () => ((await count(agent.metrics.notifiedPulls, { result: "fallback" })) === 1 ? true : undefined));
+    await waitFor("the fallback counted", async () =>
+      (await count(agent.metrics.notifiedPulls, { result: "fallback" })) === 1 ? true : undefined,
+    );
     expect(agent.status()).toMatchObject({ applied: { key: first.key }, lastError: null, backoff: null });
 
     // A real config whose key sorts before the bogus one is still applied at once.
@@ -236,7 +240,9 @@ describe("newest wins (invariant 1)", () => {
     held.release();
 
     // k7, then the pull the ping asked for.
-    await waitFor("k7 applied and the ping's pull done", async () => ((await count(agent.metrics.pulls)) >= pulls + 2 && agent.status().applied?.key === k7.key ? true : undefined));
+    await waitFor("k7 applied and the ping's pull done", async () =>
+      (await count(agent.metrics.pulls)) >= pulls + 2 && agent.status().applied?.key === k7.key ? true : undefined,
+    );
     expect(await count(agent.metrics.applyFailures, { stage: "check" })).toBe(1);
     expect(await answering(n, "/web/")).toEqual(["C"]);
     await new Promise((r) => setTimeout(r, 300));
@@ -256,7 +262,16 @@ describe("newest wins (invariant 1)", () => {
     writeFileSync(n.configPath, (await n.store.get(newest.key)).config);
     writeFileSync(
       stateFilePath(options),
-      JSON.stringify({ applied: { key: older.key, sha256: older.sha256, revision: "100", appliedAt: new Date().toISOString(), how: "reload" }, lastError: null }),
+      JSON.stringify({
+        applied: {
+          key: older.key,
+          sha256: older.sha256,
+          revision: "100",
+          appliedAt: new Date().toISOString(),
+          how: "reload",
+        },
+        lastError: null,
+      }),
     );
     // The store is unreachable at start: HAProxy serves the file, whose key the agent cannot name.
     const gated = gatedStore(n.store);
@@ -307,7 +322,9 @@ describe("HAProxy restarted, runtime undo failed", () => {
     const agent = await start(n, {}, { haproxy: { restartDelayMs: 3000, stopGraceMs: 3000, killGraceMs: 2000 } });
     const master = (await showProc(n.masterSocket)).master.pid;
     process.kill(master, "SIGKILL");
-    await waitFor("HAProxy down", async () => ((await showProc(n.masterSocket, { timeoutMs: 200 }).catch(() => null)) === null ? true : undefined));
+    await waitFor("HAProxy down", async () =>
+      (await showProc(n.masterSocket, { timeoutMs: 200 }).catch(() => null)) === null ? true : undefined,
+    );
     const next = await n.publish([...web("web", world.pods.port, [A]), ...web("api", world.pods.port, [B])], 110);
     await n.notify(agent, next);
     await waitFor("the failed apply", async () => (agent.status().lastError?.key === next.key ? true : undefined));
@@ -342,7 +359,10 @@ describe("stopping", () => {
       }
     })();
     const t0 = Date.now();
-    const outcome = await Promise.race([agent.stop().then(() => "stopped"), new Promise((r) => setTimeout(() => r("still stopping"), 5000))]);
+    const outcome = await Promise.race([
+      agent.stop().then(() => "stopped"),
+      new Promise((r) => setTimeout(() => r("still stopping"), 5000)),
+    ]);
     pinging = false;
     await pinger;
     expect(outcome).toBe("stopped");
@@ -360,7 +380,12 @@ describe("reload confirmation", () => {
     const agent = await start(n);
     await agent.stop();
     // The agent left a valid config on disk; drive HAProxy directly.
-    const proc = new HaproxyProcess({ configPath: n.configPath, masterSocket: n.masterSocket, stopGraceMs: 2000, killGraceMs: 2000 });
+    const proc = new HaproxyProcess({
+      configPath: n.configPath,
+      masterSocket: n.masterSocket,
+      stopGraceMs: 2000,
+      killGraceMs: 2000,
+    });
     await proc.start();
     cleanups.push(() => proc.stop());
     const ok = await proc.reload();

@@ -65,7 +65,9 @@ it(`loses no request over ${RELOADS} reloads under keep-alive and non-keep-alive
       const extra = i % 2 === 1 ? web(`extra-${i}`, pods.port, ["127.0.0.2"]) : [];
       const published = await n.publish([...web("web", pods.port, ["127.0.0.2"]), ...extra], 100 + i);
       expect((await n.notify(agent, published)).status).toBe(202);
-      await waitFor(`config ${i} applied`, async () => (agent.status().applied?.key === published.key ? true : undefined));
+      await waitFor(`config ${i} applied`, async () =>
+        agent.status().applied?.key === published.key ? true : undefined,
+      );
       okAt.push(kept.ok + fresh.ok);
     }
     running = false;
@@ -79,7 +81,10 @@ it(`loses no request over ${RELOADS} reloads under keep-alive and non-keep-alive
     // Traffic really flowed through every reload, on both kinds of client.
     expect(kept.ok, summary).toBeGreaterThan(RELOADS * 10);
     expect(fresh.ok, summary).toBeGreaterThan(RELOADS * 10);
-    expect(okAt.every((ok, i) => i === 0 || ok > okAt[i - 1]!), summary).toBe(true);
+    expect(
+      okAt.every((ok, i) => i === 0 || ok > okAt[i - 1]!),
+      summary,
+    ).toBe(true);
   } finally {
     keepAlive.destroy();
     await agent.stop();

@@ -88,7 +88,8 @@ it("a keep-alive client whose request was in flight on a slot moved in place rea
     // The request in flight finishes on the old pod (drained, not cut).
     expect(await inFlight).toEqual({ status: 200, body: `${podName(old)} /slow` });
     const answers: string[] = [];
-    for (let i = 0; i < 5; i++) answers.push((await httpGet(n.lb.options.httpPort, `/web/${i}`, keepAlive)).body.split(" ")[0]!);
+    for (let i = 0; i < 5; i++)
+      answers.push((await httpGet(n.lb.options.httpPort, `/web/${i}`, keepAlive)).body.split(" ")[0]!);
     expect(answers).toEqual(Array(5).fill(podName(next)));
     expect(await n.reloads()).toBe(reloads);
   } finally {

@@ -25,11 +25,14 @@ async function proxy(): Promise<DripProxy> {
 }
 
 /** A GET of one config object (not a listing, which is a GET of the bucket). */
-const configGet = (req: IncomingMessage) => req.method === "GET" && /\/configs\/[0-9a-f-]+\.cfg$/.test(new URL(req.url ?? "/", "http://x").pathname);
+const configGet = (req: IncomingMessage) =>
+  req.method === "GET" && /\/configs\/[0-9a-f-]+\.cfg$/.test(new URL(req.url ?? "/", "http://x").pathname);
 
 const ownStore = { store: undefined, storeCredentials: S3RVER_CREDENTIALS };
 
-async function healthz(url: string): Promise<{ status: number; body: { ok: boolean; warning?: string; reason?: string } }> {
+async function healthz(
+  url: string,
+): Promise<{ status: number; body: { ok: boolean; warning?: string; reason?: string } }> {
   const res = await fetch(`${url}/healthz`);
   return { status: res.status, body: (await res.json()) as { ok: boolean; warning?: string } };
 }
@@ -39,27 +42,49 @@ describe("a store that answers slowly", () => {
     const n = await node();
     const drip = await proxy();
     const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
-    const agent = await start(n, { storeEndpoint: drip.endpoint, storeTimeout: "1s", pollInterval: "500ms", stalePullPeriods: "4" }, ownStore);
+    const agent = await start(
+      n,
+      { storeEndpoint: drip.endpoint, storeTimeout: "1s", pollInterval: "500ms", stalePullPeriods: "4" },
+      ownStore,
+    );
     expect(agent.status().applied?.key).toBe(v1.key);
     expect(agent.status().pull).toMatchObject({ stale: false, consecutiveFailures: 0, staleAfterSeconds: 2 });
 
     // The listing still answers, but the config it names comes one byte at a time: no idle timeout fires.
     drip.mode = (req) => (configGet(req) ? "drip" : "pass");
     const v2 = await n.publish(web("web", world.pods.port, [B]), 110);
-    await waitFor("a failed pull, and the pulls stale", async () => (agent.status().pull?.stale && agent.status().lastError ? true : undefined));
+    await waitFor("a failed pull, and the pulls stale", async () =>
+      agent.status().pull?.stale && agent.status().lastError ? true : undefined,
+    );
     const status = agent.status();
-    expect(status.lastError).toMatchObject({ stage: "pull", key: v2.key, message: expect.stringContaining("no complete answer within 1000 ms") });
+    expect(status.lastError).toMatchObject({
+      stage: "pull",
+      key: v2.key,
+      message: expect.stringContaining("no complete answer within 1000 ms"),
+    });
     expect(status.pull?.consecutiveFailures).toBeGreaterThanOrEqual(1);
     expect(status.pull?.lastFailure?.message).toContain("no complete answer within 1000 ms");
     expect(status.applied?.key).toBe(v1.key);
     // The node still load-balances: liveness stays green, and says what is wrong.
-    expect(await healthz(agent.url)).toEqual({ status: 200, body: { ok: true, warning: expect.stringMatching(/^no pull from the store has completed since .* \(over 2 s\); HAProxy serves the last applied config$/) } });
+    expect(await healthz(agent.url)).toEqual({
+      status: 200,
+      body: {
+        ok: true,
+        warning: expect.stringMatching(
+          /^no pull from the store has completed since .* \(over 2 s\); HAProxy serves the last applied config$/,
+        ),
+      },
+    });
     await served(n, "/web/", "A");
     const metrics = await (await fetch(`${agent.url}/metrics`)).text();
     expect(metrics).toMatch(/^servicelb_agent_pull_stale 1$/m);
-    expect(await count(agent.metrics.storeFailures, { operation: "get", reason: "deadline" })).toBeGreaterThanOrEqual(1);
+    expect(await count(agent.metrics.storeFailures, { operation: "get", reason: "deadline" })).toBeGreaterThanOrEqual(
+      1,
+    );
     // The poll loop goes on: the next pull is tried, and abandoned in turn.
-    await waitFor("a second failed pull", async () => ((agent.status().pull?.consecutiveFailures ?? 0) >= 2 ? true : undefined));
+    await waitFor("a second failed pull", async () =>
+      (agent.status().pull?.consecutiveFailures ?? 0) >= 2 ? true : undefined,
+    );
 
     // The store recovers: the next poll applies v2, and the pulls are no longer stale.
     drip.mode = () => "pass";
@@ -100,7 +125,9 @@ describe("a store that answers slowly", () => {
     });
     let stderr = "";
     child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on("exit", (code, signal) => resolve({ code, signal })),
+    );
     let master: number | undefined;
     cleanups.push(async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
@@ -112,9 +139,14 @@ describe("a store that answers slowly", () => {
     drip.mode = () => "stall";
     const before = drip.seen.length;
     // A poll's listing hangs (and so will the final status report).
-    await waitFor("a pull to hang", async () => (drip.seen.slice(before).some((r) => r.method === "GET") && drip.held > 0 ? true : undefined));
+    await waitFor("a pull to hang", async () =>
+      drip.seen.slice(before).some((r) => r.method === "GET") && drip.held > 0 ? true : undefined,
+    );
     child.kill("SIGTERM");
-    const outcome = await Promise.race([exited, new Promise((r) => setTimeout(() => r("still running after 30 s"), 30_000))]);
+    const outcome = await Promise.race([
+      exited,
+      new Promise((r) => setTimeout(() => r("still running after 30 s"), 30_000)),
+    ]);
     expect(outcome, stderr).toEqual({ code: 0, signal: null });
     expect(processAlive(master)).toBe(false);
     expect(stderr).toContain("cannot write the final status");
@@ -130,17 +162,29 @@ describe("an object over the size cap", () => {
 
     // A valid config with a valid sha256, only too large: 256 KiB of comment lines.
     const rendered = n.renderer.render(snapshotFromDocuments([list(web("web", world.pods.port, [B]), "110")])).config;
-    const big = await n.store.publish({ config: `${rendered}${"# padding\n".repeat(26_215)}`, revision: "110", generator: "servicelb/test" });
+    const big = await n.store.publish({
+      config: `${rendered}${"# padding\n".repeat(26_215)}`,
+      revision: "110",
+      generator: "servicelb/test",
+    });
     expect(await n.notify(agent, big)).toMatchObject({ status: 202 });
     await waitFor("the refusal", async () => (agent.status().lastError?.key === big.key ? true : undefined));
     expect(agent.status()).toMatchObject({
       applied: { key: v1.key },
-      lastError: { stage: "verify", key: big.key, message: expect.stringMatching(/the object is \d+ bytes, over the cap of 65536 bytes; refused without reading it/) },
+      lastError: {
+        stage: "verify",
+        key: big.key,
+        message: expect.stringMatching(
+          /the object is \d+ bytes, over the cap of 65536 bytes; refused without reading it/,
+        ),
+      },
       // Skipped (looked at again after a backoff), not backed off: that would hold every older key too.
       skipped: [{ key: big.key, reason: expect.stringMatching(/over the cap of 65536 bytes/) }],
       backoff: null,
     });
-    expect(await count(agent.metrics.storeFailures, { operation: "get", reason: "too-large" })).toBeGreaterThanOrEqual(1);
+    expect(await count(agent.metrics.storeFailures, { operation: "get", reason: "too-large" })).toBeGreaterThanOrEqual(
+      1,
+    );
     expect(await count(agent.metrics.applyFailures, { stage: "verify" })).toBe(1);
     await served(n, "/web/", "A");
 

@@ -106,7 +106,11 @@ describe("applying configs", () => {
     const before = await n.reloads();
     const goodText = readFileSync(n.configPath, "utf8");
     // Correct sha256 and key, broken body: only haproxy -c can tell.
-    const broken = await n.store.publish({ config: `${goodText}\nbackend broken\n    nosuchdirective on\n`, revision: "110", generator: "servicelb/test" });
+    const broken = await n.store.publish({
+      config: `${goodText}\nbackend broken\n    nosuchdirective on\n`,
+      revision: "110",
+      generator: "servicelb/test",
+    });
     expect(await n.notify(agent, broken)).toMatchObject({ status: 202 });
     const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
     expect(err).toMatchObject({ stage: "check", key: broken.key });
@@ -138,7 +142,11 @@ describe("applying configs", () => {
     const cfg = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const err = await waitFor("the check error", async () => agent.status().lastError ?? undefined);
-    expect(err).toMatchObject({ stage: "check", key: cfg.key, message: expect.stringContaining("SERVICELB_STATS_PASSWORD is not set") });
+    expect(err).toMatchObject({
+      stage: "check",
+      key: cfg.key,
+      message: expect.stringContaining("SERVICELB_STATS_PASSWORD is not set"),
+    });
     expect(agent.status().applied).toBeNull();
   });
 
@@ -149,7 +157,11 @@ describe("applying configs", () => {
     const before = await n.reloads();
     const goodText = readFileSync(n.configPath, "utf8");
     // Only a server address differs, so it takes the runtime path; 300.1.2.3 fits the line's grammar but is no address.
-    const bad = await n.store.publish({ config: goodText.replace(`${A}:${world.pods.port}`, `300.1.2.3:${world.pods.port}`), revision: "110", generator: "servicelb/test" });
+    const bad = await n.store.publish({
+      config: goodText.replace(`${A}:${world.pods.port}`, `300.1.2.3:${world.pods.port}`),
+      revision: "110",
+      generator: "servicelb/test",
+    });
     await n.notify(agent, bad);
     const err = await waitFor("the error", async () => agent.status().lastError ?? undefined);
     expect(err).toMatchObject({ stage: "check", key: bad.key });
@@ -167,7 +179,12 @@ describe("applying configs", () => {
     const text = (await n.store.get(next.key)).config;
     // Tampered behind the store's back: same key and metadata, another body.
     await world.s3.client.send(
-      new PutObjectCommand({ Bucket: world.s3.bucket, Key: next.key, Body: text.replace(B, C), Metadata: { sha256: next.sha256, revision: "110", generator: "x", epoch: "0", seq: "1" } }),
+      new PutObjectCommand({
+        Bucket: world.s3.bucket,
+        Key: next.key,
+        Body: text.replace(B, C),
+        Metadata: { sha256: next.sha256, revision: "110", generator: "x", epoch: "0", seq: "1" },
+      }),
     );
     await n.notify(agent, next);
     const err = await waitFor("the verify error", async () => agent.status().lastError ?? undefined);
@@ -190,7 +207,9 @@ describe("applying configs", () => {
     const v3 = await n.publish([...web("web", world.pods.port, [A]), ...web("b3", world.pods.port, [B])], 120);
     await n.notify(agent, v3);
     // v3 is pulled and checked, then waits for its reload slot; v4 arrives while it waits.
-    await waitFor("v3 pulled", async () => ((await count(agent.metrics.pulls, { result: "new" })) >= 3 ? true : undefined));
+    await waitFor("v3 pulled", async () =>
+      (await count(agent.metrics.pulls, { result: "new" })) >= 3 ? true : undefined,
+    );
     const v4 = await n.publish([...web("web", world.pods.port, [A]), ...web("b4", world.pods.port, [B])], 130);
     await n.notify(agent, v4);
     await appliedKey(agent, v4.key);
@@ -221,7 +240,13 @@ describe("converging and recovering", () => {
     const good = await n.publish(web("web", world.pods.port, [A]), 100);
     const first = await n.start();
     await first.stop();
-    const dead = createObjectStore({ url: `s3://${world.s3.bucket}/${n.prefix}`, endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 500 });
+    const dead = createObjectStore({
+      url: `s3://${world.s3.bucket}/${n.prefix}`,
+      endpoint: await deadEndpoint(),
+      forcePathStyle: true,
+      credentials: S3RVER_CREDENTIALS,
+      timeoutMs: 500,
+    });
     cleanups.push(() => dead.close());
     const agent = await start(n, {}, { store: dead });
     expect(await n.get("/web/")).toEqual({ status: 200, body: "A /" });
@@ -231,12 +256,21 @@ describe("converging and recovering", () => {
 
   it("answers /healthz 503 with the reason while it has no config to serve, and keeps trying", async () => {
     const n = await node();
-    const dead = createObjectStore({ url: `s3://${world.s3.bucket}/${n.prefix}`, endpoint: await deadEndpoint(), forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 500 });
+    const dead = createObjectStore({
+      url: `s3://${world.s3.bucket}/${n.prefix}`,
+      endpoint: await deadEndpoint(),
+      forcePathStyle: true,
+      credentials: S3RVER_CREDENTIALS,
+      timeoutMs: 500,
+    });
     cleanups.push(() => dead.close());
     const agent = await start(n, {}, { store: dead });
     const health = await fetch(`${agent.url}/healthz`);
     expect(health.status).toBe(503);
-    expect(await health.json()).toEqual({ ok: false, reason: expect.stringMatching(/^no config applied yet \(last error: cannot read the store: /) });
+    expect(await health.json()).toEqual({
+      ok: false,
+      reason: expect.stringMatching(/^no config applied yet \(last error: cannot read the store: /),
+    });
     expect(agent.status()).toMatchObject({ applied: null, haproxy: { running: false }, lastError: { stage: "pull" } });
   });
 
@@ -258,14 +292,27 @@ describe("converging and recovering", () => {
     // The killed agent's world: its HAProxy still runs v1, its state names v1, and v2 was
     // already renamed into place when it died.
     const options = n.options();
-    await import("node:fs/promises").then((fs) => Promise.all([fs.mkdir(options.stateDir, { recursive: true }), fs.mkdir(join(n.dir, "etc"), { recursive: true })]));
+    await import("node:fs/promises").then((fs) =>
+      Promise.all([fs.mkdir(options.stateDir, { recursive: true }), fs.mkdir(join(n.dir, "etc"), { recursive: true })]),
+    );
     writeFileSync(n.configPath, v1Text);
     const orphan = spawn("haproxy", ["-W", "-S", n.masterSocket, "-f", n.configPath], { stdio: "ignore" });
     cleanups.push(() => void (processAlive(orphan.pid!) && orphan.kill("SIGKILL")));
-    await waitFor("the orphan HAProxy", async () => ((await showProc(n.masterSocket, { timeoutMs: 500 })).workers.length > 0 ? true : undefined));
+    await waitFor("the orphan HAProxy", async () =>
+      (await showProc(n.masterSocket, { timeoutMs: 500 })).workers.length > 0 ? true : undefined,
+    );
     writeFileSync(
       stateFilePath(options),
-      JSON.stringify({ applied: { key: v1.key, sha256: v1.sha256, revision: "100", appliedAt: new Date().toISOString(), how: "reload" }, lastError: null }),
+      JSON.stringify({
+        applied: {
+          key: v1.key,
+          sha256: v1.sha256,
+          revision: "100",
+          appliedAt: new Date().toISOString(),
+          how: "reload",
+        },
+        lastError: null,
+      }),
     );
     writeFileSync(n.configPath, v2Text);
     expect((await n.get("/api/")).status).toBe(404);
@@ -302,11 +349,18 @@ describe("converging and recovering", () => {
     await served(n, "/web/", "A");
     expect(await count(agent.metrics.haproxyRestarts, { cause: "master-exited" })).toBe(1);
     // A config that had served is not held responsible: restarted at once, and said so.
-    expect(agent.status().haproxy).toMatchObject({ running: true, restarts: 1, lastRestart: { cause: "master-exited", delayMs: 0, signal: "SIGKILL" }, pendingRestart: null });
+    expect(agent.status().haproxy).toMatchObject({
+      running: true,
+      restarts: 1,
+      lastRestart: { cause: "master-exited", delayMs: 0, signal: "SIGKILL" },
+      pendingRestart: null,
+    });
     // The recovery is observed once the restarted master is seen serving, which may follow /healthz's 200.
     const metrics = await waitFor("the recovery observed", async () => {
       const text = await (await fetch(`${agent.url}/metrics`)).text();
-      return /^servicelb_agent_haproxy_recovery_seconds_count\{cause="master-exited"\} 1$/m.test(text) ? text : undefined;
+      return /^servicelb_agent_haproxy_recovery_seconds_count\{cause="master-exited"\} 1$/m.test(text)
+        ? text
+        : undefined;
     });
     expect(metrics).toMatch(/^servicelb_agent_haproxy_restart_delay_seconds 0$/m);
   });
@@ -318,7 +372,11 @@ describe("HTTP API", () => {
     const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const post = (body: string, auth?: string) =>
-      fetch(`${agent.url}/notify`, { method: "POST", headers: { "content-type": "application/json", ...(auth ? { authorization: auth } : {}) }, body });
+      fetch(`${agent.url}/notify`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(auth ? { authorization: auth } : {}) },
+        body,
+      });
     const ok = JSON.stringify({ key: v1.key, sha256: v1.sha256, revision: "100" });
 
     const none = await post(ok);
@@ -332,7 +390,10 @@ describe("HTTP API", () => {
     const missing = await post(JSON.stringify({ key: v1.key }), `Bearer ${TOKEN}`);
     expect(missing.status).toBe(400);
     expect(await missing.text()).toMatch(/sha256/);
-    expect((await post(JSON.stringify({ key: "../../etc/passwd", sha256: v1.sha256, revision: "1" }), `Bearer ${TOKEN}`)).status).toBe(400);
+    expect(
+      (await post(JSON.stringify({ key: "../../etc/passwd", sha256: v1.sha256, revision: "1" }), `Bearer ${TOKEN}`))
+        .status,
+    ).toBe(400);
     const accepted = await post(ok, `Bearer ${TOKEN}`);
     expect(accepted.status).toBe(202);
     expect(await accepted.json()).toEqual({ accepted: true, action: "current" });
@@ -375,10 +436,22 @@ describe("HTTP API", () => {
     const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
     const agent = await start(n);
     const status = (await (await fetch(`${agent.url}/status`)).json()) as Record<string, unknown>;
-    expect(status).toMatchObject({ node: expect.stringMatching(/^node-\d+$/), applied: { key: v1.key, sha256: v1.sha256, revision: "100" }, lastError: null, haproxy: { running: true } });
+    expect(status).toMatchObject({
+      node: expect.stringMatching(/^node-\d+$/),
+      applied: { key: v1.key, sha256: v1.sha256, revision: "100" },
+      lastError: null,
+      haproxy: { running: true },
+    });
     const metrics = await (await fetch(`${agent.url}/metrics`)).text();
     expect(metrics).toMatch(/^servicelb_agent_applied_revision 100$/m);
-    for (const name of ["pulls_total", "reloads_total", "reload_failures_total", "runtime_updates_total", "pull_duration_seconds_bucket", "apply_duration_seconds_bucket"]) {
+    for (const name of [
+      "pulls_total",
+      "reloads_total",
+      "reload_failures_total",
+      "runtime_updates_total",
+      "pull_duration_seconds_bucket",
+      "apply_duration_seconds_bucket",
+    ]) {
       expect(metrics).toContain(`servicelb_agent_${name}`);
     }
   });
@@ -397,7 +470,11 @@ describe("servicelb status", () => {
     await waitFor("the status report", async () => ((await n.store.listStatuses()).length === 1 ? true : undefined));
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
-    const flags = { store: `s3://${world.s3.bucket}/${n.prefix}`, storeEndpoint: world.s3.endpoint, storePathStyle: true };
+    const flags = {
+      store: `s3://${world.s3.bucket}/${n.prefix}`,
+      storeEndpoint: world.s3.endpoint,
+      storePathStyle: true,
+    };
     const run = async (extra: Record<string, unknown>, exitCode: number) => {
       let out = "";
       const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
@@ -411,13 +488,24 @@ describe("servicelb status", () => {
     };
     const text = await run({}, 0);
     expect(text).toContain(`newest: ${v1.key} (revision 100)`);
-    expect(text).toMatch(/^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+000000-0+100-0000000000-[0-9a-f]{16}\.cfg\s+-$/m);
+    expect(text).toMatch(
+      /^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+000000-0+100-0000000000-[0-9a-f]{16}\.cfg\s+-$/m,
+    );
 
     // Published without a ping and with a long poll interval: the node is behind until it pulls,
     // and status says so in its exit code.
     const v2 = await n.publish(web("web", world.pods.port, [B]), 110);
     const fleet = JSON.parse(await run({ format: "json" }, 3)) as FleetStatus;
     expect(fleet.newest).toEqual({ key: v2.key, revision: "110" });
-    expect(fleet.nodes).toEqual([expect.objectContaining({ key: v1.key, revision: "100", behind: true, stale: false, haproxyRunning: true, lastError: null })]);
+    expect(fleet.nodes).toEqual([
+      expect.objectContaining({
+        key: v1.key,
+        revision: "100",
+        behind: true,
+        stale: false,
+        haproxyRunning: true,
+        lastError: null,
+      }),
+    ]);
   });
 });

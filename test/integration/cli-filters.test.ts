@@ -24,7 +24,11 @@ writeFileSync(
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function render(...args: string[]) {
-  const r = spawnSync(process.execPath, [join(root, "bin", "servicelb.js"), "render", "--snapshot", snapshot, ...args], { encoding: "utf8", env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root" } });
+  const r = spawnSync(
+    process.execPath,
+    [join(root, "bin", "servicelb.js"), "render", "--snapshot", snapshot, ...args],
+    { encoding: "utf8", env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root" } },
+  );
   return { code: r.status, stdout: r.stdout, warnings: r.stderr.split("\n").filter((l) => l.startsWith("warning: ")) };
 }
 
@@ -32,7 +36,10 @@ describe("servicelb render: filters that match nothing, and a TLS Service withou
   it.each([
     [["--target-service", "nope"], "warning: -: --target-service nope matches no Service"],
     [["--namespace", "other"], "warning: -: --namespace other matches no Service"],
-    [["--tcp-services", "prod/db:80"], "warning: prod/db:80: --tcp-services names a port the Service does not have (its TCP ports: 5432)"],
+    [
+      ["--tcp-services", "prod/db:80"],
+      "warning: prod/db:80: --tcp-services names a port the Service does not have (its TCP ports: 5432)",
+    ],
     [["--tcp-services", "nosuch/svc:1234"], "warning: nosuch/svc:1234: --tcp-services names no such Service"],
   ])("%j: exit 0 with a warning on stderr", (args, warning) => {
     const r = render(...args);
@@ -43,10 +50,17 @@ describe("servicelb render: filters that match nothing, and a TLS Service withou
   it("lists what --namespace left out in the JSON's skipped", () => {
     const r = render("--namespace", "prod", "--format", "json");
     const out = JSON.parse(r.stdout) as { skipped: Array<{ service: string; reason: string }> };
-    expect(out.skipped).toEqual(expect.arrayContaining([{ service: "default/web", reason: "outside --namespace prod" }, { service: "default/secure", reason: "outside --namespace prod" }]));
+    expect(out.skipped).toEqual(
+      expect.arrayContaining([
+        { service: "default/web", reason: "outside --namespace prod" },
+        { service: "default/secure", reason: "outside --namespace prod" },
+      ]),
+    );
   });
 
   it("says that an lb.sslTerm Service is not served without --ssl-cert", () => {
-    expect(render().warnings).toEqual(["warning: default/secure serviceloadbalancer/lb.sslTerm: not served: no --ssl-cert is configured, and a TLS Service is never served in clear text"]);
+    expect(render().warnings).toEqual([
+      "warning: default/secure serviceloadbalancer/lb.sslTerm: not served: no --ssl-cert is configured, and a TLS Service is never served in clear text",
+    ]);
   });
 });

@@ -12,9 +12,14 @@ const bin = join(root, "bin", "servicelb.js");
 const { version } = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string };
 
 /** Runs the installed CLI with a bare environment (no kubeconfig, no AWS notice switch): what a user's shell has. */
-function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent-home", LOG_LEVEL: "silent", ...env } });
+    const child = spawn(process.execPath, [bin, ...args], {
+      env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent-home", LOG_LEVEL: "silent", ...env },
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -26,7 +31,10 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: 
 let s3: TestS3;
 let store: ObjectStore;
 let storeArgs: string[];
-const credentials = { AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey };
+const credentials = {
+  AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+  AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+};
 
 beforeAll(async () => {
   s3 = await startS3();
@@ -42,7 +50,10 @@ afterAll(async () => {
 
 const report = (node: string, key: string | null, running = true) => ({
   node,
-  applied: key === null ? null : { key, sha256: "b".repeat(64), revision: "1", appliedAt: new Date().toISOString(), how: "reload" },
+  applied:
+    key === null
+      ? null
+      : { key, sha256: "b".repeat(64), revision: "1", appliedAt: new Date().toISOString(), how: "reload" },
   lastError: null,
   backoff: null,
   haproxy: { running },
@@ -58,7 +69,10 @@ describe("servicelb status", () => {
     await store.putStatus("node-b", report("node-b", null));
     let r = await cli(["status", "--format", "json", ...storeArgs], credentials);
     expect(r.code).toBe(3);
-    expect(JSON.parse(r.stdout).nodes.map((n: { node: string; behind: boolean }) => [n.node, n.behind])).toEqual([["node-a", false], ["node-b", true]]);
+    expect(JSON.parse(r.stdout).nodes.map((n: { node: string; behind: boolean }) => [n.node, n.behind])).toEqual([
+      ["node-a", false],
+      ["node-b", true],
+    ]);
     expect(r.stderr).toContain("not converged: node-b: behind the newest config");
 
     await store.putStatus("node-b", report("node-b", key, false));
@@ -94,7 +108,9 @@ describe("servicelb errors", () => {
   it("says that no kubeconfig was found, and how to pass one", async () => {
     const r = await cli(["render"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^servicelb: no kubeconfig found \(looked in \$KUBECONFIG, \/nonexistent-home\/\.kube\/config and for an in-cluster service account\): pass --kubeconfig FILE/);
+    expect(r.stderr).toMatch(
+      /^servicelb: no kubeconfig found \(looked in \$KUBECONFIG, \/nonexistent-home\/\.kube\/config and for an in-cluster service account\): pass --kubeconfig FILE/,
+    );
   });
 
   it("prints no AWS SDK notice about Node versions", async () => {

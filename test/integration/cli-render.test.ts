@@ -27,7 +27,9 @@ function cli(args: string[], opts: { input?: string; env?: Record<string, string
 /** The same, without blocking this process: needed when this process also serves the fake API. */
 function cliAsync(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", LOG_LEVEL: "silent" } });
+    const child = spawn(process.execPath, [bin, ...args], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", LOG_LEVEL: "silent" },
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -52,7 +54,9 @@ describe("servicelb render", () => {
   });
 
   it("reads the snapshot from stdin and prints JSON with warnings, revision and stats", () => {
-    const r = cli(["render", "--snapshot", "-", "--format", "json", "--http-port", "8080"], { input: readFileSync(demo, "utf8") });
+    const r = cli(["render", "--snapshot", "-", "--format", "json", "--http-port", "8080"], {
+      input: readFileSync(demo, "utf8"),
+    });
     expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout);
     expect(out.revision).toBe("1000");
@@ -64,14 +68,22 @@ describe("servicelb render", () => {
   it("takes options from SERVICELB_* variables and a config file, flags winning", () => {
     const cfg = join(dir, "options.yaml");
     writeFileSync(cfg, "httpPort: 8081\nstatsPort: 9999\n");
-    const r = cli(["render", "--snapshot", demo, "--config", cfg, "--stats-port", "9998"], { env: { SERVICELB_HTTP_PORT: "8082" } });
+    const r = cli(["render", "--snapshot", demo, "--config", cfg, "--stats-port", "9998"], {
+      env: { SERVICELB_HTTP_PORT: "8082" },
+    });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("bind *:8082");
     expect(r.stdout).toContain("bind 127.0.0.1:9998");
   });
 
   it("reports invalid annotations on stderr and still renders", () => {
-    const snap = JSON.stringify({ kind: "List", items: [service("x", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.host": "bad host" } }), slice("x", [{ port: 80 }], ["10.0.0.1"])] });
+    const snap = JSON.stringify({
+      kind: "List",
+      items: [
+        service("x", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.host": "bad host" } }),
+        slice("x", [{ port: 80 }], ["10.0.0.1"]),
+      ],
+    });
     const r = cli(["render", "--snapshot", "-"], { input: snap });
     expect(r.code).toBe(0);
     expect(r.stderr).toContain('warning: default/x serviceloadbalancer/lb.host: "bad host" is not a host name');

@@ -142,7 +142,12 @@ describe("listCluster", () => {
     const res = await fetch(`${server.url}/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices`, {
       headers: { authorization: `Bearer ${server.token}` },
     });
-    const body = (await res.json()) as { kind: string; apiVersion: string; metadata: object; items: Array<Record<string, unknown>> };
+    const body = (await res.json()) as {
+      kind: string;
+      apiVersion: string;
+      metadata: object;
+      items: Array<Record<string, unknown>>;
+    };
 
     expect(res.status).toBe(200);
     expect([body.kind, body.apiVersion]).toEqual(["EndpointSliceList", "discovery.k8s.io/v1"]);
@@ -176,8 +181,14 @@ describe("listCluster", () => {
     const notBack = await listCluster(kc, { labelSelector: "tier!=back" });
     expect(names(notBack.list.items, "Service")).toEqual(["default/admin", "default/web"]);
 
-    expect(lists(server, "/api/v1/services").map((r) => r.query.labelSelector)).toEqual(["tier=front", "tier,!internal", "tier!=back"]);
-    expect(lists(server, "/apis/discovery.k8s.io/v1/endpointslices").every((r) => r.query.labelSelector === undefined)).toBe(true);
+    expect(lists(server, "/api/v1/services").map((r) => r.query.labelSelector)).toEqual([
+      "tier=front",
+      "tier,!internal",
+      "tier!=back",
+    ]);
+    expect(
+      lists(server, "/apis/discovery.k8s.io/v1/endpointslices").every((r) => r.query.labelSelector === undefined),
+    ).toBe(true);
   });
 
   it("pages through long lists with limit and continue", async () => {
@@ -253,7 +264,9 @@ describe("listCluster", () => {
     try {
       old.upsert("Service", service("default", "web"));
       old.upsert("Endpoints", endpoints("default", "web", "10.1.0.1"));
-      const discoveryDoc = await fetch(`${old.url}/apis/discovery.k8s.io/v1`, { headers: { authorization: `Bearer ${old.token}` } });
+      const discoveryDoc = await fetch(`${old.url}/apis/discovery.k8s.io/v1`, {
+        headers: { authorization: `Bearer ${old.token}` },
+      });
       expect(discoveryDoc.status).toBe(404);
 
       const snap = await listCluster(loadKubeConfig({ kubeconfig: await old.writeKubeconfig() }));
@@ -261,7 +274,10 @@ describe("listCluster", () => {
       expect(snap.warnings).toEqual([
         `the API server at ${old.url} does not serve EndpointSlices (discovery.k8s.io/v1 answered 404); using the deprecated v1 Endpoints API instead`,
       ]);
-      expect(snap.list.items.map((i) => `${i.apiVersion} ${i.kind} ${i.metadata.name}`)).toEqual(["v1 Service web", "v1 Endpoints web"]);
+      expect(snap.list.items.map((i) => `${i.apiVersion} ${i.kind} ${i.metadata.name}`)).toEqual([
+        "v1 Service web",
+        "v1 Endpoints web",
+      ]);
       expect(snap.list.items[1]).toMatchObject({
         subsets: [{ addresses: [{ ip: "10.1.0.1" }], ports: [{ name: "web", port: 8080, protocol: "TCP" }] }],
       });
@@ -305,18 +321,26 @@ describe("listCluster", () => {
     server.forbid("endpointslices");
     const ns = await clusterError(listCluster(kc, { namespace: "shop" }));
     expect(ns.kind).toBe("forbidden");
-    expect(ns.message).toContain('RBAC: grant "list" on "endpointslices" (group "discovery.k8s.io") in namespace "shop"');
+    expect(ns.message).toContain(
+      'RBAC: grant "list" on "endpointslices" (group "discovery.k8s.io") in namespace "shop"',
+    );
   });
 
   it("reports a 500 as a transient error with the server's message", async () => {
-    server.failNext({ status: 500, message: "etcdserver: leader changed", match: (r) => r.path === "/api/v1/services" });
+    server.failNext({
+      status: 500,
+      message: "etcdserver: leader changed",
+      match: (r) => r.path === "/api/v1/services",
+    });
 
     const err = await clusterError(listCluster(loadKubeConfig({ kubeconfig })));
 
     expect(err.kind).toBe("unavailable");
     expect(err.transient).toBe(true);
     expect(err.status).toBe(500);
-    expect(err.message).toBe(`the API server answered 500 to list ${server.url}/api/v1/services: etcdserver: leader changed`);
+    expect(err.message).toBe(
+      `the API server answered 500 to list ${server.url}/api/v1/services: etcdserver: leader changed`,
+    );
   });
 
   it("times out a request that takes longer than timeoutMs", async () => {
@@ -377,7 +401,10 @@ describe("listCluster", () => {
 
       const snap = await listCluster(loadKubeConfig({ kubeconfig: await big.writeKubeconfig() }));
 
-      expect(big.requests.map((r) => r.path).sort()).toEqual(["/api/v1/services", "/apis/discovery.k8s.io/v1/endpointslices"]);
+      expect(big.requests.map((r) => r.path).sort()).toEqual([
+        "/api/v1/services",
+        "/apis/discovery.k8s.io/v1/endpointslices",
+      ]);
       expect(snap.list.items.map((i) => i.metadata.resourceVersion)).toEqual(["98", "99"]);
       expect(snap.revision).toBe("100");
       expect(snap.list.metadata.resourceVersion).toBe("100");
@@ -425,7 +452,9 @@ describe("loadKubeConfig", () => {
 
     const inCluster = loadKubeConfig();
     expect(inCluster.getCurrentCluster()?.server).toBe("https://10.96.0.1:443");
-    expect(inCluster.getCurrentUser()?.authProvider?.config.tokenFile).toBe("/var/run/secrets/kubernetes.io/serviceaccount/token");
+    expect(inCluster.getCurrentUser()?.authProvider?.config.tokenFile).toBe(
+      "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    );
 
     const file = await server.writeKubeconfig();
     expect(loadKubeConfig({ kubeconfig: file }).getCurrentCluster()?.server).toBe(server.url);
@@ -445,7 +474,10 @@ describe("watchCluster", () => {
   });
 
   const summary = (events: ClusterEvent[]) =>
-    events.map((e) => `${e.type} ${e.object.apiVersion} ${e.object.kind} ${e.object.metadata.namespace}/${e.object.metadata.name}`);
+    events.map(
+      (e) =>
+        `${e.type} ${e.object.apiVersion} ${e.object.kind} ${e.object.metadata.namespace}/${e.object.metadata.name}`,
+    );
 
   it("delivers ADDED, MODIFIED and DELETED for Services and EndpointSlices", async () => {
     server = await new KubeApiEmulator().start();
@@ -529,7 +561,11 @@ describe("watchCluster", () => {
     await until(() => events.length === 2);
 
     expect(summary(events)).toEqual(["ADDED v1 Service shop/cart", "ADDED v1 Service shop/cart"]);
-    expect(server.requests.filter(servicesWatch).map((r) => r.query.resourceVersion)).toEqual([undefined, "2", undefined]);
+    expect(server.requests.filter(servicesWatch).map((r) => r.query.resourceVersion)).toEqual([
+      undefined,
+      "2",
+      undefined,
+    ]);
     expect(errors).toEqual([]);
   });
 

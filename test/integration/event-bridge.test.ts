@@ -32,7 +32,10 @@ function kubeconfig(port: number, token: string): KubeConfig {
 
 function recorder() {
   const records: Array<{ level: number; msg: string }> = [];
-  const log = pino({ level: "debug" }, { write: (line: string) => records.push(JSON.parse(line) as { level: number; msg: string }) });
+  const log = pino(
+    { level: "debug" },
+    { write: (line: string) => records.push(JSON.parse(line) as { level: number; msg: string }) },
+  );
   return { records, log };
 }
 
@@ -63,8 +66,14 @@ describe("the local event bridge with a cluster that does not answer", () => {
 
     await api.start(port);
     cleanup.push(() => api.stop());
-    await waitFor("a resync once the API server answers", async () => (s.types.includes("dev.knative.sources.ping") ? true : undefined), 15_000);
-    expect(records.filter((r) => r.level === 30).map((r) => r.msg)).toContain(`the API server at http://127.0.0.1:${port} answers again: resyncing`);
+    await waitFor(
+      "a resync once the API server answers",
+      async () => (s.types.includes("dev.knative.sources.ping") ? true : undefined),
+      15_000,
+    );
+    expect(records.filter((r) => r.level === 30).map((r) => r.msg)).toContain(
+      `the API server at http://127.0.0.1:${port} answers again: resyncing`,
+    );
     expect(records.filter((r) => r.level >= 40)).toHaveLength(1);
   });
 });

@@ -18,14 +18,32 @@ interface Served {
 
 async function serve(target: string, signature: string, env: Record<string, string>): Promise<Served> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [main, "--source", join(root, "dist", "bundle", `${target}.mjs`), "--target", target, "--signature-type", signature, "--port", String(port)], {
-    env: { PATH: process.env.PATH, NODE_ENV: "development", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      main,
+      "--source",
+      join(root, "dist", "bundle", `${target}.mjs`),
+      "--target",
+      target,
+      "--signature-type",
+      signature,
+      "--port",
+      String(port),
+    ],
+    {
+      env: { PATH: process.env.PATH, NODE_ENV: "development", ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
   let stderr = "";
   child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
   const url = `http://127.0.0.1:${port}/`;
-  await waitFor(`${target} under functions-framework`, async () => ((await fetch(url, { method: "OPTIONS" })).status > 0 ? true : undefined), 20_000);
+  await waitFor(
+    `${target} under functions-framework`,
+    async () => ((await fetch(url, { method: "OPTIONS" })).status > 0 ? true : undefined),
+    20_000,
+  );
   return {
     url,
     stderr: () => stderr,
@@ -72,24 +90,43 @@ describe("the reconcile function acknowledges deliveries the framework cannot re
   let reconcile: Served;
   beforeAll(async () => {
     // Nothing here reaches the store or the cluster: the function never runs.
-    reconcile = await serve("reconcile", "cloudevent", { SERVICELB_STORE: "s3://unused", SERVICELB_STORE_ENDPOINT: "http://127.0.0.1:9", SERVICELB_STORE_PATH_STYLE: "true" });
+    reconcile = await serve("reconcile", "cloudevent", {
+      SERVICELB_STORE: "s3://unused",
+      SERVICELB_STORE_ENDPOINT: "http://127.0.0.1:9",
+      SERVICELB_STORE_PATH_STYLE: "true",
+    });
   });
   afterAll(() => reconcile?.stop());
 
-  const binary = { "ce-specversion": "1.0", "ce-id": "p1", "ce-type": "dev.knative.sources.ping", "ce-source": "/apis/v1/namespaces/servicelb/pingsources/resync" };
+  const binary = {
+    "ce-specversion": "1.0",
+    "ce-id": "p1",
+    "ce-type": "dev.knative.sources.ping",
+    "ce-source": "/apis/v1/namespaces/servicelb/pingsources/resync",
+  };
 
   it.each([
     ["a binary event whose data is text", { ...binary, "content-type": "text/plain" }, "not json"],
     ["a PingSource without data (binary, no content type, no body)", binary, undefined],
     ["an empty POST with no headers", {}, undefined],
     ["a null body", { "content-type": "application/json" }, "null"],
-    ["a structured event with invalid JSON", { "content-type": "application/cloudevents+json" }, '{"specversion": "1.0", "id": '],
+    [
+      "a structured event with invalid JSON",
+      { "content-type": "application/cloudevents+json" },
+      '{"specversion": "1.0", "id": ',
+    ],
   ])("%s: 204, and a warning with the reason", async (_, headers, body) => {
     const before = reconcile.stderr().length;
     const r = await fetch(reconcile.url, { method: "POST", headers, body });
     expect(r.status).toBe(204);
     expect(await r.text()).toBe("");
-    const line = await waitFor("the warning", async () => reconcile.stderr().slice(before).split("\n").find((l) => l.includes("event ignored: not understood")));
+    const line = await waitFor("the warning", async () =>
+      reconcile
+        .stderr()
+        .slice(before)
+        .split("\n")
+        .find((l) => l.includes("event ignored: not understood")),
+    );
     expect(JSON.parse(line)).toMatchObject({ level: 40, verdict: "malformed", reason: expect.any(String) });
   });
 

@@ -8,7 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkConfig, HAPROXY_INSTALL_HINT, haproxyAvailable } from "../../shared/adapters/haproxy/check.js";
 import { masterCommand, showProc } from "../../shared/adapters/haproxy/master.js";
 import { HaproxyProcess, processAlive, type RestartInfo } from "../../shared/adapters/haproxy/process.js";
-import { RuntimeApiError, runtimeCommand, setServerAddr, setServerState, showServersState, showStat } from "../../shared/adapters/haproxy/runtime.js";
+import {
+  RuntimeApiError,
+  runtimeCommand,
+  setServerAddr,
+  setServerState,
+  showServersState,
+  showStat,
+} from "../../shared/adapters/haproxy/runtime.js";
 import { echoBackend, freePort, httpGet, waitFor, type EchoBackend } from "../support/net.js";
 
 let dir: string;
@@ -61,8 +68,13 @@ async function instance(name: string): Promise<Instance> {
 }
 
 /** Our templates' shape: two slots, a disabled slot parked on 127.0.0.1:1. */
-function config(inst: Instance, slots: { s1?: number; s2?: number }, extra = { global: "    hard-stop-after 5s\n", serverTimeout: "5s" }): string {
-  const slot = (name: string, port?: number) => `    server ${name} ${port ? `127.0.0.1:${port}` : "127.0.0.1:1 disabled"} check inter 500ms\n`;
+function config(
+  inst: Instance,
+  slots: { s1?: number; s2?: number },
+  extra = { global: "    hard-stop-after 5s\n", serverTimeout: "5s" },
+): string {
+  const slot = (name: string, port?: number) =>
+    `    server ${name} ${port ? `127.0.0.1:${port}` : "127.0.0.1:1 disabled"} check inter 500ms\n`;
   return (
     `global\n    stats socket ${inst.adminSock} mode 600 level admin\n${extra.global}\n` +
     `defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server ${extra.serverTimeout}\n\n` +
@@ -86,20 +98,26 @@ describe("checkConfig", () => {
     const warned = await checkConfig("frontend fe\n    mode http\n    bind 127.0.0.1:1\n", { workDir: dir });
     expect(warned.ok).toBe(true);
     if (!warned.ok) return;
-    expect(warned.warnings[0]).toMatch(/^config : missing timeouts for frontend 'fe'\. While not properly invalid, .* 'client', 'connect', 'server'\.$/);
+    expect(warned.warnings[0]).toMatch(
+      /^config : missing timeouts for frontend 'fe'\. While not properly invalid, .* 'client', 'connect', 'server'\.$/,
+    );
   });
 
   it("rejects an invalid config with HAProxy's ALERT lines, cleaned", async () => {
     const r = await checkConfig("global\n    nosuchdirective 1\n", { workDir: dir });
     expect(r.ok).toBe(false);
     if (r.ok) return;
-    expect(r.errors[0]).toBe("config : parsing [haproxy.cfg:2] : unknown keyword 'nosuchdirective' in 'global' section");
+    expect(r.errors[0]).toBe(
+      "config : parsing [haproxy.cfg:2] : unknown keyword 'nosuchdirective' in 'global' section",
+    );
     expect(r.errors.join("\n")).not.toMatch(/\(\d+\)|haproxy-check-/);
     expect(r.output).toContain("[ALERT]");
   });
 
   it("throws, naming the install command, when the binary is missing", async () => {
-    await expect(checkConfig("global\n", { haproxyBin: join(dir, "no-haproxy") })).rejects.toThrow(HAPROXY_INSTALL_HINT);
+    await expect(checkConfig("global\n", { haproxyBin: join(dir, "no-haproxy") })).rejects.toThrow(
+      HAPROXY_INSTALL_HINT,
+    );
     expect(await haproxyAvailable(join(dir, "no-haproxy"))).toBeNull();
   });
 });
@@ -146,7 +164,11 @@ describe("HaproxyProcess, master socket and runtime API against a real HAProxy",
     const before = await showProc(inst.masterSock);
     await writeFile(inst.cfgPath, config(inst, { s1: b.port }));
     const r = await proc.reload();
-    expect(r).toMatchObject({ ok: true, reloadsBefore: before.master.reloads, reloadsAfter: before.master.reloads + 1 });
+    expect(r).toMatchObject({
+      ok: true,
+      reloadsBefore: before.master.reloads,
+      reloadsAfter: before.master.reloads + 1,
+    });
     expect(r.status.master.pid).toBe(proc.pid);
     expect(r.status.workers.map((w) => w.pid)).not.toContain(before.workers[0]!.pid);
     await served(inst, "B");
@@ -211,7 +233,9 @@ describe("HaproxyProcess, master socket and runtime API against a real HAProxy",
     const info = await waitFor("the restart callback", async () => restarts[0]);
     // Its config had served: no reason to wait.
     expect(info).toMatchObject({ cause: "master-exited", signal: "SIGKILL", delayMs: 0 });
-    expect(info.reason).toMatch(new RegExp(`${oldMaster} exited unexpectedly \\(signal SIGKILL\\) after serving \\d+\\.\\d s; restarting now`));
+    expect(info.reason).toMatch(
+      new RegExp(`${oldMaster} exited unexpectedly \\(signal SIGKILL\\) after serving \\d+\\.\\d s; restarting now`),
+    );
     const status = await waitFor("a new master with a worker", async () => {
       const s = await showProc(inst.masterSock, { timeoutMs: 500 });
       return s.master.pid === proc.pid && s.master.pid !== oldMaster && s.workers.length > 0 ? s : undefined;
@@ -241,12 +265,20 @@ describe("HaproxyProcess edge cases", () => {
     const inst = await instance("broken");
     await writeFile(inst.cfgPath, "global\n    nosuchdirective 1\n");
     const restarts: RestartInfo[] = [];
-    const proc = new HaproxyProcess({ configPath: inst.cfgPath, masterSocket: inst.masterSock, onRestart: (i) => restarts.push(i) });
+    const proc = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      onRestart: (i) => restarts.push(i),
+    });
     await expect(proc.start()).rejects.toThrow(/exited during start-up[\s\S]*unknown keyword 'nosuchdirective'/);
     expect(proc.running).toBe(false);
     expect(restarts).toEqual([]);
 
-    const missing = new HaproxyProcess({ configPath: inst.cfgPath, masterSocket: inst.masterSock, haproxyBin: join(dir, "no-haproxy") });
+    const missing = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      haproxyBin: join(dir, "no-haproxy"),
+    });
     await expect(missing.start()).rejects.toThrow(HAPROXY_INSTALL_HINT);
   });
 
@@ -276,7 +308,14 @@ describe("HaproxyProcess edge cases", () => {
         [4, 400],
         [5, 400],
       ]);
-      expect(restarts[1]).toMatchObject({ code: 1, signal: null, servedMs: null, reason: expect.stringMatching(/\(code 1\) before it served \(2 quick crashes in a row: .*\); restarting in 100 ms/) });
+      expect(restarts[1]).toMatchObject({
+        code: 1,
+        signal: null,
+        servedMs: null,
+        reason: expect.stringMatching(
+          /\(code 1\) before it served \(2 quick crashes in a row: .*\); restarting in 100 ms/,
+        ),
+      });
 
       await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
       await served(inst, "A");
@@ -329,7 +368,11 @@ describe("HaproxyProcess edge cases", () => {
       // A clean exit (SIGTERM) of the current worker: 2.6's master neither exits nor forks another.
       process.kill(before.workers[0]!.pid, "SIGTERM");
       const lost = await waitFor("the supervisor to see the lost worker", async () => restarts[0]);
-      expect(lost).toMatchObject({ cause: "worker-lost", delayMs: 0, reason: expect.stringContaining("does not fork another by itself; reloading it now") });
+      expect(lost).toMatchObject({
+        cause: "worker-lost",
+        delayMs: 0,
+        reason: expect.stringContaining("does not fork another by itself; reloading it now"),
+      });
       await waitFor("the recovery", async () => recovered[0]);
       expect(recovered[0]).toMatchObject({ cause: "worker-lost", configText: expect.stringContaining("backend hang") });
       const after = await showProc(inst.masterSock);
@@ -337,7 +380,11 @@ describe("HaproxyProcess edge cases", () => {
       expect(after.workers).toHaveLength(1);
       expect(after.workers[0]!.pid).not.toBe(before.workers[0]!.pid);
       await served(inst, "A");
-      expect(proc.supervision()).toMatchObject({ restarts: 1, lastRestart: { cause: "worker-lost" }, pendingRestart: null });
+      expect(proc.supervision()).toMatchObject({
+        restarts: 1,
+        lastRestart: { cause: "worker-lost" },
+        pendingRestart: null,
+      });
       for (const s of sockets) s.destroy();
       await pending;
     } finally {
@@ -357,7 +404,12 @@ describe("HaproxyProcess edge cases", () => {
     const inst = await instance("slow");
     const slowPort = (silent.address() as AddressInfo).port;
     await writeFile(inst.cfgPath, config(inst, { s1: slowPort }, { global: "", serverTimeout: "60s" }));
-    const proc = new HaproxyProcess({ configPath: inst.cfgPath, masterSocket: inst.masterSock, stopGraceMs: 500, killGraceMs: 15_000 });
+    const proc = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      stopGraceMs: 500,
+      killGraceMs: 15_000,
+    });
     try {
       await proc.start();
       const pending = httpGet(inst.port, "/hang").catch((err: Error) => err);

@@ -19,9 +19,22 @@ beforeAll(async () => {
   vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
   vi.stubEnv("LOG_LEVEL", "silent");
   flags = { store: `s3://${s3.bucket}/history/`, storeEndpoint: s3.endpoint, storePathStyle: true };
-  store = createObjectStore({ url: flags.store as string, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
-  await store.publish({ config: "global\n  maxconn 100\nbackend a\n  server s1 10.0.0.1:80\n", revision: "120", generator: "servicelb/test" });
-  await store.publish({ config: "global\n  maxconn 100\nbackend a\n  server s1 10.0.0.2:80\n", revision: "130", generator: "servicelb/test" });
+  store = createObjectStore({
+    url: flags.store as string,
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+  });
+  await store.publish({
+    config: "global\n  maxconn 100\nbackend a\n  server s1 10.0.0.1:80\n",
+    revision: "120",
+    generator: "servicelb/test",
+  });
+  await store.publish({
+    config: "global\n  maxconn 100\nbackend a\n  server s1 10.0.0.2:80\n",
+    revision: "130",
+    generator: "servicelb/test",
+  });
 });
 
 afterAll(async () => {
@@ -58,7 +71,12 @@ describe("servicelb history", () => {
     const entries = JSON.parse(stdout) as HistoryEntry[];
     expect(entries.map((e) => e.revision)).toEqual(["130"]);
     expect(entries[0]!.key).toMatch(/^history\/configs\/000000-0+130-0000000001-[0-9a-f]{16}\.cfg$/);
-    expect(entries[0]).toMatchObject({ producer: "servicelb/test", settingsDigest: null, problem: null, pinned: false });
+    expect(entries[0]).toMatchObject({
+      producer: "servicelb/test",
+      settingsDigest: null,
+      problem: null,
+      pinned: false,
+    });
   });
 
   it("names a missing --store setting", async () => {
@@ -71,7 +89,9 @@ describe("servicelb diff", () => {
     captureStdout();
     expect(await runDiff("120", "latest", flags)).toBe(0);
     const [older, newer] = (await store.history()).reverse();
-    expect(stdout).toBe(`--- ${older!.key}\n+++ ${newer!.key}\n@@ -1,4 +1,4 @@\n global\n   maxconn 100\n backend a\n-  server s1 10.0.0.1:80\n+  server s1 10.0.0.2:80\n`);
+    expect(stdout).toBe(
+      `--- ${older!.key}\n+++ ${newer!.key}\n@@ -1,4 +1,4 @@\n global\n   maxconn 100\n backend a\n-  server s1 10.0.0.1:80\n+  server s1 10.0.0.2:80\n`,
+    );
 
     captureStdout();
     expect(await runDiff("latest~1", "latest~1", flags)).toBe(0);
@@ -80,7 +100,15 @@ describe("servicelb diff", () => {
 });
 
 describe("resolveConfigRef", () => {
-  const entry = (key: string, revision: string): HistoryEntry => ({ key, epoch: 0, revision, seq: 0, sha256Prefix: key.slice(-20, -4), size: 1, lastModified: new Date(0) });
+  const entry = (key: string, revision: string): HistoryEntry => ({
+    key,
+    epoch: 0,
+    revision,
+    seq: 0,
+    sha256Prefix: key.slice(-20, -4),
+    size: 1,
+    lastModified: new Date(0),
+  });
   const entries = [
     entry("p/configs/00000000000000000130-bbbbbbbbbbbbbbbb.cfg", "130"),
     entry("p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg", "120"),
@@ -111,7 +139,9 @@ describe("servicelb reconcile --once", () => {
       api.upsert("EndpointSlice", slice("web", [{ port: 80 }], ["10.1.0.1"]) as unknown as KubeObject);
       const once = { ...flags, store: `s3://${s3.bucket}/recorded/`, kubeconfig: await api.writeKubeconfig() };
       let stderr = "";
-      vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+      vi.spyOn(process.stderr, "write").mockImplementation(
+        (chunk: string | Uint8Array) => ((stderr += String(chunk)), true),
+      );
 
       // The deployed function's settings, as its first publish records them.
       captureStdout();
@@ -124,7 +154,11 @@ describe("servicelb reconcile --once", () => {
       captureStdout();
       stderr = "";
       expect(await runReconcileOnce(once)).toBe(0);
-      expect(JSON.parse(stdout)).toMatchObject({ status: "unchanged", key: deployed.key, settings: { recordedWith: deployed.key, differs: [] } });
+      expect(JSON.parse(stdout)).toMatchObject({
+        status: "unchanged",
+        key: deployed.key,
+        settings: { recordedWith: deployed.key, differs: [] },
+      });
       expect(stderr).toMatch(/rendering with the settings recorded with \S+ \(settings [0-9a-f]{16}\)\n/);
 
       // A flag wins, and is named.
@@ -132,9 +166,17 @@ describe("servicelb reconcile --once", () => {
       stderr = "";
       expect(await runReconcileOnce({ ...once, balanceAlgorithm: "leastconn" })).toBe(0);
       const changed = JSON.parse(stdout) as { status: string; key: string; settings: { differs: unknown[] } };
-      expect(changed).toMatchObject({ status: "published", settings: { differs: [{ setting: "balanceAlgorithm", from: "roundrobin", to: "leastconn" }] } });
+      expect(changed).toMatchObject({
+        status: "published",
+        settings: { differs: [{ setting: "balanceAlgorithm", from: "roundrobin", to: "leastconn" }] },
+      });
       expect(stderr).toContain("except: balanceAlgorithm roundrobin → leastconn");
-      const recorded = createObjectStore({ url: once.store, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+      const recorded = createObjectStore({
+        url: once.store,
+        endpoint: s3.endpoint,
+        forcePathStyle: true,
+        credentials: S3RVER_CREDENTIALS,
+      });
       expect((await recorded.get(changed.key).finally(() => recorded.close())).config).toContain("bind 127.0.0.1:8080");
 
       captureStdout();
@@ -145,7 +187,6 @@ describe("servicelb reconcile --once", () => {
     }
   });
 
-
   it("runs one pass against the live cluster and prints the result", async () => {
     const api = await new KubeApiEmulator().start();
     try {
@@ -154,7 +195,11 @@ describe("servicelb reconcile --once", () => {
       captureStdout();
       const once = { ...flags, store: `s3://${s3.bucket}/once/`, kubeconfig: await api.writeKubeconfig() };
       expect(await runReconcileOnce(once)).toBe(0);
-      expect(JSON.parse(stdout)).toMatchObject({ status: "published", revision: api.resourceVersion, counts: { services: 1, servers: 1 } });
+      expect(JSON.parse(stdout)).toMatchObject({
+        status: "published",
+        revision: api.resourceVersion,
+        counts: { services: 1, servers: 1 },
+      });
     } finally {
       await api.stop();
     }

@@ -38,7 +38,12 @@ describe("KubeApiEmulator", () => {
     api.remove("EndpointSlice", "default", "s-3");
     api.upsert("EndpointSlice", slice("s-25", 80));
     const second = await call("GET", `${slices}?limit=2&continue=${first.body.metadata.continue}`);
-    expect(second.body.items.map((o: KubeObject) => [o.metadata.name, (o.ports as Array<{ port: number }>)[0]!.port])).toEqual([["s-2", 80], ["s-3", 80]]);
+    expect(
+      second.body.items.map((o: KubeObject) => [o.metadata.name, (o.ports as Array<{ port: number }>)[0]!.port]),
+    ).toEqual([
+      ["s-2", 80],
+      ["s-3", 80],
+    ]);
     expect(second.body.metadata.resourceVersion).toBe(first.body.metadata.resourceVersion);
     const third = await call("GET", `${slices}?limit=2&continue=${second.body.metadata.continue}`);
     expect(third.body.items.map((o: KubeObject) => o.metadata.name)).toEqual(["s-4"]);
@@ -50,7 +55,9 @@ describe("KubeApiEmulator", () => {
 
   it("takes writes as kubectl sends them: create, replace, delete, each one revision and one watch event", async () => {
     const events: string[] = [];
-    const watch = await fetch(`${api.url}${slices}?watch=true&resourceVersion=${api.resourceVersion}`, { headers: { authorization: `Bearer ${api.token}` } });
+    const watch = await fetch(`${api.url}${slices}?watch=true&resourceVersion=${api.resourceVersion}`, {
+      headers: { authorization: `Bearer ${api.token}` },
+    });
     const reader = watch.body!.getReader();
     void (async () => {
       let buf = "";
@@ -78,7 +85,10 @@ describe("KubeApiEmulator", () => {
     // Optimistic concurrency: a body naming an older resourceVersion is refused.
     const stale = { ...slice("web", 82), metadata: { ...slice("web", 82).metadata, resourceVersion: rv } };
     expect((await call("PUT", `${slices}/web`, stale)).body).toMatchObject({ code: 409, reason: "Conflict" });
-    expect((await call("PUT", `${slices}/nothing`, slice("nothing", 80))).body).toMatchObject({ code: 404, reason: "NotFound" });
+    expect((await call("PUT", `${slices}/nothing`, slice("nothing", 80))).body).toMatchObject({
+      code: 404,
+      reason: "NotFound",
+    });
     expect((await call("PUT", `${slices}/other`, slice("web", 80))).status).toBe(400);
 
     expect((await call("DELETE", `${slices}/web`)).body).toMatchObject({ status: "Success" });

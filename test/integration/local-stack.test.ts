@@ -10,7 +10,9 @@ import { freePort, httpGet, waitFor } from "../support/net.js";
 const root = join(import.meta.dirname, "..", "..");
 
 function cluster(webPort: number, apiPort: number): string {
-  return readFileSync(join(root, "examples", "cluster.yaml"), "utf8").replaceAll("18181", String(webPort)).replaceAll("18182", String(apiPort));
+  return readFileSync(join(root, "examples", "cluster.yaml"), "utf8")
+    .replaceAll("18181", String(webPort))
+    .replaceAll("18182", String(apiPort));
 }
 
 function listening(port: number, host = "127.0.0.1"): Promise<boolean> {
@@ -26,7 +28,9 @@ function listening(port: number, host = "127.0.0.1"): Promise<boolean> {
 
 /** `servicelb local` as `npm start` runs it; resolves once it printed its summary. */
 async function startStack(args: string[]) {
-  const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   let err = "";
   stack.stdout.on("data", (c: Buffer) => (out += c.toString()));
@@ -34,7 +38,11 @@ async function startStack(args: string[]) {
   const exited = new Promise<number | null>((resolve) => stack.on("exit", (code) => resolve(code)));
   const output = () => `--- stdout\n${out}\n--- stderr\n${err.slice(-4000)}`;
   try {
-    await waitFor("the stack's summary", async () => (out.includes("Ctrl-C stops everything.") ? true : undefined), 60_000);
+    await waitFor(
+      "the stack's summary",
+      async () => (out.includes("Ctrl-C stops everything.") ? true : undefined),
+      60_000,
+    );
   } catch (e) {
     stack.kill("SIGKILL");
     throw new Error(`${(e as Error).message}\n${output()}`);
@@ -48,19 +56,45 @@ describe("npm start (servicelb local)", () => {
 
   it("serves an edit made while it was stopped within seconds of starting again on the same data dir", async () => {
     requireHaproxy();
-    const [httpPort, statsPort, web1, web2, api] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const [httpPort, statsPort, web1, web2, api] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
     const file = join(dir, "restart-cluster.yaml");
     const data = join(dir, "restart-data");
-    const args = ["--demo", "--cluster-file", file, "--data-dir", data, "--http-port", String(httpPort), "--stats-port", String(statsPort), "--resync", "5000"];
+    const args = [
+      "--demo",
+      "--cluster-file",
+      file,
+      "--data-dir",
+      data,
+      "--http-port",
+      String(httpPort),
+      "--stats-port",
+      String(statsPort),
+      "--resync",
+      "5000",
+    ];
     writeFileSync(file, cluster(web1, api));
 
     const first = await startStack(args);
     try {
-      await waitFor("the demo Service", async () => ((await httpGet(httpPort, "/web/hello")).body.includes(`127.0.0.1:${web1}`) ? true : undefined), 30_000);
+      await waitFor(
+        "the demo Service",
+        async () => ((await httpGet(httpPort, "/web/hello")).body.includes(`127.0.0.1:${web1}`) ? true : undefined),
+        30_000,
+      );
       // A few edits, so that the first run's cluster revision is well past where a fresh start begins.
       for (const host of ["127.0.0.3", "127.0.0.4", "127.0.0.5"]) {
         writeFileSync(file, cluster(web1, api).replace("addresses: [127.0.0.1]", `addresses: [${host}]`));
-        await waitFor(`the edit to ${host}`, async () => ((await httpGet(httpPort, "/web/x")).body.includes(`${host}:${web1}`) ? true : undefined), 15_000);
+        await waitFor(
+          `the edit to ${host}`,
+          async () => ((await httpGet(httpPort, "/web/x")).body.includes(`${host}:${web1}`) ? true : undefined),
+          15_000,
+        );
       }
     } finally {
       first.stack.kill("SIGINT");
@@ -72,7 +106,11 @@ describe("npm start (servicelb local)", () => {
     const started = Date.now();
     const second = await startStack(args);
     try {
-      await waitFor("the edit made while stopped", async () => ((await httpGet(httpPort, "/web/again")).body.includes(`127.0.0.2:${web2}`) ? true : undefined), 20_000);
+      await waitFor(
+        "the edit made while stopped",
+        async () => ((await httpGet(httpPort, "/web/again")).body.includes(`127.0.0.2:${web2}`) ? true : undefined),
+        20_000,
+      );
       expect(Date.now() - started).toBeLessThan(30_000);
       expect(second.err()).toMatch(/published into epoch 1: the cluster's revisions went back/);
     } catch (e) {
@@ -85,36 +123,74 @@ describe("npm start (servicelb local)", () => {
 
   it("serves the demo cluster through HAProxy, follows edits of the cluster file, and stops every process", async () => {
     requireHaproxy();
-    const [httpPort, statsPort, web1, web2, api] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const [httpPort, statsPort, web1, web2, api] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
     const file = join(dir, "cluster.yaml");
     writeFileSync(file, cluster(web1, api));
     const data = join(dir, "data");
-    const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", "--demo", "--cluster-file", file, "--data-dir", data, "--http-port", String(httpPort), "--stats-port", String(statsPort), "--resync", "5000"], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const stack = spawn(
+      process.execPath,
+      [
+        join(root, "bin", "servicelb.js"),
+        "local",
+        "--demo",
+        "--cluster-file",
+        file,
+        "--data-dir",
+        data,
+        "--http-port",
+        String(httpPort),
+        "--stats-port",
+        String(statsPort),
+        "--resync",
+        "5000",
+      ],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     let err = "";
     stack.stdout.on("data", (c: Buffer) => (out += c.toString()));
     stack.stderr.on("data", (c: Buffer) => (err += c.toString()));
     const exited = new Promise<number | null>((resolve) => stack.on("exit", (code) => resolve(code)));
     try {
-      await waitFor("the stack's summary", async () => (out.includes("Ctrl-C stops everything.") ? true : undefined), 60_000);
+      await waitFor(
+        "the stack's summary",
+        async () => (out.includes("Ctrl-C stops everything.") ? true : undefined),
+        60_000,
+      );
       const ports = [...out.matchAll(/http:\/\/127\.0\.0\.1:(\d+)/g)].map((m) => Number(m[1]));
       expect(ports).toContain(httpPort);
 
-      const first = await waitFor("the demo Service through HAProxy", async () => {
-        const r = await httpGet(httpPort, "/web/hello");
-        return r.status === 200 ? r : undefined;
-      }, 30_000);
+      const first = await waitFor(
+        "the demo Service through HAProxy",
+        async () => {
+          const r = await httpGet(httpPort, "/web/hello");
+          return r.status === 200 ? r : undefined;
+        },
+        30_000,
+      );
       expect(first.body).toBe(`demo backend 127.0.0.1:${web1} answered GET /hello\n`);
-      expect((await httpGet(httpPort, "/", { host: "api.example.com" })).body).toBe(`demo backend 127.0.0.1:${api} answered GET /\n`);
+      expect((await httpGet(httpPort, "/", { host: "api.example.com" })).body).toBe(
+        `demo backend 127.0.0.1:${api} answered GET /\n`,
+      );
 
       // Move the web pod to another address and port (any 127/8 address is loopback): a new endpoint for the same Service.
       writeFileSync(file, cluster(web2, api).replace("addresses: [127.0.0.1]", "addresses: [127.0.0.2]"));
-      await waitFor("the edited endpoint to be served", async () => {
-        const r = await httpGet(httpPort, "/web/again");
-        return r.body.includes(`127.0.0.2:${web2}`) ? r : undefined;
-      }, 15_000);
+      await waitFor(
+        "the edited endpoint to be served",
+        async () => {
+          const r = await httpGet(httpPort, "/web/again");
+          return r.body.includes(`127.0.0.2:${web2}`) ? r : undefined;
+        },
+        15_000,
+      );
 
       // A Service in another namespace claims the demo's host: the owner keeps it, the console names both
       // (in JSON records: stderr is not a terminal here).
@@ -124,11 +200,30 @@ describe("npm start (servicelb local)", () => {
     spec: { clusterIP: 10.96.0.66, ports: [{ name: http, port: 80, targetPort: 80 }] }
 `;
       writeFileSync(file, `${cluster(web2, api).replace("addresses: [127.0.0.1]", "addresses: [127.0.0.2]")}${hijack}`);
-      const warning = await waitFor("the refused claim in the console", async () => err.split("\n").find((l) => l.includes('"level":40,') && l.includes('"name":"reconcile"') && l.includes('"msg":"render warnings"') && l.includes('"service":"aaa/evil"')), 15_000);
+      const warning = await waitFor(
+        "the refused claim in the console",
+        async () =>
+          err
+            .split("\n")
+            .find(
+              (l) =>
+                l.includes('"level":40,') &&
+                l.includes('"name":"reconcile"') &&
+                l.includes('"msg":"render warnings"') &&
+                l.includes('"service":"aaa/evil"'),
+            ),
+        15_000,
+      );
       expect(warning).toContain('"owner":"shop/api"');
       // Served as soon as its backend is: no endpoint, so 503.
-      await waitFor("the intruder at its own path", async () => ((await httpGet(httpPort, "/aaa/evil/")).status === 503 ? true : undefined), 15_000);
-      expect((await httpGet(httpPort, "/", { host: "api.example.com" })).body).toBe(`demo backend 127.0.0.1:${api} answered GET /\n`);
+      await waitFor(
+        "the intruder at its own path",
+        async () => ((await httpGet(httpPort, "/aaa/evil/")).status === 503 ? true : undefined),
+        15_000,
+      );
+      expect((await httpGet(httpPort, "/", { host: "api.example.com" })).body).toBe(
+        `demo backend 127.0.0.1:${api} answered GET /\n`,
+      );
 
       stack.kill("SIGINT");
       expect(await exited).toBe(0);

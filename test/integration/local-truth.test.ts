@@ -34,7 +34,9 @@ function accepts(port: number): Promise<boolean> {
 }
 
 function startStack(args: string[]) {
-  const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const io = { out: "", err: "" };
   stack.stdout.on("data", (c: Buffer) => (io.out += c.toString()));
   stack.stderr.on("data", (c: Buffer) => (io.err += c.toString()));
@@ -60,14 +62,27 @@ describe("what listens on a port", () => {
     const agent = createHttpServer((_, res) => res.end(JSON.stringify({ applied: null, lastError: null })));
     await new Promise<void>((r) => agent.listen(0, "127.0.0.1", r));
     const [httpPort, statsPort] = await Promise.all([freePort(), freePort()]);
-    const o = { httpPort, statsPort, masterSocket: "/nonexistent/master.sock", agentStatusUrl: `http://127.0.0.1:${portOf(agent)}/status` };
+    const o = {
+      httpPort,
+      statsPort,
+      masterSocket: "/nonexistent/master.sock",
+      agentStatusUrl: `http://127.0.0.1:${portOf(agent)}/status`,
+    };
     try {
-      expect(await haproxyState(o)).toEqual({ listening: false, reason: `nothing listens on its HTTP port ${httpPort}: no config applied yet (the reconcile function has published none; its log says why)` });
+      expect(await haproxyState(o)).toEqual({
+        listening: false,
+        reason: `nothing listens on its HTTP port ${httpPort}: no config applied yet (the reconcile function has published none; its log says why)`,
+      });
       const squatter = await listen(httpPort);
       try {
         const state = await haproxyState(o);
         expect(state.listening).toBe(false);
-        if (linux) expect((state as { reason: string }).reason).toMatch(new RegExp(`^its HTTP port ${httpPort} is held by pid ${process.pid} \\(.+\\), not by this stack's HAProxy$`));
+        if (linux)
+          expect((state as { reason: string }).reason).toMatch(
+            new RegExp(
+              `^its HTTP port ${httpPort} is held by pid ${process.pid} \\(.+\\), not by this stack's HAProxy$`,
+            ),
+          );
       } finally {
         await close(squatter);
       }
@@ -86,10 +101,23 @@ describe("npm start tells the truth", () => {
     const taken = await listen();
     const data = join(dir, "clash");
     try {
-      const { io, exited } = startStack(["--demo", "--data-dir", data, "--http-port", String(portOf(taken)), "--stats-port", String(await freePort())]);
+      const { io, exited } = startStack([
+        "--demo",
+        "--data-dir",
+        data,
+        "--http-port",
+        String(portOf(taken)),
+        "--stats-port",
+        String(await freePort()),
+      ]);
       expect(await exited).toBe(1);
       const holder = linux ? ` by pid ${process.pid} \\(` : "";
-      expect(io.err).toMatch(new RegExp(`^servicelb: port ${portOf(taken)} \\(--http-port\\) is in use${holder}.*: stop it, or pass --http-port with a free port\\n$`, "m"));
+      expect(io.err).toMatch(
+        new RegExp(
+          `^servicelb: port ${portOf(taken)} \\(--http-port\\) is in use${holder}.*: stop it, or pass --http-port with a free port\\n$`,
+          "m",
+        ),
+      );
       expect(io.out).toBe("");
       expect(spawnSync("pgrep", ["-f", data], { encoding: "utf8" }).stdout.trim()).toBe("");
     } finally {
@@ -99,15 +127,36 @@ describe("npm start tells the truth", () => {
 
   it("prints HAProxy's address once it listens there, and store commands that work as printed; routine events are not warnings", async () => {
     requireHaproxy();
-    const [httpPort, statsPort, web1, web2, api] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const [httpPort, statsPort, web1, web2, api] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
     const file = join(dir, "cluster.yaml");
-    const cluster = (web: number) => readFileSync(join(root, "examples", "cluster.yaml"), "utf8").replaceAll("18181", String(web)).replaceAll("18182", String(api));
+    const cluster = (web: number) =>
+      readFileSync(join(root, "examples", "cluster.yaml"), "utf8")
+        .replaceAll("18181", String(web))
+        .replaceAll("18182", String(api));
     writeFileSync(file, cluster(web1));
-    const { stack, io, exited } = startStack(["--demo", "--cluster-file", file, "--data-dir", join(dir, "data"), "--http-port", String(httpPort), "--stats-port", String(statsPort)]);
+    const { stack, io, exited } = startStack([
+      "--demo",
+      "--cluster-file",
+      file,
+      "--data-dir",
+      join(dir, "data"),
+      "--http-port",
+      String(httpPort),
+      "--stats-port",
+      String(statsPort),
+    ]);
     try {
       await waitFor("the banner", async () => (io.out.includes("Ctrl-C stops everything.") ? true : undefined), 60_000);
       // The banner's claim holds at the moment it is made.
-      expect(io.out).toContain(`  HAProxy          http://127.0.0.1:${httpPort}/   stats http://127.0.0.1:${statsPort}/`);
+      expect(io.out).toContain(
+        `  HAProxy          http://127.0.0.1:${httpPort}/   stats http://127.0.0.1:${statsPort}/`,
+      );
       expect([await accepts(httpPort), await accepts(statsPort)]).toEqual([true, true]);
 
       const commands = io.out.split("\n").filter((l) => l.includes("npx servicelb "));
@@ -122,7 +171,11 @@ describe("npm start tells the truth", () => {
 
       // Move the web pod: a second config, so that the printed diff has two to compare.
       writeFileSync(file, cluster(web2));
-      await waitFor("the moved endpoint served", async () => ((await httpGet(httpPort, "/web/x")).body.includes(String(web2)) ? true : undefined), 20_000);
+      await waitFor(
+        "the moved endpoint served",
+        async () => ((await httpGet(httpPort, "/web/x")).body.includes(String(web2)) ? true : undefined),
+        20_000,
+      );
       const diff = run(commands[1]!);
       expect(diff.status, diff.stderr).toBe(0);
       expect(diff.stdout).toContain(`+`);
@@ -132,7 +185,10 @@ describe("npm start tells the truth", () => {
       expect(await exited).toBe(0);
       // Records are JSON when stderr is not a terminal: none at WARN or above for a start, an
       // endpoint move and a Ctrl-C (the final status reaches the store, which stops after the agent).
-      const records = io.err.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as { level: number; msg: string; haproxy?: string });
+      const records = io.err
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as { level: number; msg: string; haproxy?: string });
       expect(records.length).toBeGreaterThan(0);
       expect(records.filter((r) => r.level >= 40).map((r) => `${r.msg} ${r.haproxy ?? ""}`)).toEqual([]);
       expect(records.some((r) => r.haproxy?.includes("going DOWN for maintenance"))).toBe(true);

@@ -66,12 +66,18 @@ describe("parseStoreUrl", () => {
     expect(parseStoreUrl("s3://bucket//some//prefix/")).toEqual({ bucket: "bucket", prefix: "some/prefix/" });
   });
 
-  it.each(["bucket/prefix", "http://bucket/prefix", "s3:/bucket", "s3://", "s3:///prefix", "s3://Bucket/x", "s3://ab", "s3://-bucket"])(
-    "rejects %j",
-    (url) => {
-      expect(() => parseStoreUrl(url)).toThrow(/s3:\/\/bucket|bucket name/);
-    },
-  );
+  it.each([
+    "bucket/prefix",
+    "http://bucket/prefix",
+    "s3:/bucket",
+    "s3://",
+    "s3:///prefix",
+    "s3://Bucket/x",
+    "s3://ab",
+    "s3://-bucket",
+  ])("rejects %j", (url) => {
+    expect(() => parseStoreUrl(url)).toThrow(/s3:\/\/bucket|bucket name/);
+  });
 });
 
 describe("publish, latest, get", () => {
@@ -85,13 +91,35 @@ describe("publish, latest, get", () => {
     const result = await store.publish({ config, revision: "42", generator: GENERATOR });
 
     const key = `${prefix}configs/000000-00000000000000000042-0000000000-${sha.slice(0, 16)}.cfg`;
-    expect(result).toEqual({ status: "published", key, sha256: sha, epoch: 0, newest: { key, sha256: sha, revision: "42" }, skipped: [] });
-    expect(await store.latest()).toEqual({ key, sha256: sha, revision: "42", generator: GENERATOR, epoch: 0, seq: 0, settingsDigest: null });
+    expect(result).toEqual({
+      status: "published",
+      key,
+      sha256: sha,
+      epoch: 0,
+      newest: { key, sha256: sha, revision: "42" },
+      skipped: [],
+    });
+    expect(await store.latest()).toEqual({
+      key,
+      sha256: sha,
+      revision: "42",
+      generator: GENERATOR,
+      epoch: 0,
+      seq: 0,
+      settingsDigest: null,
+    });
     expect(await store.get(key)).toEqual({ key, config, sha256: sha, revision: "42" });
 
     const head = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
     expect(head.ContentType).toMatch(/^text\/plain/);
-    expect(head.Metadata).toEqual({ sha256: sha, revision: "42", generator: GENERATOR, epoch: "0", seq: "0", bytes: String(config.length) });
+    expect(head.Metadata).toEqual({
+      sha256: sha,
+      revision: "42",
+      generator: GENERATOR,
+      epoch: "0",
+      seq: "0",
+      bytes: String(config.length),
+    });
   });
 
   it("writes no config when the config equals the newest one; a newer view leaves only a marker", async () => {
@@ -148,10 +176,23 @@ describe("publish, latest, get", () => {
     const handKey = `${prefix}configs/00000000000000000011-${"0".repeat(16)}.cfg`;
     const farFuture = `${prefix}configs/99999999999999999999-0000000000000000.cfg`;
     await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: handKey, Body: "hand-made" }));
-    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: farFuture, Body: "garbage", Metadata: { sha256: "1".repeat(64), revision: "99999999999999999999" } }));
+    await s3.client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: farFuture,
+        Body: "garbage",
+        Metadata: { sha256: "1".repeat(64), revision: "99999999999999999999" },
+      }),
+    );
 
     const first = await store.publish({ config: cfg(1), revision: "10", generator: GENERATOR });
-    expect(first).toMatchObject({ status: "published", skipped: [{ key: farFuture, reason: expect.stringMatching(/sha256/) }, { key: handKey, reason: expect.stringMatching(/no sha256 metadata/) }] });
+    expect(first).toMatchObject({
+      status: "published",
+      skipped: [
+        { key: farFuture, reason: expect.stringMatching(/sha256/) },
+        { key: handKey, reason: expect.stringMatching(/no sha256 metadata/) },
+      ],
+    });
     const next = await store.publish({ config: cfg(2), revision: "12", generator: GENERATOR });
     expect(next.status).toBe("published");
     expect((await store.latest())?.key).toBe(next.key);
@@ -193,9 +234,9 @@ describe("publish, latest, get", () => {
     const store = openStore(prefix);
     const revisions = ["99", "100", "9", "1000", "0999", "9223372036854775807"];
     for (const revision of revisions.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1))) {
-      expect((await store.publish({ config: cfg(Number(revision.slice(0, 6))), revision, generator: GENERATOR })).status).toBe(
-        "published",
-      );
+      expect(
+        (await store.publish({ config: cfg(Number(revision.slice(0, 6))), revision, generator: GENERATOR })).status,
+      ).toBe("published");
     }
 
     expect((await store.latest())?.revision).toBe("9223372036854775807");
@@ -214,7 +255,9 @@ describe("publish, latest, get", () => {
   });
 
   it("rejects a generator that cannot travel as a header", async () => {
-    await expect(openStore().publish({ config: cfg(1), revision: "1", generator: "gén\n" })).rejects.toThrow(/generator/);
+    await expect(openStore().publish({ config: cfg(1), revision: "1", generator: "gén\n" })).rejects.toThrow(
+      /generator/,
+    );
   });
 });
 
@@ -223,7 +266,14 @@ describe("decision order across upgrades, overlaps and restores", () => {
   async function putLegacy(prefix: string, config: string, revision: number): Promise<string> {
     const sha = sha256(config);
     const key = `${prefix}configs/${String(revision).padStart(20, "0")}-${sha.slice(0, 16)}.cfg`;
-    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: key, Body: config, Metadata: { sha256: sha, revision: String(revision), generator: "servicelb/0.0.9" } }));
+    await s3.client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: key,
+        Body: config,
+        Metadata: { sha256: sha, revision: String(revision), generator: "servicelb/0.0.9" },
+      }),
+    );
     return key;
   }
 
@@ -235,7 +285,9 @@ describe("decision order across upgrades, overlaps and restores", () => {
     expect(await store.latest()).toMatchObject({ key: old100, epoch: 0, seq: 0, revision: "100" });
     expect((await store.history()).map((e) => e.key)).toEqual([old100, old90]);
 
-    expect(await store.publish({ config: cfg(5), revision: "95", generator: GENERATOR })).toMatchObject({ status: "stale" });
+    expect(await store.publish({ config: cfg(5), revision: "95", generator: GENERATOR })).toMatchObject({
+      status: "stale",
+    });
     const upgraded = await store.publish({ config: cfg(2), revision: "100", generator: GENERATOR });
     expect(upgraded).toMatchObject({ status: "published", epoch: 0, newest: { key: upgraded.key } });
     expect(upgraded.key).toMatch(/configs\/000000-00000000000000000100-0000000001-/);
@@ -248,9 +300,17 @@ describe("decision order across upgrades, overlaps and restores", () => {
     const store = openStore(prefix);
     const published = await store.publish({ config: cfg(1), revision: "100", generator: GENERATOR });
     // The newer pass (revision 120) renders the same bytes: no config, a view marker.
-    expect(await store.publish({ config: cfg(1), revision: "120", generator: GENERATOR })).toMatchObject({ status: "unchanged", view: `${prefix}views/000000-00000000000000000120` });
+    expect(await store.publish({ config: cfg(1), revision: "120", generator: GENERATOR })).toMatchObject({
+      status: "unchanged",
+      view: `${prefix}views/000000-00000000000000000120`,
+    });
     // The older pass (revision 110, another config) finishes last; the live cluster is past 120.
-    const older = await store.publish({ config: cfg(2), revision: "110", generator: GENERATOR, liveRevision: async () => "125" });
+    const older = await store.publish({
+      config: cfg(2),
+      revision: "110",
+      generator: GENERATOR,
+      liveRevision: async () => "125",
+    });
     expect(older.status).toBe("stale");
     expect((await store.latest())?.key).toBe(published.key);
     expect(await keysUnder(`${prefix}configs/`)).toEqual([published.key]);
@@ -262,8 +322,16 @@ describe("decision order across upgrades, overlaps and restores", () => {
     const before = await store.publish({ config: cfg(1), revision: "500", generator: GENERATOR });
 
     // Restored: the live cluster is at 40, below the store's mark.
-    const seen = await store.publish({ config: cfg(2), revision: "35", generator: GENERATOR, liveRevision: async () => "40" });
-    expect(seen).toMatchObject({ status: "regressed", regression: { mark: { epoch: 0, revision: "500" }, live: "40", snapshot: "35" } });
+    const seen = await store.publish({
+      config: cfg(2),
+      revision: "35",
+      generator: GENERATOR,
+      liveRevision: async () => "40",
+    });
+    expect(seen).toMatchObject({
+      status: "regressed",
+      regression: { mark: { epoch: 0, revision: "500" }, live: "40", snapshot: "35" },
+    });
     expect((await store.latest())?.key).toBe(before.key);
     const restored = await store.publish({ config: cfg(2), revision: "41", generator: GENERATOR, restore: true });
     expect(restored).toMatchObject({ status: "published", epoch: 1, newEpoch: true });
@@ -272,10 +340,18 @@ describe("decision order across upgrades, overlaps and restores", () => {
 
     // A pass that listed the old cluster (revision 480) before the restore finishes now: its
     // snapshot is ahead of the live cluster, so it does not publish into the new epoch.
-    const late = await store.publish({ config: cfg(3), revision: "480", generator: GENERATOR, liveRevision: async () => "45" });
+    const late = await store.publish({
+      config: cfg(3),
+      revision: "480",
+      generator: GENERATOR,
+      liveRevision: async () => "45",
+    });
     expect(late.status).toBe("regressed");
     // The pass's fresh list is the restored cluster, at or past the new epoch's mark: published normally.
-    expect(await store.publish({ config: cfg(4), revision: "46", generator: GENERATOR, restore: true })).toMatchObject({ status: "published", epoch: 1 });
+    expect(await store.publish({ config: cfg(4), revision: "46", generator: GENERATOR, restore: true })).toMatchObject({
+      status: "published",
+      epoch: 1,
+    });
   });
 
   it("bounds view markers: a forged far-future marker costs one epoch, not publishing", async () => {
@@ -285,10 +361,22 @@ describe("decision order across upgrades, overlaps and restores", () => {
     for (const forged of ["999999-99999999999999999999", "000001-99999999999999999999"]) {
       await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `${prefix}views/${forged}`, Body: "{}" }));
     }
-    const behind = await store.publish({ config: cfg(2), revision: "101", generator: GENERATOR, liveRevision: async () => "101" });
-    expect(behind).toMatchObject({ status: "regressed", regression: { mark: { epoch: 1, revision: "99999999999999999999" } } });
-    expect(await store.publish({ config: cfg(2), revision: "102", generator: GENERATOR, restore: true })).toMatchObject({ status: "published", epoch: 2 });
-    expect(await store.publish({ config: cfg(3), revision: "103", generator: GENERATOR, liveRevision: async () => "103" })).toMatchObject({ status: "published", epoch: 2 });
+    const behind = await store.publish({
+      config: cfg(2),
+      revision: "101",
+      generator: GENERATOR,
+      liveRevision: async () => "101",
+    });
+    expect(behind).toMatchObject({
+      status: "regressed",
+      regression: { mark: { epoch: 1, revision: "99999999999999999999" } },
+    });
+    expect(await store.publish({ config: cfg(2), revision: "102", generator: GENERATOR, restore: true })).toMatchObject(
+      { status: "published", epoch: 2 },
+    );
+    expect(
+      await store.publish({ config: cfg(3), revision: "103", generator: GENERATOR, liveRevision: async () => "103" }),
+    ).toMatchObject({ status: "published", epoch: 2 });
   });
 });
 
@@ -298,7 +386,14 @@ describe("integrity", () => {
     const { key, sha256: original } = await store.publish({ config: cfg(1), revision: "5", generator: GENERATOR });
     const tampered = cfg(666);
     const { Metadata } = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
-    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: key, Body: tampered, Metadata: { ...Metadata, bytes: String(tampered.length) } }));
+    await s3.client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: key,
+        Body: tampered,
+        Metadata: { ...Metadata, bytes: String(tampered.length) },
+      }),
+    );
 
     const error = await store.get(key).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StoreError);
@@ -318,12 +413,16 @@ describe("integrity", () => {
 
     await expect(store.get(key)).rejects.toThrow(/0123456789abcdef/);
     expect(await store.latest()).toBeNull();
-    expect((await store.newest()).skipped).toEqual([{ key, reason: expect.stringMatching(/does not match the key's sha256 prefix 0123456789abcdef/) }]);
+    expect((await store.newest()).skipped).toEqual([
+      { key, reason: expect.stringMatching(/does not match the key's sha256 prefix 0123456789abcdef/) },
+    ]);
   });
 
   it("rejects keys that are not config keys of this store", async () => {
     const store = openStore();
-    await expect(store.get("elsewhere/configs/00000000000000000005-0123456789abcdef.cfg")).rejects.toThrow(/not a config key/);
+    await expect(store.get("elsewhere/configs/00000000000000000005-0123456789abcdef.cfg")).rejects.toThrow(
+      /not a config key/,
+    );
     await expect(store.get("nope")).rejects.toThrow(/not a config key/);
   });
 });
@@ -394,7 +493,10 @@ describe("agent statuses", () => {
       { node: "node-a", key: "k2", ok: true },
       { node: "node-b.example.com", key: "k1", ok: false },
     ]);
-    expect(await keysUnder(`${prefix}status/`)).toEqual([`${prefix}status/node-a.json`, `${prefix}status/node-b.example.com.json`]);
+    expect(await keysUnder(`${prefix}status/`)).toEqual([
+      `${prefix}status/node-a.json`,
+      `${prefix}status/node-b.example.com.json`,
+    ]);
     // Statuses are not configs.
     expect(await store.latest()).toBeNull();
   });
@@ -405,7 +507,11 @@ describe("agent statuses", () => {
 });
 
 describe("store unavailable", () => {
-  async function expectTransientFailure(store: ObjectStore, endpoint: string, run: () => Promise<unknown>): Promise<void> {
+  async function expectTransientFailure(
+    store: ObjectStore,
+    endpoint: string,
+    run: () => Promise<unknown>,
+  ): Promise<void> {
     const started = performance.now();
     const error = await run().catch((e: unknown) => e);
     const elapsed = performance.now() - started;

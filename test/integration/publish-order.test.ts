@@ -31,7 +31,8 @@ function memoryLog() {
   const lines: Array<Record<string, unknown>> = [];
   const stream = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString("utf8").split("\n"))
+        if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -51,17 +52,32 @@ async function cluster(hosts: string[], options: { resourceVersion?: number; dir
 /** Service `web` and its one EndpointSlice (always the same object, so that earlier endpoints are replaced). */
 function setEndpoints(api: KubeApiEmulator, hosts: string[]): void {
   api.upsert("Service", service("web", [{ port: 80, targetPort: world.pods.port }]) as unknown as KubeObject);
-  api.upsert("EndpointSlice", slice("web", [{ port: world.pods.port }], hosts, { name: "web" }) as unknown as KubeObject);
+  api.upsert(
+    "EndpointSlice",
+    slice("web", [{ port: world.pods.port }], hosts, { name: "web" }) as unknown as KubeObject,
+  );
 }
 
 /** A reconcile function instance publishing to the node's store and pinging its agent. */
-function reconciler(n: Node, kubeconfig: string, agent: Agent | null, options: Partial<RenderOptions> = {}, deps: Partial<ReconcileDeps> = {}, passTimeoutMs = 30_000) {
+function reconciler(
+  n: Node,
+  kubeconfig: string,
+  agent: Agent | null,
+  options: Partial<RenderOptions> = {},
+  deps: Partial<ReconcileDeps> = {},
+  passTimeoutMs = 30_000,
+) {
   const settings: FunctionSettings = {
     options: { ...n.lb.options, ...options },
     kubeconfig,
     maxBodyBytes: 1 << 20,
     passTimeoutMs,
-    store: { url: `s3://${world.s3.bucket}/${n.prefix}`, endpoint: world.s3.endpoint, forcePathStyle: true, retain: 50 },
+    store: {
+      url: `s3://${world.s3.bucket}/${n.prefix}`,
+      endpoint: world.s3.endpoint,
+      forcePathStyle: true,
+      retain: 50,
+    },
     notify: { agents: agent ? [agent.url] : [], agentPort: "agent", token: TOKEN, timeoutMs: 2000 },
   };
   // The node's store is closed by the node's clean-up, so the reconciler is not closed.
@@ -97,7 +113,9 @@ describe("a later decision from an equal view wins", () => {
     const revision = api.resourceVersion;
     const keys: string[] = [];
     for (const [i, balanceAlgorithm] of (["roundrobin", "leastconn", "roundrobin", "leastconn"] as const).entries()) {
-      const result = await reconciler(n, kubeconfig, agent, { balanceAlgorithm }).reconciler.reconcileNow(trigger(`alternate-${i}`));
+      const result = await reconciler(n, kubeconfig, agent, { balanceAlgorithm }).reconciler.reconcileNow(
+        trigger(`alternate-${i}`),
+      );
       expect(result).toMatchObject({ status: "published", revision, epoch: 0, newestKey: result.key });
       expect((await n.store.latest())?.key).toBe(result.key);
       await appliedKey(agent, result.key!);
@@ -108,7 +126,9 @@ describe("a later decision from an equal view wins", () => {
     // Each records what produced it.
     const heads = await Promise.all(keys.map((k) => n.store.head(k)));
     expect(new Set(heads.map((h) => h.settingsDigest)).size).toBe(2);
-    expect((await n.store.readSettings(heads[1]!.settingsDigest!)).options).toMatchObject({ balanceAlgorithm: "leastconn" });
+    expect((await n.store.readSettings(heads[1]!.settingsDigest!)).options).toMatchObject({
+      balanceAlgorithm: "leastconn",
+    });
   });
 });
 
@@ -129,7 +149,11 @@ describe("stale never wins", () => {
     // The pod moves back before the older pass publishes: the newer pass renders the same bytes.
     setEndpoints(api, [A]);
     const newer = await fast.reconciler.reconcileNow(trigger("newer"));
-    expect(newer).toMatchObject({ status: "unchanged", key: first.key, view: expect.stringContaining("/views/000000-") });
+    expect(newer).toMatchObject({
+      status: "unchanged",
+      key: first.key,
+      view: expect.stringContaining("/views/000000-"),
+    });
 
     slow.release();
     expect(await olderPass).toMatchObject({ status: "stale", newestKey: first.key });
@@ -153,7 +177,13 @@ describe("revisions going back", () => {
 
     // A pass of another instance lists the old cluster and is slow to finish.
     const slow = slowList(settings);
-    const stalePass = reconciler(n, old.kubeconfig, agent, {}, { readSnapshot: slow.readSnapshot }).reconciler.reconcileNow(trigger("stale"));
+    const stalePass = reconciler(
+      n,
+      old.kubeconfig,
+      agent,
+      {},
+      { readSnapshot: slow.readSnapshot },
+    ).reconciler.reconcileNow(trigger("stale"));
     await slow.hasListed;
 
     // Restored from a backup (or a new cluster behind the same store): lower revisions, other endpoints.
@@ -162,11 +192,19 @@ describe("revisions going back", () => {
     expect(BigInt(restored.api.resourceVersion) < BigInt(before.revision!)).toBe(true);
 
     const resync = await fn.reconcileNow(trigger("resync-1"));
-    expect(resync).toMatchObject({ status: "published", epoch: 1, revision: restored.api.resourceVersion, restored: { mark: { epoch: 0, revision: before.revision }, live: restored.api.resourceVersion } });
+    expect(resync).toMatchObject({
+      status: "published",
+      epoch: 1,
+      revision: restored.api.resourceVersion,
+      restored: { mark: { epoch: 0, revision: before.revision }, live: restored.api.resourceVersion },
+    });
     await appliedKey(agent, resync.key!);
     await served(n, "/web/", "B");
     const warnings = mem.lines.filter((l) => l.level === 40).map((l) => l.msg);
-    expect(warnings).toEqual([expect.stringMatching(/revision is behind the newest view recorded/), expect.stringMatching(/published into epoch 1: the cluster's revisions went back/)]);
+    expect(warnings).toEqual([
+      expect.stringMatching(/revision is behind the newest view recorded/),
+      expect.stringMatching(/published into epoch 1: the cluster's revisions went back/),
+    ]);
 
     // The stale pass (old cluster, revision far above the restored one) finishes last: it lists again and finds nothing new.
     slow.release();
@@ -185,15 +223,31 @@ describe("keys are not trusted blindly", () => {
     const forged = `${n.prefix}/configs/999999-99999999999999999999-9999999999-${"f".repeat(16)}.cfg`;
     await world.s3.client.send(new PutObjectCommand({ Bucket: world.s3.bucket, Key: garbage, Body: "garbage" }));
     await world.s3.client.send(
-      new PutObjectCommand({ Bucket: world.s3.bucket, Key: forged, Body: "global\n", Metadata: { sha256: sha256("global\n"), revision: "99999999999999999999", epoch: "999999", seq: "9999999999" } }),
+      new PutObjectCommand({
+        Bucket: world.s3.bucket,
+        Key: forged,
+        Body: "global\n",
+        Metadata: { sha256: sha256("global\n"), revision: "99999999999999999999", epoch: "999999", seq: "9999999999" },
+      }),
     );
     const agent = await start(n);
     const { reconciler: fn } = reconciler(n, kubeconfig, agent);
 
     const first = await fn.reconcileNow(trigger("first"));
-    expect(first).toMatchObject({ status: "published", skipped: [{ key: forged, reason: expect.stringMatching(/sha256/) }, { key: garbage, reason: expect.stringMatching(/no sha256/) }] });
+    expect(first).toMatchObject({
+      status: "published",
+      skipped: [
+        { key: forged, reason: expect.stringMatching(/sha256/) },
+        { key: garbage, reason: expect.stringMatching(/no sha256/) },
+      ],
+    });
     await appliedKey(agent, first.key!);
-    expect(agent.status().skipped.map((s) => s.key).sort()).toEqual([forged, garbage].sort());
+    expect(
+      agent
+        .status()
+        .skipped.map((s) => s.key)
+        .sort(),
+    ).toEqual([forged, garbage].sort());
     expect(await count(agent.metrics.skippedConfigs)).toBe(2);
 
     setEndpoints(api, [C]);
@@ -207,10 +261,19 @@ describe("keys are not trusted blindly", () => {
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
     let out = "";
-    const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => ((out += String(chunk)), true));
+    const spy = vi
+      .spyOn(process.stdout, "write")
+      .mockImplementation((chunk: string | Uint8Array) => ((out += String(chunk)), true));
     try {
       // Exit 3: the stopped node's HAProxy is down (the fleet has not converged); the report is printed all the same.
-      expect(await runStatus({ store: `s3://${world.s3.bucket}/${n.prefix}`, storeEndpoint: world.s3.endpoint, storePathStyle: true, format: "json" })).toBe(3);
+      expect(
+        await runStatus({
+          store: `s3://${world.s3.bucket}/${n.prefix}`,
+          storeEndpoint: world.s3.endpoint,
+          storePathStyle: true,
+          format: "json",
+        }),
+      ).toBe(3);
     } finally {
       spy.mockRestore();
       vi.unstubAllEnvs();
@@ -226,7 +289,14 @@ describe("keys are not trusted blindly", () => {
     const legacyText = n.renderer.render(snapshotFromDocuments([list(web("web", world.pods.port, [B]), "900")])).config;
     const legacySha = sha256(legacyText);
     const legacy = `${n.prefix}/configs/${"900".padStart(20, "0")}-${legacySha.slice(0, 16)}.cfg`;
-    await world.s3.client.send(new PutObjectCommand({ Bucket: world.s3.bucket, Key: legacy, Body: legacyText, Metadata: { sha256: legacySha, revision: "900", generator: "servicelb/0.0.9" } }));
+    await world.s3.client.send(
+      new PutObjectCommand({
+        Bucket: world.s3.bucket,
+        Key: legacy,
+        Body: legacyText,
+        Metadata: { sha256: legacySha, revision: "900", generator: "servicelb/0.0.9" },
+      }),
+    );
     const agent = await start(n);
     await appliedKey(agent, legacy);
     await served(n, "/web/", "B");
@@ -247,11 +317,17 @@ describe("pin and unpin", () => {
     const v2 = await n.publish(web("web", world.pods.port, [B]), 110);
     const agent = await start(n, { pollInterval: "300ms" });
     await appliedKey(agent, v2.key);
-    const flags = { store: `s3://${world.s3.bucket}/${n.prefix}`, storeEndpoint: world.s3.endpoint, storePathStyle: true };
+    const flags = {
+      store: `s3://${world.s3.bucket}/${n.prefix}`,
+      storeEndpoint: world.s3.endpoint,
+      storePathStyle: true,
+    };
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
     let out = "";
-    const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => ((out += String(chunk)), true));
+    const spy = vi
+      .spyOn(process.stdout, "write")
+      .mockImplementation((chunk: string | Uint8Array) => ((out += String(chunk)), true));
     try {
       expect(await runPin("latest~1", { ...flags, reason: "incident 42" })).toBe(0);
       expect(out).toContain(`pinned ${v1.key}`);
@@ -293,14 +369,21 @@ describe("no wedged pass", () => {
     const proxy = await dripProxy(world.s3.endpoint);
     proxy.dripMs = 300;
     cleanups.push(() => proxy.stop());
-    const store: ObjectStore = createObjectStore({ url: `s3://${world.s3.bucket}/${n.prefix}`, endpoint: proxy.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+    const store: ObjectStore = createObjectStore({
+      url: `s3://${world.s3.bucket}/${n.prefix}`,
+      endpoint: proxy.endpoint,
+      forcePathStyle: true,
+      credentials: S3RVER_CREDENTIALS,
+    });
     cleanups.push(() => store.close());
     const mem = memoryLog();
     const { reconciler: fn } = reconciler(n, kubeconfig, null, {}, { store, log: mem.log }, 1500);
 
     proxy.mode = () => "drip";
     const t0 = performance.now();
-    await expect(fn.reconcileNow(trigger("dripping"))).rejects.toThrow(/exceeded its deadline of 1500 ms \(SERVICELB_PASS_TIMEOUT_MS\) at publish/);
+    await expect(fn.reconcileNow(trigger("dripping"))).rejects.toThrow(
+      /exceeded its deadline of 1500 ms \(SERVICELB_PASS_TIMEOUT_MS\) at publish/,
+    );
     // The drip alone would take minutes; the pass gives up at its deadline (plus a loaded machine's slack).
     expect(performance.now() - t0).toBeLessThan(6000);
     expect(mem.lines.find((l) => l.level === 40 && String(l.msg).includes("(transient)"))).toBeDefined();

@@ -13,7 +13,13 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { loadFunctionSettings, type FunctionSettings } from "../../shared/app/function-options.js";
-import { createReconcileHandler, createReconciler, type LiveSnapshot, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
+import {
+  createReconcileHandler,
+  createReconciler,
+  type LiveSnapshot,
+  type ReconcileDeps,
+  type Reconciler,
+} from "../../shared/app/reconcile.js";
 import { RenderContext } from "../../shared/app/render-context.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
@@ -45,7 +51,11 @@ async function startAgent(): Promise<Agent> {
     req.setEncoding("utf8");
     req.on("data", (c: string) => (text += c));
     req.on("end", () => {
-      calls.push({ path: req.url ?? "", authorization: (req.headers as IncomingHttpHeaders).authorization, body: JSON.parse(text) });
+      calls.push({
+        path: req.url ?? "",
+        authorization: (req.headers as IncomingHttpHeaders).authorization,
+        body: JSON.parse(text),
+      });
       res.writeHead(204).end();
     });
   });
@@ -61,10 +71,17 @@ async function startAgent(): Promise<Agent> {
 
 /** The EndpointSlice of the agent Service that lists one agent (one slice per port). */
 function agentSlice(agent: { port: number }, name: string, portName = "agent"): KubeObject {
-  return slice("agent", [{ name: portName, port: agent.port }], ["127.0.0.1"], { namespace: "servicelb", name }) as unknown as KubeObject;
+  return slice("agent", [{ name: portName, port: agent.port }], ["127.0.0.1"], {
+    namespace: "servicelb",
+    name,
+  }) as unknown as KubeObject;
 }
 
-function apiServerEvent(mode: "resource" | "ref", verb: "add" | "update" | "delete", obj: Record<string, unknown>): CloudEvent<unknown> {
+function apiServerEvent(
+  mode: "resource" | "ref",
+  verb: "add" | "update" | "delete",
+  obj: Record<string, unknown>,
+): CloudEvent<unknown> {
   const meta = obj.metadata as { name: string; namespace: string };
   const kind = obj.kind as string;
   const apiVersion = obj.apiVersion as string;
@@ -131,7 +148,10 @@ beforeEach(async () => {
   api = await new KubeApiEmulator().start();
   kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
   api.upsert("Service", service("web", [{ name: "http", port: 80, targetPort: 8080 }]) as unknown as KubeObject);
-  api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.1.0.1", "10.1.0.2"], { name: "web-a" }) as unknown as KubeObject);
+  api.upsert(
+    "EndpointSlice",
+    slice("web", [{ name: "http", port: 8080 }], ["10.1.0.1", "10.1.0.2"], { name: "web-a" }) as unknown as KubeObject,
+  );
   agents = [await startAgent(), await startAgent(), await startAgent()];
   // Two agents behind the agent Service, one in the static list.
   api.upsert("EndpointSlice", agentSlice(agents[0]!, "agent-a"));
@@ -185,7 +205,12 @@ async function harness(env: Record<string, string> = {}, deps: Partial<Reconcile
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   opened.push({ reconciler, server });
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  const store = createObjectStore({ url: `s3://${s3.bucket}/${prefix}`, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
+  const store = createObjectStore({
+    url: `s3://${s3.bucket}/${prefix}`,
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+  });
   stores.push(store);
   return {
     settings,
@@ -195,7 +220,11 @@ async function harness(env: Record<string, string> = {}, deps: Partial<Reconcile
     prefix,
     async send(event, mode = "binary") {
       const message = mode === "binary" ? HTTP.binary(event) : HTTP.structured(event);
-      const res = await fetch(url, { method: "POST", headers: message.headers as Record<string, string>, body: message.body as string });
+      const res = await fetch(url, {
+        method: "POST",
+        headers: message.headers as Record<string, string>,
+        body: message.body as string,
+      });
       return { status: res.status, body: await res.text() };
     },
     async objects() {
@@ -206,7 +235,8 @@ async function harness(env: Record<string, string> = {}, deps: Partial<Reconcile
 }
 
 const pings = () => agents.map((a) => a.calls.length);
-const reconciled = (lines: Array<Record<string, unknown>>) => lines.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reconciled:"));
+const reconciled = (lines: Array<Record<string, unknown>>) =>
+  lines.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reconciled:"));
 const webService = () => service("web", [{ name: "http", port: 80, targetPort: 8080 }]);
 
 describe("reconcile function", () => {
@@ -224,7 +254,11 @@ describe("reconcile function", () => {
     expect(await h.objects()).toEqual([latest!.key]);
     for (const agent of agents) {
       expect(agent.calls).toEqual([
-        { path: "/notify", authorization: "Bearer token-one", body: { key: latest!.key, sha256: latest!.sha256, revision: latest!.revision } },
+        {
+          path: "/notify",
+          authorization: "Bearer token-one",
+          body: { key: latest!.key, sha256: latest!.sha256, revision: latest!.revision },
+        },
       ]);
     }
 
@@ -263,7 +297,10 @@ describe("reconcile function", () => {
     const first = (await h.store.latest())!;
     await writeFile(tokenFile, "token-two\n");
     try {
-      const changed = api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.1.0.3"], { name: "web-a" }) as unknown as KubeObject);
+      const changed = api.upsert(
+        "EndpointSlice",
+        slice("web", [{ name: "http", port: 8080 }], ["10.1.0.3"], { name: "web-a" }) as unknown as KubeObject,
+      );
       expect((await h.send(apiServerEvent("resource", "update", changed))).status).toBe(204);
       const second = (await h.store.latest())!;
       expect(second.key > first.key).toBe(true);
@@ -299,8 +336,14 @@ describe("reconcile function", () => {
     const older = slowInstance.reconcile(apiServerEvent("resource", "add", webService()));
     await listed;
     const olderRevision = api.resourceVersion;
-    const changed = api.upsert("Service", service("shop", [{ port: 80 }], { namespace: "shop" }) as unknown as KubeObject);
-    api.upsert("EndpointSlice", slice("shop", [{ port: 80 }], ["10.2.0.1"], { namespace: "shop", name: "shop-a" }) as unknown as KubeObject);
+    const changed = api.upsert(
+      "Service",
+      service("shop", [{ port: 80 }], { namespace: "shop" }) as unknown as KubeObject,
+    );
+    api.upsert(
+      "EndpointSlice",
+      slice("shop", [{ port: 80 }], ["10.2.0.1"], { namespace: "shop", name: "shop-a" }) as unknown as KubeObject,
+    );
     expect((await h.send(apiServerEvent("resource", "add", changed))).status).toBe(204);
     const newer = (await h.store.latest())!;
     expect(BigInt(newer.revision) > BigInt(olderRevision)).toBe(true);
@@ -323,7 +366,9 @@ describe("reconcile function", () => {
     // Full lists of Services, not the one-item probe of the live revision a publish makes.
     const lists = () => api.requests.filter((r) => r.path.endsWith("/services") && r.query.limit !== "1").length;
     const before = lists();
-    const results = await Promise.all(Array.from({ length: 20 }, () => h.send(apiServerEvent("resource", "update", webService()))));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => h.send(apiServerEvent("resource", "update", webService()))),
+    );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(204));
     const passes = reconciled(mem.lines);
     expect(passes.length).toBeGreaterThanOrEqual(1);
@@ -337,7 +382,9 @@ describe("reconcile function", () => {
     const h = await harness({ SERVICELB_HTTP_PORT: "8080", SERVICELB_BALANCE_ALGORITHM: "leastconn" });
     await h.send(pingEvent());
     const published = await h.store.get((await h.store.latest())!.key);
-    const dryRun = new RenderContext(h.settings.options).render(await readLiveSnapshot(h.settings.options, { kubeconfig }));
+    const dryRun = new RenderContext(h.settings.options).render(
+      await readLiveSnapshot(h.settings.options, { kubeconfig }),
+    );
     expect(published.config).toBe(dryRun.config);
     expect(published.config).toContain("bind *:8080");
     expect(published.revision).toBe(dryRun.revision);
@@ -346,8 +393,14 @@ describe("reconcile function", () => {
 
 describe("reconcile function faults", () => {
   it("refuses to start with agents configured but no notify token: every ping would be refused", () => {
-    const settings = loadFunctionSettings({ SERVICELB_STORE: `s3://${s3.bucket}/x/`, SERVICELB_STORE_ENDPOINT: s3.endpoint, SERVICELB_AGENTS: "http://127.0.0.1:9/" });
-    expect(() => createReconciler(settings, { log: memoryLog().log })).toThrow(/SERVICELB_NOTIFY_TOKEN_FILE or SERVICELB_NOTIFY_TOKEN is required/);
+    const settings = loadFunctionSettings({
+      SERVICELB_STORE: `s3://${s3.bucket}/x/`,
+      SERVICELB_STORE_ENDPOINT: s3.endpoint,
+      SERVICELB_AGENTS: "http://127.0.0.1:9/",
+    });
+    expect(() => createReconciler(settings, { log: memoryLog().log })).toThrow(
+      /SERVICELB_NOTIFY_TOKEN_FILE or SERVICELB_NOTIFY_TOKEN is required/,
+    );
   });
 
   it("fails with 5xx and writes nothing when the API server answers 500", async () => {
@@ -393,7 +446,10 @@ describe("reconcile function faults", () => {
   it("still succeeds when agents are unreachable or hang, and pings the others", async () => {
     const hanging = await hangingEndpoint();
     try {
-      const h = await harness({ SERVICELB_AGENTS: `${agents[2]!.url},${await deadEndpoint()},${hanging.endpoint}`, SERVICELB_NOTIFY_TIMEOUT_MS: "300" });
+      const h = await harness({
+        SERVICELB_AGENTS: `${agents[2]!.url},${await deadEndpoint()},${hanging.endpoint}`,
+        SERVICELB_NOTIFY_TIMEOUT_MS: "300",
+      });
       expect((await h.send(pingEvent())).status).toBe(204);
       expect(pings()).toEqual([1, 1, 1]);
       expect(reconciled(h.lines)[0]).toMatchObject({ status: "published", notify: { agents: 5, ok: 3, failed: 2 } });
@@ -413,7 +469,9 @@ describe("reconcile function faults", () => {
     expect((await h.send(pingEvent())).status).toBe(204);
     expect(pings()).toEqual([0, 0, 1]);
     expect(reconciled(h.lines)[0]).toMatchObject({ status: "published", notify: { agents: 1, ok: 1, failed: 0 } });
-    expect(h.lines.find((l) => String(l.msg).startsWith("agent discovery failed"))).toMatchObject({ err: expect.stringContaining("HTTP 403") });
+    expect(h.lines.find((l) => String(l.msg).startsWith("agent discovery failed"))).toMatchObject({
+      err: expect.stringContaining("HTTP 403"),
+    });
   });
 });
 
@@ -422,26 +480,52 @@ describe("events that cannot change the config", () => {
     const h = await harness();
     api.reset();
     const unknown = new CloudEvent<unknown>({ type: "com.example.something", source: "/x", data: {} });
-    const noMetadata = new CloudEvent<unknown>({ type: "dev.knative.apiserver.resource.add", source: API_SERVER_SOURCE, datacontenttype: "application/json", data: { kind: "Service" } });
-    const notAnObject = new CloudEvent<unknown>({ type: "dev.knative.apiserver.ref.update", source: API_SERVER_SOURCE, datacontenttype: "application/json", data: ["hello"] });
+    const noMetadata = new CloudEvent<unknown>({
+      type: "dev.knative.apiserver.resource.add",
+      source: API_SERVER_SOURCE,
+      datacontenttype: "application/json",
+      data: { kind: "Service" },
+    });
+    const notAnObject = new CloudEvent<unknown>({
+      type: "dev.knative.apiserver.ref.update",
+      source: API_SERVER_SOURCE,
+      datacontenttype: "application/json",
+      data: ["hello"],
+    });
     for (const event of [unknown, noMetadata, notAnObject]) {
       expect((await h.send(event, "binary")).status).toBe(204);
       expect((await h.send(event, "structured")).status).toBe(204);
     }
     // Not a CloudEvent at all: a plain JSON POST.
     const url = `http://127.0.0.1:${(opened.at(-1)!.server.address() as AddressInfo).port}/`;
-    expect((await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: '{"hello":1}' })).status).toBe(204);
+    expect(
+      (await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: '{"hello":1}' }))
+        .status,
+    ).toBe(204);
 
     expect(api.requests).toEqual([]);
     expect(await h.objects()).toEqual([]);
     const ignored = h.lines.filter((l) => l.msg === "event ignored: not understood");
-    expect(ignored.map((l) => l.verdict)).toEqual(["unknown", "unknown", "malformed", "malformed", "malformed", "malformed", "malformed"]);
+    expect(ignored.map((l) => l.verdict)).toEqual([
+      "unknown",
+      "unknown",
+      "malformed",
+      "malformed",
+      "malformed",
+      "malformed",
+      "malformed",
+    ]);
   });
 
   it("leaves a body that is not JSON to functions-framework, whose 400 the Broker does not retry", async () => {
     const h = await harness();
     api.reset();
-    const event = new CloudEvent<unknown>({ type: "dev.knative.apiserver.resource.add", source: API_SERVER_SOURCE, datacontenttype: "application/json", data: "{not json" });
+    const event = new CloudEvent<unknown>({
+      type: "dev.knative.apiserver.resource.add",
+      source: API_SERVER_SOURCE,
+      datacontenttype: "application/json",
+      data: "{not json",
+    });
     // body-parser rejects it before the function runs; a 4xx other than 404/408/409/429 goes to the dead-letter sink.
     expect((await h.send(event, "binary")).status).toBe(400);
     expect(api.requests).toEqual([]);
@@ -451,13 +535,21 @@ describe("events that cannot change the config", () => {
     const h = await harness({ SERVICELB_NAMESPACE: "default" });
     api.reset();
     const configMap = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x", namespace: "default" }, data: {} };
-    const knativeService = { apiVersion: "serving.knative.dev/v1", kind: "Service", metadata: { name: "web", namespace: "default" } };
+    const knativeService = {
+      apiVersion: "serving.knative.dev/v1",
+      kind: "Service",
+      metadata: { name: "web", namespace: "default" },
+    };
     const events = [
       apiServerEvent("resource", "add", configMap),
       apiServerEvent("resource", "update", knativeService),
       apiServerEvent("ref", "add", service("dns", [{ port: 53 }], { namespace: "kube-system" })),
       apiServerEvent("resource", "delete", service("shop", [{ port: 80 }], { namespace: "shop" })),
-      apiServerEvent("ref", "update", slice("shop", [{ port: 80 }], ["10.2.0.1"], { namespace: "shop", name: "shop-a" })),
+      apiServerEvent(
+        "ref",
+        "update",
+        slice("shop", [{ port: 80 }], ["10.2.0.1"], { namespace: "shop", name: "shop-a" }),
+      ),
     ];
     for (const event of events) expect((await h.send(event)).status).toBe(204);
     expect(api.requests).toEqual([]);

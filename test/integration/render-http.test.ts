@@ -26,7 +26,11 @@ describe("HTTP function render (dry run)", () => {
     api.upsert("Service", service("web", [{ port: 80, name: "http" }]));
     api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.0.0.7"]));
     const kubeconfig = await api.writeKubeconfig();
-    const settings = loadFunctionSettings({ SERVICELB_KUBECONFIG: kubeconfig, SERVICELB_MAX_BODY_BYTES: "65536", SERVICELB_STATS_USER: "admin" });
+    const settings = loadFunctionSettings({
+      SERVICELB_KUBECONFIG: kubeconfig,
+      SERVICELB_MAX_BODY_BYTES: "65536",
+      SERVICELB_STATS_USER: "admin",
+    });
     functions.http("render", createRenderHandler(settings, createLogger("render", "silent")));
     server = getTestServer("render");
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -46,10 +50,25 @@ describe("HTTP function render (dry run)", () => {
   });
 
   it("POST a JSON snapshot with ?format=json: warnings, skipped, revision and stats", async () => {
-    const body = JSON.stringify({ kind: "List", metadata: { resourceVersion: "77" }, items: [service("x", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.algorithm": "magic" } }), service("y", [{ port: 80 }], { type: "LoadBalancer" })] });
-    const r = await fetch(`${base}/?format=json`, { method: "POST", body, headers: { "content-type": "application/json" } });
+    const body = JSON.stringify({
+      kind: "List",
+      metadata: { resourceVersion: "77" },
+      items: [
+        service("x", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.algorithm": "magic" } }),
+        service("y", [{ port: 80 }], { type: "LoadBalancer" }),
+      ],
+    });
+    const r = await fetch(`${base}/?format=json`, {
+      method: "POST",
+      body,
+      headers: { "content-type": "application/json" },
+    });
     expect(r.status).toBe(200);
-    const out = (await r.json()) as { revision: string; warnings: Array<{ service: string }>; skipped: Array<{ reason: string }> };
+    const out = (await r.json()) as {
+      revision: string;
+      warnings: Array<{ service: string }>;
+      skipped: Array<{ reason: string }>;
+    };
     expect(out.revision).toBe("77");
     expect(out.warnings[0]!.service).toBe("default/x");
     expect(out.skipped.map((s) => s.reason)).toEqual(["type LoadBalancer: it has a load balancer already"]);
@@ -58,7 +77,9 @@ describe("HTTP function render (dry run)", () => {
   it("never puts the stats password in the output, only a reference HAProxy resolves on the node", async () => {
     process.env.SERVICELB_STATS_PASSWORD = "s3cret-in-the-function-env";
     try {
-      const text = await (await fetch(`${base}/`, { method: "POST", body: demo, headers: { "content-type": "text/plain" } })).text();
+      const text = await (
+        await fetch(`${base}/`, { method: "POST", body: demo, headers: { "content-type": "text/plain" } })
+      ).text();
       expect(text).toContain('user admin insecure-password "${SERVICELB_STATS_PASSWORD}"');
       expect(text).not.toContain("s3cret-in-the-function-env");
     } finally {
@@ -68,10 +89,20 @@ describe("HTTP function render (dry run)", () => {
 
   it("?check=1 runs haproxy -c on the result: 200 when it passes, 422 with HAProxy's reason when not, 501 without HAProxy", async () => {
     requireHaproxy();
-    const r = await fetch(`${base}/?check=1`, { method: "POST", body: demo, headers: { "content-type": "text/plain" } });
+    const r = await fetch(`${base}/?check=1`, {
+      method: "POST",
+      body: demo,
+      headers: { "content-type": "text/plain" },
+    });
     expect(r.status).toBe(200);
     // A certificate path that does not exist on this machine: the config renders, HAProxy refuses it.
-    functions.http("render-missing-cert", createRenderHandler(loadFunctionSettings({ SERVICELB_SSL_CERT: "/nonexistent/lb.pem" }), createLogger("render", "silent")));
+    functions.http(
+      "render-missing-cert",
+      createRenderHandler(
+        loadFunctionSettings({ SERVICELB_SSL_CERT: "/nonexistent/lb.pem" }),
+        createLogger("render", "silent"),
+      ),
+    );
     const other = getTestServer("render-missing-cert");
     await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}/?check=1`;
@@ -103,14 +134,22 @@ describe("HTTP function render (dry run)", () => {
 
   it("GET /metrics: the live cluster's warnings for Prometheus, each refused claim with its owner", async () => {
     const host = { "serviceloadbalancer/lb.host": "api.example.com" };
-    const owner = api.upsert("Service", service("api", [{ port: 80 }], { namespace: "shop", annotations: host, created: "2024-01-01T00:00:00Z" }));
-    const intruder = api.upsert("Service", service("evil", [{ port: 80 }], { namespace: "aaa", annotations: host, created: "2025-01-01T00:00:00Z" }));
+    const owner = api.upsert(
+      "Service",
+      service("api", [{ port: 80 }], { namespace: "shop", annotations: host, created: "2024-01-01T00:00:00Z" }),
+    );
+    const intruder = api.upsert(
+      "Service",
+      service("evil", [{ port: 80 }], { namespace: "aaa", annotations: host, created: "2025-01-01T00:00:00Z" }),
+    );
     try {
       const r = await fetch(`${base}/metrics`);
       expect(r.status).toBe(200);
       expect(r.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
       const text = await r.text();
-      expect(text).toContain('servicelb_route_claims_refused{service="aaa/evil",annotation="serviceloadbalancer/lb.host",owner="shop/api"} 1\n');
+      expect(text).toContain(
+        'servicelb_route_claims_refused{service="aaa/evil",annotation="serviceloadbalancer/lb.host",owner="shop/api"} 1\n',
+      );
       expect(text).toContain('servicelb_render_warnings{kind="claim"} 1\n');
       expect(text).toContain('servicelb_render_warnings{kind="annotation"} 0\n');
     } finally {
@@ -137,12 +176,20 @@ describe("HTTP function render (dry run)", () => {
   });
 
   it("POST malformed JSON as application/json → 400", async () => {
-    const r = await fetch(`${base}/`, { method: "POST", body: "{nope", headers: { "content-type": "application/json" } });
+    const r = await fetch(`${base}/`, {
+      method: "POST",
+      body: "{nope",
+      headers: { "content-type": "application/json" },
+    });
     expect(r.status).toBe(400);
   });
 
   it("a body over SERVICELB_MAX_BODY_BYTES → 413", async () => {
-    const r = await fetch(`${base}/`, { method: "POST", body: "x".repeat(70_000), headers: { "content-type": "text/plain" } });
+    const r = await fetch(`${base}/`, {
+      method: "POST",
+      body: "x".repeat(70_000),
+      headers: { "content-type": "text/plain" },
+    });
     expect(r.status).toBe(413);
   });
 

@@ -23,7 +23,13 @@ const renderer = new Renderer(templates);
  */
 function linePattern(line: string): RegExp | null {
   const parts = line.split(/(\{\{.*?\}\}|\{%.*?%\})/);
-  if (parts.filter((_, i) => i % 2 === 0).join("").trim() === "") return null;
+  if (
+    parts
+      .filter((_, i) => i % 2 === 0)
+      .join("")
+      .trim() === ""
+  )
+    return null;
   let open = 0;
   let re = "";
   parts.forEach((p, i) => {
@@ -40,7 +46,9 @@ function linePattern(line: string): RegExp | null {
   });
   return new RegExp(`^${re}${")?".repeat(open)}$`);
 }
-const patterns = Object.values(templates).flatMap((source) => source.split("\n").flatMap((l: string) => linePattern(l) ?? []));
+const patterns = Object.values(templates).flatMap((source) =>
+  source.split("\n").flatMap((l: string) => linePattern(l) ?? []),
+);
 
 /**
  * Server lines have the shape of any `server <name> <address>`, so the line check alone cannot
@@ -55,7 +63,8 @@ function strayServers(config: string, model: Model): string[] {
   for (const line of config.split("\n")) {
     if (/^\S/.test(line)) {
       const held = next - 1;
-      if (slots.has(section) && held !== slots.get(section)) stray.push(`backend ${section}: ${held} of ${slots.get(section)} slots`);
+      if (slots.has(section) && held !== slots.get(section))
+        stray.push(`backend ${section}: ${held} of ${slots.get(section)} slots`);
       section = /^backend (\S+)/.exec(line)?.[1] ?? line;
       next = 1;
     } else if (/^\s*server\s/.test(line)) {
@@ -148,7 +157,9 @@ const validSetting = fc.constantFrom<[string, string]>(
 );
 
 const annotationKeys = [
-  ...["lb.host", "lb.aclMatch", "lb.algorithm", "lb.sslTerm", "lb.cookie-sticky-session"].map((k) => `serviceloadbalancer/${k}`),
+  ...["lb.host", "lb.aclMatch", "lb.algorithm", "lb.sslTerm", "lb.cookie-sticky-session"].map(
+    (k) => `serviceloadbalancer/${k}`,
+  ),
   ...Object.values(SETTING_ANNOTATIONS),
 ];
 
@@ -170,12 +181,23 @@ const serviceArb = fc.record({
   created: fc.constantFrom(undefined, "2024-01-01T00:00:00Z", "2025-06-01T12:00:00Z"),
   annotations: fc
     .tuple(
-      fc.dictionary(fc.constantFrom(...annotationKeys), fc.oneof(hostile, settingValue, fc.constantFrom("/shop", "/shop/web", "/web/x", "/team-a", "api.example.com")), { maxKeys: 8 }),
+      fc.dictionary(
+        fc.constantFrom(...annotationKeys),
+        fc.oneof(hostile, settingValue, fc.constantFrom("/shop", "/shop/web", "/web/x", "/team-a", "api.example.com")),
+        { maxKeys: 8 },
+      ),
       fc.array(validSetting, { maxLength: 5 }),
     )
     .map(([hostileOnes, valid]) => ({ ...Object.fromEntries(valid), ...hostileOnes })),
   addressType: fc.constantFrom("IPv4", "IPv4", "IPv6", "FQDN"),
-  ips: fc.array(fc.oneof(fc.ipV4(), fc.ipV6(), fc.constantFrom("fd00::1", "fd00::2:3", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.01", "web.example.com", "")), { minLength: 0, maxLength: 6 }),
+  ips: fc.array(
+    fc.oneof(
+      fc.ipV4(),
+      fc.ipV6(),
+      fc.constantFrom("fd00::1", "fd00::2:3", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.01", "web.example.com", ""),
+    ),
+    { minLength: 0, maxLength: 6 },
+  ),
 });
 
 describe("hostile input never breaks the config", () => {
@@ -195,13 +217,21 @@ describe("hostile input never breaks the config", () => {
   });
 
   it("the server check catches server lines the model did not ask for", () => {
-    const model = buildModel(snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.1"])])]), parseRenderOptions({}));
+    const model = buildModel(
+      snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.1"])])]),
+      parseRenderOptions({}),
+    );
     const config = renderer.render(model);
     expect(strayServers(config, model)).toEqual([]);
     const s1 = /^ {4}server s\d+ 10\.0\.0\.1:80\n/m.exec(config)![0];
     expect(strayServers(config.replace(s1, `${s1}    server x 1.2.3.4:80\n`), model)).not.toEqual([]);
     expect(strayServers(config.replace(s1, `${s1}${s1}`), model)).not.toEqual([]);
-    expect(strayServers(config.replace("backend default_page from http_defaults\n", `backend default_page from http_defaults\n${s1}`), model)).not.toEqual([]);
+    expect(
+      strayServers(
+        config.replace("backend default_page from http_defaults\n", `backend default_page from http_defaults\n${s1}`),
+        model,
+      ),
+    ).not.toEqual([]);
     expect(strayServers(config.replace(s1, ""), model)).not.toEqual([]);
   });
 
@@ -211,13 +241,24 @@ describe("hostile input never breaks the config", () => {
     fc.assert(
       fc.property(fc.array(serviceArb, { maxLength: 6 }), fc.boolean(), fc.boolean(), (services, tcp, ssl) => {
         const items = services.flatMap((s) => [
-          service(s.name, s.ports, { namespace: s.namespace, sessionAffinity: s.affinity, annotations: s.annotations, created: s.created }),
-          slice(s.name, s.ports.map((p) => ({ name: p.name, port: p.port + 1, protocol: p.protocol })), s.ips, { namespace: s.namespace, addressType: s.addressType }),
+          service(s.name, s.ports, {
+            namespace: s.namespace,
+            sessionAffinity: s.affinity,
+            annotations: s.annotations,
+            created: s.created,
+          }),
+          slice(
+            s.name,
+            s.ports.map((p) => ({ name: p.name, port: p.port + 1, protocol: p.protocol })),
+            s.ips,
+            { namespace: s.namespace, addressType: s.addressType },
+          ),
         ]);
         const options = parseRenderOptions({
           ...setup.options,
           selector: undefined,
-          tcpServices: tcp && services[0] ? `${services[0].namespace}/${services[0].name}:${services[0].ports[0]!.port}` : "",
+          tcpServices:
+            tcp && services[0] ? `${services[0].namespace}/${services[0].name}:${services[0].ports[0]!.port}` : "",
           sslCert: ssl ? cert : undefined,
           httpsPort: setup.options.httpPort + 1,
           acceptProxy: tcp ? "10.0.0.0/8, fd00::/8" : undefined,
@@ -228,7 +269,8 @@ describe("hostile input never breaks the config", () => {
         expect(stray).toEqual([]);
         const model = buildModel(snapshot, options);
         expect(strayServers(config, model)).toEqual([]);
-        for (const b of model.backends) if (JSON.stringify(b.settings) !== JSON.stringify(DEFAULT_BACKEND_SETTINGS)) accepted++;
+        for (const b of model.backends)
+          if (JSON.stringify(b.settings) !== JSON.stringify(DEFAULT_BACKEND_SETTINGS)) accepted++;
         const check = haproxyCheck(config, setup.dir);
         expect(check.output).toBe("");
         expect(check.ok).toBe(true);

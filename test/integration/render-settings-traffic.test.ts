@@ -17,7 +17,14 @@ import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { cliCommand } from "../../shared/adapters/haproxy/cli.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
-import { haproxyCheck, loopbackOptions, requireHaproxy, runHaproxy, type LoopbackSetup, type RunningHaproxy } from "../support/haproxy.js";
+import {
+  haproxyCheck,
+  loopbackOptions,
+  requireHaproxy,
+  runHaproxy,
+  type LoopbackSetup,
+  type RunningHaproxy,
+} from "../support/haproxy.js";
 import { echoBackend, freePort, tcpGreeter, waitFor, type EchoBackend } from "../support/net.js";
 import { appPod, get, h2Get, h2Pod, proxyProtocolPod, tlsPod, type AppPod, type Pod } from "../support/pods.js";
 import { makePki, type TestPki } from "../support/tls.js";
@@ -34,11 +41,14 @@ function exposed(name: string, ports: number[], annotations: Record<string, stri
 
 function httpsGet(port: number, path: string, ca: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpsRequest({ host: "127.0.0.1", port, path, servername: "lb.test", ca, agent: false, headers: { host: "lb.test" } }, (res) => {
-      let body = "";
-      res.on("data", (c: Buffer) => (body += c.toString()));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = httpsRequest(
+      { host: "127.0.0.1", port, path, servername: "lb.test", ca, agent: false, headers: { host: "lb.test" } },
+      (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => (body += c.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on("error", reject);
     req.end();
   });
@@ -57,9 +67,15 @@ function tcpRead(port: number, from: string): Promise<string> {
 
 /** The last check result of each server of a backend in service (not in maintenance): L7OK, L4CON, L6RSP, … */
 async function checkStatusOf(socket: string, backend: string): Promise<string[]> {
-  const [header, ...rows] = (await cliCommand(socket, "show stat")).replace(/^# /, "").trim().split("\n").map((l) => l.split(","));
+  const [header, ...rows] = (await cliCommand(socket, "show stat"))
+    .replace(/^# /, "")
+    .trim()
+    .split("\n")
+    .map((l) => l.split(","));
   const col = (name: string) => header!.indexOf(name);
-  return rows.filter((r) => r[col("pxname")] === backend && r[col("svname")] !== "BACKEND" && r[col("status")] !== "MAINT").map((r) => r[col("check_status")]!);
+  return rows
+    .filter((r) => r[col("pxname")] === backend && r[col("svname")] !== "BACKEND" && r[col("status")] !== "MAINT")
+    .map((r) => r[col("check_status")]!);
 }
 
 describe("per-Service settings through a real HAProxy", () => {
@@ -93,12 +109,21 @@ describe("per-Service settings through a real HAProxy", () => {
     pki = makePki(setup.dir);
     const tls = await tlsPod(pki.serverPem);
     pods.push(slow, healthy, flaky, queued, plain, proxyV1, proxyV2, h2, tls, greeter);
-    const options = parseRenderOptions({ ...setup.options, selector: undefined, tcpServices: `db:${tcpPort}`, sslCert: pki.serverPem, httpsPort });
+    const options = parseRenderOptions({
+      ...setup.options,
+      selector: undefined,
+      tcpServices: `db:${tcpPort}`,
+      sslCert: pki.serverPem,
+      httpsPort,
+    });
     port = options.httpPort;
     const items = [
       ...exposed("slow", [slow.port], { [A.timeoutServer]: "300ms", [A.timeoutTunnel]: "1500ms" }),
       ...exposed("checked", [healthy.port, flaky.port], { [A.checkHttp]: "/healthz 200" }),
-      ...exposed("private", [plain.port], { [A.allowSourceRange]: "127.0.0.2/32, fd00::/8", "serviceloadbalancer/lb.host": "private.test" }),
+      ...exposed("private", [plain.port], {
+        [A.allowSourceRange]: "127.0.0.2/32, fd00::/8",
+        "serviceloadbalancer/lb.host": "private.test",
+      }),
       ...exposed("blocked", [plain.port], { [A.denySourceRange]: "127.0.0.2" }),
       ...exposed("open", [plain.port]),
       ...exposed("limited", [plain.port], { [A.rateLimitRps]: "5" }),
@@ -154,13 +179,20 @@ describe("per-Service settings through a real HAProxy", () => {
   });
 
   it("lb.check-http: a pod whose /healthz answers 500 is taken out while its port is open, and back when it answers 200", async () => {
-    const answered = async (n: number) => new Set(await Promise.all(Array.from({ length: n }, async () => (await get(port, "/checked/")).body.split(" ")[0])));
+    const answered = async (n: number) =>
+      new Set(
+        await Promise.all(Array.from({ length: n }, async () => (await get(port, "/checked/")).body.split(" ")[0])),
+      );
     await waitFor("both pods serving", async () => ((await answered(6)).size === 2 ? true : undefined), 15_000);
     flaky.health = 500;
-    await waitFor("the failing pod taken out", async () => {
-      const who = await answered(6);
-      return who.size === 1 && who.has("healthy") ? true : undefined;
-    }, 15_000);
+    await waitFor(
+      "the failing pod taken out",
+      async () => {
+        const who = await answered(6);
+        return who.size === 1 && who.has("healthy") ? true : undefined;
+      },
+      15_000,
+    );
     // It stays out: its port is open, but its check says no.
     expect([...(await answered(8))]).toEqual(["healthy"]);
     flaky.health = 200;
@@ -241,7 +273,11 @@ describe("per-Service settings through a real HAProxy", () => {
 
   it("lb.check-http with lb.backend-protocol: the checks speak TLS and the pod's HTTP version, and pass", async () => {
     for (const backend of ["default_grpcchecked_80", "default_tls1checked_80", "default_tls2checked_80"]) {
-      await waitFor(`${backend}'s check`, async () => ((await checkStatus(backend)).join() === "L7OK" ? true : undefined), 10_000);
+      await waitFor(
+        `${backend}'s check`,
+        async () => ((await checkStatus(backend)).join() === "L7OK" ? true : undefined),
+        10_000,
+      );
     }
     expect((await get(port, "/tls1checked/")).body).toMatch(/ alpn=http\/1\.1 http=1\.1$/);
     expect((await get(port, "/tls2checked/")).body).toMatch(/ alpn=h2 http=2\.0$/);
@@ -267,7 +303,9 @@ function rawExchange(port: number, from: string, text: string): Promise<string> 
     let data = "";
     s.on("data", (c) => (data += c.toString()));
     s.on("close", () => resolve(data));
-    s.on("error", (e: NodeJS.ErrnoException) => (e.code === "ECONNRESET" && data === "" ? resolve("reset") : reject(e)));
+    s.on("error", (e: NodeJS.ErrnoException) =>
+      e.code === "ECONNRESET" && data === "" ? resolve("reset") : reject(e),
+    );
   });
 }
 
@@ -305,7 +343,14 @@ describe("per-frontend flags through a real HAProxy", () => {
       mkdirSync(dir);
       copyFileSync(makePki(dir, host).serverPem, join(certs, `${host}.pem`));
     }
-    const options = parseRenderOptions({ ...setup.options, selector: undefined, tcpServices: "", acceptProxy: "127.0.0.1/32", sslCert: certs, httpsPort });
+    const options = parseRenderOptions({
+      ...setup.options,
+      selector: undefined,
+      tcpServices: "",
+      acceptProxy: "127.0.0.1/32",
+      sslCert: certs,
+      httpsPort,
+    });
     port = options.httpPort;
     const items = [
       ...exposed("partner", [echo.port], { [A.allowSourceRange]: "203.0.113.0/24" }),
@@ -327,10 +372,18 @@ describe("per-frontend flags through a real HAProxy", () => {
   const request = (path: string) => `GET ${path} HTTP/1.1\r\nHost: lb.test\r\nConnection: close\r\n\r\n`;
 
   it("--accept-proxy: behind a trusted proxy, allow lists and X-Forwarded-For see the client the PROXY header names", async () => {
-    const v1 = await rawExchange(port, "127.0.0.1", `PROXY TCP4 203.0.113.7 127.0.0.1 40000 80\r\n${request("/partner/x")}`);
+    const v1 = await rawExchange(
+      port,
+      "127.0.0.1",
+      `PROXY TCP4 203.0.113.7 127.0.0.1 40000 80\r\n${request("/partner/x")}`,
+    );
     expect(v1).toMatch(/^HTTP\/1\.1 200 /);
     expect(echo.seen.at(-1)!.headers["x-forwarded-for"]).toBe("203.0.113.7");
-    const outside = await rawExchange(port, "127.0.0.1", `PROXY TCP4 198.51.100.1 127.0.0.1 40000 80\r\n${request("/partner/x")}`);
+    const outside = await rawExchange(
+      port,
+      "127.0.0.1",
+      `PROXY TCP4 198.51.100.1 127.0.0.1 40000 80\r\n${request("/partner/x")}`,
+    );
     expect(outside).toMatch(/^HTTP\/1\.1 403 /);
   });
 
@@ -340,7 +393,11 @@ describe("per-frontend flags through a real HAProxy", () => {
   });
 
   it("--accept-proxy: a PROXY header from an untrusted address is not believed", async () => {
-    const forged = await rawExchange(port, "127.0.0.2", `PROXY TCP4 203.0.113.7 127.0.0.1 40000 80\r\n${request("/partner/x")}`);
+    const forged = await rawExchange(
+      port,
+      "127.0.0.2",
+      `PROXY TCP4 203.0.113.7 127.0.0.1 40000 80\r\n${request("/partner/x")}`,
+    );
     expect(forged).toMatch(/^HTTP\/1\.1 400 /);
   });
 

@@ -32,13 +32,19 @@ describe("cookie stickiness", () => {
       const r = await httpGet(setup.options.httpPort, "/shop/");
       const cookie = /SERVERID=[^;]+/.exec(String(r.headers["set-cookie"]))![0];
       const owner = r.body.split(" ")[0];
-      for (let i = 0; i < 4; i++) expect((await httpGet(setup.options.httpPort, "/shop/", { cookie })).body.split(" ")[0]).toBe(owner);
+      for (let i = 0; i < 4; i++)
+        expect((await httpGet(setup.options.httpPort, "/shop/", { cookie })).body.split(" ")[0]).toBe(owner);
 
       await hx.stop();
-      const second = renderSnapshot(cluster([pods[2]!.port, pods[1]!.port, pods[0]!.port]), setup.options, renderer).config;
+      const second = renderSnapshot(
+        cluster([pods[2]!.port, pods[1]!.port, pods[0]!.port]),
+        setup.options,
+        renderer,
+      ).config;
       expect(second).not.toBe(first);
       hx = await runHaproxy(second, setup.dir);
-      for (let i = 0; i < 4; i++) expect((await httpGet(setup.options.httpPort, "/shop/", { cookie })).body.split(" ")[0]).toBe(owner);
+      for (let i = 0; i < 4; i++)
+        expect((await httpGet(setup.options.httpPort, "/shop/", { cookie })).body.split(" ")[0]).toBe(owner);
     } finally {
       await hx.stop();
       await Promise.all(pods.map((p) => p.close()));
@@ -47,14 +53,34 @@ describe("cookie stickiness", () => {
   });
 });
 
-function httpsGet(port: number, path: string, opts: { ca: string; cert?: string; key?: string }): Promise<{ status: number; body: string; hsts?: string }> {
+function httpsGet(
+  port: number,
+  path: string,
+  opts: { ca: string; cert?: string; key?: string },
+): Promise<{ status: number; body: string; hsts?: string }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(
-      { host: "127.0.0.1", port, path, servername: "lb.test", ca: opts.ca, cert: opts.cert, key: opts.key, agent: false, headers: { host: "lb.test" } },
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        servername: "lb.test",
+        ca: opts.ca,
+        cert: opts.cert,
+        key: opts.key,
+        agent: false,
+        headers: { host: "lb.test" },
+      },
       (res) => {
         let body = "";
         res.on("data", (c: Buffer) => (body += c.toString()));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, hsts: res.headers["strict-transport-security"] as string | undefined }));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body,
+            hsts: res.headers["strict-transport-security"] as string | undefined,
+          }),
+        );
       },
     );
     req.on("error", reject);
@@ -69,15 +95,32 @@ describe("TLS termination", () => {
     const setup = await loopbackOptions();
     const pki = makePki(setup.dir);
     const httpsPort = await freePort();
-    const options = parseRenderOptions({ ...setup.options, tcpServices: "", selector: undefined, sslCert: pki.serverPem, sslCaCert: pki.caFile, httpsPort, hstsMaxAge: "600" });
+    const options = parseRenderOptions({
+      ...setup.options,
+      tcpServices: "",
+      selector: undefined,
+      sslCert: pki.serverPem,
+      sslCaCert: pki.caFile,
+      httpsPort,
+      hstsMaxAge: "600",
+    });
     const { config } = renderSnapshot(
-      snapshotFromDocuments([list([service("pay", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.sslTerm": "true" } }), slice("pay", [{ port: pod.port }], ["127.0.0.1"])])]),
+      snapshotFromDocuments([
+        list([
+          service("pay", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.sslTerm": "true" } }),
+          slice("pay", [{ port: pod.port }], ["127.0.0.1"]),
+        ]),
+      ]),
       options,
       renderer,
     );
     const hx = await runHaproxy(config, setup.dir);
     try {
-      const ok = await httpsGet(httpsPort, "/pay/x", { ca: pki.ca, cert: readFileSync(pki.clientCert, "utf8"), key: readFileSync(pki.clientKey, "utf8") });
+      const ok = await httpsGet(httpsPort, "/pay/x", {
+        ca: pki.ca,
+        cert: readFileSync(pki.clientCert, "utf8"),
+        key: readFileSync(pki.clientKey, "utf8"),
+      });
       expect(ok).toEqual({ status: 200, body: "secure /x", hsts: "max-age=600" });
       await expect(httpsGet(httpsPort, "/pay/x", { ca: pki.ca })).rejects.toThrow();
       const plain = await httpGet(options.httpPort, "/pay/x", { host: "lb.test" });

@@ -8,16 +8,31 @@ import { Renderer } from "../../shared/core/render.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
-import { haproxyCheck, loopbackOptions, requireHaproxy, runHaproxy, type LoopbackSetup, type RunningHaproxy } from "../support/haproxy.js";
+import {
+  haproxyCheck,
+  loopbackOptions,
+  requireHaproxy,
+  runHaproxy,
+  type LoopbackSetup,
+  type RunningHaproxy,
+} from "../support/haproxy.js";
 import { echoBackend, freePort, httpGet, tcpGreeter, type EchoBackend } from "../support/net.js";
 
 const renderer = new Renderer(loadTemplates());
 
 /** One Service whose single endpoint is a loopback echo backend. */
-function exposed(name: string, backend: EchoBackend, opts: { ns?: string; port?: number; annotations?: Record<string, string>; created?: string } = {}) {
+function exposed(
+  name: string,
+  backend: EchoBackend,
+  opts: { ns?: string; port?: number; annotations?: Record<string, string>; created?: string } = {},
+) {
   const port = opts.port ?? 80;
   return [
-    service(name, [{ port, name: "web" }], { namespace: opts.ns, annotations: opts.annotations, created: opts.created }),
+    service(name, [{ port, name: "web" }], {
+      namespace: opts.ns,
+      annotations: opts.annotations,
+      created: opts.created,
+    }),
     slice(name, [{ name: "web", port: backend.port }], ["127.0.0.1"], { namespace: opts.ns, name: `${name}-${port}` }),
   ];
 }
@@ -41,7 +56,10 @@ describe("routing through a real HAProxy", () => {
     const items = [
       ...exposed("foo", be.foo!),
       ...exposed("foobar", be.foobar!),
-      service("svc", [{ port: 80, name: "a" }, { port: 8080, name: "b" }]),
+      service("svc", [
+        { port: 80, name: "a" },
+        { port: 8080, name: "b" },
+      ]),
       slice("svc", [{ name: "a", port: be.svc80!.port }], ["127.0.0.1"], { name: "svc-a" }),
       slice("svc", [{ name: "b", port: be.svc8080!.port }], ["127.0.0.1"], { name: "svc-b" }),
       ...exposed("api", be.api!, { ns: "shop" }),
@@ -81,11 +99,14 @@ describe("routing through a real HAProxy", () => {
     expect(be.api!.seen.at(-1)!.headers["x-forwarded-prefix"]).toBe("/shop/api");
   });
 
-  it.each(["/foox", "/fo", "/svc:80", "/shop", "/", "/api/v1"])("GET %s matches nothing and gets the default page", async (path) => {
-    const r = await httpGet(port, path);
-    expect(r.status).toBe(404);
-    expect(r.body).toContain("No service matches this request");
-  });
+  it.each(["/foox", "/fo", "/svc:80", "/shop", "/", "/api/v1"])(
+    "GET %s matches nothing and gets the default page",
+    async (path) => {
+      const r = await httpGet(port, path);
+      expect(r.status).toBe(404);
+      expect(r.body).toContain("No service matches this request");
+    },
+  );
 
   it.each([
     ["web.example.com", "/anything", "host /anything"],
@@ -185,7 +206,12 @@ describe("one tenant cannot take another's route", () => {
   });
 
   it("every refused claim is reported with its owner", () => {
-    expect(warnings.map((w) => `${w.service} -> ${w.owner}`).sort()).toEqual(["aaa/evil -> shop/api", "aaa/late -> zzz/docs", "aaa/squat -> shop/*", "aaa/under -> default/web"]);
+    expect(warnings.map((w) => `${w.service} -> ${w.owner}`).sort()).toEqual([
+      "aaa/evil -> shop/api",
+      "aaa/late -> zzz/docs",
+      "aaa/squat -> shop/*",
+      "aaa/under -> default/web",
+    ]);
   });
 });
 
@@ -196,7 +222,13 @@ describe("default page", () => {
     const page = `<h1>gone</h1> "quoted" 'single' $HOME \${HOME} #not-a-comment \\back\\slash\ttab\r\nñ 日本 \u0001\n`;
     const file = join(setup.dir, "page.html");
     writeFileSync(file, page);
-    const options = parseRenderOptions({ ...setup.options, tcpServices: "", selector: undefined, defaultReturnCode: "503", errorPage: file });
+    const options = parseRenderOptions({
+      ...setup.options,
+      tcpServices: "",
+      selector: undefined,
+      defaultReturnCode: "503",
+      errorPage: file,
+    });
     const { config } = renderSnapshot(snapshotFromDocuments([list([])]), options, renderer, { errorPageBody: page });
     const hx = await runHaproxy(config, setup.dir);
     try {

@@ -9,7 +9,10 @@ const ALL = { namespace: undefined, selector: undefined };
 // The live snapshot through the real @kubernetes/client-node against the API emulator.
 
 function service(name: string, port = 80): KubeObject {
-  return { metadata: { name, namespace: "default" }, spec: { type: "ClusterIP", clusterIP: "10.0.0.10", ports: [{ name: "http", port, protocol: "TCP" }] } };
+  return {
+    metadata: { name, namespace: "default" },
+    spec: { type: "ClusterIP", clusterIP: "10.0.0.10", ports: [{ name: "http", port, protocol: "TCP" }] },
+  };
 }
 
 function slice(name: string, ip: string): KubeObject {

@@ -1,5 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createObjectStore, StoreError, type ObjectStore, type ObjectStoreOptions } from "../../shared/adapters/object-store.js";
+import {
+  createObjectStore,
+  StoreError,
+  type ObjectStore,
+  type ObjectStoreOptions,
+} from "../../shared/adapters/object-store.js";
 import { dripProxy, type DripProxy } from "../support/drip.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
@@ -44,10 +49,14 @@ describe("overall deadline", () => {
   it("ends a GET whose body drips, past its idle timeout, with a transient StoreError", async () => {
     const { viaProxy, direct } = stores({ deadlineMs: 1000 });
     const { key } = await direct.publish({ config: CONFIG, revision: "1", generator: "test" });
-    drip.mode = (req) => (req.method === "GET" && req.url?.includes("/configs/") && !req.url.includes("list-type") ? "drip" : "pass");
+    drip.mode = (req) =>
+      req.method === "GET" && req.url?.includes("/configs/") && !req.url.includes("list-type") ? "drip" : "pass";
     const err = await viaProxy.get(key).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreError);
-    expect(err).toMatchObject({ transient: true, message: expect.stringContaining("no complete answer within 1000 ms") });
+    expect(err).toMatchObject({
+      transient: true,
+      message: expect.stringContaining("no complete answer within 1000 ms"),
+    });
     expect(drip.seen.some((r) => r.mode === "drip")).toBe(true);
     // The same store goes on working once the store answers normally.
     drip.mode = () => "pass";
@@ -57,7 +66,11 @@ describe("overall deadline", () => {
   it("ends a listing that never answers", async () => {
     const { viaProxy } = stores({ deadlineMs: 1000 });
     drip.mode = () => "stall";
-    await expect(viaProxy.history({ limit: 1 })).rejects.toMatchObject({ name: "StoreError", transient: true, message: expect.stringContaining("no complete answer within 1000 ms") });
+    await expect(viaProxy.history({ limit: 1 })).rejects.toMatchObject({
+      name: "StoreError",
+      transient: true,
+      message: expect.stringContaining("no complete answer within 1000 ms"),
+    });
     // Not merely given up on: the connection is closed.
     await expect.poll(() => drip.held).toBe(0);
   });
@@ -69,7 +82,10 @@ describe("overall deadline", () => {
     const pending = viaProxy.history({ limit: 1 }).catch((e: unknown) => e);
     await expect.poll(() => drip.seen.length).toBeGreaterThan(before);
     viaProxy.close();
-    expect(await pending).toMatchObject({ name: "StoreError", message: expect.stringContaining("the store client was closed") });
+    expect(await pending).toMatchObject({
+      name: "StoreError",
+      message: expect.stringContaining("the store client was closed"),
+    });
     await expect.poll(() => drip.held).toBe(0);
   });
 });
@@ -80,14 +96,20 @@ describe("size cap", () => {
     const { key } = await direct.publish({ config: CONFIG, revision: "1", generator: "test" });
     const err = await viaProxy.get(key).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreError);
-    expect(err).toMatchObject({ transient: false, message: expect.stringMatching(/the object is \d+ bytes, over the cap of 1024 bytes; refused without reading it/) });
+    expect(err).toMatchObject({
+      transient: false,
+      message: expect.stringMatching(/the object is \d+ bytes, over the cap of 1024 bytes; refused without reading it/),
+    });
   });
 
   it("stops reading a body without Content-Length once it passes the cap", async () => {
     const { viaProxy, direct } = stores({ maxObjectBytes: 1024 });
     const { key } = await direct.publish({ config: CONFIG, revision: "1", generator: "test" });
     drip.mode = () => "chunked";
-    await expect(viaProxy.get(key)).rejects.toMatchObject({ transient: false, message: expect.stringContaining("the body passed the cap of 1024 bytes") });
+    await expect(viaProxy.get(key)).rejects.toMatchObject({
+      transient: false,
+      message: expect.stringContaining("the body passed the cap of 1024 bytes"),
+    });
   });
 
   it("reads an object at the cap", async () => {

@@ -33,7 +33,11 @@ export interface Node {
   /** Renders the cluster `items` at `revision` and publishes it, as the reconcile function does. */
   publish(items: unknown[], revision: number): Promise<PublishResult>;
   /** POST /notify with the published key, as the notifier does. */
-  notify(agent: Agent, published: Pick<PublishResult, "key" | "sha256">, token?: string | null): Promise<{ status: number; body: string }>;
+  notify(
+    agent: Agent,
+    published: Pick<PublishResult, "key" | "sha256">,
+    token?: string | null,
+  ): Promise<{ status: number; body: string }>;
   masterSocket: string;
   configPath: string;
   reloads(): Promise<number>;
@@ -48,7 +52,13 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
   const lb = await loopbackOptions({ hardStopAfter: "10s", ...renderExtra });
   const dir = mkdtempSync(join(tmpdir(), "servicelb-agent-"));
   const prefix = `node-${process.pid}-${++nodes}`;
-  const store = createObjectStore({ url: `s3://${s3.bucket}/${prefix}`, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS, timeoutMs: 2000 });
+  const store = createObjectStore({
+    url: `s3://${s3.bucket}/${prefix}`,
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+    timeoutMs: 2000,
+  });
   const tokenFile = join(dir, "token");
   writeFileSync(tokenFile, `${TOKEN}\n`);
   const renderer = new RenderContext(lb.options);
@@ -99,7 +109,10 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
       const revision = parseConfigKey(published.key)?.revision.toString() ?? "0";
       const res = await fetch(`${agent.url}/notify`, {
         method: "POST",
-        headers: { "content-type": "application/json", ...(token === null ? {} : { authorization: `Bearer ${token}` }) },
+        headers: {
+          "content-type": "application/json",
+          ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+        },
         body: JSON.stringify({ key: published.key, sha256: published.sha256, revision }),
       });
       return { status: res.status, body: await res.text() };
@@ -166,7 +179,11 @@ export async function echoPods(pods: Record<string, string>, opts: { slowMs?: nu
   }
 }
 
-export function httpGet(port: number, path: string, agent: HttpAgent | false = false): Promise<{ status: number; body: string }> {
+export function httpGet(
+  port: number,
+  path: string,
+  agent: HttpAgent | false = false,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request({ host: "127.0.0.1", port, path, agent }, (res) => {
       let body = "";
@@ -182,9 +199,14 @@ export function httpGet(port: number, path: string, agent: HttpAgent | false = f
 }
 
 /** The sum of a counter's values (all label sets, or those matching `labels`). */
-export async function count(metric: { get(): Promise<{ values: Array<{ value: number; labels: Partial<Record<string, string | number>> }> }> }, labels: Record<string, string> = {}): Promise<number> {
+export async function count(
+  metric: { get(): Promise<{ values: Array<{ value: number; labels: Partial<Record<string, string | number>> }> }> },
+  labels: Record<string, string> = {},
+): Promise<number> {
   const { values } = await metric.get();
-  return values.filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((a, v) => a + v.value, 0);
+  return values
+    .filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))
+    .reduce((a, v) => a + v.value, 0);
 }
 
 /** The echo pods of agent tests: one port, three addresses, so endpoints differ by address as in a cluster. */
@@ -243,6 +265,7 @@ export function agentWorld() {
       for (let i = 0; i < times; i++) seen.add((await n.get(path)).body.split(" ")[0]!);
       return [...seen].sort();
     },
-    appliedKey: (agent: Agent, key: string) => waitFor(`applied ${key}`, async () => (agent.status().applied?.key === key ? true : undefined)),
+    appliedKey: (agent: Agent, key: string) =>
+      waitFor(`applied ${key}`, async () => (agent.status().applied?.key === key ? true : undefined)),
   };
 }

@@ -81,13 +81,16 @@ export async function dripProxy(upstream: string): Promise<DripProxy> {
       req.resume();
       return;
     }
-    const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (upstreamRes) => {
-      if (mode === "drip") return drip(upstreamRes, res);
-      const headers = { ...upstreamRes.headers };
-      if (mode === "chunked") delete headers["content-length"];
-      res.writeHead(upstreamRes.statusCode ?? 502, headers);
-      upstreamRes.pipe(res);
-    });
+    const up = request(
+      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
+      (upstreamRes) => {
+        if (mode === "drip") return drip(upstreamRes, res);
+        const headers = { ...upstreamRes.headers };
+        if (mode === "chunked") delete headers["content-length"];
+        res.writeHead(upstreamRes.statusCode ?? 502, headers);
+        upstreamRes.pipe(res);
+      },
+    );
     up.on("error", () => res.destroy());
     res.on("close", () => up.destroy());
     req.pipe(up);

@@ -41,7 +41,12 @@ export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {})
       type: spec.type ?? "ClusterIP",
       clusterIP: spec.clusterIP ?? "10.96.0.1",
       sessionAffinity: spec.sessionAffinity ?? "None",
-      ports: ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.targetPort ?? p.port, protocol: p.protocol ?? "TCP" })),
+      ports: ports.map((p) => ({
+        name: p.name,
+        port: p.port,
+        targetPort: p.targetPort ?? p.port,
+        protocol: p.protocol ?? "TCP",
+      })),
     },
   };
 }

@@ -8,7 +8,8 @@ import { freePort } from "./net.js";
 /** Tests that need HAProxy fail (never skip) when it is missing, and say how to install it. */
 export function requireHaproxy(): void {
   const r = spawnSync("haproxy", ["-v"], { encoding: "utf8" });
-  if (r.error || r.status !== 0) throw new Error("haproxy is not installed: run `apt-get install -y haproxy` (Debian's 2.6 or later)");
+  if (r.error || r.status !== 0)
+    throw new Error("haproxy is not installed: run `apt-get install -y haproxy` (Debian's 2.6 or later)");
 }
 
 export interface LoopbackSetup {
@@ -63,7 +64,10 @@ export async function runHaproxy(config: string, dir: string): Promise<RunningHa
   child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
   child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => (/New worker/.test(out) ? resolve() : reject(new Error(`haproxy did not start:\n${out}`))), 5000);
+    const timer = setTimeout(
+      () => (/New worker/.test(out) ? resolve() : reject(new Error(`haproxy did not start:\n${out}`))),
+      5000,
+    );
     const poll = setInterval(() => {
       if (/New worker|Loading success/.test(out)) {
         clearInterval(poll);

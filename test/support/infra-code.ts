@@ -25,7 +25,11 @@ function sourceFiles(dir: string): string[] {
 export function envNamesInSources(): Set<string> {
   const names = new Set<string>();
   for (const file of [...sourceFiles("functions"), ...sourceFiles("shared")]) {
-    for (const name of matches(readFileSync(file, "utf8"), /\benv(?:\.([A-Z][A-Z0-9_]*)\b|\[\s*"([A-Z][A-Z0-9_]*)"\s*\])/g)) names.add(name);
+    for (const name of matches(
+      readFileSync(file, "utf8"),
+      /\benv(?:\.([A-Z][A-Z0-9_]*)\b|\[\s*"([A-Z][A-Z0-9_]*)"\s*\])/g,
+    ))
+      names.add(name);
   }
   return names;
 }
@@ -47,6 +51,7 @@ export function awsCredentialEnvNames(): Set<string> {
 export function templateEnvNames(): Set<string> {
   const dir = join(REPO, "templates");
   const names = new Set<string>();
-  for (const f of readdirSync(dir)) for (const n of matches(readFileSync(join(dir, f), "utf8"), /\$\{([A-Z][A-Z0-9_]*)\}/g)) names.add(n);
+  for (const f of readdirSync(dir))
+    for (const n of matches(readFileSync(join(dir, f), "utf8"), /\$\{([A-Z][A-Z0-9_]*)\}/g)) names.add(n);
   return names;
 }

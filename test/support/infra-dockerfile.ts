@@ -49,7 +49,9 @@ export function execForm(stage: Stage, keyword: "CMD" | "ENTRYPOINT"): string[] 
 
 /** ENV NAME=value pairs (unquoted values). */
 export function envOf(stage: Stage): Record<string, string> {
-  return Object.fromEntries(argsOf(stage, "ENV").flatMap((a) => a.split(" ").map((kv) => kv.split("=", 2) as [string, string])));
+  return Object.fromEntries(
+    argsOf(stage, "ENV").flatMap((a) => a.split(" ").map((kv) => kv.split("=", 2) as [string, string])),
+  );
 }
 
 /** The sources of COPY instructions from the build context (not --from another stage). */
@@ -85,14 +87,21 @@ export function allowedByDockerignore(path: string): Set<string> {
  */
 export function rehearseStage(
   stage: Stage,
-  o: { context: string; allowed: ReadonlySet<string>; dir: string; stages: ReadonlyMap<string, RehearsedStage>; runs: boolean },
+  o: {
+    context: string;
+    allowed: ReadonlySet<string>;
+    dir: string;
+    stages: ReadonlyMap<string, RehearsedStage>;
+    runs: boolean;
+  },
 ): RehearsedStage & { output: string } {
   let workdir = "/";
   let output = "";
   const env: Record<string, string> = {};
   for (const { keyword, args } of stage.instructions) {
     if (keyword === "WORKDIR") workdir = posix.resolve(workdir, args);
-    if (keyword === "ENV") Object.assign(env, Object.fromEntries(args.split(" ").map((kv) => kv.split("=", 2) as [string, string])));
+    if (keyword === "ENV")
+      Object.assign(env, Object.fromEntries(args.split(" ").map((kv) => kv.split("=", 2) as [string, string])));
     if (keyword === "COPY") {
       const [first, ...rest] = args.split(" ");
       const from = first!.startsWith("--from=") ? o.stages.get(first!.slice("--from=".length)) : undefined;
@@ -101,8 +110,14 @@ export function rehearseStage(
       const dest = underWorkdir({ dir: o.dir, workdir }, posix.resolve(workdir, words.at(-1)!));
       for (const src of sources) {
         // A name the .dockerignore keeps out is not in the context: docker says "not found".
-        const path = from === undefined ? (o.allowed.has(src.split("/")[0]!) ? join(o.context, src) : undefined) : underWorkdir(from, posix.resolve(from.workdir, src));
-        if (path === undefined || !existsSync(path)) throw new Error(`COPY ${args}: ${src} not found in the ${from === undefined ? "build context" : "stage"}`);
+        const path =
+          from === undefined
+            ? o.allowed.has(src.split("/")[0]!)
+              ? join(o.context, src)
+              : undefined
+            : underWorkdir(from, posix.resolve(from.workdir, src));
+        if (path === undefined || !existsSync(path))
+          throw new Error(`COPY ${args}: ${src} not found in the ${from === undefined ? "build context" : "stage"}`);
         const target = sources.length > 1 || words.at(-1)!.endsWith("/") ? join(dest, posix.basename(src)) : dest;
         cpSync(path, target, { recursive: true });
       }
@@ -123,23 +138,35 @@ export interface RehearsedStage {
 /** Where an absolute path of the image is in the stage's directory; only paths under WORKDIR are kept. */
 function underWorkdir(stage: RehearsedStage, path: string): string {
   const rel = posix.relative(stage.workdir, path);
-  if (rel.startsWith("..")) throw new Error(`${path}: outside the stage's WORKDIR ${stage.workdir}, which is all a rehearsal keeps`);
+  if (rel.startsWith(".."))
+    throw new Error(`${path}: outside the stage's WORKDIR ${stage.workdir}, which is all a rehearsal keeps`);
   return join(stage.dir, rel);
 }
 
 /** Runs one shell command of a build in `dir`, `npm ci` stood in for as rehearseStage says; returns what it printed. */
 export function runCommand(command: string, dir: string, env: Record<string, string>, context: string): string {
   const run = (cmd: string) => {
-    const r = spawnSync("sh", ["-c", cmd], { cwd: dir, env: { ...process.env, ...env }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    if (r.status !== 0) throw Object.assign(new Error(`exit ${r.status ?? r.signal}`), { stdout: r.stdout, stderr: r.stderr });
+    const r = spawnSync("sh", ["-c", cmd], {
+      cwd: dir,
+      env: { ...process.env, ...env },
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    if (r.status !== 0)
+      throw Object.assign(new Error(`exit ${r.status ?? r.signal}`), { stdout: r.stdout, stderr: r.stderr });
     return r.stdout + r.stderr;
   };
   if (/^npm ci\b/.test(command)) {
     if (!existsSync(join(dir, "package-lock.json"))) throw new Error(`${command}: no package-lock.json yet`);
     symlinkSync(join(context, "node_modules"), join(dir, "node_modules"), "dir");
     if (command.includes("--ignore-scripts")) return "";
-    const scripts = (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { scripts?: Record<string, string> }).scripts ?? {};
-    return ["preinstall", "install", "postinstall", "prepare"].filter((s) => scripts[s] !== undefined).map((s) => runShown(() => run(`npm run ${s}`), s)).join("");
+    const scripts =
+      (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { scripts?: Record<string, string> }).scripts ??
+      {};
+    return ["preinstall", "install", "postinstall", "prepare"]
+      .filter((s) => scripts[s] !== undefined)
+      .map((s) => runShown(() => run(`npm run ${s}`), s))
+      .join("");
   }
   // The npm cache is not part of what the image runs.
   if (/^npm cache clean\b/.test(command)) return "";

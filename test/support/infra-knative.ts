@@ -8,16 +8,33 @@ import { z } from "zod";
  * of being dropped by the API server.
  */
 
-const name = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).max(63);
+const name = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+  .max(63);
 const stringMap = z.record(z.string(), z.string());
 
-const metadata = z.strictObject({ name, namespace: name.optional(), labels: stringMap.optional(), annotations: stringMap.optional() });
+const metadata = z.strictObject({
+  name,
+  namespace: name.optional(),
+  labels: stringMap.optional(),
+  annotations: stringMap.optional(),
+});
 
-const kReference = z.strictObject({ apiVersion: z.string().min(1), kind: z.string().min(1), name, namespace: name.optional() });
-const destination = z.strictObject({ ref: kReference.optional(), uri: z.url().optional() }).refine((d) => d.ref !== undefined || d.uri !== undefined, "ref or uri");
+const kReference = z.strictObject({
+  apiVersion: z.string().min(1),
+  kind: z.string().min(1),
+  name,
+  namespace: name.optional(),
+});
+const destination = z
+  .strictObject({ ref: kReference.optional(), uri: z.url().optional() })
+  .refine((d) => d.ref !== undefined || d.uri !== undefined, "ref or uri");
 
 // ISO 8601 durations, as period.Parse reads them (PT0.5S, PT1M, P1D).
-const isoDuration = z.string().regex(/^P(?!$)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$/, "an ISO 8601 duration such as PT0.5S");
+const isoDuration = z
+  .string()
+  .regex(/^P(?!$)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$/, "an ISO 8601 duration such as PT0.5S");
 
 const delivery = z.strictObject({
   deadLetterSink: destination.optional(),
@@ -29,7 +46,13 @@ const delivery = z.strictObject({
 const labelSelector = z.strictObject({
   matchLabels: stringMap.optional(),
   matchExpressions: z
-    .array(z.strictObject({ key: z.string(), operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]), values: z.array(z.string()).optional() }))
+    .array(
+      z.strictObject({
+        key: z.string(),
+        operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
+        values: z.array(z.string()).optional(),
+      }),
+    )
     .optional(),
 });
 
@@ -64,7 +87,15 @@ export const knativeSchemas = {
       mode: z.enum(["Reference", "Resource"]),
       serviceAccountName: name.optional(),
       namespaceSelector: labelSelector.optional(),
-      resources: z.array(z.strictObject({ apiVersion: z.string().min(1), kind: z.string().min(1), selector: labelSelector.optional() })).min(1),
+      resources: z
+        .array(
+          z.strictObject({
+            apiVersion: z.string().min(1),
+            kind: z.string().min(1),
+            selector: labelSelector.optional(),
+          }),
+        )
+        .min(1),
       owner: z.strictObject({ apiVersion: z.string(), kind: z.string() }).optional(),
     }),
   }),
@@ -119,7 +150,16 @@ export const knativeContainer = z.strictObject({
   livenessProbe: z.unknown().optional(),
   readinessProbe: z.unknown().optional(),
   // One port at most, and never a host port (ContainerPortMask).
-  ports: z.array(z.strictObject({ containerPort: z.number().int(), name: z.enum(["http1", "h2c"]).optional(), protocol: z.literal("TCP").optional() })).max(1).optional(),
+  ports: z
+    .array(
+      z.strictObject({
+        containerPort: z.number().int(),
+        name: z.enum(["http1", "h2c"]).optional(),
+        protocol: z.literal("TCP").optional(),
+      }),
+    )
+    .max(1)
+    .optional(),
   resources: z.unknown().optional(),
   // SecurityContextMask; allowPrivilegeEscalation and seccompProfile since Knative Serving 1.8.
   securityContext: z
@@ -135,7 +175,16 @@ export const knativeContainer = z.strictObject({
     .optional(),
   terminationMessagePath: z.string().optional(),
   terminationMessagePolicy: z.string().optional(),
-  volumeMounts: z.array(z.strictObject({ name: z.string(), mountPath: z.string(), readOnly: z.boolean().optional(), subPath: z.string().optional() })).optional(),
+  volumeMounts: z
+    .array(
+      z.strictObject({
+        name: z.string(),
+        mountPath: z.string(),
+        readOnly: z.boolean().optional(),
+        subPath: z.string().optional(),
+      }),
+    )
+    .optional(),
 });
 
 /** VolumeSourceMask: Secret, ConfigMap and projected volumes only (emptyDir needs a feature flag). */

@@ -29,7 +29,11 @@ export function kustomize(dir: Kustomization): K8sObject[] {
   if (cached) return cached;
   let yaml: string;
   try {
-    yaml = execFileSync("kubectl", ["kustomize", dir], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    yaml = execFileSync("kubectl", ["kustomize", dir], {
+      cwd: REPO,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new Error(KUBECTL_MISSING);
     throw new Error(`kubectl kustomize ${dir} failed:\n${(err as { stderr?: string }).stderr ?? String(err)}`);
@@ -40,8 +44,11 @@ export function kustomize(dir: Kustomization): K8sObject[] {
 }
 
 export function findObject(objects: readonly K8sObject[], kind: string, name: string, group?: string): K8sObject {
-  const found = objects.filter((o) => o.kind === kind && o.metadata.name === name && (group === undefined || groupOf(o.apiVersion) === group));
-  if (found.length !== 1) throw new Error(`expected one ${kind} ${name}${group ? ` (${group})` : ""}, found ${found.length}`);
+  const found = objects.filter(
+    (o) => o.kind === kind && o.metadata.name === name && (group === undefined || groupOf(o.apiVersion) === group),
+  );
+  if (found.length !== 1)
+    throw new Error(`expected one ${kind} ${name}${group ? ` (${group})` : ""}, found ${found.length}`);
   return found[0]!;
 }
 

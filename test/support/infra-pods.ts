@@ -25,7 +25,10 @@ export interface Container {
   command?: string[];
   args?: string[];
   env?: EnvVar[];
-  envFrom?: Array<{ configMapRef?: { name: string; optional?: boolean }; secretRef?: { name: string; optional?: boolean } }>;
+  envFrom?: Array<{
+    configMapRef?: { name: string; optional?: boolean };
+    secretRef?: { name: string; optional?: boolean };
+  }>;
   ports?: Array<{ name?: string; containerPort: number; hostPort?: number; hostIP?: string; protocol?: string }>;
   volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
   livenessProbe?: { httpGet?: { path: string; port: string | number } };
@@ -84,13 +87,19 @@ export class PodView {
       | (K8sObject & { data?: Record<string, string>; stringData?: Record<string, string> })
       | undefined;
     if (!o) return kind === "Secret" ? this.external[name] : undefined;
-    const data = Object.fromEntries(Object.entries(o.data ?? {}).map(([k, v]) => [k, kind === "Secret" ? Buffer.from(v, "base64").toString("utf8") : v]));
+    const data = Object.fromEntries(
+      Object.entries(o.data ?? {}).map(([k, v]) => [
+        k,
+        kind === "Secret" ? Buffer.from(v, "base64").toString("utf8") : v,
+      ]),
+    );
     return { ...data, ...(o.stringData ?? {}) };
   }
 
   private ref(kind: "ConfigMap" | "Secret", ref: KeyRef): string | undefined {
     const value = this.source(kind, ref.name)?.[ref.key];
-    if (value === undefined && !ref.optional) throw new Error(`${kind} ${ref.name} has no key ${ref.key}, and the reference is not optional`);
+    if (value === undefined && !ref.optional)
+      throw new Error(`${kind} ${ref.name} has no key ${ref.key}, and the reference is not optional`);
     return value;
   }
 
@@ -98,7 +107,12 @@ export class PodView {
    * The container's environment. `files` maps each Secret/ConfigMap volume mount onto a directory
    * below `root` (written there), and rewrites variables that point into a mount to match.
    */
-  env(pod: PodSpec, container: Container, fieldRefs: Readonly<Record<string, string>> = {}, root?: string): Record<string, string> {
+  env(
+    pod: PodSpec,
+    container: Container,
+    fieldRefs: Readonly<Record<string, string>> = {},
+    root?: string,
+  ): Record<string, string> {
     const env: Record<string, string> = {};
     for (const from of container.envFrom ?? []) {
       const ref = from.configMapRef ?? from.secretRef!;
@@ -132,7 +146,11 @@ export class PodView {
     const written: string[] = [];
     for (const mount of container.volumeMounts ?? []) {
       const volume = pod.volumes?.find((v) => v.name === mount.name);
-      const ref = volume?.secret ? { kind: "Secret" as const, name: volume.secret.secretName, items: volume.secret.items } : volume?.configMap ? { kind: "ConfigMap" as const, ...volume.configMap } : undefined;
+      const ref = volume?.secret
+        ? { kind: "Secret" as const, name: volume.secret.secretName, items: volume.secret.items }
+        : volume?.configMap
+          ? { kind: "ConfigMap" as const, ...volume.configMap }
+          : undefined;
       if (!ref) continue;
       const data = this.source(ref.kind, ref.name);
       if (!data) throw new Error(`volume ${mount.name} mounts ${ref.kind} ${ref.name}, which does not exist`);

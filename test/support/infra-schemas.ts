@@ -29,7 +29,11 @@ export async function validateObject(o: K8sObject): Promise<void> {
   }
   schema.parse(o);
   if (key !== "serving.knative.dev/v1/Service") return;
-  const { containerConcurrency: _c, timeoutSeconds: _t, ...podSpec } = (o as unknown as { spec: { template: { spec: Record<string, unknown> } } }).spec.template.spec;
+  const {
+    containerConcurrency: _c,
+    timeoutSeconds: _t,
+    ...podSpec
+  } = (o as unknown as { spec: { template: { spec: Record<string, unknown> } } }).spec.template.spec;
   for (const c of podSpec.containers as unknown[]) knativeContainer.parse(c);
   for (const v of (podSpec.volumes as unknown[] | undefined) ?? []) knativeVolume.parse(v);
   new (await modelClass("v1", "IoK8sApiCoreV1PodSpec"))(podSpec).validate();

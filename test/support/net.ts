@@ -37,7 +37,10 @@ export async function echoBackend(name: string, port = 0): Promise<EchoBackend> 
 export async function tcpGreeter(name: string): Promise<{ port: number; close(): Promise<void> }> {
   const server = createTcpServer((sock) => sock.end(`${name}\n`));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { port: (server.address() as AddressInfo).port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 export interface HttpAnswer {
@@ -49,12 +52,15 @@ export interface HttpAnswer {
 /** One HTTP/1.1 request without connection reuse, so every request sees the current config. */
 export function httpGet(port: number, path: string, headers: Record<string, string> = {}): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, path, headers: { connection: "close", ...headers }, agent: false }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => (body += c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
-    });
+    const req = request(
+      { host: "127.0.0.1", port, path, headers: { connection: "close", ...headers }, agent: false },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+      },
+    );
     req.on("error", reject);
     req.setTimeout(5000, () => req.destroy(new Error(`GET ${path} on :${port} timed out`)));
     req.end();
@@ -71,7 +77,8 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -4,7 +4,12 @@
  */
 
 import { createServer as createHttpServer, request, type IncomingHttpHeaders } from "node:http";
-import { connect as h2connect, createSecureServer, createServer as createH2Server, type ServerHttp2Stream } from "node:http2";
+import {
+  connect as h2connect,
+  createSecureServer,
+  createServer as createH2Server,
+  type ServerHttp2Stream,
+} from "node:http2";
 import type { TLSSocket } from "node:tls";
 import { createServer as createTcpServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { readFileSync } from "node:fs";
@@ -55,10 +60,13 @@ export async function appPod(name: string): Promise<AppPod> {
     }
     pod.inFlight++;
     pod.maxInFlight = Math.max(pod.maxInFlight, pod.inFlight);
-    setTimeout(() => {
-      pod.inFlight--;
-      res.end(`${name} ${req.url}`);
-    }, Number(url.searchParams.get("ms") ?? 0));
+    setTimeout(
+      () => {
+        pod.inFlight--;
+        res.end(`${name} ${req.url}`);
+      },
+      Number(url.searchParams.get("ms") ?? 0),
+    );
   });
   server.on("upgrade", (_req, socket: Socket) => {
     socket.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n");
@@ -66,7 +74,14 @@ export async function appPod(name: string): Promise<AppPod> {
     socket.on("error", () => {});
   });
   const sockets = track(server);
-  const pod: AppPod = { name, port: await listen(server), health: 200, inFlight: 0, maxInFlight: 0, close: closer(server, sockets) };
+  const pod: AppPod = {
+    name,
+    port: await listen(server),
+    health: 200,
+    inFlight: 0,
+    maxInFlight: 0,
+    close: closer(server, sockets),
+  };
   return pod;
 }
 
@@ -107,7 +122,9 @@ export async function proxyProtocolPod(): Promise<Pod & { headers: string[] }> {
         buf = parsed.rest;
       }
       if (buf.includes("\r\n\r\n")) {
-        sock.end(`HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(source)}\r\nconnection: close\r\n\r\n${source}`);
+        sock.end(
+          `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(source)}\r\nconnection: close\r\n\r\n${source}`,
+        );
       }
     });
   });
@@ -122,7 +139,9 @@ export async function h2Pod(): Promise<Pod & { versions: string[] }> {
   server.on("stream", (stream: ServerHttp2Stream, headers) => {
     versions.push("2");
     stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
-    stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0", "grpc-message": `path ${headers[":path"]}` }));
+    stream.on("wantTrailers", () =>
+      stream.sendTrailers({ "grpc-status": "0", "grpc-message": `path ${headers[":path"]}` }),
+    );
     stream.end("h2 pod");
   });
   const sockets = track(server);
@@ -149,11 +168,22 @@ export interface Answer {
 }
 
 /** One HTTP/1.1 request from a chosen loopback address (127.0.0.2 is as local as 127.0.0.1 on Linux). */
-export function get(port: number, path: string, opts: { from?: string; host?: string; timeoutMs?: number } = {}): Promise<Answer> {
+export function get(
+  port: number,
+  path: string,
+  opts: { from?: string; host?: string; timeoutMs?: number } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     let local = "";
     const req = request(
-      { host: "127.0.0.1", port, path, localAddress: opts.from ?? "127.0.0.1", agent: false, headers: { connection: "close", ...(opts.host ? { host: opts.host } : {}) } },
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        localAddress: opts.from ?? "127.0.0.1",
+        agent: false,
+        headers: { connection: "close", ...(opts.host ? { host: opts.host } : {}) },
+      },
       (res) => {
         let body = "";
         res.setEncoding("utf8");
@@ -169,11 +199,19 @@ export function get(port: number, path: string, opts: { from?: string; host?: st
 }
 
 /** An HTTP/2 cleartext request to HAProxy (it detects the preface on a plain bind): status, body and trailers. */
-export function h2Get(port: number, path: string): Promise<{ status: number; body: string; trailers: Record<string, unknown> }> {
+export function h2Get(
+  port: number,
+  path: string,
+): Promise<{ status: number; body: string; trailers: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const session = h2connect(`http://127.0.0.1:${port}`);
     session.on("error", reject);
-    const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" });
+    const stream = session.request({
+      ":method": "POST",
+      ":path": path,
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
     let status = 0;
     let body = "";
     let trailers: Record<string, unknown> = {};

@@ -133,7 +133,10 @@ export async function runRollout(d: RolloutDriver, initial: string[], steps: Rol
   const reloadsBefore = await d.reloads();
   const keepAlive: RolloutTally = { ok: 0, atZero: 0, failed: [] };
   const fresh: RolloutTally = { ok: 0, atZero: 0, failed: [] };
-  const clients = [...Array.from({ length: perKind }, () => client(keepAliveAgent, keepAlive)), ...Array.from({ length: perKind }, () => client(false, fresh))];
+  const clients = [
+    ...Array.from({ length: perKind }, () => client(keepAliveAgent, keepAlive)),
+    ...Array.from({ length: perKind }, () => client(false, fresh)),
+  ];
   try {
     let pending: { key: string; generation: number } | null = null;
     const waitApplied = async (p: { key: string; generation: number }) => {

@@ -49,7 +49,9 @@ for (let run = 1; run <= runs; run++) {
   const started = performance.now();
   const code = await new Promise<number>((resolve, reject) => {
     const out = createWriteStream(log);
-    const child = spawn(vitest, ["run", ...vitestArgs, "--reporter=json", `--outputFile=${report}`], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(vitest, ["run", ...vitestArgs, "--reporter=json", `--outputFile=${report}`], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     child.stdout.pipe(out, { end: false });
     child.stderr.pipe(out, { end: false });
     child.on("error", reject);
@@ -85,7 +87,9 @@ for (let run = 1; run <= runs; run++) {
     note("(a run without a report)", `vitest exited ${code}; see ${log}`);
   }
   if (code !== 0 || problems > 0) failedRuns++;
-  console.log(`run ${run}/${runs}: ${code === 0 && problems === 0 ? "passed" : "FAILED"} (${passedTests} passed, ${failedTests} failed, ${seconds} s)`);
+  console.log(
+    `run ${run}/${runs}: ${code === 0 && problems === 0 ? "passed" : "FAILED"} (${passedTests} passed, ${failedTests} failed, ${seconds} s)`,
+  );
 }
 
 console.log(`\n${runs - failedRuns} of ${runs} run(s) passed`);

@@ -19,14 +19,45 @@ function openssl(args: string[], cwd: string): void {
 /** A throw-away CA with a server certificate for `serverName` and one client certificate, made with openssl. */
 export function makePki(dir: string, serverName = "lb.test"): TestPki {
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  openssl(["req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=servicelb test CA", "-days", "2"], dir);
-  for (const [name, cn] of [["server", serverName], ["client", "client"]] as const) {
+  openssl(
+    ["req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=servicelb test CA", "-days", "2"],
+    dir,
+  );
+  for (const [name, cn] of [
+    ["server", serverName],
+    ["client", "client"],
+  ] as const) {
     openssl(["req", ...ec, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${cn}`], dir);
-    writeFileSync(join(dir, `${name}.ext`), name === "server" ? `subjectAltName=DNS:${serverName}\n` : "extendedKeyUsage=clientAuth\n");
-    openssl(["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", `${name}.crt`, "-days", "2", "-extfile", `${name}.ext`], dir);
+    writeFileSync(
+      join(dir, `${name}.ext`),
+      name === "server" ? `subjectAltName=DNS:${serverName}\n` : "extendedKeyUsage=clientAuth\n",
+    );
+    openssl(
+      [
+        "x509",
+        "-req",
+        "-in",
+        `${name}.csr`,
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        `${name}.crt`,
+        "-days",
+        "2",
+        "-extfile",
+        `${name}.ext`,
+      ],
+      dir,
+    );
   }
   const serverPem = join(dir, "server.pem");
-  writeFileSync(serverPem, readFileSync(join(dir, "server.crt"), "utf8") + readFileSync(join(dir, "server.key"), "utf8"));
+  writeFileSync(
+    serverPem,
+    readFileSync(join(dir, "server.crt"), "utf8") + readFileSync(join(dir, "server.key"), "utf8"),
+  );
   return {
     caFile: join(dir, "ca.crt"),
     serverPem,

@@ -23,7 +23,12 @@ backend default_web_80 from http_defaults
 ${slots.map((a, i) => `    server s${i + 1} ${a ?? "127.0.0.1:1 disabled"}`).join("\n")}
 `;
 
-const stored = (n: number, text: string): StoredConfig => ({ key: `configs/${String(n).padStart(20, "0")}-${sha256(text).slice(0, 16)}.cfg`, revision: String(n), sha256: sha256(text), config: text });
+const stored = (n: number, text: string): StoredConfig => ({
+  key: `configs/${String(n).padStart(20, "0")}-${sha256(text).slice(0, 16)}.cfg`,
+  revision: String(n),
+  sha256: sha256(text),
+  config: text,
+});
 
 /** A `haproxy -c` whose verdicts the test hands out, one per call, in call order. */
 function gatedCheck() {
@@ -61,13 +66,25 @@ function world(runtimeFails?: (command: string) => boolean) {
       if (runtimeFails?.(text)) throw new Error(`HAProxy runtime API: "${text}" failed`);
       commands.push(text);
     },
-    serversState: async () => "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord\n",
+    serversState: async () =>
+      "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord\n",
   };
   let reloads = 0;
   const configPath = join(dir, "haproxy.cfg");
   const applier = new Applier({
     store: {
-      history: async () => [...configs].reverse().map((c) => ({ key: c.key, epoch: 0, revision: c.revision, seq: 0, sha256Prefix: c.sha256.slice(0, 16), size: c.config.length, lastModified: new Date() })),
+      history: async () =>
+        [...configs]
+          .reverse()
+          .map((c) => ({
+            key: c.key,
+            epoch: 0,
+            revision: c.revision,
+            seq: 0,
+            sha256Prefix: c.sha256.slice(0, 16),
+            size: c.config.length,
+            lastModified: new Date(),
+          })),
       get: async (key) => configs.find((c) => c.key === key)!,
       getPin: async () => null,
     },
@@ -162,12 +179,18 @@ describe("Applier with faked HAProxy ports", () => {
     // The file's config, reloaded: every slot as the last good config says.
     expect(w.reloads()).toBe(1);
     expect(readFileSync(w.configPath, "utf8")).toBe(first.config);
-    expect(w.applier.status()).toMatchObject({ applied: { key: first.key }, lastError: { stage: "check", key: moved.key } });
+    expect(w.applier.status()).toMatchObject({
+      applied: { key: first.key },
+      lastError: { stage: "check", key: moved.key },
+    });
     // The next endpoint change goes through the runtime API again.
     const next = stored(3, config(["10.0.0.1:80", "10.0.0.3:80"]));
     w.configs.push(next);
     await w.applier.sync();
-    expect(w.commands.slice(-2)).toEqual(["set server default_web_80/s2 addr 10.0.0.3 port 80", "set server default_web_80/s2 state ready"]);
+    expect(w.commands.slice(-2)).toEqual([
+      "set server default_web_80/s2 addr 10.0.0.3 port 80",
+      "set server default_web_80/s2 state ready",
+    ]);
     expect(w.applier.status().applied).toMatchObject({ key: next.key, how: "runtime" });
   });
 

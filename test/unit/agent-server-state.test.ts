@@ -25,8 +25,10 @@ backend web from http_defaults
 `;
 
 // `show servers state` as HAProxy 2.6.12 prints it (columns abridged after srv_port).
-const header = "# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord";
-const row = (srv: string, addr: string, port: number, be = "web", op = 2) => `3 ${be} 1 ${srv} ${addr} ${op} 0 1 1 5 6 3 4 6 0 0 0 - ${port} -`;
+const header =
+  "# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord";
+const row = (srv: string, addr: string, port: number, be = "web", op = 2) =>
+  `3 ${be} 1 ${srv} ${addr} ${op} 0 1 1 5 6 3 4 6 0 0 0 - ${port} -`;
 
 describe("config facts", () => {
   it("finds the runtime API socket and the server-state file in the global section only", () => {
@@ -47,12 +49,27 @@ describe("config facts", () => {
 
 describe("serverStateFor", () => {
   it("keeps the saved state of servers that stay the same endpoint and drops every other line", () => {
-    const dump = ["1", header, row("s1", "10.0.0.1", 8080), row("s2", "127.0.0.1", 1), row("s3", "fd00::7", 8080), row("s1", "10.0.0.1", 8080, "gone")].join("\n");
-    expect(serverStateFor(dump, config)).toBe(["1", header, row("s1", "10.0.0.1", 8080), row("s2", "127.0.0.1", 1), row("s3", "fd00::7", 8080), ""].join("\n"));
+    const dump = [
+      "1",
+      header,
+      row("s1", "10.0.0.1", 8080),
+      row("s2", "127.0.0.1", 1),
+      row("s3", "fd00::7", 8080),
+      row("s1", "10.0.0.1", 8080, "gone"),
+    ].join("\n");
+    expect(serverStateFor(dump, config)).toBe(
+      ["1", header, row("s1", "10.0.0.1", 8080), row("s2", "127.0.0.1", 1), row("s3", "fd00::7", 8080), ""].join("\n"),
+    );
   });
 
   it("drops a server whose port or address changed: HAProxy 2.6 would apply the saved port over the config's", () => {
-    const dump = ["1", header, row("s1", "10.0.0.1", 9090), row("s2", "10.0.0.2", 8080), row("s3", "fd00::7", 8080)].join("\n");
+    const dump = [
+      "1",
+      header,
+      row("s1", "10.0.0.1", 9090),
+      row("s2", "10.0.0.2", 8080),
+      row("s3", "fd00::7", 8080),
+    ].join("\n");
     expect(serverStateFor(dump, config)).toBe(["1", header, row("s3", "fd00::7", 8080), ""].join("\n"));
   });
 

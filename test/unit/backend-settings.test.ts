@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_BACKEND_SETTINGS, parseBackendSettings, parseHttpCheck, settingsFor, SETTING_ANNOTATIONS as A } from "../../shared/core/backend-settings.js";
+import {
+  DEFAULT_BACKEND_SETTINGS,
+  parseBackendSettings,
+  parseHttpCheck,
+  settingsFor,
+  SETTING_ANNOTATIONS as A,
+} from "../../shared/core/backend-settings.js";
 import { parseSourceRanges } from "../../shared/core/source-ranges.js";
 import { parseTimeout } from "../../shared/core/haproxy-time.js";
 import { buildModel } from "../../shared/core/build-model.js";
@@ -17,7 +23,20 @@ describe("grammars", () => {
     ["1d", "1d"],
   ])("timeout %s is %s", (raw, out) => expect(parseTimeout(raw)).toBe(out));
 
-  it.each(["", "0s", "30", "25h", "2d", "1.5s", "30 s", "30S", "-1s", "10us", "1s\n    server x 1.2.3.4:80", "9999999999ms"])("timeout %j is refused", (raw) => {
+  it.each([
+    "",
+    "0s",
+    "30",
+    "25h",
+    "2d",
+    "1.5s",
+    "30 s",
+    "30S",
+    "-1s",
+    "10us",
+    "1s\n    server x 1.2.3.4:80",
+    "9999999999ms",
+  ])("timeout %j is refused", (raw) => {
     expect(parseTimeout(raw)).toBeNull();
   });
 
@@ -28,15 +47,45 @@ describe("grammars", () => {
     ["/a/b/ 200", { uri: "/a/b/", status: 200 }],
   ])("check %j", (raw, out) => expect(parseHttpCheck(raw)).toEqual(out));
 
-  it.each(["healthz", "/h 99", "/h 600", "/h  200", "/h 200 ", "/h#x", "/h\n    option x", "/h\"", "/${HOME}", "/%zz", "/a b", `/${"x".repeat(300)}`])("check %j is refused", (raw) => {
+  it.each([
+    "healthz",
+    "/h 99",
+    "/h 600",
+    "/h  200",
+    "/h 200 ",
+    "/h#x",
+    "/h\n    option x",
+    '/h"',
+    "/${HOME}",
+    "/%zz",
+    "/a b",
+    `/${"x".repeat(300)}`,
+  ])("check %j is refused", (raw) => {
     expect(parseHttpCheck(raw)).toHaveProperty("error");
   });
 
   it("source ranges: IPv4 and IPv6, addresses and CIDRs, spaces around commas, duplicates once, IPv6 lower-cased", () => {
-    expect(parseSourceRanges("10.0.0.0/8, 192.168.1.7 ,FD00::/8,2001:db8::1/128,10.0.0.0/8")).toEqual(["10.0.0.0/8", "192.168.1.7", "fd00::/8", "2001:db8::1/128"]);
+    expect(parseSourceRanges("10.0.0.0/8, 192.168.1.7 ,FD00::/8,2001:db8::1/128,10.0.0.0/8")).toEqual([
+      "10.0.0.0/8",
+      "192.168.1.7",
+      "fd00::/8",
+      "2001:db8::1/128",
+    ]);
   });
 
-  it.each(["", "10.0.0.0/33", "fd00::/129", "010.0.0.1", "10.0.0.0/08", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.0/8,", "10.0.0.0/8 10.1.0.0/16", "host.example", "10.0.0.0/8\n"])("source range %j is refused", (raw) => {
+  it.each([
+    "",
+    "10.0.0.0/33",
+    "fd00::/129",
+    "010.0.0.1",
+    "10.0.0.0/08",
+    "fe80::1%eth0",
+    "::ffff:10.0.0.1",
+    "10.0.0.0/8,",
+    "10.0.0.0/8 10.1.0.0/16",
+    "host.example",
+    "10.0.0.0/8\n",
+  ])("source range %j is refused", (raw) => {
     expect(parseSourceRanges(raw)).toHaveProperty("error");
   });
 
@@ -103,7 +152,10 @@ describe("parseBackendSettings", () => {
     [A.sslRedirectCode, "300"],
     [A.rateLimitStatus, "418"],
   ])("an invalid %s (%j) is ignored with a warning naming it", (annotation, value) => {
-    const { settings, warnings } = parseBackendSettings({ [annotation]: value, [A.rateLimitRps]: annotation === A.rateLimitStatus ? "5" : (value as string) }, true);
+    const { settings, warnings } = parseBackendSettings(
+      { [annotation]: value, [A.rateLimitRps]: annotation === A.rateLimitStatus ? "5" : (value as string) },
+      true,
+    );
     expect(warnings.map((w) => w.annotation)).toContain(annotation);
     expect(warnings.find((w) => w.annotation === annotation)!.message).toMatch(/ignored$/);
     if (annotation === A.rateLimitStatus) expect(settings.rateLimit).toEqual({ rps: 5, status: 429 });
@@ -141,8 +193,22 @@ describe("in the model", () => {
     buildModel(
       snapshotFromDocuments([
         list([
-          service("db", [{ port: 80, name: "web" }, { port: 3306, name: "sql" }], { annotations }),
-          slice("db", [{ name: "web", port: 8080 }, { name: "sql", port: 3306 }], ["10.0.0.1"]),
+          service(
+            "db",
+            [
+              { port: 80, name: "web" },
+              { port: 3306, name: "sql" },
+            ],
+            { annotations },
+          ),
+          slice(
+            "db",
+            [
+              { name: "web", port: 8080 },
+              { name: "sql", port: 3306 },
+            ],
+            ["10.0.0.1"],
+          ),
         ]),
       ]),
       options,
@@ -152,22 +218,47 @@ describe("in the model", () => {
     const m = build({ [A.rateLimitRps]: "5", [A.timeoutClient]: "2h", [A.timeoutServer]: "1m", [A.maxconn]: "oops" });
     const web = m.backends.find((b) => b.name === "default_db_80")!;
     const sql = m.backends.find((b) => b.name === "default_db_3306")!;
-    expect(web.settings).toMatchObject({ rateLimit: { rps: 5 }, timeoutClient: null, timeoutServer: "1m", maxconn: null });
+    expect(web.settings).toMatchObject({
+      rateLimit: { rps: 5 },
+      timeoutClient: null,
+      timeoutServer: "1m",
+      maxconn: null,
+    });
     expect(sql.settings).toMatchObject({ rateLimit: null, timeoutClient: "2h", timeoutServer: "1m" });
-    expect(m.tcpFrontends).toEqual([{ name: "tcp_default_db_3306", port: 3306, backend: "default_db_3306", timeoutClient: "2h" }]);
+    expect(m.tcpFrontends).toEqual([
+      { name: "tcp_default_db_3306", port: 3306, backend: "default_db_3306", timeoutClient: "2h" },
+    ]);
     expect(m.warnings).toEqual([
       { service: "default/db", annotation: A.maxconn, message: '"oops" is not an integer from 1 to 100000; ignored' },
-      { service: "default/db", port: 80, annotation: A.timeoutClient, message: expect.stringMatching(/^ignored on this port: HTTP Services share the HTTP frontend/) },
-      { service: "default/db", port: 3306, annotation: A.rateLimitRps, message: "ignored on this port: applies to HTTP ports only" },
+      {
+        service: "default/db",
+        port: 80,
+        annotation: A.timeoutClient,
+        message: expect.stringMatching(/^ignored on this port: HTTP Services share the HTTP frontend/),
+      },
+      {
+        service: "default/db",
+        port: 3306,
+        annotation: A.rateLimitRps,
+        message: "ignored on this port: applies to HTTP ports only",
+      },
     ]);
   });
 
   it("lb.sslTerm routes redirect with lb.ssl-redirect-code, or serve both frontends with lb.ssl-redirect: false", () => {
     const redirect = build({ "serviceloadbalancer/lb.sslTerm": "true", [A.sslRedirectCode]: "302" });
-    expect(redirect.httpRoutes).toEqual([{ backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "https-redirect", redirectCode: 302 }]);
-    expect(redirect.httpsRoutes).toEqual([{ backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "route" }]);
+    expect(redirect.httpRoutes).toEqual([
+      { backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "https-redirect", redirectCode: 302 },
+    ]);
+    expect(redirect.httpsRoutes).toEqual([
+      { backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "route" },
+    ]);
     const both = build({ "serviceloadbalancer/lb.sslTerm": "true", [A.sslRedirect]: "false" });
-    expect(both.httpRoutes).toEqual([{ backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "route-and-https" }]);
-    expect(both.httpsRoutes).toEqual([{ backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "route" }]);
+    expect(both.httpRoutes).toEqual([
+      { backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "route-and-https" },
+    ]);
+    expect(both.httpsRoutes).toEqual([
+      { backend: "default_db_80", match: { kind: "path", prefix: "/db" }, action: "route" },
+    ]);
   });
 });

@@ -93,36 +93,60 @@ describe("diffConfigs", () => {
 
   it("an IPv4 slot may move to IPv6 and back", () => {
     const next = edit("10.0.0.1:8080", "[2001:db8::7]:8080");
-    expect(diffConfigs(base, next)).toMatchObject({ kind: "runtime", changes: [{ server: "s1", to: { address: "2001:db8::7" } }] });
-    expect(diffConfigs(next, base)).toMatchObject({ kind: "runtime", changes: [{ server: "s1", to: { address: "10.0.0.1" } }] });
+    expect(diffConfigs(base, next)).toMatchObject({
+      kind: "runtime",
+      changes: [{ server: "s1", to: { address: "2001:db8::7" } }],
+    });
+    expect(diffConfigs(next, base)).toMatchObject({
+      kind: "runtime",
+      changes: [{ server: "s1", to: { address: "10.0.0.1" } }],
+    });
   });
 
   it("an added server needs a reload", () => {
-    const next = edit("    server s4 127.0.0.1:1 disabled\n", "    server s4 127.0.0.1:1 disabled\n    server s5 10.0.0.4:8080\n");
+    const next = edit(
+      "    server s4 127.0.0.1:1 disabled\n",
+      "    server s4 127.0.0.1:1 disabled\n    server s5 10.0.0.4:8080\n",
+    );
     const d = diffConfigs(base, next);
     expect(d.kind).toBe("reload");
-    expect(d.kind === "reload" && d.reason).toMatch(/^line 19 differs: "" -> "    server s5 10\.0\.0\.4:8080/);
+    expect(d.kind === "reload" && d.reason).toMatch(/^line 19 differs: "" -> " {4}server s5 10\.0\.0\.4:8080/);
   });
 
   it("a changed server parameter needs a reload, even with an address change", () => {
     const cookie = diffConfigs(base, edit("10.0.1.1:9000 cookie abcd1234", "10.0.1.5:9000 cookie 99999999"));
-    expect(cookie).toEqual({ kind: "reload", reason: 'line 21: server shop_api_8080/s1 parameters changed: "cookie abcd1234" -> "cookie 99999999"' });
-    const inter = diffConfigs(base, edit("    server s1 10.0.0.1:8080\n", "    server s1 10.0.0.1:8080 check inter 3s\n"));
+    expect(cookie).toEqual({
+      kind: "reload",
+      reason: 'line 21: server shop_api_8080/s1 parameters changed: "cookie abcd1234" -> "cookie 99999999"',
+    });
+    const inter = diffConfigs(
+      base,
+      edit("    server s1 10.0.0.1:8080\n", "    server s1 10.0.0.1:8080 check inter 3s\n"),
+    );
     expect(inter.kind).toBe("reload");
   });
 
   it("a changed non-server line needs a reload, with its line number and content", () => {
     const d = diffConfigs(base, edit("    balance roundrobin", "    balance leastconn"));
-    expect(d).toEqual({ kind: "reload", reason: 'line 14 differs: "    balance roundrobin" -> "    balance leastconn"' });
+    expect(d).toEqual({
+      kind: "reload",
+      reason: 'line 14 differs: "    balance roundrobin" -> "    balance leastconn"',
+    });
   });
 
   it("an added backend needs a reload", () => {
     const next = `${base}\nbackend extra_80 from http_defaults\n    server s1 10.0.2.1:80\n`;
-    expect(diffConfigs(base, next)).toMatchObject({ kind: "reload", reason: expect.stringMatching(/^line 24 added: "backend extra_80 from http_defaults"$/) });
+    expect(diffConfigs(base, next)).toMatchObject({
+      kind: "reload",
+      reason: expect.stringMatching(/^line 24 added: "backend extra_80 from http_defaults"$/),
+    });
   });
 
   it("a removed trailing line needs a reload", () => {
-    expect(diffConfigs(base, base.replace(/\n$/, ""))).toMatchObject({ kind: "reload", reason: expect.stringMatching(/^line 23 removed: ""$/) });
+    expect(diffConfigs(base, base.replace(/\n$/, ""))).toMatchObject({
+      kind: "reload",
+      reason: expect.stringMatching(/^line 23 removed: ""$/),
+    });
   });
 
   it("reordered servers need a reload", () => {
@@ -130,7 +154,10 @@ describe("diffConfigs", () => {
       "    server s1 10.0.1.1:9000 cookie abcd1234\n    server s2 10.0.1.2:9000 cookie 0123beef",
       "    server s2 10.0.1.2:9000 cookie 0123beef\n    server s1 10.0.1.1:9000 cookie abcd1234",
     );
-    expect(diffConfigs(base, next)).toEqual({ kind: "reload", reason: "line 21: server shop_api_8080/s1 replaced by s2" });
+    expect(diffConfigs(base, next)).toEqual({
+      kind: "reload",
+      reason: "line 21: server shop_api_8080/s1 replaced by s2",
+    });
   });
 
   it("server lines outside backend sections are never changed at runtime", () => {
@@ -140,7 +167,11 @@ describe("diffConfigs", () => {
 
   it("server lines that are not our template's shape need a reload", () => {
     // A hostname, different indentation, a trailing space: not recognised, so never applied at runtime.
-    for (const to of ["    server s1 web.local:8080\n", "  server s1 10.0.0.2:8080\n", "    server s1 10.0.0.2:8080 \n"]) {
+    for (const to of [
+      "    server s1 web.local:8080\n",
+      "  server s1 10.0.0.2:8080\n",
+      "    server s1 10.0.0.2:8080 \n",
+    ]) {
       expect(diffConfigs(base, edit("    server s1 10.0.0.1:8080\n", to)).kind).toBe("reload");
     }
   });
@@ -185,11 +216,18 @@ describe("the contract between the built-in templates and the agent", () => {
     const renderer = new Renderer(loadTemplates());
     const text = readFileSync(join(import.meta.dirname, "..", "golden", "settings.yaml"), "utf8");
     const before = renderSnapshot(parseSnapshot(text), options, renderer).config;
-    const after = renderSnapshot(parseSnapshot(text.replace("10.0.2.1", "10.0.2.9").replace("10.0.4.1", "10.0.4.7")), options, renderer).config;
+    const after = renderSnapshot(
+      parseSnapshot(text.replace("10.0.2.1", "10.0.2.9").replace("10.0.4.1", "10.0.4.7")),
+      options,
+      renderer,
+    ).config;
     expect(before).toContain("    default-server maxconn 50 send-proxy-v2 check-send-proxy\n");
     const diff = diffConfigs(before, after);
     expect(diff.kind).toBe("runtime");
-    const added = diff.kind === "runtime" ? diff.changes.filter((c) => c.to.enabled).map((c) => `${c.backend} ${c.to.address}`) : [];
+    const added =
+      diff.kind === "runtime"
+        ? diff.changes.filter((c) => c.to.enabled).map((c) => `${c.backend} ${c.to.address}`)
+        : [];
     expect(added.sort()).toEqual(["shop_api_80 10.0.2.9", "shop_legacy_80 10.0.4.7"]);
   });
 });

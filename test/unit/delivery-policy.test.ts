@@ -21,7 +21,11 @@ describe("deliveryGate", () => {
   it("haproxy-ingress: waits 200 ms, then at most one update every 2 s, each delivering the newest event of its burst", async () => {
     const got: Array<[number, number]> = [];
     const start = Date.now();
-    const gate = deliveryGate<number>(DELIVERY_POLICIES["haproxy-ingress"], (e) => got.push([e, Date.now() - start]), clock);
+    const gate = deliveryGate<number>(
+      DELIVERY_POLICIES["haproxy-ingress"],
+      (e) => got.push([e, Date.now() - start]),
+      clock,
+    );
     gate.offer(1);
     await vi.advanceTimersByTimeAsync(199);
     expect(got).toEqual([]);
@@ -34,7 +38,10 @@ describe("deliveryGate", () => {
     await vi.advanceTimersByTimeAsync(1699);
     expect(got).toHaveLength(1);
     await vi.advanceTimersByTimeAsync(1);
-    expect(got).toEqual([[2, 200], [3, 2200]]);
+    expect(got).toEqual([
+      [2, 200],
+      [3, 2200],
+    ]);
     // A change long after the last update waits only the 200 ms.
     await vi.advanceTimersByTimeAsync(5000);
     gate.offer(4);
@@ -64,6 +71,8 @@ describe("deliveryGate", () => {
 
   it("names the policies it knows", () => {
     expect(parseDeliveryPolicy("haproxytech")).toEqual({ name: "haproxytech", periodMs: 5000 });
-    expect(() => parseDeliveryPolicy("nginx")).toThrow(/unknown delivery policy "nginx": one of servicelb, haproxy-ingress, haproxytech/);
+    expect(() => parseDeliveryPolicy("nginx")).toThrow(
+      /unknown delivery policy "nginx": one of servicelb, haproxy-ingress, haproxytech/,
+    );
   });
 });

@@ -5,7 +5,14 @@ import { compileFragment, plainFields } from "../../shared/core/fragment.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 
 const liquid = new Liquid({ templates: {} });
-const scalar = fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.constant(undefined), fc.constant(""));
+const scalar = fc.oneof(
+  fc.string(),
+  fc.integer(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.constant(undefined),
+  fc.constant(""),
+);
 
 describe("compiled fragments", () => {
   it("recognises plain fragments and refuses anything else", () => {
@@ -16,13 +23,17 @@ describe("compiled fragments", () => {
     expect(plainFields("{{ y.f }}", "x")).toBeNull();
   });
 
-  it.each(Object.entries(loadTemplates()).filter(([k]) => k !== "main"))("the built-in %s fragment is plain (fast path)", (_k, source) => {
-    const variable = /\{\{\s*(\w+)\./.exec(source)![1]!;
-    expect(plainFields(source, variable)).not.toBeNull();
-  });
+  it.each(Object.entries(loadTemplates()).filter(([k]) => k !== "main"))(
+    "the built-in %s fragment is plain (fast path)",
+    (_k, source) => {
+      const variable = /\{\{\s*(\w+)\./.exec(source)![1]!;
+      expect(plainFields(source, variable)).not.toBeNull();
+    },
+  );
 
   it("renders exactly what liquidjs renders, for any values", () => {
-    const source = "a{{ v.x }}b{% if v.y %}[{{ v.y }}]{% else %}none{% endif %}{% unless v.z %}!{% endunless %}{{ v.z }}\n";
+    const source =
+      "a{{ v.x }}b{% if v.y %}[{{ v.y }}]{% else %}none{% endif %}{% unless v.z %}!{% endunless %}{{ v.z }}\n";
     const template = liquid.parse(source);
     const fast = compileFragment(liquid, source, "v");
     fc.assert(

@@ -12,7 +12,14 @@ describe("loadFunctionSettings: reconcile settings", () => {
   it("has defaults that publish nowhere and ping nobody", () => {
     const s = loadFunctionSettings({});
     expect(s.store).toBeUndefined();
-    expect(s.notify).toEqual({ agents: [], agentService: undefined, agentPort: "agent", token: undefined, tokenFile: undefined, timeoutMs: 2000 });
+    expect(s.notify).toEqual({
+      agents: [],
+      agentService: undefined,
+      agentPort: "agent",
+      token: undefined,
+      tokenFile: undefined,
+      timeoutMs: 2000,
+    });
     expect(() => requireStore(s)).toThrow(/--store \/ SERVICELB_STORE is required/);
   });
 
@@ -31,7 +38,13 @@ describe("loadFunctionSettings: reconcile settings", () => {
       SERVICELB_NOTIFY_TOKEN_FILE: tokenFile,
       SERVICELB_NOTIFY_TIMEOUT_MS: "750",
     });
-    expect(s.store).toEqual({ url: "s3://configs/lb/prod", endpoint: "http://minio:9000", region: "eu-west-1", forcePathStyle: true, retain: 10 });
+    expect(s.store).toEqual({
+      url: "s3://configs/lb/prod",
+      endpoint: "http://minio:9000",
+      region: "eu-west-1",
+      forcePathStyle: true,
+      retain: 10,
+    });
     expect(s.notify).toEqual({
       agents: ["http://10.0.0.1:8081", "http://10.0.0.2:8081"],
       agentService: { namespace: "servicelb", name: "agent" },
@@ -43,7 +56,9 @@ describe("loadFunctionSettings: reconcile settings", () => {
   });
 
   it("falls back to AWS_REGION for the store region", () => {
-    expect(loadFunctionSettings({ SERVICELB_STORE: "s3://configs", AWS_REGION: "ap-south-1" }).store?.region).toBe("ap-south-1");
+    expect(loadFunctionSettings({ SERVICELB_STORE: "s3://configs", AWS_REGION: "ap-south-1" }).store?.region).toBe(
+      "ap-south-1",
+    );
   });
 
   it("takes typed values from the config file, variables and then flags winning", () => {

@@ -4,10 +4,19 @@ import { haproxyLineLevel } from "../../shared/agent/haproxy-lines.js";
 // Lines as HAProxy 2.6.12 prints them (captured from `haproxy -W` with a runtime maint/ready, a reload and a SIGINT).
 describe("HAProxy's stderr lines in the agent's log", () => {
   it.each([
-    ["[WARNING]  (18031) : Server b/s2 is going DOWN for maintenance. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.", "info"],
+    [
+      "[WARNING]  (18031) : Server b/s2 is going DOWN for maintenance. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.",
+      "info",
+    ],
     ["[WARNING]  (18031) : Server b/s2 is UP/READY (leaving forced maintenance).", "info"],
-    ["[WARNING]  (1934) : Server default_web_80/s3 enters drain state. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.", "info"],
-    ["[WARNING]  (18031) : Server b/s1 is UP, reason: Layer4 check passed, check duration: 0ms. 1 active and 0 backup servers online.", "info"],
+    [
+      "[WARNING]  (1934) : Server default_web_80/s3 enters drain state. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+      "info",
+    ],
+    [
+      "[WARNING]  (18031) : Server b/s1 is UP, reason: Layer4 check passed, check duration: 0ms. 1 active and 0 backup servers online.",
+      "info",
+    ],
     ["[WARNING]  (18028) : Former worker (18031) exited with code 0 (Exit)", "info"],
     ["[WARNING]  (18028) : Reexecuting Master process", "info"],
     ["[WARNING]  (18028) : Exiting Master process...", "info"],
@@ -21,11 +30,17 @@ describe("HAProxy's stderr lines in the agent's log", () => {
   ])("routine: %s", (line, level) => expect(haproxyLineLevel(line)).toBe(level));
 
   it.each([
-    ["[WARNING]  (18031) : Server b/s1 is DOWN, reason: Layer4 connection problem, info: \"Connection refused\", check duration: 0ms. 1 active and 0 backup servers left.", "warn"],
+    [
+      '[WARNING]  (18031) : Server b/s1 is DOWN, reason: Layer4 connection problem, info: "Connection refused", check duration: 0ms. 1 active and 0 backup servers left.',
+      "warn",
+    ],
     ["[ALERT]    (18031) : backend 'b' has no server available!", "warn"],
     ["[ALERT]    (18028) : Current worker (18074) exited with code 139 (Segmentation fault)", "error"],
     ["[WARNING]  (18028) : Former worker (18031) exited with code 134 (Aborted)", "warn"],
     ["[WARNING]  (18028) : All workers exited. Exiting... (139)", "warn"],
-    ["[ALERT]    (18028) : Starting frontend http: cannot bind socket (Address already in use) [127.0.0.1:8080]", "error"],
+    [
+      "[ALERT]    (18028) : Starting frontend http: cannot bind socket (Address already in use) [127.0.0.1:8080]",
+      "error",
+    ],
   ])("to act on: %s", (line, level) => expect(haproxyLineLevel(line)).toBe(level));
 });

@@ -7,7 +7,7 @@ describe("haproxyQuote", () => {
   });
 
   it("escapes what HAProxy would expand, end or interpret inside quotes", () => {
-    expect(haproxyQuote('a "b" \\ ${HOME} #c \'d\'')).toBe('"a \\"b\\" \\\\ \\${HOME} \\#c \\\'d\\\'"');
+    expect(haproxyQuote("a \"b\" \\ ${HOME} #c 'd'")).toBe('"a \\"b\\" \\\\ \\${HOME} \\#c \\\'d\\\'"');
     expect(haproxyQuote("line1\nline2\r\tend")).toBe('"line1\\nline2\\r\\tend"');
   });
 

@@ -28,7 +28,10 @@ describe("label selectors", () => {
     expect(matchesSelector(parseLabelSelector("toString"), {})).toBe(false);
   });
 
-  it.each(["app in (web)", "!app=web", "app=we b", "-app=x", "app=value_"])("refuses %j rather than half-supporting it", (text) => {
-    expect(() => parseLabelSelector(text)).toThrow(/label selector/);
-  });
+  it.each(["app in (web)", "!app=web", "app=we b", "-app=x", "app=value_"])(
+    "refuses %j rather than half-supporting it",
+    (text) => {
+      expect(() => parseLabelSelector(text)).toThrow(/label selector/);
+    },
+  );
 });

@@ -13,7 +13,9 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 function gnuDiff(a: string, b: string): string {
   writeFileSync(join(dir, "a"), a);
   writeFileSync(join(dir, "b"), b);
-  const r = spawnSync("diff", ["-u", "--label", "a", "--label", "b", join(dir, "a"), join(dir, "b")], { encoding: "utf8" });
+  const r = spawnSync("diff", ["-u", "--label", "a", "--label", "b", join(dir, "a"), join(dir, "b")], {
+    encoding: "utf8",
+  });
   return r.stdout;
 }
 
@@ -50,7 +52,9 @@ describe("unifiedDiff", () => {
   });
 
   it("always gives a patch that turns one text into the other", () => {
-    const text = fc.array(fc.constantFrom("a\n", "b\n", "c\n", "backend x\n", "  server s1\n", "\n"), { maxLength: 40 }).map((l) => l.join(""));
+    const text = fc
+      .array(fc.constantFrom("a\n", "b\n", "c\n", "backend x\n", "  server s1\n", "\n"), { maxLength: 40 })
+      .map((l) => l.join(""));
     fc.assert(
       fc.property(text, text, fc.integer({ min: 0, max: 4 }), (a, b, context) => {
         const diff = unifiedDiff(a, b, { fromLabel: "a", toLabel: "b", context });

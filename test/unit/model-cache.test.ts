@@ -46,9 +46,14 @@ function apply(state: State, c: Change, rv: number): void {
   const svcKey = `svc/${c.name}`;
   const current = state.get(svcKey);
   const annotations = { ...((current?.metadata.annotations as Record<string, string> | undefined) ?? {}) };
-  const ports = (current?.spec as { ports?: Array<{ port: number; name?: string }> } | undefined)?.ports?.map((p) => ({ port: p.port, name: p.name })) ?? [{ port: c.port, name: "p" }];
+  const ports = (current?.spec as { ports?: Array<{ port: number; name?: string }> } | undefined)?.ports?.map((p) => ({
+    port: p.port,
+    name: p.name,
+  })) ?? [{ port: c.port, name: "p" }];
   // Ages decide who owns a contested route: recreating a Service makes it the newest.
-  let created = (current?.metadata.creationTimestamp as string | undefined) ?? new Date(Date.UTC(2024, 0, 1, 0, 0, rv)).toISOString();
+  let created =
+    (current?.metadata.creationTimestamp as string | undefined) ??
+    new Date(Date.UTC(2024, 0, 1, 0, 0, rv)).toISOString();
   const write = (): void => {
     state.set(svcKey, service(c.name, ports, { annotations, resourceVersion: String(rv), created }));
   };
@@ -58,7 +63,15 @@ function apply(state: State, c: Change, rv: number): void {
       state.delete(`slice/${c.name}`);
       return;
     case "endpoints":
-      state.set(`slice/${c.name}`, slice(c.name, ports.map((p) => ({ name: p.name, port: p.port + 1000 })), c.ips, { name: `${c.name}-s`, resourceVersion: String(rv) }));
+      state.set(
+        `slice/${c.name}`,
+        slice(
+          c.name,
+          ports.map((p) => ({ name: p.name, port: p.port + 1000 })),
+          c.ips,
+          { name: `${c.name}-s`, resourceVersion: String(rv) },
+        ),
+      );
       if (!current) write();
       return;
     case "host":
@@ -68,7 +81,8 @@ function apply(state: State, c: Change, rv: number): void {
       annotations["serviceloadbalancer/lb.aclMatch"] = c.path;
       return write();
     case "sslTerm":
-      annotations["serviceloadbalancer/lb.sslTerm"] = annotations["serviceloadbalancer/lb.sslTerm"] === "true" ? "false" : "true";
+      annotations["serviceloadbalancer/lb.sslTerm"] =
+        annotations["serviceloadbalancer/lb.sslTerm"] === "true" ? "false" : "true";
       return write();
     case "ports":
       ports.splice(0, ports.length, { port: c.port, name: "p" });
@@ -114,9 +128,36 @@ describe("the warm-instance cache", () => {
         examples: [
           [
             [
-              { name: "c", op: "aclMatch", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined }, setting: "lb.maxconn=10" },
-              { name: "c", op: "twoPorts", ips: [], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined }, setting: "lb.maxconn=10" },
-              { name: "c", op: "endpoints", ips: ["0.0.0.1"], host: "x.example.com", path: "/a", port: 80, second: { port: 80, name: undefined }, setting: "lb.maxconn=10" },
+              {
+                name: "c",
+                op: "aclMatch",
+                ips: [],
+                host: "x.example.com",
+                path: "/a",
+                port: 80,
+                second: { port: 80, name: undefined },
+                setting: "lb.maxconn=10",
+              },
+              {
+                name: "c",
+                op: "twoPorts",
+                ips: [],
+                host: "x.example.com",
+                path: "/a",
+                port: 80,
+                second: { port: 80, name: undefined },
+                setting: "lb.maxconn=10",
+              },
+              {
+                name: "c",
+                op: "endpoints",
+                ips: ["0.0.0.1"],
+                host: "x.example.com",
+                path: "/a",
+                port: 80,
+                second: { port: 80, name: undefined },
+                setting: "lb.maxconn=10",
+              },
             ],
           ],
         ],
@@ -127,8 +168,12 @@ describe("the warm-instance cache", () => {
   it("is not used for snapshots whose resourceVersions it cannot trust (files)", () => {
     const cache = new ModelCache();
     const renderer = new Renderer(templates);
-    const v1 = snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.1"])])]);
-    const v2 = snapshotFromDocuments([list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.2"])])]);
+    const v1 = snapshotFromDocuments([
+      list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.1"])]),
+    ]);
+    const v2 = snapshotFromDocuments([
+      list([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ["10.0.0.2"])]),
+    ]);
     renderSnapshot(v1, options, renderer, {}, cache);
     expect(renderSnapshot(v2, options, renderer, {}, cache).config).toContain("10.0.0.2:80");
     expect(cache.size).toBe(0);
@@ -137,24 +182,37 @@ describe("the warm-instance cache", () => {
   it("swaps in the changed backend without settling routes again when only endpoints moved", () => {
     const cache = new ModelCache();
     const objects = (ip: string, rv: string) => [
-      service("api", [{ port: 80 }], { resourceVersion: "5", annotations: { "serviceloadbalancer/lb.host": "api.example.com" } }),
+      service("api", [{ port: 80 }], {
+        resourceVersion: "5",
+        annotations: { "serviceloadbalancer/lb.host": "api.example.com" },
+      }),
       slice("api", [{ port: 80 }], ["10.0.0.9"], { resourceVersion: "6" }),
       service("web", [{ port: 80 }], { resourceVersion: "7" }),
       slice("web", [{ port: 80 }], [ip], { resourceVersion: rv }),
     ];
-    const live = (ip: string, rv: string): Snapshot => ({ ...snapshotFromDocuments([list(objects(ip, rv), rv)]), trustedRevisions: true });
+    const live = (ip: string, rv: string): Snapshot => ({
+      ...snapshotFromDocuments([list(objects(ip, rv), rv)]),
+      trustedRevisions: true,
+    });
     const first = buildModel(live("10.0.0.1", "10"), options, {}, cache);
     const moved = buildModel(live("10.0.0.2", "11"), options, {}, cache);
     expect(moved.httpRoutes).toBe(first.httpRoutes);
     expect(moved.backends[0]).toBe(first.backends[0]);
     expect(moved.backends[1]).not.toBe(first.backends[1]);
     expect(moved.revision).toBe("11");
-    expect(new Renderer(templates).render(moved)).toBe(new Renderer(templates).render(buildModel(live("10.0.0.2", "11"), options)));
+    expect(new Renderer(templates).render(moved)).toBe(
+      new Renderer(templates).render(buildModel(live("10.0.0.2", "11"), options)),
+    );
     // Losing the last endpoint changes no claim either: the backend stays, every slot free.
-    const noEndpoints = (): Snapshot => ({ ...snapshotFromDocuments([list(objects("10.0.0.2", "12").slice(0, 3), "12")]), trustedRevisions: true });
+    const noEndpoints = (): Snapshot => ({
+      ...snapshotFromDocuments([list(objects("10.0.0.2", "12").slice(0, 3), "12")]),
+      trustedRevisions: true,
+    });
     const empty = buildModel(noEndpoints(), options, {}, cache);
     expect(empty.httpRoutes).toBe(moved.httpRoutes);
     expect(empty.backends[1]!.servers.every((s) => s.address === null)).toBe(true);
-    expect(new Renderer(templates).render(empty)).toBe(new Renderer(templates).render(buildModel(noEndpoints(), options)));
+    expect(new Renderer(templates).render(empty)).toBe(
+      new Renderer(templates).render(buildModel(noEndpoints(), options)),
+    );
   });
 });

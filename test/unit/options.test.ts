@@ -4,15 +4,34 @@ import { envName, flagName, optionsFromEnv, optionSpecs, parseRenderOptions } fr
 describe("render options", () => {
   it("has the original's defaults", () => {
     const o = parseRenderOptions({});
-    expect(o).toMatchObject({ httpPort: 80, httpsPort: 443, statsPort: 1936, balanceAlgorithm: "roundrobin", defaultReturnCode: 404, checkInterval: "2s", tcpServices: [] });
+    expect(o).toMatchObject({
+      httpPort: 80,
+      httpsPort: 443,
+      statsPort: 1936,
+      balanceAlgorithm: "roundrobin",
+      defaultReturnCode: 404,
+      checkInterval: "2s",
+      tcpServices: [],
+    });
   });
 
   it("accepts strings as flags and environment give them", () => {
-    const o = parseRenderOptions({ httpPort: "8080", forwardServices: "true", tcpServices: "mysql:3306, shop/redis:6379", selector: "app=web,!canary" });
+    const o = parseRenderOptions({
+      httpPort: "8080",
+      forwardServices: "true",
+      tcpServices: "mysql:3306, shop/redis:6379",
+      selector: "app=web,!canary",
+    });
     expect(o.httpPort).toBe(8080);
     expect(o.forwardServices).toBe(true);
-    expect(o.tcpServices).toEqual([{ ref: "mysql", port: 3306 }, { ref: "shop/redis", port: 6379 }]);
-    expect(o.selector).toEqual([{ op: "eq", key: "app", value: "web" }, { op: "absent", key: "canary" }]);
+    expect(o.tcpServices).toEqual([
+      { ref: "mysql", port: 3306 },
+      { ref: "shop/redis", port: 6379 },
+    ]);
+    expect(o.selector).toEqual([
+      { op: "eq", key: "app", value: "web" },
+      { op: "absent", key: "canary" },
+    ]);
   });
 
   it.each([
@@ -38,22 +57,45 @@ describe("render options", () => {
   });
 
   it("reads --host-claims as a map from the config file, or as YAML/JSON text from a flag or variable", () => {
-    const expected = { shop: [{ name: "shop.example.com", wildcard: false }, { name: "shop.example.com", wildcard: true }], "team-a": [] };
-    expect(parseRenderOptions({ hostClaims: { shop: ["Shop.example.com", "*.shop.example.com"], "team-a": [] } }).hostClaims).toEqual(expected);
-    expect(parseRenderOptions({ hostClaims: '{shop: [shop.example.com, "*.shop.example.com"], team-a: []}' }).hostClaims).toEqual(expected);
-    expect(parseRenderOptions({ hostClaims: '{"shop": ["shop.example.com", "*.shop.example.com"], "team-a": []}' }).hostClaims).toEqual(expected);
+    const expected = {
+      shop: [
+        { name: "shop.example.com", wildcard: false },
+        { name: "shop.example.com", wildcard: true },
+      ],
+      "team-a": [],
+    };
+    expect(
+      parseRenderOptions({ hostClaims: { shop: ["Shop.example.com", "*.shop.example.com"], "team-a": [] } }).hostClaims,
+    ).toEqual(expected);
+    expect(
+      parseRenderOptions({ hostClaims: '{shop: [shop.example.com, "*.shop.example.com"], team-a: []}' }).hostClaims,
+    ).toEqual(expected);
+    expect(
+      parseRenderOptions({ hostClaims: '{"shop": ["shop.example.com", "*.shop.example.com"], "team-a": []}' })
+        .hostClaims,
+    ).toEqual(expected);
     expect(parseRenderOptions({}).hostClaims).toBeUndefined();
   });
 
   it("has the timeouts the defaults sections always had, normalised when given", () => {
-    expect(parseRenderOptions({})).toMatchObject({ timeoutServer: "50s", timeoutConnect: "5s", timeoutClient: "50s", timeoutTunnel: "1h" });
+    expect(parseRenderOptions({})).toMatchObject({
+      timeoutServer: "50s",
+      timeoutConnect: "5s",
+      timeoutClient: "50s",
+      timeoutTunnel: "1h",
+    });
     expect(parseRenderOptions({}).timeoutQueue).toBeUndefined();
-    expect(parseRenderOptions({ timeoutServer: "090s", timeoutQueue: "2s" })).toMatchObject({ timeoutServer: "90s", timeoutQueue: "2s" });
+    expect(parseRenderOptions({ timeoutServer: "090s", timeoutQueue: "2s" })).toMatchObject({
+      timeoutServer: "90s",
+      timeoutQueue: "2s",
+    });
   });
 
   it("maps every option to one flag and one environment variable", () => {
     expect(flagName("sslCaCert")).toBe("ssl-ca-cert");
     expect(envName("sslCaCert")).toBe("SERVICELB_SSL_CA_CERT");
-    expect(optionsFromEnv({ SERVICELB_HTTP_PORT: "81", OTHER: "x" }, Object.keys(optionSpecs))).toEqual({ httpPort: "81" });
+    expect(optionsFromEnv({ SERVICELB_HTTP_PORT: "81", OTHER: "x" }, Object.keys(optionSpecs))).toEqual({
+      httpPort: "81",
+    });
   });
 });

@@ -31,7 +31,10 @@ const C = "10.0.0.3:8080";
 
 describe("planRuntime", () => {
   it("brings a new endpoint up in its free slot, addressed while still in maintenance", () => {
-    expect(commands([A, null, null, null], [A, B, null, null])).toEqual(["set server web/s2 addr 10.0.0.2 port 8080", "set server web/s2 state ready"]);
+    expect(commands([A, null, null, null], [A, B, null, null])).toEqual([
+      "set server web/s2 addr 10.0.0.2 port 8080",
+      "set server web/s2 state ready",
+    ]);
   });
 
   it("drains, then stops, then parks a leaving endpoint", () => {
@@ -88,17 +91,27 @@ describe("planRuntime", () => {
   });
 
   it("reloads an in-place move when no slot is free to bridge it", () => {
-    expect(commands([A, B], [C, B])).toBe("reload: web/s1 moves from 10.0.0.1:8080 to 10.0.0.3:8080 and the backend has no free slot to carry the new address meanwhile");
+    expect(commands([A, B], [C, B])).toBe(
+      "reload: web/s1 moves from 10.0.0.1:8080 to 10.0.0.3:8080 and the backend has no free slot to carry the new address meanwhile",
+    );
   });
 
   it("brackets IPv6 in the reason and sends it bare to HAProxy", () => {
-    expect(commands(["[fd00::1]:80", null], ["[fd00::2]:80", null])).toContain("set server web/s2 addr fd00::2 port 80");
+    expect(commands(["[fd00::1]:80", null], ["[fd00::2]:80", null])).toContain(
+      "set server web/s2 addr fd00::2 port 80",
+    );
     expect(commands(["[fd00::1]:80"], ["[fd00::2]:80"])).toMatch(/from \[fd00::1\]:80 to \[fd00::2\]:80/);
   });
 
   it("keeps backends apart: each uses its own spare", () => {
-    const p = plan(backend("a", [A, null]) + backend("b", [B, null]), backend("a", [C, null]) + backend("b", [A, null]));
-    expect(p.kind === "runtime" && p.commands.filter((c) => c.op === "state" && c.state === "ready").map((c) => `${c.backend}/${c.server}`)).toEqual(["a/s2", "a/s1", "b/s2", "b/s1"]);
+    const p = plan(
+      backend("a", [A, null]) + backend("b", [B, null]),
+      backend("a", [C, null]) + backend("b", [A, null]),
+    );
+    expect(
+      p.kind === "runtime" &&
+        p.commands.filter((c) => c.op === "state" && c.state === "ready").map((c) => `${c.backend}/${c.server}`),
+    ).toEqual(["a/s2", "a/s1", "b/s2", "b/s1"]);
   });
 });
 
@@ -109,7 +122,9 @@ interface Live {
 }
 
 function liveOf(slots: Array<string | null>): Map<string, Live> {
-  return new Map(slots.map((a, i) => [`s${i + 1}`, { addr: a ?? "127.0.0.1:1", admin: a === null ? "maint" : "ready" }]));
+  return new Map(
+    slots.map((a, i) => [`s${i + 1}`, { addr: a ?? "127.0.0.1:1", admin: a === null ? "maint" : "ready" }]),
+  );
 }
 
 describe("planRuntime, any endpoint change of a backend", () => {

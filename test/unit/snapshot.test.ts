@@ -4,7 +4,11 @@ import { list, service, slice } from "../support/fixtures.js";
 
 describe("snapshot parsing", () => {
   it("reads a kubectl JSON List and takes the highest resourceVersion", () => {
-    const snap = parseSnapshot(JSON.stringify(list([service("a", [{ port: 80 }], { resourceVersion: "250" }), slice("a", [{ port: 80 }], ["10.0.0.1"])], "")));
+    const snap = parseSnapshot(
+      JSON.stringify(
+        list([service("a", [{ port: 80 }], { resourceVersion: "250" }), slice("a", [{ port: 80 }], ["10.0.0.1"])], ""),
+      ),
+    );
     expect(snap.services).toHaveLength(1);
     expect(snap.endpointSlices).toHaveLength(1);
     expect(snap.revision).toBe("250");
@@ -31,7 +35,14 @@ describe("snapshot parsing", () => {
   });
 
   it("reports a malformed item and keeps the others", () => {
-    const snap = parseSnapshot(JSON.stringify(list([{ kind: "Service", metadata: { name: "x" }, spec: { ports: [{ port: 99999 }] } }, service("ok", [{ port: 80 }])])));
+    const snap = parseSnapshot(
+      JSON.stringify(
+        list([
+          { kind: "Service", metadata: { name: "x" }, spec: { ports: [{ port: 99999 }] } },
+          service("ok", [{ port: 80 }]),
+        ]),
+      ),
+    );
     expect(snap.services.map((s) => s.metadata.name)).toEqual(["ok"]);
     expect(snap.problems[0]).toMatch(/Service default\/x.*spec\.ports\.0\.port/);
   });
@@ -42,7 +53,14 @@ describe("snapshot parsing", () => {
     ["web", "bad namespace"],
     ["web", "a/b"],
   ])("refuses a Service named %j in namespace %j: it is reported, never rendered", (name, namespace) => {
-    const snap = parseSnapshot(JSON.stringify(list([{ kind: "Service", metadata: { name, namespace }, spec: { ports: [{ port: 80 }] } }, service("ok", [{ port: 80 }])])));
+    const snap = parseSnapshot(
+      JSON.stringify(
+        list([
+          { kind: "Service", metadata: { name, namespace }, spec: { ports: [{ port: 80 }] } },
+          service("ok", [{ port: 80 }]),
+        ]),
+      ),
+    );
     expect(snap.services.map((s) => s.metadata.name)).toEqual(["ok"]);
     expect(snap.problems).toHaveLength(1);
   });
@@ -57,21 +75,56 @@ describe("snapshot parsing", () => {
       expect(snap.problems).toHaveLength(1);
       return snap.problems[0]!;
     };
-    const svc = (ports: unknown[], spec: Record<string, unknown> = {}) => ({ kind: "Service", metadata: { name: "web" }, spec: { ports, ...spec } });
+    const svc = (ports: unknown[], spec: Record<string, unknown> = {}) => ({
+      kind: "Service",
+      metadata: { name: "web" },
+      spec: { ports, ...spec },
+    });
 
     it.each([
-      ["two ports with one port number", [{ name: "a", port: 80 }, { name: "b", port: 80 }], /spec\.ports\.1: Duplicate value: port 80, protocol TCP/],
-      ["a multi-port Service with unnamed ports", [{ port: 80 }, { port: 443 }], /spec\.ports\.0\.name: Required value/],
-      ["two ports with one name", [{ name: "a", port: 80 }, { name: "a", port: 81 }], /spec\.ports\.1\.name: Duplicate value/],
+      [
+        "two ports with one port number",
+        [
+          { name: "a", port: 80 },
+          { name: "b", port: 80 },
+        ],
+        /spec\.ports\.1: Duplicate value: port 80, protocol TCP/,
+      ],
+      [
+        "a multi-port Service with unnamed ports",
+        [{ port: 80 }, { port: 443 }],
+        /spec\.ports\.0\.name: Required value/,
+      ],
+      [
+        "two ports with one name",
+        [
+          { name: "a", port: 80 },
+          { name: "a", port: 81 },
+        ],
+        /spec\.ports\.1\.name: Duplicate value/,
+      ],
       ["a port name that is not a DNS label", [{ name: "Web_1", port: 80 }], /spec\.ports\.0\.name: Invalid value/],
       ["an unknown protocol", [{ port: 80, protocol: "tcp" }], /spec\.ports\.0\.protocol: Unsupported value: "tcp"/],
-      ["a named targetPort that is not a port name", [{ port: 80, targetPort: "http port" }], /targetPort: Invalid value/],
+      [
+        "a named targetPort that is not a port name",
+        [{ port: 80, targetPort: "http port" }],
+        /targetPort: Invalid value/,
+      ],
     ])("a Service with %s", (_, ports, message) => {
       expect(refused(svc(ports))).toMatch(message);
     });
 
     it("keeps the same port number under two protocols, as the API server does", () => {
-      const snap = parseSnapshot(JSON.stringify(list([svc([{ name: "dns", port: 53 }, { name: "dns-udp", port: 53, protocol: "UDP" }])])));
+      const snap = parseSnapshot(
+        JSON.stringify(
+          list([
+            svc([
+              { name: "dns", port: 53 },
+              { name: "dns-udp", port: 53, protocol: "UDP" },
+            ]),
+          ]),
+        ),
+      );
       expect(snap.problems).toEqual([]);
     });
 
@@ -97,32 +150,60 @@ describe("snapshot parsing", () => {
     it.each([
       ["an unknown address type", { addressType: "IP" }, /addressType: Unsupported value/],
       ["an endpoint without addresses", { endpoints: [{ addresses: [] }] }, /endpoints\.0\.addresses: Required value/],
-      ["two ports with one name", { ports: [{ name: "a", port: 1 }, { name: "a", port: 2 }] }, /ports\.1\.name: Duplicate value/],
+      [
+        "two ports with one name",
+        {
+          ports: [
+            { name: "a", port: 1 },
+            { name: "a", port: 2 },
+          ],
+        },
+        /ports\.1\.name: Duplicate value/,
+      ],
     ])("an EndpointSlice with %s", (_, fields, message) => {
       expect(refused({ ...slice("web", [{ port: 80 }], ["10.0.0.1"]), ...fields })).toMatch(message);
     });
 
     it.each([
       ["the address fe80::1%eth0", { addresses: [{ ip: "fe80::1%eth0" }], ports: [{ port: 80 }] }, /ip: Invalid value/],
-      ["two unnamed ports", { addresses: [{ ip: "10.0.0.1" }], ports: [{ port: 80 }, { port: 81 }] }, /name: Required value/],
+      [
+        "two unnamed ports",
+        { addresses: [{ ip: "10.0.0.1" }], ports: [{ port: 80 }, { port: 81 }] },
+        /name: Required value/,
+      ],
       ["a port without a number", { addresses: [{ ip: "10.0.0.1" }], ports: [{ name: "a" }] }, /port: Required value/],
     ])("v1 Endpoints with %s", (_, subset, message) => {
       expect(refused({ kind: "Endpoints", metadata: { name: "web" }, subsets: [subset] })).toMatch(message);
     });
 
     it("a second object of one kind, namespace and name", () => {
-      const snap = parseSnapshot(JSON.stringify(list([service("web", [{ port: 80 }]), service("web", [{ port: 8080 }]), ok])));
+      const snap = parseSnapshot(
+        JSON.stringify(list([service("web", [{ port: 80 }]), service("web", [{ port: 8080 }]), ok])),
+      );
       expect(snap.services.map((s) => `${s.metadata.name}:${s.spec.ports[0]!.port}`)).toEqual(["web:80", "ok:80"]);
       expect(snap.problems).toEqual([expect.stringMatching(/^Service default\/web: Duplicate value/)]);
     });
 
     it("a creationTimestamp that is not an RFC 3339 time", () => {
-      expect(refused({ ...svc([{ port: 80 }]), metadata: { name: "web", creationTimestamp: "yesterday" } })).toMatch(/creationTimestamp/);
+      expect(refused({ ...svc([{ port: 80 }]), metadata: { name: "web", creationTimestamp: "yesterday" } })).toMatch(
+        /creationTimestamp/,
+      );
     });
   });
 
   it("refuses a YAML alias bomb with a clear error", () => {
-    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(", ")}]`), "kind: List", "items: []"].join("\n");
+    const bomb = [
+      "a: &a [x, x, x, x, x, x, x, x, x]",
+      ...Array.from(
+        { length: 8 },
+        (_, i) =>
+          `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9)
+            .fill(`*${String.fromCharCode(97 + i)}`)
+            .join(", ")}]`,
+      ),
+      "kind: List",
+      "items: []",
+    ].join("\n");
     expect(() => parseSnapshot(bomb)).toThrow(SnapshotError);
   });
 

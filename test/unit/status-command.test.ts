@@ -1,11 +1,28 @@
 import { describe, expect, it } from "vitest";
 import { fleetStatus, formatFleet, notConverged } from "../../shared/app/status-command.js";
 
-const newest = { key: "p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg", revision: "120", sha256: "a".repeat(64), generator: "g", epoch: 0, seq: 0, settingsDigest: null };
+const newest = {
+  key: "p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg",
+  revision: "120",
+  sha256: "a".repeat(64),
+  generator: "g",
+  epoch: 0,
+  seq: 0,
+  settingsDigest: null,
+};
 const now = Date.parse("2026-11-30T12:00:00Z");
 const report = (node: string, key: string | null, extra: Record<string, unknown> = {}) => ({
   node,
-  applied: key === null ? null : { key, sha256: "b".repeat(64), revision: key.match(/(\d{20})/)![1]!.replace(/^0+/, ""), appliedAt: "2026-11-30T11:00:00Z", how: "reload" },
+  applied:
+    key === null
+      ? null
+      : {
+          key,
+          sha256: "b".repeat(64),
+          revision: key.match(/(\d{20})/)![1]!.replace(/^0+/, ""),
+          appliedAt: "2026-11-30T11:00:00Z",
+          how: "reload",
+        },
   lastError: null,
   backoff: null,
   haproxy: { running: true },
@@ -21,7 +38,12 @@ describe("fleetStatus", () => {
       newest,
       [
         report("node-c", "p/configs/00000000000000000110-cccccccccccccccc.cfg", {
-          lastError: { stage: "check", key: newest.key, message: "haproxy -c rejected the config: boom\nmore", at: "2026-11-30T11:59:00Z" },
+          lastError: {
+            stage: "check",
+            key: newest.key,
+            message: "haproxy -c rejected the config: boom\nmore",
+            at: "2026-11-30T11:59:00Z",
+          },
         }),
         report("node-a", newest.key),
         report("node-b", null, { reportedAt: "2026-11-30T11:50:00Z", haproxy: { running: false } }),
@@ -42,7 +64,9 @@ describe("fleetStatus", () => {
       expect.stringMatching(/^NODE\s+REVISION\s+STATE\s+HAPROXY\s+REPORTED\s+CONFIG\s+LAST ERROR$/),
       expect.stringMatching(/^node-a\s+120\s+current\s+running\s+30s ago\s+0+120-a{16}\.cfg\s+-$/),
       expect.stringMatching(/^node-b\s+-\s+behind\s+down\s+10m ago \(stale\)\s+-\s+-$/),
-      expect.stringMatching(/^node-c\s+110\s+behind\s+running\s+30s ago\s+0+110-c{16}\.cfg\s+check: haproxy -c rejected the config: boom$/),
+      expect.stringMatching(
+        /^node-c\s+110\s+behind\s+running\s+30s ago\s+0+110-c{16}\.cfg\s+check: haproxy -c rejected the config: boom$/,
+      ),
       'unreadable status report: {"not":"a status"}',
       "",
     ]);
@@ -67,7 +91,11 @@ describe("notConverged", () => {
       ],
       now,
     );
-    expect(notConverged(f)).toEqual(["node-b: behind the newest config", "node-c: HAProxy down", "node-d: report stale (agent gone or cut off from the store)"]);
+    expect(notConverged(f)).toEqual([
+      "node-b: behind the newest config",
+      "node-c: HAProxy down",
+      "node-d: report stale (agent gone or cut off from the store)",
+    ]);
     expect(notConverged(fleetStatus(newest, [report("node-a", newest.key)], now))).toEqual([]);
   });
 

@@ -11,8 +11,11 @@ describe("parseStoreUrl", () => {
     expect(parseStoreUrl(url)).toEqual(expected);
   });
 
-  it.each(["configs", "https://configs/x", "s3://", "s3://UPPER", "s3://a", "s3://-dash", `s3://${"b".repeat(64)}`])("refuses %s with the rule", (url) => {
-    expect(() => parseStoreUrl(url)).toThrow(/store URL|bucket name/);
-    expect(storeUrlSchema.safeParse(url).success).toBe(false);
-  });
+  it.each(["configs", "https://configs/x", "s3://", "s3://UPPER", "s3://a", "s3://-dash", `s3://${"b".repeat(64)}`])(
+    "refuses %s with the rule",
+    (url) => {
+      expect(() => parseStoreUrl(url)).toThrow(/store URL|bucket name/);
+      expect(storeUrlSchema.safeParse(url).success).toBe(false);
+    },
+  );
 });

@@ -1,11 +1,24 @@
 import { describe, expect, it } from "vitest";
-import { StoreError, type HistoryEntry, type ObjectStore, type StoredConfig } from "../../shared/adapters/object-store.js";
+import {
+  StoreError,
+  type HistoryEntry,
+  type ObjectStore,
+  type StoredConfig,
+} from "../../shared/adapters/object-store.js";
 import { createAgentMetrics } from "../../shared/agent/metrics.js";
 import { watchStore } from "../../shared/agent/store-watch.js";
 
 /** A store whose answers the test decides, on a clock the test moves. */
 function fakeStore() {
-  const entry = (key: string): HistoryEntry => ({ key, epoch: 0, revision: "1", seq: 0, sha256Prefix: "0".repeat(16), size: 1, lastModified: new Date(0) });
+  const entry = (key: string): HistoryEntry => ({
+    key,
+    epoch: 0,
+    revision: "1",
+    seq: 0,
+    sha256Prefix: "0".repeat(16),
+    size: 1,
+    lastModified: new Date(0),
+  });
   const s = {
     newest: "configs/a",
     getFails: false,
@@ -28,7 +41,14 @@ function setup() {
   let clock = 1_000_000;
   const metrics = createAgentMetrics();
   const watched = watchStore(fake.store, { metrics, staleAfterMs: 3000, now: () => clock });
-  return { fake, watched, metrics, tick: (ms: number) => (clock += ms), at: (ms: number) => new Date(ms).toISOString(), now: () => clock };
+  return {
+    fake,
+    watched,
+    metrics,
+    tick: (ms: number) => (clock += ms),
+    at: (ms: number) => new Date(ms).toISOString(),
+    now: () => clock,
+  };
 }
 
 describe("watchStore", () => {
@@ -40,7 +60,12 @@ describe("watchStore", () => {
     await watched.store.history({ limit: 1 });
     tick(10);
     await watched.store.get("configs/a");
-    expect(watched.health()).toMatchObject({ lastSuccessAt: at(now()), stale: false, consecutiveFailures: 0, lastFailure: null });
+    expect(watched.health()).toMatchObject({
+      lastSuccessAt: at(now()),
+      stale: false,
+      consecutiveFailures: 0,
+      lastFailure: null,
+    });
   });
 
   it("does not count a listing whose config cannot be fetched, pull after pull", async () => {
@@ -52,7 +77,11 @@ describe("watchStore", () => {
       tick(1500);
       await watched.store.history({ limit: 1 });
       await expect(watched.store.get("configs/a")).rejects.toThrow("failed");
-      expect(watched.health()).toMatchObject({ lastSuccessAt: at(good), consecutiveFailures: i, lastFailure: { message: "get configs/a failed" } });
+      expect(watched.health()).toMatchObject({
+        lastSuccessAt: at(good),
+        consecutiveFailures: i,
+        lastFailure: { message: "get configs/a failed" },
+      });
     }
     expect(watched.health().stale).toBe(true);
   });
@@ -70,7 +99,10 @@ describe("watchStore", () => {
     fake.hang = true;
     const pending = watched.store.history({ limit: 1 });
     watched.stop();
-    await expect(pending).rejects.toMatchObject({ name: "StoreError", message: "S3 list at http://store abandoned: the agent is stopping" });
+    await expect(pending).rejects.toMatchObject({
+      name: "StoreError",
+      message: "S3 list at http://store abandoned: the agent is stopping",
+    });
     let sent = false;
     fake.store.putStatus = async () => void (sent = true);
     await expect(watched.store.putStatus("n", {})).rejects.toThrow("abandoned");

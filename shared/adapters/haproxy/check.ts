@@ -9,7 +9,9 @@ export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
  * `alerted`: HAProxy said why (ALERT lines), i.e. a verdict on the config. Without, it exited
  * non-zero without saying why (say it could not load): nothing is known about the config.
  */
-export type CheckResult = { ok: true; warnings: string[] } | { ok: false; errors: string[]; output: string; alerted: boolean };
+export type CheckResult =
+  | { ok: true; warnings: string[] }
+  | { ok: false; errors: string[]; output: string; alerted: boolean };
 
 export interface CheckOptions {
   haproxyBin?: string;
@@ -29,12 +31,16 @@ interface RunResult {
 function run(bin: string, args: string[], timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     execFile(bin, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, signal }, (err, stdout, stderr) => {
-      if (signal?.aborted) return reject(signal.reason instanceof Error ? signal.reason : new DOMException("haproxy -c aborted", "AbortError"));
+      if (signal?.aborted)
+        return reject(
+          signal.reason instanceof Error ? signal.reason : new DOMException("haproxy -c aborted", "AbortError"),
+        );
       // execFile reports an exit status as a numeric code, a failure to run as a string code.
       const code = (err as (Error & { code?: number | string; killed?: boolean }) | null)?.code;
       if (!err) resolve({ code: 0, stdout, stderr });
       else if (typeof code === "number") resolve({ code, stdout, stderr });
-      else if (code === "ENOENT") reject(new Error(`HAProxy binary "${bin}" not found; install it: ${HAPROXY_INSTALL_HINT}`));
+      else if (code === "ENOENT")
+        reject(new Error(`HAProxy binary "${bin}" not found; install it: ${HAPROXY_INSTALL_HINT}`));
       else if (err.killed) reject(new Error(`${bin} ${args.join(" ")} timed out after ${timeoutMs} ms`));
       else reject(err);
     });
@@ -63,7 +69,10 @@ function messages(output: string, level: "ALERT" | "WARNING"): string[] {
 }
 
 /** `haproxy -c` on a config text. A missing binary or a hung check throws: those are not verdicts on the config. */
-export async function checkConfig(text: string | Uint8Array, { haproxyBin = "haproxy", workDir, timeoutMs = 30_000, signal }: CheckOptions = {}): Promise<CheckResult> {
+export async function checkConfig(
+  text: string | Uint8Array,
+  { haproxyBin = "haproxy", workDir, timeoutMs = 30_000, signal }: CheckOptions = {},
+): Promise<CheckResult> {
   signal?.throwIfAborted();
   const dir = await mkdtemp(join(workDir ?? tmpdir(), "haproxy-check-"));
   const file = join(dir, "haproxy.cfg");
@@ -74,7 +83,12 @@ export async function checkConfig(text: string | Uint8Array, { haproxyBin = "hap
     const output = `${r.stderr}${r.stdout}`.split(file).join("haproxy.cfg");
     if (r.code === 0) return { ok: true, warnings: messages(output, "WARNING") };
     const errors = messages(output, "ALERT");
-    return { ok: false, errors: errors.length > 0 ? errors : [`haproxy -c exited with code ${r.code}`], output, alerted: errors.length > 0 };
+    return {
+      ok: false,
+      errors: errors.length > 0 ? errors : [`haproxy -c exited with code ${r.code}`],
+      output,
+      alerted: errors.length > 0,
+    };
   } finally {
     // A leftover temporary directory must not turn HAProxy's verdict into an error.
     await rm(dir, { recursive: true, force: true }).catch(() => undefined);

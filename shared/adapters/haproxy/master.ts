@@ -55,12 +55,19 @@ export function parseShowProc(text: string): ProcStatus {
   for (const line of text.split("\n")) {
     if (line.startsWith("#")) {
       const name = line.slice(1).trim();
-      section = name === "workers" ? "workers" : name === "old workers" ? "old" : name.startsWith("<PID>") ? "master" : "other";
+      section =
+        name === "workers" ? "workers" : name === "old workers" ? "old" : name.startsWith("<PID>") ? "master" : "other";
       continue;
     }
     const m = /^(\d+)\s+(master|worker)\s+(\d+)\s+(?:\[failed:\s*(\d+)\]\s+)?(\S+)\s*(\S*)/.exec(line);
     if (!m) continue;
-    const entry: ProcEntry = { pid: Number(m[1]), reloads: Number(m[3]), uptime: m[5]!, uptimeSeconds: uptimeSeconds(m[5]!), version: m[6]! };
+    const entry: ProcEntry = {
+      pid: Number(m[1]),
+      reloads: Number(m[3]),
+      uptime: m[5]!,
+      uptimeSeconds: uptimeSeconds(m[5]!),
+      version: m[6]!,
+    };
     if (m[2] === "master" && section === "master") master = { ...entry, failedReloads: Number(m[4] ?? 0) };
     else if (m[2] === "worker" && section === "workers") workers.push(entry);
     else if (m[2] === "worker" && section === "old") oldWorkers.push(entry);
@@ -106,7 +113,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * measured at 1 MB, its CLI refuses connections for another 30–150 ms after it.)
  * Throws when the master cannot be reached or does not come back in time.
  */
-export async function reload(socketPath: string, { timeoutMs = 15_000, pollIntervalMs = 10 }: ReloadOptions = {}): Promise<ReloadResult> {
+export async function reload(
+  socketPath: string,
+  { timeoutMs = 15_000, pollIntervalMs = 10 }: ReloadOptions = {},
+): Promise<ReloadResult> {
   const before = await showProc(socketPath);
   const deadline = Date.now() + timeoutMs;
   await masterCommand(socketPath, "reload", { timeoutMs }).catch(() => {
@@ -124,7 +134,11 @@ export async function reload(socketPath: string, { timeoutMs = 15_000, pollInter
           reloadsBefore: before.master.reloads,
           reloadsAfter: status.master.reloads,
           status,
-          ...(ok ? {} : { reason: `HAProxy master reports ${status.master.failedReloads} failed reload(s) in a row; the previous worker keeps serving` }),
+          ...(ok
+            ? {}
+            : {
+                reason: `HAProxy master reports ${status.master.failedReloads} failed reload(s) in a row; the previous worker keeps serving`,
+              }),
         };
       }
       lastError = undefined;

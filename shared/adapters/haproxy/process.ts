@@ -131,7 +131,8 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  * does not fork a new one by itself: a reload does, so the supervisor reloads then.
  */
 export class HaproxyProcess {
-  private readonly o: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> & Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">;
+  private readonly o: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> &
+    Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">;
   private current: Running | undefined;
   private supervised = false;
   private stopping = false;
@@ -243,7 +244,9 @@ export class HaproxyProcess {
 
   private spawnMaster(): Running {
     const { haproxyBin, masterSocket, configPath } = this.o;
-    const child = spawn(haproxyBin, ["-W", "-S", masterSocket, "-f", configPath], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(haproxyBin, ["-W", "-S", masterSocket, "-f", configPath], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let markExited!: () => void;
     const run: Running = {
       child,
@@ -265,7 +268,12 @@ export class HaproxyProcess {
     const onGone = (code: number | null, signal: NodeJS.Signals | null, err?: Error) => {
       if (gone) return;
       gone = true;
-      if (err) this.recent.push((err as NodeJS.ErrnoException).code === "ENOENT" ? `${haproxyBin} not found; install it: ${HAPROXY_INSTALL_HINT}` : err.message);
+      if (err)
+        this.recent.push(
+          (err as NodeJS.ErrnoException).code === "ENOENT"
+            ? `${haproxyBin} not found; install it: ${HAPROXY_INSTALL_HINT}`
+            : err.message,
+        );
       markExited();
       this.exited(run, code, signal);
     };
@@ -295,12 +303,18 @@ export class HaproxyProcess {
     if (this.stopping || !this.supervised) return;
     const diedAt = Date.now();
     const servedMs = run.servingSince === undefined ? null : diedAt - run.servingSince;
-    const policy = { delayMs: this.o.restartDelayMs, stableMs: this.o.restartStableMs, backoffInitialMs: this.o.restartInitialDelayMs, backoffMaxMs: this.o.restartMaxDelayMs };
+    const policy = {
+      delayMs: this.o.restartDelayMs,
+      stableMs: this.o.restartStableMs,
+      backoffInitialMs: this.o.restartInitialDelayMs,
+      backoffMaxMs: this.o.restartMaxDelayMs,
+    };
     const { quickCrashes, delayMs } = decideRestart(policy, this.quickCrashes, servedMs);
     this.quickCrashes = quickCrashes;
-    const how = signal ? `signal ${signal}` : code === null ? this.recent.at(-1) ?? "spawn failure" : `code ${code}`;
+    const how = signal ? `signal ${signal}` : code === null ? (this.recent.at(-1) ?? "spawn failure") : `code ${code}`;
     const lived = servedMs === null ? "before it served" : `after serving ${seconds(servedMs)}`;
-    const streak = quickCrashes > 1 ? ` (${quickCrashes} quick crashes in a row: its config or environment may be crashing it)` : "";
+    const streak =
+      quickCrashes > 1 ? ` (${quickCrashes} quick crashes in a row: its config or environment may be crashing it)` : "";
     const reason = `HAProxy master ${run.child.pid ?? "(not started)"} exited unexpectedly (${how}) ${lived}${streak}; restarting ${delayMs > 0 ? `in ${delayMs} ms` : "now"}`;
     this.pendingRestart = { at: new Date(diedAt + delayMs).toISOString(), delayMs, quickCrashes };
     this.restarting({ cause: "master-exited", reason, code, signal, servedMs, quickCrashes, delayMs });
@@ -314,7 +328,8 @@ export class HaproxyProcess {
       // agent would go on diffing against the runtime state the dead master had.
       this.serving(next, Infinity)
         .then((ok) => {
-          if (ok && this.current === next && !this.stopping) this.o.onRestarted?.(configText, { cause: "master-exited", downMs: Date.now() - diedAt });
+          if (ok && this.current === next && !this.stopping)
+            this.o.onRestarted?.(configText, { cause: "master-exited", downMs: Date.now() - diedAt });
         })
         // A throwing callback is a bug to see, not a reason for an unhandled rejection to end the agent.
         .catch((err: unknown) => process.emitWarning(`onRestarted failed: ${(err as Error).stack ?? String(err)}`));
@@ -336,7 +351,15 @@ export class HaproxyProcess {
       const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
       if (!status || status.master.pid !== run.child.pid || status.workers.length > 0) return;
       const reason = `HAProxy's current worker exited under a live master ${run.child.pid} (${line.replace(/^\[\w+\]\s+\(\d+\)\s*:\s*/, "")}), which does not fork another by itself; reloading it now`;
-      this.restarting({ cause: "worker-lost", reason, code: null, signal: null, servedMs, quickCrashes: this.quickCrashes, delayMs: 0 });
+      this.restarting({
+        cause: "worker-lost",
+        reason,
+        code: null,
+        signal: null,
+        servedMs,
+        quickCrashes: this.quickCrashes,
+        delayMs: 0,
+      });
       const configText = this.readConfig();
       const result = await reload(this.o.masterSocket, { timeoutMs: this.o.reloadTimeoutMs }).catch(() => undefined);
       if (this.current !== run || this.stopping) return;
@@ -346,13 +369,21 @@ export class HaproxyProcess {
         return;
       }
       run.child.kill("SIGKILL");
-    }).catch((err: unknown) => process.emitWarning(`replacing a lost HAProxy worker failed: ${(err as Error).stack ?? String(err)}`));
+    }).catch((err: unknown) =>
+      process.emitWarning(`replacing a lost HAProxy worker failed: ${(err as Error).stack ?? String(err)}`),
+    );
   }
 
   /** True once `run`'s master answers with a worker; false if it exits, is replaced or stopped, or times out. */
   private async serving(run: Running, timeoutMs = this.o.startTimeoutMs): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    while (this.current === run && !this.stopping && run.child.exitCode === null && run.child.signalCode === null && Date.now() < deadline) {
+    while (
+      this.current === run &&
+      !this.stopping &&
+      run.child.exitCode === null &&
+      run.child.signalCode === null &&
+      Date.now() < deadline
+    ) {
       const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
       if (status && status.master.pid === run.child.pid && status.workers.length > 0) {
         run.servingSince ??= Date.now();

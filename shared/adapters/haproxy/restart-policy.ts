@@ -18,7 +18,12 @@ export interface RestartPolicy {
   backoffMaxMs: number;
 }
 
-export const DEFAULT_RESTART_POLICY: RestartPolicy = { delayMs: 0, stableMs: 3000, backoffInitialMs: 500, backoffMaxMs: 5000 };
+export const DEFAULT_RESTART_POLICY: RestartPolicy = {
+  delayMs: 0,
+  stableMs: 3000,
+  backoffInitialMs: 500,
+  backoffMaxMs: 5000,
+};
 
 export interface RestartDecision {
   /** Died before serving, or within stableMs of starting to serve. */
@@ -29,9 +34,16 @@ export interface RestartDecision {
 }
 
 /** `servedMs`: how long the dead master had served (null: it never served). */
-export function decideRestart(policy: RestartPolicy, previousQuickCrashes: number, servedMs: number | null): RestartDecision {
+export function decideRestart(
+  policy: RestartPolicy,
+  previousQuickCrashes: number,
+  servedMs: number | null,
+): RestartDecision {
   const quick = servedMs === null || servedMs < policy.stableMs;
   const quickCrashes = quick ? previousQuickCrashes + 1 : 0;
-  const delayMs = quickCrashes <= 1 ? policy.delayMs : Math.min(policy.backoffInitialMs * 2 ** (quickCrashes - 2), policy.backoffMaxMs);
+  const delayMs =
+    quickCrashes <= 1
+      ? policy.delayMs
+      : Math.min(policy.backoffInitialMs * 2 ** (quickCrashes - 2), policy.backoffMaxMs);
   return { quick, quickCrashes, delayMs };
 }

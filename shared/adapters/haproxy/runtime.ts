@@ -14,7 +14,8 @@ export class RuntimeApiError extends Error {
 }
 
 // First lines of the error answers of the 2.6 stats CLI (cli_err() messages and usage texts).
-const ERROR_ANSWER = /^(No such |Unknown command|Permission denied|Can't find |Invalid |Missing |Require |usage: |'[^']+' (expects|only supports))/i;
+const ERROR_ANSWER =
+  /^(No such |Unknown command|Permission denied|Can't find |Invalid |Missing |Require |usage: |'[^']+' (expects|only supports))/i;
 
 /** A command on the stats/admin socket (`stats socket ... level admin`); throws RuntimeApiError on an error answer. */
 export async function runtimeCommand(socketPath: string, cmd: string, opts?: CliOptions): Promise<string> {
@@ -25,11 +26,19 @@ export async function runtimeCommand(socketPath: string, cmd: string, opts?: Cli
 
 // The CLI tokenises on spaces; a name outside HAProxy's own character set cannot be a real proxy or server.
 function checkName(kind: string, name: string): void {
-  if (!/^[A-Za-z0-9_.:-]+$/.test(name)) throw new Error(`invalid ${kind} name for the runtime API: ${JSON.stringify(name)}`);
+  if (!/^[A-Za-z0-9_.:-]+$/.test(name))
+    throw new Error(`invalid ${kind} name for the runtime API: ${JSON.stringify(name)}`);
 }
 
 /** Points a server slot at addr:port. addr is an IPv4 or IPv6 address, brackets optional. */
-export async function setServerAddr(socketPath: string, backend: string, server: string, addr: string, port: number, opts?: CliOptions): Promise<void> {
+export async function setServerAddr(
+  socketPath: string,
+  backend: string,
+  server: string,
+  addr: string,
+  port: number,
+  opts?: CliOptions,
+): Promise<void> {
   checkName("backend", backend);
   checkName("server", server);
   const bare = addr.replace(/^\[(.*)\]$/, "$1");
@@ -43,7 +52,13 @@ export async function setServerAddr(socketPath: string, backend: string, server:
 
 export type ServerAdminState = "ready" | "maint" | "drain";
 
-export async function setServerState(socketPath: string, backend: string, server: string, state: ServerAdminState, opts?: CliOptions): Promise<void> {
+export async function setServerState(
+  socketPath: string,
+  backend: string,
+  server: string,
+  state: ServerAdminState,
+  opts?: CliOptions,
+): Promise<void> {
   checkName("backend", backend);
   checkName("server", server);
   const cmd = `set server ${backend}/${server} state ${state}`;
@@ -54,7 +69,9 @@ export async function setServerState(socketPath: string, backend: string, server
 
 /** One planned slot command (see core/runtime-plan.ts), with the checks of the functions above. */
 export function runRuntimeCommand(socketPath: string, c: RuntimeCommand, opts?: CliOptions): Promise<void> {
-  return c.op === "addr" ? setServerAddr(socketPath, c.backend, c.server, c.address, c.port, opts) : setServerState(socketPath, c.backend, c.server, c.state, opts);
+  return c.op === "addr"
+    ? setServerAddr(socketPath, c.backend, c.server, c.address, c.port, opts)
+    : setServerState(socketPath, c.backend, c.server, c.state, opts);
 }
 
 /**
