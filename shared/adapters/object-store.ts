@@ -474,6 +474,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     return doomed;
   }
 
+  /** The newest config's sha256 as the last publish saw or left it (see expectUnchanged). */
+  let lastNewestSha: string | null = null;
+
   async function publish(input: PublishInput): Promise<PublishResult> {
     const { config, generator } = input;
     const ours = parseRevision(input.revision);
@@ -483,14 +486,21 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       );
     }
     const sha = sha256(config);
-    // The live revision is needed before any write and when behind: read beside the store's
-    // listings, so that it adds a request but no wait (a one-item list; unused when unchanged).
+    // A warm instance that last saw these very bytes newest expects "unchanged", which needs only
+    // the configs listing (the views listing only when the snapshot is newer than that config: a
+    // marker may be due). Otherwise the live revision (needed before any write and when behind)
+    // and both listings go out together, so that they add requests but no wait.
+    const expectUnchanged = lastNewestSha === sha && !input.restore;
     const probe = input.liveRevision;
     let live: Promise<bigint> | undefined;
     const liveRevision = () => (live ??= probe!().then(parseRevision));
-    if (probe && !input.restore) liveRevision().catch(() => undefined);
-    const [configs, views] = await Promise.all([listConfigs(), listViews()]);
+    if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
+    const [configs, listedViews] = await Promise.all([listConfigs(), expectUnchanged ? null : listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
+    // Same bytes at or below the newest config's revision: unchanged with no marker, whatever the views.
+    const viewsMatter = !(newestEntry && newestHead?.sha256 === sha && ours <= newestEntry.name.revision);
+    const views = listedViews ?? (viewsMatter ? await listViews() : []);
+    lastNewestSha = newestHead?.sha256 ?? null;
     const state = {
       newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 },
       view: pickView(
@@ -603,6 +613,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       seq: decision.seq,
       settingsDigest: metadata.settings ?? null,
     });
+    lastNewestSha = sha;
 
     const published: PublishResult = {
       status: "published",

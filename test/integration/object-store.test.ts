@@ -8,6 +8,7 @@ import {
   type ObjectStoreOptions,
 } from "../../shared/adapters/object-store.js";
 import { parseStoreUrl } from "../../shared/core/store-url.js";
+import { dripProxy } from "../support/drip.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 const GENERATOR = "servicelb/test";
@@ -135,6 +136,40 @@ describe("publish, latest, get", () => {
       expect(again.view).toBe(revision === "11" ? `${prefix}views/000000-00000000000000000011` : undefined);
     }
     expect(await keysUnder(prefix)).toEqual([first.key, `${prefix}views/000000-00000000000000000011`]);
+  });
+
+  it("a warm publisher's unchanged pass reads the configs listing alone; views only when a marker may be due", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    try {
+      const prefix = newPrefix();
+      const store = openStore(prefix, { endpoint: proxy.endpoint });
+      let probes = 0;
+      const liveRevision = async () => {
+        probes += 1;
+        return "100";
+      };
+      const listed = () =>
+        proxy.seen
+          .filter((r) => r.method === "GET" && r.path.includes("list-type=2"))
+          .map((r) => new URL(r.path, proxy.endpoint).searchParams.get("prefix")?.slice(prefix.length));
+      const pass = async (config: string, revision: string) => {
+        proxy.seen.length = 0;
+        const result = await store.publish({ config, revision, generator: GENERATOR, liveRevision });
+        return { status: result.status, view: result.view !== undefined, listed: listed() };
+      };
+
+      expect(await pass(cfg(1), "10")).toEqual({ status: "published", view: false, listed: ["configs/", "views/"] });
+      expect(probes).toBe(1);
+      expect(await pass(cfg(1), "10")).toEqual({ status: "unchanged", view: false, listed: ["configs/"] });
+      expect(await pass(cfg(1), "11")).toEqual({ status: "unchanged", view: true, listed: ["configs/", "views/"] });
+      expect(probes).toBe(1);
+      // Someone else's bytes are newest now: the pass lists everything and asks the live cluster before writing.
+      await openStore(prefix).publish({ config: cfg(2), revision: "11", generator: GENERATOR });
+      expect(await pass(cfg(1), "12")).toEqual({ status: "published", view: false, listed: ["configs/", "views/"] });
+      expect(probes).toBe(2);
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it("refuses a config from an older snapshot", async () => {
