@@ -107,8 +107,7 @@ async function main(): Promise<void> {
     let buffered = "";
     child.stderr!.on("data", (c: Buffer) => {
       buffered += c.toString();
-      let nl;
-      while ((nl = buffered.indexOf("\n")) >= 0) {
+      for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
         const line = buffered.slice(0, nl);
         buffered = buffered.slice(nl + 1);
         try {

@@ -266,7 +266,9 @@ export async function readClusterRevision(
  */
 export function watchCluster(kc: KubeConfig, options: WatchClusterOptions): () => void {
   const stops = (["services", "endpointslices"] as const).map((resource) => watchResource(kc, resource, options));
-  return () => stops.forEach((stop) => stop());
+  return () => {
+    for (const stop of stops) stop();
+  };
 }
 
 /**

@@ -447,7 +447,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   async function getPin(): Promise<Pin | null> {
     const text = await getText(pinKey);
     if (text === null) return null;
-    let parsed;
+    let parsed: ReturnType<typeof pinSchema.safeParse>;
     try {
       parsed = pinSchema.safeParse(JSON.parse(text));
     } catch (error) {

@@ -80,13 +80,10 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
   return {
     store: {
       async history(options) {
-        let entries;
-        try {
-          entries = await guarded("list", () => inner.history(options));
-        } catch (err) {
+        const entries = await guarded("list", () => inner.history(options)).catch((err: unknown) => {
           if (!stopping.signal.aborted) pullFailed(err);
           throw err;
-        }
+        });
         const newest = entries[0]?.key;
         listed = newest === undefined ? null : { key: newest, lastSuccess, failures };
         // Counted now, taken back if the GET it leads to fails: /status is right in between too.

@@ -61,12 +61,10 @@ export function createRenderHandler(
         return;
       }
       if (req.query.check === "1" || req.query.check === "true") {
-        let check;
-        try {
-          check = await checkConfig(result.bytes);
-        } catch (err) {
-          // No HAProxy on this instance (the function image has none), or it hung: not the config's fault.
-          fail(res, 501, `?check=1 cannot run here: ${(err as Error).message}`);
+        // No HAProxy on this instance (the function image has none), or it hung: not the config's fault.
+        const check = await checkConfig(result.bytes).catch((err: Error) => err);
+        if (check instanceof Error) {
+          fail(res, 501, `?check=1 cannot run here: ${check.message}`);
           return;
         }
         if (!check.ok) {

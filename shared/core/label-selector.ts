@@ -44,6 +44,8 @@ export function matchesSelector(selector: LabelSelector, labels: Readonly<Record
         return has;
       case "absent":
         return !has;
+      default:
+        return t satisfies never;
     }
   });
 }

@@ -139,9 +139,10 @@ describe("servicelb reconcile --once", () => {
       api.upsert("EndpointSlice", slice("web", [{ port: 80 }], ["10.1.0.1"]) as unknown as KubeObject);
       const once = { ...flags, store: `s3://${s3.bucket}/recorded/`, kubeconfig: await api.writeKubeconfig() };
       let stderr = "";
-      vi.spyOn(process.stderr, "write").mockImplementation(
-        (chunk: string | Uint8Array) => ((stderr += String(chunk)), true),
-      );
+      vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+        stderr += String(chunk);
+        return true;
+      });
 
       // The deployed function's settings, as its first publish records them.
       captureStdout();

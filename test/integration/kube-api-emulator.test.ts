@@ -18,6 +18,7 @@ describe("KubeApiEmulator", () => {
       headers: { authorization: `Bearer ${api.token}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
+    // biome-ignore lint/suspicious/noExplicitAny: answers are read field by field, each assertion checks its field
     return { status: r.status, body: (await r.json()) as Record<string, any> };
   };
   const slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
@@ -65,7 +66,7 @@ describe("KubeApiEmulator", () => {
         const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
         if (done) return;
         buf += Buffer.from(value!).toString();
-        for (let nl; (nl = buf.indexOf("\n")) >= 0; buf = buf.slice(nl + 1)) {
+        for (let nl = buf.indexOf("\n"); nl >= 0; buf = buf.slice(nl + 1), nl = buf.indexOf("\n")) {
           const e = JSON.parse(buf.slice(0, nl)) as { type: string; object: KubeObject };
           events.push(`${e.type} ${e.object.metadata.name} ${e.object.metadata.resourceVersion}`);
         }

@@ -542,11 +542,7 @@ describe("agent statuses", () => {
 });
 
 describe("store unavailable", () => {
-  async function expectTransientFailure(
-    store: ObjectStore,
-    endpoint: string,
-    run: () => Promise<unknown>,
-  ): Promise<void> {
+  async function expectTransientFailure(endpoint: string, run: () => Promise<unknown>): Promise<void> {
     const started = performance.now();
     const error = await run().catch((e: unknown) => e);
     const elapsed = performance.now() - started;
@@ -561,8 +557,8 @@ describe("store unavailable", () => {
   it("fails fast and transiently when nothing listens", async () => {
     const endpoint = await deadEndpoint();
     const store = openStore(newPrefix(), { endpoint });
-    await expectTransientFailure(store, endpoint, () => store.latest());
-    await expectTransientFailure(store, endpoint, () =>
+    await expectTransientFailure(endpoint, () => store.latest());
+    await expectTransientFailure(endpoint, () =>
       store.publish({ config: cfg(1), revision: "1", generator: GENERATOR }),
     );
   });
@@ -572,14 +568,14 @@ describe("store unavailable", () => {
     const store = openStore(newPrefix(), { endpoint: other.endpoint });
     await store.publish({ config: cfg(1), revision: "1", generator: GENERATOR });
     await other.stop();
-    await expectTransientFailure(store, other.endpoint, () => store.latest());
+    await expectTransientFailure(other.endpoint, () => store.latest());
   });
 
   it("times out a server that never answers", async () => {
     const hung = await hangingEndpoint();
     try {
       const store = openStore(newPrefix(), { endpoint: hung.endpoint, timeoutMs: 300 });
-      await expectTransientFailure(store, hung.endpoint, () => store.latest());
+      await expectTransientFailure(hung.endpoint, () => store.latest());
     } finally {
       await hung.stop();
     }

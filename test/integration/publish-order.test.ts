@@ -261,9 +261,10 @@ describe("keys are not trusted blindly", () => {
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
     let out = "";
-    const spy = vi
-      .spyOn(process.stdout, "write")
-      .mockImplementation((chunk: string | Uint8Array) => ((out += String(chunk)), true));
+    const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
+      out += String(chunk);
+      return true;
+    });
     try {
       // Exit 3: the stopped node's HAProxy is down (the fleet has not converged); the report is printed all the same.
       expect(
@@ -325,9 +326,10 @@ describe("pin and unpin", () => {
     vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
     vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
     let out = "";
-    const spy = vi
-      .spyOn(process.stdout, "write")
-      .mockImplementation((chunk: string | Uint8Array) => ((out += String(chunk)), true));
+    const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
+      out += String(chunk);
+      return true;
+    });
     try {
       expect(await runPin("latest~1", { ...flags, reason: "incident 42" })).toBe(0);
       expect(out).toContain(`pinned ${v1.key}`);

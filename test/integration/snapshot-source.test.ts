@@ -67,7 +67,7 @@ describe("readLiveSnapshot", () => {
     const second = await readLiveSnapshot(ALL, { kubeconfig, pageSize: 2 }, reuse);
     expect(expired).toBe(true);
     expect(second.services.map((s) => s.metadata.name)).toEqual(["a", "b", "c", "d", "e"]);
-    second.services.forEach((s, i) => expect(s).toBe(first.services[i]));
+    for (const [i, s] of second.services.entries()) expect(s).toBe(first.services[i]);
     const changed = second.endpointSlices.find((s) => s.metadata.name === "c-x")!;
     expect(changed).not.toBe(first.endpointSlices.find((s) => s.metadata.name === "c-x"));
     expect(changed.endpoints[0]!.addresses).toEqual(["10.1.0.9"]);

@@ -74,17 +74,15 @@ function world(runtimeFails?: (command: string) => boolean) {
   const applier = new Applier({
     store: {
       history: async () =>
-        [...configs]
-          .reverse()
-          .map((c) => ({
-            key: c.key,
-            epoch: 0,
-            revision: c.revision,
-            seq: 0,
-            sha256Prefix: c.sha256.slice(0, 16),
-            size: c.config.length,
-            lastModified: new Date(),
-          })),
+        [...configs].reverse().map((c) => ({
+          key: c.key,
+          epoch: 0,
+          revision: c.revision,
+          seq: 0,
+          sha256Prefix: c.sha256.slice(0, 16),
+          size: c.config.length,
+          lastModified: new Date(),
+        })),
       get: async (key) => configs.find((c) => c.key === key)!,
       getPin: async () => null,
     },
@@ -151,7 +149,7 @@ describe("Applier with faked HAProxy ports", () => {
   it("a runtime change HAProxy refuses half-way is checked and reloaded: the reload sets every slot", async () => {
     // HAProxy refuses the new address of s1, after s2 carried it and s1 was taken down.
     const w = world((c) => c === "set server default_web_80/s1 addr 10.0.0.2 port 80");
-    const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));
+    await w.serve(stored(1, config(["10.0.0.1:80", null])));
     const moved = stored(2, config(["10.0.0.2:80", null]));
     w.configs.push(moved);
     const applying = w.applier.sync();
@@ -196,7 +194,7 @@ describe("Applier with faked HAProxy ports", () => {
 
   it("an in-place move with no spare slot is reloaded after its check, with no runtime command", async () => {
     const w = world();
-    const first = await w.serve(stored(1, config(["10.0.0.1:80", "10.0.0.2:80"])));
+    await w.serve(stored(1, config(["10.0.0.1:80", "10.0.0.2:80"])));
     const moved = stored(2, config(["10.0.0.3:80", "10.0.0.2:80"]));
     w.configs.push(moved);
     const applying = w.applier.sync();

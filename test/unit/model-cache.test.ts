@@ -76,26 +76,33 @@ function apply(state: State, c: Change, rv: number): void {
       return;
     case "host":
       annotations["serviceloadbalancer/lb.host"] = c.host;
-      return write();
+      write();
+      return;
     case "aclMatch":
       annotations["serviceloadbalancer/lb.aclMatch"] = c.path;
-      return write();
+      write();
+      return;
     case "sslTerm":
       annotations["serviceloadbalancer/lb.sslTerm"] =
         annotations["serviceloadbalancer/lb.sslTerm"] === "true" ? "false" : "true";
-      return write();
+      write();
+      return;
     case "ports":
       ports.splice(0, ports.length, { port: c.port, name: "p" });
-      return write();
+      write();
+      return;
     case "twoPorts":
       ports.splice(0, ports.length, { port: c.port, name: "p" }, c.second);
-      return write();
+      write();
+      return;
     case "setting":
       annotations[`serviceloadbalancer/${c.setting.split("=")[0]}`] = c.setting.split("=")[1]!;
-      return write();
+      write();
+      return;
     case "recreate":
       created = new Date(Date.UTC(2024, 0, 1, 0, 0, rv)).toISOString();
-      return write();
+      write();
+      return;
   }
 }
 

@@ -104,7 +104,9 @@ describe("watchStore", () => {
       message: "S3 list at http://store abandoned: the agent is stopping",
     });
     let sent = false;
-    fake.store.putStatus = async () => void (sent = true);
+    fake.store.putStatus = async () => {
+      sent = true;
+    };
     await expect(watched.store.putStatus("n", {})).rejects.toThrow("abandoned");
     expect(sent).toBe(false);
     const values = (await metrics.storeFailures.get()).values;
