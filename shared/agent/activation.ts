@@ -1,7 +1,8 @@
 /*
  * Takes one config onto the node (decide.ts says how): through the runtime API when only server
- * slots changed — make before break, then written, no `haproxy -c` (see applyThroughRuntime for
- * why none is needed) — else `haproxy -c`, atomic write, reload (or the first start). The pull
+ * slots and the lines of pattern files changed — slots make before break, each file swapped
+ * atomically, then written, no `haproxy -c` (see applyThroughRuntime for why none is needed) —
+ * else `haproxy -c`, atomic write, reload (or the first start). The pull
  * loop (applier.ts) calls it one step at a time; nothing here runs concurrently.
  *
  * Never lose the last good config (invariant 3): haproxy.cfg only ever holds a config that passed
@@ -14,15 +15,16 @@ import { dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import type { ReloadResult } from "../adapters/haproxy/master.js";
-import { runRuntimeCommand, showServersState } from "../adapters/haproxy/runtime.js";
+import { runRuntimeCommand, showServersState, swapPatternFile } from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
 import { trace } from "../adapters/trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
+import type { PatternFile } from "../core/pattern-files.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
 import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
 import { ConfigFiles } from "./config-files.js";
-import { decideApply } from "./decide.js";
+import { type ApplyDecision, decideApply } from "./decide.js";
 import type { AgentMetrics } from "./metrics.js";
 import type { NodeState, Running } from "./node-state.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
@@ -40,11 +42,17 @@ export interface HaproxyControl {
 /** What the apply steps do on HAProxy's runtime API socket. */
 export interface RuntimePort {
   run(socket: string, command: RuntimeCommand): Promise<void>;
+  /** Replaces a loaded pattern file's lines at once (prepare, add, commit); on failure the live list is unchanged. */
+  swapPatterns(socket: string, file: PatternFile): Promise<void>;
   /** `show servers state`, as the server-state file takes it. */
   serversState(socket: string): Promise<string>;
 }
 
-const REAL_RUNTIME: RuntimePort = { run: runRuntimeCommand, serversState: showServersState };
+const REAL_RUNTIME: RuntimePort = {
+  run: runRuntimeCommand,
+  swapPatterns: swapPatternFile,
+  serversState: showServersState,
+};
 
 export interface ActivationOptions {
   store: Pick<ObjectStore, "history">;
@@ -76,7 +84,7 @@ export interface LoopHandle {
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-/** A runtime command failed after `done` others had succeeded. */
+/** A runtime step (slot command or pattern file swap) failed after `done` others had succeeded. */
 class RuntimeStepError extends Error {
   constructor(
     readonly done: number,
@@ -107,8 +115,7 @@ export class Activation {
         ? { text: running.text, known: !this.node.liveUnknown }
         : null;
     const decision = decideApply(live, config.config);
-    if (decision.kind === "runtime")
-      return this.applyThroughRuntime(decision.socket, running!, config, decision.commands, decision.slots, t0);
+    if (decision.kind === "runtime") return this.applyThroughRuntime(decision, running!, config, t0);
     if (live && decision.kind === "reload")
       this.o.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
     await this.checkThenActivate(config, t0);
@@ -137,28 +144,30 @@ export class Activation {
   }
 
   /**
-   * Only server slots changed: live at once through the runtime API (make before break), then
-   * written. No `haproxy -c`: the new config is a config that passed it (or that HAProxy runs)
-   * with other server addresses and `disabled` flags in existing slots, and nothing else — every
-   * other line is byte-identical (diffConfigs), each changed line matches the server grammar
-   * (an IP literal and a port, the same parameters), and HAProxy's runtime API accepted each
-   * address and state. A config HAProxy parsed with these servers differs from one it accepted
-   * only in values its own runtime API just validated, so the check could not say no; it would
-   * cost a full parse of the config (a quarter of a second of CPU at 1,000 Services) per change.
-   * Should the file not be written, the slots go back, so HAProxy and the file never disagree.
+   * Only server slots and pattern files' lines changed: live at once through the runtime API
+   * (slots make before break, each file swapped atomically), then written. No `haproxy -c`: the
+   * new config is a config that passed it (or that HAProxy runs) with other server addresses and
+   * `disabled` flags in existing slots, and other lines in pattern files it already loads, and
+   * nothing else — every other line is byte-identical (diffConfigs, diffPatternFiles), each
+   * changed server line matches the server grammar (an IP literal and a port, the same
+   * parameters), each pattern line is an address or CIDR (splitConfig), and HAProxy's runtime
+   * API accepted each address, state and pattern. A config HAProxy parsed with these differs
+   * from one it accepted only in values its own runtime API just validated, so the check could
+   * not say no; it would cost a full parse of the config (a quarter of a second of CPU at 1,000
+   * Services) per change. Should the files not be written, the slots and lists go back, so
+   * HAProxy and the files never disagree.
    */
   private async applyThroughRuntime(
-    socket: string,
+    decision: Extract<ApplyDecision, { kind: "runtime" }>,
     running: Running,
     config: StoredConfig,
-    commands: RuntimeCommand[],
-    slots: number,
     t0: number,
   ): Promise<void> {
     const { configPath, log, metrics } = this.o;
+    const { slots } = decision;
     try {
-      await this.applyRuntime(socket, commands);
-      trace("agent", "runtime.done", { key: config.key, changes: slots });
+      await this.applyRuntime(decision);
+      trace("agent", "runtime.done", { key: config.key, changes: slots, files: decision.files.length });
     } catch (err) {
       // Some commands ran, some did not: the slots are neither config's. A reload sets every slot
       // from a file, with no drop: the new config's once it passes haproxy -c, else the old one's.
@@ -170,6 +179,7 @@ export class Activation {
       return;
     }
     metrics.runtimeServerChanges.inc(slots);
+    metrics.runtimePatternSwaps.inc(decision.files.length);
     this.node.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
     try {
       await this.files.writeConfig(config.config);
@@ -190,7 +200,7 @@ export class Activation {
       return false;
     }
     try {
-      await this.applyRuntime(back.socket, back.commands);
+      await this.applyRuntime(back);
       return true;
     } catch (err) {
       this.o.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
@@ -224,14 +234,21 @@ export class Activation {
     if (dropped) this.host.pullAgain();
   }
 
-  /** Make before break: the commands are in planRuntime's order, one at a time. */
-  private async applyRuntime(socket: string, commands: RuntimeCommand[]): Promise<void> {
+  /** Make before break: the slot commands in planRuntime's order, one at a time; then each pattern file. */
+  private async applyRuntime({ socket, commands, files }: Extract<ApplyDecision, { kind: "runtime" }>): Promise<void> {
     const runtime = this.o.runtime ?? REAL_RUNTIME;
     for (const [i, c] of commands.entries()) {
       try {
         await runtime.run(socket, c);
       } catch (err) {
         throw new RuntimeStepError(i, err);
+      }
+    }
+    for (const [i, f] of files.entries()) {
+      try {
+        await runtime.swapPatterns(socket, f);
+      } catch (err) {
+        throw new RuntimeStepError(commands.length + i, err);
       }
     }
   }
@@ -312,6 +329,7 @@ export class Activation {
     const t0 = performance.now();
     try {
       await this.files.ensureServerStateFile(running.text);
+      await this.files.ensurePatternFiles(running.text);
       await this.o.haproxy.start();
       this.node.started = true;
     } catch (err) {

@@ -1,25 +1,78 @@
 import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
-import { dirname } from "node:path";
+import { mkdir, readdir, rm } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import type { Logger } from "../adapters/log.js";
+import { isPatternFilePath, PATTERN_DIR, patternFileText, splitConfig } from "../core/pattern-files.js";
 import { serverStateFileOf } from "./config-facts.js";
-import { NotDurableError, writeFileAtomic } from "./files.js";
+import { NotDurableError, readIfExists, writeFileAtomic } from "./files.js";
 import { EMPTY_SERVER_STATE } from "./server-state.js";
 
-/** The files HAProxy reads on the node: its config and its server-state file. */
+/** The files HAProxy reads on the node: its config, the pattern files beside it, its server-state file. */
 export class ConfigFiles {
+  /** Pattern files' text as this process last wrote or read it, so an unchanged list costs no write. */
+  private readonly patterns = new Map<string, string>();
+
   constructor(
     private readonly configPath: string,
     private readonly log: Logger,
   ) {}
 
-  /** haproxy.cfg ← text, atomically; replaced but not synced to disk (NotDurableError) counts as written. */
+  /**
+   * haproxy.cfg ← text, atomically, with its pattern files (core/pattern-files.ts): the files
+   * first, so a HAProxy restarted at any moment reads the config's lists or newer ones, never a
+   * config without its files; then files no longer named are removed. Replaced but not synced to
+   * disk (NotDurableError) counts as written.
+   */
   async writeConfig(text: string): Promise<void> {
+    const split = splitConfig(text);
+    if ("error" in split) throw new Error(`the config's ${split.error}`);
+    await this.writePatternFiles(split.files);
+    await this.durably(this.configPath, text);
+    await this.prunePatternFiles(split.files);
+  }
+
+  /** The pattern files of `text`, where they differ from what is on disk (HAProxy is about to start on it). */
+  async ensurePatternFiles(text: string): Promise<void> {
+    const split = splitConfig(text);
+    if ("error" in split) throw new Error(`the config's ${split.error}`);
+    await this.writePatternFiles(split.files);
+  }
+
+  private async writePatternFiles(files: ReadonlyMap<string, readonly string[]>): Promise<void> {
+    if (files.size > 0) await mkdir(join(dirname(this.configPath), PATTERN_DIR), { recursive: true });
+    for (const [path, entries] of files) {
+      const text = patternFileText(entries);
+      const full = join(dirname(this.configPath), path);
+      if (!this.patterns.has(path)) {
+        const onDisk = await readIfExists(full);
+        if (onDisk !== null) this.patterns.set(path, onDisk);
+      }
+      if (this.patterns.get(path) === text) continue;
+      await this.durably(full, text);
+      this.patterns.set(path, text);
+    }
+  }
+
+  /** Only names a config could give: anything else in the directory is not ours to remove. */
+  private async prunePatternFiles(keep: ReadonlyMap<string, readonly string[]>): Promise<void> {
+    const dir = join(dirname(this.configPath), PATTERN_DIR);
+    const names = await readdir(dir).catch(() => [] as string[]);
+    for (const name of names) {
+      const path = `${PATTERN_DIR}/${name}`;
+      if (keep.has(path) || !isPatternFilePath(path)) continue;
+      this.patterns.delete(path);
+      await rm(join(dir, name), { force: true }).catch((err: unknown) =>
+        this.log.warn({ path, err: err instanceof Error ? err.message : String(err) }, "cannot remove a pattern file"),
+      );
+    }
+  }
+
+  private async durably(path: string, text: string): Promise<void> {
     try {
-      await writeFileAtomic(this.configPath, text);
+      await writeFileAtomic(path, text);
     } catch (err) {
       if (!(err instanceof NotDurableError)) throw err;
-      this.log.warn({ err: err.message }, "the config file was replaced but may not survive a power loss");
+      this.log.warn({ path, err: err.message }, "a config file was replaced but may not survive a power loss");
     }
   }
 

@@ -4,14 +4,18 @@
  */
 
 import { diffConfigs } from "../core/config-diff.js";
+import { diffPatternFiles, type PatternFile, splitConfig } from "../core/pattern-files.js";
 import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
 import { statsSocketOf } from "./config-facts.js";
 
 export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */
   | { kind: "identical" }
-  /** Only server slots changed: these commands, in make-before-break order, on `socket`. */
-  | { kind: "runtime"; socket: string; commands: RuntimeCommand[]; slots: number }
+  /**
+   * Only server slots and the lines of pattern files changed: these slot commands, in
+   * make-before-break order, and these files swapped whole (each atomically), on `socket`.
+   */
+  | { kind: "runtime"; socket: string; commands: RuntimeCommand[]; slots: number; files: PatternFile[] }
   | { kind: "reload"; reason: string };
 
 export interface LiveConfig {
@@ -28,9 +32,17 @@ export function decideApply(live: LiveConfig | null, next: string): ApplyDecisio
   if (live.text === next) return { kind: "identical" };
   const socket = statsSocketOf(live.text);
   if (!socket) return { kind: "reload", reason: "the running config has no stats socket for the runtime API" };
-  const diff = diffConfigs(live.text, next);
-  if (diff.kind !== "runtime") return diff;
-  const plan = planRuntime(diff.changes, diff.spare);
+  const from = splitConfig(live.text);
+  const to = splitConfig(next);
+  // The check refuses such a config; a reload is the path that runs it.
+  if ("error" in to) return { kind: "reload", reason: `the new config's ${to.error}` };
+  if ("error" in from) return { kind: "reload", reason: `the running config's ${from.error}` };
+  const files = diffPatternFiles(from.files, to.files);
+  if (files.kind === "reload") return files;
+  const diff = diffConfigs(from.head, to.head);
+  if (diff.kind === "reload") return diff;
+  const changes = diff.kind === "runtime" ? diff.changes : [];
+  const plan = planRuntime(changes, diff.kind === "runtime" ? diff.spare : new Map());
   if (plan.kind === "reload") return plan;
-  return { kind: "runtime", socket, commands: plan.commands, slots: diff.changes.length };
+  return { kind: "runtime", socket, commands: plan.commands, slots: changes.length, files: files.changed };
 }

@@ -11,6 +11,7 @@ export interface AgentMetrics {
   reloadFailures: Counter;
   runtimeUpdates: Counter;
   runtimeServerChanges: Counter;
+  runtimePatternSwaps: Counter;
   applyFailures: Counter<"stage">;
   skippedConfigs: Counter;
   pullSeconds: Histogram;
@@ -77,6 +78,11 @@ export function createAgentMetrics(): AgentMetrics {
     runtimeServerChanges: new Counter({
       name: "servicelb_agent_runtime_server_changes_total",
       help: "Server slots changed through the runtime API",
+      registers,
+    }),
+    runtimePatternSwaps: new Counter({
+      name: "servicelb_agent_runtime_pattern_swaps_total",
+      help: "Pattern files (allow and deny lists) replaced through the runtime API",
       registers,
     }),
     applyFailures: new Counter({

@@ -10,7 +10,7 @@ import { z } from "zod";
 import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
 import { parseHost, type HostMatch } from "./host-match.js";
 import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
-import { parseSourceRanges } from "./source-ranges.js";
+import { MAX_INLINE_SOURCE_RANGES, parseSourceRanges } from "./source-ranges.js";
 import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
 
 export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
@@ -32,7 +32,7 @@ const timeout = z.string().transform((text, ctx) => {
 });
 
 const sourceRanges = z.string().transform((text, ctx) => {
-  const parsed = parseSourceRanges(text);
+  const parsed = parseSourceRanges(text, MAX_INLINE_SOURCE_RANGES);
   if (Array.isArray(parsed)) return parsed;
   ctx.addIssue({ code: "custom", message: parsed.error });
   return z.NEVER;

@@ -4,6 +4,7 @@ import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import { compileFragment, type Fragment } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
+import { type PatternFile, patternFilePath, renderPatternSection } from "./pattern-files.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
 export interface TemplateSet {
@@ -53,7 +54,10 @@ export interface BackendView {
   /** HTTP health check: `GET <check_uri>`, expecting `check_status` (null: any 2xx/3xx). */
   check_uri: string | null;
   check_status: number | null;
-  /** Space-separated CIDRs for `acl … src`. */
+  /** The source lists' pattern files (`acl … src -f <file>`), relative to haproxy.cfg; core/pattern-files.ts. */
+  src_allow_file: string | null;
+  src_deny_file: string | null;
+  /** The same lists space-separated, for a custom template that still puts them on the `acl` line (at most 60 fit). */
   src_allow: string | null;
   src_deny: string | null;
   tcp: boolean;
@@ -182,6 +186,17 @@ function prefixRegex(prefix: string): string {
   return `^${prefix.replace(/[.+]/g, (c) => `[${c}]`)}/?(.*)`;
 }
 
+/** One file per list and Service: the backends of a Service's ports share its annotations, hence its lists. */
+function patternFiles(model: Model): PatternFile[] {
+  const files = new Map<string, readonly string[]>();
+  for (const b of model.backends) {
+    const { allowSources, denySources } = b.settings;
+    if (allowSources) files.set(patternFilePath(b.namespace, b.service, "allow"), allowSources);
+    if (denySources) files.set(patternFilePath(b.namespace, b.service, "deny"), denySources);
+  }
+  return [...files].map(([path, entries]) => ({ path, entries }));
+}
+
 export class Renderer {
   private readonly liquid: Liquid;
   private readonly main;
@@ -266,6 +281,8 @@ export class Renderer {
       timeout_queue: s.timeoutQueue,
       check_uri: s.checkHttp?.uri ?? null,
       check_status: s.checkHttp?.status ?? null,
+      src_allow_file: s.allowSources ? patternFilePath(b.namespace, b.service, "allow") : null,
+      src_deny_file: s.denySources ? patternFilePath(b.namespace, b.service, "deny") : null,
       src_allow: s.allowSources?.join(" ") ?? null,
       src_deny: s.denySources?.join(" ") ?? null,
       tcp: b.mode === "tcp",
@@ -367,13 +384,17 @@ export class Renderer {
         section(slot, chunks);
         sections[slot] = Buffer.concat(chunks).toString("utf8");
       }
-      return Buffer.from(this.liquid.renderSync(this.main, { o: view, ...sections }) as string, "utf8");
+      const text = this.liquid.renderSync(this.main, { o: view, ...sections }) as string;
+      return Buffer.from(text + renderPatternSection(patternFiles(model)), "utf8");
     }
     const chunks: Buffer[] = [];
     for (const part of parts) {
       if (typeof part === "string") section(part, chunks);
       else chunks.push(part);
     }
+    // Last, so that a list's length never shifts the lines the agent's slot diff compares.
+    const files = patternFiles(model);
+    if (files.length > 0) chunks.push(Buffer.from(renderPatternSection(files), "utf8"));
     return Buffer.concat(chunks);
   }
 }

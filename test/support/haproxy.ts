@@ -1,8 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parseRenderOptions, type RenderOptions, type RenderOptionsInput } from "../../shared/core/options.js";
+import { patternFileText, splitConfig } from "../../shared/core/pattern-files.js";
 import { freePort } from "./net.js";
 
 /** Tests that need HAProxy fail (never skip) when it is missing, and say how to install it. */
@@ -40,9 +41,20 @@ export async function loopbackOptions(extra: RenderOptionsInput = {}): Promise<L
   return { dir, options, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** `haproxy -c` on a config text; returns HAProxy's output when it rejects the config. */
+/** The config's pattern files (core/pattern-files.ts) into `dir`, as the agent writes them beside haproxy.cfg. */
+export function writePatternFiles(config: string, dir: string): void {
+  const split = splitConfig(config);
+  if ("error" in split) throw new Error(split.error);
+  for (const [path, entries] of split.files) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), patternFileText(entries));
+  }
+}
+
+/** `haproxy -c` on a config text, its pattern files beside it; returns HAProxy's output when it rejects the config. */
 export function haproxyCheck(config: string, dir: string): { ok: boolean; output: string } {
   const file = join(dir, `check-${process.pid}-${Math.random().toString(36).slice(2)}.cfg`);
+  writePatternFiles(config, dir);
   writeFileSync(file, config);
   const r = spawnSync("haproxy", ["-c", "-q", "-f", file], { encoding: "utf8" });
   rmSync(file, { force: true });
@@ -55,9 +67,10 @@ export interface RunningHaproxy {
   stop(): Promise<void>;
 }
 
-/** Runs HAProxy in the foreground on `config` until stop(); rejects if it exits during start-up. */
+/** Runs HAProxy in the foreground on `config` (its pattern files beside it) until stop(); rejects if it exits during start-up. */
 export async function runHaproxy(config: string, dir: string): Promise<RunningHaproxy> {
   const file = join(dir, "haproxy.cfg");
+  writePatternFiles(config, dir);
   writeFileSync(file, config);
   const child = spawn("haproxy", ["-W", "-f", file], { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";

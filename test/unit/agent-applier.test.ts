@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -8,6 +8,7 @@ import type { StoredConfig } from "../../shared/adapters/object-store.js";
 import { Applier, type RuntimePort } from "../../shared/agent/applier.js";
 import { createAgentMetrics } from "../../shared/agent/metrics.js";
 import { EMPTY_STATE } from "../../shared/agent/state.js";
+import { renderPatternSection } from "../../shared/core/pattern-files.js";
 import { commandText } from "../../shared/core/runtime-plan.js";
 import { sha256 } from "../../shared/core/sha256.js";
 
@@ -66,6 +67,11 @@ function world(runtimeFails?: (command: string) => boolean) {
       if (runtimeFails?.(text)) throw new Error(`HAProxy runtime API: "${text}" failed`);
       commands.push(text);
     },
+    swapPatterns: async (_socket, f) => {
+      const text = `swap ${f.path} ${f.entries.join(",")}`;
+      if (runtimeFails?.(text)) throw new Error(`HAProxy runtime API: "prepare acl ${f.path}" failed`);
+      commands.push(text);
+    },
     serversState: async () =>
       "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord\n",
   };
@@ -118,6 +124,10 @@ function world(runtimeFails?: (command: string) => boolean) {
 }
 
 const OK: CheckResult = { ok: true, warnings: [] };
+
+/** A config whose Service has an allow list, in its pattern file. */
+const listed = (slots: Array<string | null>, allow: string[]) =>
+  `${config(slots).replace("backend default_web_80 from http_defaults\n", "$&    acl src_allowed src -f patterns/default.web.allow\n")}${renderPatternSection([{ path: "patterns/default.web.allow", entries: allow }])}`;
 
 describe("Applier with faked HAProxy ports", () => {
   it("an in-place move goes live make before break and is written at once, with no haproxy -c", async () => {
@@ -190,6 +200,52 @@ describe("Applier with faked HAProxy ports", () => {
       "set server default_web_80/s2 state ready",
     ]);
     expect(w.applier.status().applied).toMatchObject({ key: next.key, how: "runtime" });
+  });
+
+  it("an allow list changed (and a pod moved): the list swapped through the runtime API, files written, no check, no reload", async () => {
+    const w = world();
+    await w.serve(stored(1, listed(["10.0.0.1:80", null, null, null], ["10.0.0.0/8"])));
+    const listFile = join(w.configPath, "..", "patterns/default.web.allow");
+    expect(readFileSync(listFile, "utf8")).toBe("10.0.0.0/8\n");
+    const changed = stored(2, listed(["10.0.0.1:80", "10.0.0.2:80", null, null], ["192.168.0.0/16", "fd00::/8"]));
+    w.configs.push(changed);
+    await w.applier.sync();
+    expect(w.commands).toEqual([
+      "set server default_web_80/s2 addr 10.0.0.2 port 80",
+      "set server default_web_80/s2 state ready",
+      "swap patterns/default.web.allow 192.168.0.0/16,fd00::/8",
+    ]);
+    expect(readFileSync(listFile, "utf8")).toBe("192.168.0.0/16\nfd00::/8\n");
+    expect(readFileSync(w.configPath, "utf8")).toBe(changed.config);
+    expect(w.applier.status()).toMatchObject({ applied: { key: changed.key, how: "runtime" }, lastError: null });
+    expect(w.checks()).toBe(1);
+    expect(w.reloads()).toBe(0);
+  });
+
+  it("a list swap HAProxy refuses is checked and reloaded: the reload reads the new list from its file", async () => {
+    const w = world((c) => c.startsWith("swap "));
+    await w.serve(stored(1, listed(["10.0.0.1:80", null], ["10.0.0.0/8"])));
+    const changed = stored(2, listed(["10.0.0.1:80", null], ["192.168.0.0/16"]));
+    w.configs.push(changed);
+    const applying = w.applier.sync();
+    await w.gate.next(OK);
+    await applying;
+    expect(w.reloads()).toBe(1);
+    expect(readFileSync(join(w.configPath, "..", "patterns/default.web.allow"), "utf8")).toBe("192.168.0.0/16\n");
+    expect(w.applier.status().applied).toMatchObject({ key: changed.key, how: "reload" });
+  });
+
+  it("a list removed with its acl line is a reload, and its file is removed", async () => {
+    const w = world();
+    await w.serve(stored(1, listed(["10.0.0.1:80", null], ["10.0.0.0/8"])));
+    const plain = stored(2, config(["10.0.0.1:80", null]));
+    w.configs.push(plain);
+    const applying = w.applier.sync();
+    await w.gate.next(OK);
+    await applying;
+    expect(w.reloads()).toBe(1);
+    expect(w.commands).toEqual([]);
+    expect(readdirSync(join(w.configPath, "..", "patterns"))).toEqual([]);
   });
 
   it("an in-place move with no spare slot is reloaded after its check, with no runtime command", async () => {

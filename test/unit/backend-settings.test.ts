@@ -89,10 +89,16 @@ describe("grammars", () => {
     expect(parseSourceRanges(raw)).toHaveProperty("error");
   });
 
-  it("at most 60 source ranges: HAProxy reads 64 words per line", () => {
-    const ranges = (n: number) => Array.from({ length: n }, (_, i) => `10.${i}.0.0/16`).join(",");
-    expect(parseSourceRanges(ranges(60))).toHaveLength(60);
-    expect(parseSourceRanges(ranges(61))).toHaveProperty("error");
+  const ranges = (n: number) => Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`).join(",");
+
+  it("an annotation's list goes to a pattern file: 10,000 entries, not 10,001", () => {
+    expect(parseSourceRanges(ranges(10_000))).toHaveLength(10_000);
+    expect(parseSourceRanges(ranges(10_001))).toEqual({ error: "10001 entries; at most 10000" });
+  });
+
+  it("a list on one config line (--accept-proxy) keeps HAProxy's 64 words per line: 60 entries", () => {
+    expect(parseSourceRanges(ranges(60), 60)).toHaveLength(60);
+    expect(parseSourceRanges(ranges(61), 60)).toEqual({ error: "61 entries; at most 60 fit on one HAProxy line" });
   });
 });
 

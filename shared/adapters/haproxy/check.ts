@@ -1,7 +1,8 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { patternFileText, splitConfig } from "../../core/pattern-files.js";
 
 export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
 
@@ -68,15 +69,25 @@ function messages(output: string, level: "ALERT" | "WARNING"): string[] {
   return out;
 }
 
-/** `haproxy -c` on a config text. A missing binary or a hung check throws: those are not verdicts on the config. */
+/**
+ * `haproxy -c` on a config text, its pattern files (core/pattern-files.ts) written beside it, so
+ * the check reads the lists HAProxy will. A missing binary or a hung check throws: those are not
+ * verdicts on the config.
+ */
 export async function checkConfig(
   text: string | Uint8Array,
   { haproxyBin = "haproxy", workDir, timeoutMs = 30_000, signal }: CheckOptions = {},
 ): Promise<CheckResult> {
   signal?.throwIfAborted();
+  const split = splitConfig(typeof text === "string" ? text : Buffer.from(text).toString("utf8"));
+  if ("error" in split) return { ok: false, errors: [split.error], output: split.error, alerted: true };
   const dir = await mkdtemp(join(workDir ?? tmpdir(), "haproxy-check-"));
   const file = join(dir, "haproxy.cfg");
   try {
+    for (const [path, entries] of split.files) {
+      await mkdir(dirname(join(dir, path)), { recursive: true });
+      await writeFile(join(dir, path), patternFileText(entries));
+    }
     await writeFile(file, text);
     const r = await run(haproxyBin, ["-c", "-f", file], timeoutMs, signal);
     // Messages name the temporary file; report it as plain "haproxy.cfg" so errors read the same every time.

@@ -11,11 +11,26 @@ export interface CliOptions {
  * open until the client shuts down its side (measured), while the stats socket closes on
  * its own. Returns the answer with HAProxy's trailing blank line(s) removed.
  */
-export function cliCommand(socketPath: string, cmd: string, { timeoutMs = 5000 }: CliOptions = {}): Promise<string> {
-  if (/[\n;]/.test(cmd)) {
+export function cliCommand(socketPath: string, cmd: string, opts: CliOptions = {}): Promise<string> {
+  return cliBatch(socketPath, [cmd], opts);
+}
+
+/**
+ * Several commands on one connection, `;`-separated as HAProxy's CLI takes them: one round trip
+ * instead of one per command. The answers come back concatenated, each ending in a newline.
+ * Keep a batch well under HAProxy's buffer (tune.bufsize, 16 KiB): the line must fit in it.
+ */
+export function cliBatch(
+  socketPath: string,
+  cmds: readonly string[],
+  { timeoutMs = 5000 }: CliOptions = {},
+): Promise<string> {
+  const bad = cmds.find((c) => /[\n;]/.test(c));
+  if (bad !== undefined) {
     // HAProxy splits on both; a smuggled second command would run with our privileges.
-    return Promise.reject(new Error(`refusing CLI command with ';' or newline: ${JSON.stringify(cmd)}`));
+    return Promise.reject(new Error(`refusing CLI command with ';' or newline: ${JSON.stringify(bad)}`));
   }
+  const cmd = cmds.join(";");
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     const sock = createConnection(socketPath);

@@ -1,0 +1,128 @@
+/*
+ * Pattern files (HAProxy `acl … -f <file>`) carried inside the published config. The config is
+ * one object in the store, so the files travel as a section at its very end, in comment lines
+ * HAProxy skips:
+ *
+ *   # servicelb pattern files: …            (PATTERN_SECTION, once)
+ *   #> patterns/default.web.allow           (a file, by its path relative to haproxy.cfg)
+ *   #| 10.0.0.0/8                            (one line of that file)
+ *
+ * The agent writes each file beside haproxy.cfg before `haproxy -c` and HAProxy read them
+ * (`default-path config` makes `-f patterns/…` relative to the config file), and can tell a
+ * change confined to the lists, which it applies through the runtime API, from any other.
+ * Being last, the section never shifts the line numbers the slot diff (config-diff.ts) compares.
+ * Pure: text in, files out; every path and line is checked here, so nothing unvalidated reaches
+ * a file or a runtime command.
+ */
+
+import { MAX_SOURCE_RANGES, parseSource } from "./source-ranges.js";
+
+export const PATTERN_SECTION =
+  '# servicelb pattern files: the agent writes each "#>" file beside this one with its "#|" lines; HAProxy reads them with -f.';
+
+/** Directory of the pattern files, relative to haproxy.cfg. */
+export const PATTERN_DIR = "patterns";
+
+/** A file's path: `patterns/<namespace>.<service>.<allow|deny>`; namespaces and Service names hold no dot. */
+const PATH = /^patterns\/[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.(allow|deny)$/;
+
+export type PatternKind = "allow" | "deny";
+
+export interface PatternFile {
+  /** Relative to haproxy.cfg; also the name HAProxy's runtime API knows the pattern list by. */
+  path: string;
+  /** One address or CIDR per line, as source-ranges.ts accepts them. */
+  entries: readonly string[];
+}
+
+/** The published config split: what HAProxy parses and the pattern files it reads. */
+export interface SplitConfig {
+  /** Everything before the pattern section: the whole config when there is none. */
+  head: string;
+  /** By path, in the section's order. */
+  files: Map<string, readonly string[]>;
+}
+
+export function patternFilePath(namespace: string, service: string, kind: PatternKind): string {
+  return `${PATTERN_DIR}/${namespace}.${service}.${kind}`;
+}
+
+export function isPatternFilePath(path: string): boolean {
+  return PATH.test(path);
+}
+
+/** A file's bytes on disk: one entry per line. */
+export function patternFileText(entries: readonly string[]): string {
+  return entries.length === 0 ? "" : `${entries.join("\n")}\n`;
+}
+
+/** The section appended to a rendered config; "" when there are no files. Files sorted by path. */
+export function renderPatternSection(files: readonly PatternFile[]): string {
+  if (files.length === 0) return "";
+  let out = `${PATTERN_SECTION}\n`;
+  for (const f of [...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))) {
+    out += `#> ${f.path}\n`;
+    for (const e of f.entries) out += `#| ${e}\n`;
+  }
+  return out;
+}
+
+/**
+ * Splits a published config at its pattern section. Every path must be a pattern file's, every
+ * line an address or CIDR in source-ranges.ts's canonical form, each file at most
+ * MAX_SOURCE_RANGES lines, no path twice: anything else is an error, never a file.
+ */
+export function splitConfig(text: string): SplitConfig | { error: string } {
+  let at = 0;
+  if (!text.startsWith(`${PATTERN_SECTION}\n`)) {
+    const i = text.indexOf(`\n${PATTERN_SECTION}\n`);
+    if (i < 0) return { head: text, files: new Map() };
+    at = i + 1;
+  }
+  const head = text.slice(0, at);
+  const lines = text.slice(at + PATTERN_SECTION.length + 1).split("\n");
+  if (lines.pop() !== "") return { error: "the pattern section does not end with a newline" };
+  const files = new Map<string, string[]>();
+  let current: string[] | undefined;
+  for (const [i, line] of lines.entries()) {
+    const where = `pattern section line ${i + 1}`;
+    if (line.startsWith("#> ")) {
+      const path = line.slice(3);
+      if (!PATH.test(path)) return { error: `${where}: ${JSON.stringify(path)} is not a pattern file path` };
+      if (files.has(path)) return { error: `${where}: ${path} appears twice` };
+      current = [];
+      files.set(path, current);
+    } else if (line.startsWith("#| ") && current) {
+      const entry = line.slice(3);
+      if (parseSource(entry) !== entry)
+        return { error: `${where}: ${JSON.stringify(entry.slice(0, 60))} is not an address or CIDR` };
+      if (current.length === MAX_SOURCE_RANGES)
+        return { error: `${where}: more than ${MAX_SOURCE_RANGES} lines in one pattern file` };
+      current.push(entry);
+    } else {
+      return { error: `${where}: ${JSON.stringify(line.slice(0, 60))} is neither "#> <path>" nor "#| <line>"` };
+    }
+  }
+  return { head, files };
+}
+
+export type PatternDiff = { kind: "files"; changed: PatternFile[] } | { kind: "reload"; reason: string };
+
+/**
+ * The files whose lines changed. A file added or removed goes with a changed `acl` line, which
+ * only a reload takes; it is reported on its own all the same, so the decision never depends on
+ * the order the two are found in.
+ */
+export function diffPatternFiles(
+  from: ReadonlyMap<string, readonly string[]>,
+  to: ReadonlyMap<string, readonly string[]>,
+): PatternDiff {
+  for (const path of to.keys()) if (!from.has(path)) return { kind: "reload", reason: `pattern file ${path} added` };
+  for (const path of from.keys()) if (!to.has(path)) return { kind: "reload", reason: `pattern file ${path} removed` };
+  const changed: PatternFile[] = [];
+  for (const [path, entries] of to) {
+    const before = from.get(path)!;
+    if (before.length !== entries.length || before.some((e, i) => e !== entries[i])) changed.push({ path, entries });
+  }
+  return { kind: "files", changed };
+}
