@@ -5,6 +5,7 @@ import { buildModel } from "../../shared/core/build-model.js";
 import type { Model } from "../../shared/core/model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
+import { splitConfig } from "../../shared/core/pattern-files.js";
 import { Renderer } from "../../shared/core/render.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
@@ -104,8 +105,19 @@ const hostile = fc.oneof(
   fc.string({ unit: "grapheme", maxLength: 20 }),
 );
 
+/** A valid list longer than one config line could hold: it must reach a pattern file whole. */
+const LONG_LIST = Array.from({ length: 200 }, (_, i) => `10.${i}.0.0/16`).join(", ");
+
 /** Values of the per-Service settings, valid and nearly valid, so accepted settings reach haproxy -c too. */
 const settingValue = fc.constantFrom(
+  // Source lists that try to reach a pattern file, its path or a runtime command.
+  "10.0.0.1;clear acl patterns/default.web.allow",
+  "10.0.0.0/8\n#> patterns/evil.x.allow",
+  "10.0.0.0/8,#| 1.2.3.4",
+  "10.0.0.0/8,,",
+  "FD00::1, 10.0.0.1/32",
+  `${LONG_LIST}, 300.0.0.1`,
+  LONG_LIST,
   "500ms",
   "30s",
   "24h",
@@ -144,6 +156,8 @@ const validSetting = fc.constantFrom<[string, string]>(
   [A.checkHttp, "/healthz 200"],
   [A.allowSourceRange, "10.0.0.0/8, fd00::/8"],
   [A.denySourceRange, "127.0.0.1"],
+  [A.allowSourceRange, LONG_LIST],
+  [A.denySourceRange, "FD00::/8, 192.0.2.1"],
   [A.rateLimitRps, "5"],
   [A.rateLimitStatus, "503"],
   [A.maxconn, "10"],
@@ -265,9 +279,19 @@ describe("hostile input never breaks the config", () => {
         });
         const snapshot = snapshotFromDocuments([list(items)]);
         const { config } = renderSnapshot(snapshot, options, renderer);
-        const stray = config.split("\n").filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
+        // The pattern section the agent writes out is checked on its own: exactly the model's lists.
+        const split = splitConfig(config);
+        if ("error" in split) throw new Error(split.error);
+        const stray = split.head.split("\n").filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
         expect(stray).toEqual([]);
         const model = buildModel(snapshot, options);
+        const lists = new Map<string, readonly string[]>();
+        for (const b of model.backends) {
+          const id = `patterns/${b.namespace}.${b.service}`;
+          if (b.settings.allowSources) lists.set(`${id}.allow`, b.settings.allowSources);
+          if (b.settings.denySources) lists.set(`${id}.deny`, b.settings.denySources);
+        }
+        expect(new Map([...split.files].sort())).toEqual(new Map([...lists].sort()));
         expect(strayServers(config, model)).toEqual([]);
         for (const b of model.backends)
           if (JSON.stringify(b.settings) !== JSON.stringify(DEFAULT_BACKEND_SETTINGS)) accepted++;
