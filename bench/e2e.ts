@@ -33,11 +33,11 @@ interface Item {
   [k: string]: unknown;
 }
 
-function svc(name: string): Item {
+function svc(name: string, annotations?: Record<string, string>): Item {
   return {
     apiVersion: "v1",
     kind: "Service",
-    metadata: { name, namespace: "default" },
+    metadata: { name, namespace: "default", annotations },
     spec: { clusterIP: "10.96.0.1", ports: [{ name: "http", port: 80 }] },
   };
 }
@@ -225,7 +225,9 @@ async function main(): Promise<void> {
   const endpointChange: number[] = [];
   const marks: Array<{ edit: number; served: number }> = [];
   const added: number[] = [];
+  const allowChange: number[] = [];
   let endpointReloads: number;
+  let allowReloads: number;
   const reloads = async (agentUrl: string) =>
     Number(
       /^servicelb_agent_reloads_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN,
@@ -291,6 +293,23 @@ async function main(): Promise<void> {
       await waitUntil(`${name} routed`, async () => (await httpGet(httpPort, `/${name}/`)).status === 200);
       added.push(performance.now() - t0);
     }
+    // An allow list changed (a Service PUT with another lb.allow-source-range): the Service
+    // "spare" first gets a list without the client (a new pattern file: one reload), then lists
+    // that let the client (127.0.0.1) in and out in turn, each applied through the runtime API.
+    const allowPath = "/api/v1/namespaces/default/services/spare";
+    const withList = (list: string) => svc("spare", { "serviceloadbalancer/lb.allow-source-range": list });
+    const statusIs = (code: number) => async () => (await httpGet(httpPort, "/spare/")).status === code;
+    await own.apiWrite("PUT", allowPath, withList("10.0.0.0/8"));
+    await waitUntil("spare refused", statusIs(403));
+    const allowReloadsBefore = await reloads(own.agentUrl);
+    for (let i = 0; i < changes; i++) {
+      const letIn = i % 2 === 0;
+      const t0 = performance.now();
+      await own.apiWrite("PUT", allowPath, withList(letIn ? "10.0.0.0/8, 127.0.0.1" : "10.0.0.0/8"));
+      await waitUntil(`spare ${letIn ? "served" : "refused"}`, statusIs(letIn ? 200 : 403));
+      allowChange.push(performance.now() - t0);
+    }
+    allowReloads = (await reloads(own.agentUrl)) - allowReloadsBefore;
     sideBySide.servicelb = await schedule(own, "own");
 
     // Event storm: 1,000 ApiServerSource update events in 10 s for an object that did not change.
@@ -371,6 +390,7 @@ async function main(): Promise<void> {
     endpointChange: { ...stats(endpointChange), reloads: endpointReloads },
     endpointChangeByFileEdit: stats(byFile),
     serviceAdded: stats(added),
+    allowListChanged: { ...stats(allowChange), reloads: allowReloads },
     stages: traced,
     sideBySide: { changes: peerChanges, maxGapMs: GAP_MS, policies: sideBySide },
     storm,
@@ -401,6 +421,11 @@ async function main(): Promise<void> {
           `${endpointReloads} HAProxy reloads`,
         ),
         row("Service added (Service and its slice POSTed)", result.serviceAdded, "one reload each"),
+        row(
+          "allow list changed (Service PUT, client let in or out)",
+          result.allowListChanged,
+          `${allowReloads} HAProxy reloads`,
+        ),
         row(
           "endpoint moved by editing the demo cluster file",
           result.endpointChangeByFileEdit,

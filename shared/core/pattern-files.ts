@@ -8,8 +8,9 @@
  *   #| 10.0.0.0/8                            (one line of that file)
  *
  * The agent writes each file beside haproxy.cfg before `haproxy -c` and HAProxy read them
- * (`default-path config` makes `-f patterns/…` relative to the config file), and can tell a
- * change confined to the lists, which it applies through the runtime API, from any other.
+ * (PATTERN_PATHS, placed before the backends, makes `-f patterns/…` relative to the config
+ * file), and can tell a change confined to the lists, which it applies through the runtime API,
+ * from any other.
  * Being last, the section never shifts the line numbers the slot diff (config-diff.ts) compares.
  * Pure: text in, files out; every path and line is checked here, so nothing unvalidated reaches
  * a file or a runtime command.
@@ -19,6 +20,18 @@ import { MAX_SOURCE_RANGES, parseSource } from "./source-ranges.js";
 
 export const PATTERN_SECTION =
   '# servicelb pattern files: the agent writes each "#>" file beside this one with its "#|" lines; HAProxy reads them with -f.';
+
+/**
+ * Placed before the backends when there are lists. HAProxy applies `default-path` to the lines
+ * after it (it changes directory while parsing), and a second `global` section is allowed: the
+ * paths above (certificates, CA, error files) keep resolving as they always did, while the `-f`
+ * of every backend resolves beside the config file, the live one's or the check's temporary copy.
+ */
+export const PATTERN_PATHS = `global
+    # The pattern files of allow and deny lists (acl … -f patterns/…) are read beside this file.
+    default-path config
+
+`;
 
 /** Directory of the pattern files, relative to haproxy.cfg. */
 export const PATTERN_DIR = "patterns";

@@ -4,7 +4,7 @@ import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import { compileFragment, type Fragment } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
-import { type PatternFile, patternFilePath, renderPatternSection } from "./pattern-files.js";
+import { PATTERN_PATHS, type PatternFile, patternFilePath, renderPatternSection } from "./pattern-files.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
 export interface TemplateSet {
@@ -186,6 +186,8 @@ function prefixRegex(prefix: string): string {
   return `^${prefix.replace(/[.+]/g, (c) => `[${c}]`)}/?(.*)`;
 }
 
+const PATTERN_PATHS_BYTES = Buffer.from(PATTERN_PATHS, "utf8");
+
 /** One file per list and Service: the backends of a Service's ports share its annotations, hence its lists. */
 function patternFiles(model: Model): PatternFile[] {
   const files = new Map<string, readonly string[]>();
@@ -357,8 +359,10 @@ export class Renderer {
       has_tcp_frontends: model.tcpFrontends.length > 0,
       check_interval: o.checkInterval,
     };
+    const files = patternFiles(model);
     const section = (slot: Slot, chunks: Buffer[]): void => {
       if (slot === "backends") {
+        if (files.length > 0) chunks.push(PATTERN_PATHS_BYTES);
         for (const b of model.backends) chunks.push(this.backendChunk(b, o.checkInterval));
       } else if (slot === "tcp_frontends") {
         let text = "";
@@ -385,7 +389,7 @@ export class Renderer {
         sections[slot] = Buffer.concat(chunks).toString("utf8");
       }
       const text = this.liquid.renderSync(this.main, { o: view, ...sections }) as string;
-      return Buffer.from(text + renderPatternSection(patternFiles(model)), "utf8");
+      return Buffer.from(text + renderPatternSection(files), "utf8");
     }
     const chunks: Buffer[] = [];
     for (const part of parts) {
@@ -393,7 +397,6 @@ export class Renderer {
       else chunks.push(part);
     }
     // Last, so that a list's length never shifts the lines the agent's slot diff compares.
-    const files = patternFiles(model);
     if (files.length > 0) chunks.push(Buffer.from(renderPatternSection(files), "utf8"));
     return Buffer.concat(chunks);
   }

@@ -5,7 +5,7 @@ import { buildModel } from "../../shared/core/build-model.js";
 import type { Model } from "../../shared/core/model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
-import { splitConfig } from "../../shared/core/pattern-files.js";
+import { PATTERN_PATHS, splitConfig } from "../../shared/core/pattern-files.js";
 import { Renderer } from "../../shared/core/render.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
@@ -282,7 +282,10 @@ describe("hostile input never breaks the config", () => {
         // The pattern section the agent writes out is checked on its own: exactly the model's lists.
         const split = splitConfig(config);
         if ("error" in split) throw new Error(split.error);
-        const stray = split.head.split("\n").filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
+        const stray = split.head
+          .replace(PATTERN_PATHS, "")
+          .split("\n")
+          .filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
         expect(stray).toEqual([]);
         const model = buildModel(snapshot, options);
         const lists = new Map<string, readonly string[]>();
