@@ -31,10 +31,11 @@ export class ConfigFiles {
     await this.prunePatternFiles(split.files);
   }
 
-  /** The pattern files of `text`, where they differ from what is on disk (HAProxy is about to start on it). */
+  /** The pattern files of `text`, where they differ from what is on disk now (HAProxy is about to start on it). */
   async ensurePatternFiles(text: string): Promise<void> {
     const split = splitConfig(text);
     if ("error" in split) throw new Error(`the config's ${split.error}`);
+    this.patterns.clear();
     await this.writePatternFiles(split.files);
   }
 

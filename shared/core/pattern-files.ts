@@ -83,7 +83,8 @@ export function renderPatternSection(files: readonly PatternFile[]): string {
 /**
  * Splits a published config at its pattern section. Every path must be a pattern file's, every
  * line an address or CIDR in source-ranges.ts's canonical form, each file at most
- * MAX_SOURCE_RANGES lines, no path twice: anything else is an error, never a file.
+ * MAX_SOURCE_RANGES lines, no path and no line of a file twice: anything else is an error,
+ * never a file.
  */
 export function splitConfig(text: string): SplitConfig | { error: string } {
   let at = 0;
@@ -97,6 +98,8 @@ export function splitConfig(text: string): SplitConfig | { error: string } {
   if (lines.pop() !== "") return { error: "the pattern section does not end with a newline" };
   const files = new Map<string, string[]>();
   let current: string[] | undefined;
+  // HAProxy would hold a repeated line twice, and the agent's read-back of a swap counts them.
+  let seen = new Set<string>();
   for (const [i, line] of lines.entries()) {
     const where = `pattern section line ${i + 1}`;
     if (line.startsWith("#> ")) {
@@ -104,11 +107,14 @@ export function splitConfig(text: string): SplitConfig | { error: string } {
       if (!PATH.test(path)) return { error: `${where}: ${JSON.stringify(path)} is not a pattern file path` };
       if (files.has(path)) return { error: `${where}: ${path} appears twice` };
       current = [];
+      seen = new Set();
       files.set(path, current);
     } else if (line.startsWith("#| ") && current) {
       const entry = line.slice(3);
       if (parseSource(entry) !== entry)
         return { error: `${where}: ${JSON.stringify(entry.slice(0, 60))} is not an address or CIDR` };
+      if (seen.has(entry)) return { error: `${where}: ${entry} appears twice in one file` };
+      seen.add(entry);
       if (current.length === MAX_SOURCE_RANGES)
         return { error: `${where}: more than ${MAX_SOURCE_RANGES} lines in one pattern file` };
       current.push(entry);

@@ -57,6 +57,11 @@ describe("pattern files in the published config", () => {
       "is not an address",
     ],
     ["a command smuggled", `${PATTERN_SECTION}\n#> patterns/a.b.allow\n#| 10.0.0.1;clear acl x\n`, "is not an address"],
+    [
+      "a line twice in a file",
+      `${PATTERN_SECTION}\n#> patterns/a.b.allow\n#| 10.0.0.1\n#| 10.0.0.1\n`,
+      "appears twice",
+    ],
     ["a directive after the section", `${PATTERN_SECTION}\n#> patterns/a.b.allow\n    maxconn 1\n`, "is neither"],
   ])("refused: %s", (_name, section, error) => {
     const split = splitConfig(HEAD + section);
