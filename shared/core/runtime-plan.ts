@@ -21,6 +21,7 @@
  */
 
 import type { ServerChange, SlotState, SpareSlot } from "./config-diff.js";
+import { entryOf } from "./map-entry.js";
 
 export type RuntimeCommand =
   | { op: "addr"; backend: string; server: string; address: string; port: number }
@@ -42,11 +43,7 @@ export function planRuntime(
   spare: ReadonlyMap<string, readonly SpareSlot[]>,
 ): RuntimePlan {
   const byBackend = new Map<string, ServerChange[]>();
-  for (const c of changes) {
-    let list = byBackend.get(c.backend);
-    if (!list) byBackend.set(c.backend, (list = []));
-    list.push(c);
-  }
+  for (const c of changes) entryOf(byBackend, c.backend, () => []).push(c);
   const commands: RuntimeCommand[] = [];
   for (const [backend, list] of byBackend) {
     const addr = (server: string, s: SlotState): RuntimeCommand => ({
