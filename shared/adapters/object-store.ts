@@ -80,7 +80,7 @@ export interface ObjectStoreOptions {
   deadlineMs?: number;
   /** Largest object body read; a larger one is refused unread. Default 64 MiB. */
   maxObjectBytes?: number;
-  /** How many configs publish() keeps. Default 50. */
+  /** How many configs prune() keeps by default (publish() says when that is exceeded). Default 50. */
   retain?: number;
 }
 
@@ -152,8 +152,11 @@ export interface PublishResult {
   view?: string;
   /** regressed: what was compared. */
   regression?: { mark: { epoch: number; revision: string }; live: string; snapshot: string };
-  /** Retention ran after the write and failed; the publish itself succeeded. */
-  pruneError?: StoreError;
+  /**
+   * The store holds more configs than it retains once this one is in: the caller prunes (prune())
+   * after pinging the agents, so that the clean-up never delays a new config reaching them.
+   */
+  pruneDue?: true;
 }
 
 export interface HistoryEntry {
@@ -192,8 +195,11 @@ export interface ObjectStore {
   get(key: string): Promise<StoredConfig>;
   /** Newest first, in decision order; keys only (see head()). */
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
-  /** Deletes all but the newest `keep` configs (keep >= 1), never the pinned one; returns the deleted keys. */
-  prune(options: { keep: number }): Promise<string[]>;
+  /**
+   * Deletes all but the newest `keep` configs (keep >= 1; default: the store's retention), never
+   * the pinned one; returns the deleted keys.
+   */
+  prune(options?: { keep?: number }): Promise<string[]>;
   readSettings(digest: string): Promise<SettingsRecord>;
   /** The pin, or null; a StoreError (not transient) when pin.json is not a pin. */
   getPin(): Promise<Pin | null>;
@@ -463,7 +469,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     return parsed.data;
   }
 
-  async function prune({ keep }: { keep: number }): Promise<string[]> {
+  async function prune({ keep = retain }: { keep?: number } = {}): Promise<string[]> {
     assertKeep(keep, "keep");
     const pinned = await getPin().catch(() => null);
     const doomed = (await listConfigs())
@@ -615,7 +621,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     });
     lastNewestSha = sha;
 
-    const published: PublishResult = {
+    return {
       status: "published",
       key,
       sha256: sha,
@@ -623,16 +629,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       newest: ref,
       skipped,
       ...(decision.newEpoch ? { newEpoch: true } : {}),
-    };
-    // A failed clean-up must not turn a successful publish into an error the caller retries.
-    try {
       // The listing above already says whether anything is past retention: no second list otherwise.
-      if (configs.length + 1 > retain) await prune({ keep: retain });
-      return published;
-    } catch (error) {
-      if (!(error instanceof StoreError)) throw error;
-      return { ...published, pruneError: error };
-    }
+      ...(configs.length + 1 > retain ? { pruneDue: true } : {}),
+    };
   }
 
   return {

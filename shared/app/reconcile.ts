@@ -70,6 +70,8 @@ export interface ReconcileResult {
   newestKey?: string;
   counts?: { services: number; backends: number; servers: number; bytes: number; warnings: number; skipped: number };
   notify?: { agents: number; ok: number; failed: number };
+  /** How many old configs this pass deleted (after notifying), when it pruned. */
+  pruned?: number;
   durationsMs?: { list: number; build: number; render: number; publish: number; notify: number };
 }
 
@@ -122,6 +124,17 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     log.info(
       "no agents configured (SERVICELB_AGENTS, SERVICELB_AGENT_SERVICE): nobody is pinged, agents rely on their poll",
     );
+  }
+
+  /** A failed clean-up must not turn a successful publish into an error the Broker retries. */
+  async function prune(plog: Logger): Promise<number> {
+    try {
+      return (await store.prune()).length;
+    } catch (err) {
+      if (!(err instanceof StoreError)) throw err;
+      plog.warn({ err: err.message }, "published, but pruning old configs failed; the next publish retries");
+      return 0;
+    }
   }
 
   let passes = 0;
@@ -220,12 +233,6 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           "newer config keys in the store do not verify and were skipped: delete them, and find out who wrote them",
         );
       }
-      if (published.pruneError)
-        plog.warn(
-          { err: published.pruneError.message },
-          "published, but pruning old configs failed; the next publish retries",
-        );
-
       let notify: ReconcileResult["notify"];
       if (published.status === "published") {
         stage = "notify";
@@ -237,6 +244,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         trace("reconcile", "pass.notified", { n });
         notify = { agents: report.agents, ok: report.ok, failed: report.failed };
       }
+      // After the pings, not before: deleting old configs must not delay the new one's arrival.
+      const pruned = published.pruneDue ? await prune(plog) : undefined;
 
       const result: ReconcileResult = {
         eventId: trigger.id,
@@ -260,6 +269,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           skipped: rendered.skipped.length,
         },
         notify,
+        ...(pruned !== undefined ? { pruned } : {}),
         durationsMs,
       };
       const { eventId: _id, eventType: _type, ...fields } = result;

@@ -503,12 +503,25 @@ describe("history and retention", () => {
     await expect(store.prune({ keep: 0 })).rejects.toThrow(/never deleted/);
   });
 
-  it("prunes after each publish down to `retain`", async () => {
+  it("says when a publish takes the store past `retain`, and prunes down to it by default", async () => {
     const prefix = newPrefix();
     const store = openStore(prefix, { retain: 3 });
-    const keys = await publishRevisions(store, [10, 20, 30, 40, 50]);
-
-    expect(await keysUnder(prefix)).toEqual(keys.slice(2));
+    const dues: boolean[] = [];
+    const keys: string[] = [];
+    for (const revision of [10, 20, 30, 40]) {
+      const published = await store.publish({
+        config: cfg(revision),
+        revision: String(revision),
+        generator: GENERATOR,
+      });
+      keys.push(published.key);
+      dues.push(published.pruneDue === true);
+    }
+    expect(dues).toEqual([false, false, false, true]);
+    // publish() itself deletes nothing: the caller prunes once the agents have been pinged.
+    expect(await keysUnder(prefix)).toEqual(keys);
+    expect(await store.prune()).toEqual([keys[0]]);
+    expect(await keysUnder(prefix)).toEqual(keys.slice(1));
     expect(() => openStore(newPrefix(), { retain: 0 })).toThrow(/retain/);
   });
 });

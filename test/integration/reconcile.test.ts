@@ -10,6 +10,7 @@ import { getTestServer } from "@google-cloud/functions-framework/testing";
 import { CloudEvent, HTTP } from "cloudevents";
 import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Notifier } from "../../shared/adapters/notifier.js";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { loadFunctionSettings, type FunctionSettings } from "../../shared/app/function-options.js";
@@ -312,6 +313,31 @@ describe("reconcile function", () => {
     } finally {
       await writeFile(tokenFile, "token-one\n");
     }
+  });
+
+  it("prunes old configs past SERVICELB_STORE_RETAIN only after pinging the agents", async () => {
+    const atPing: string[][] = [];
+    let h!: Harness;
+    const notifier: Notifier = {
+      discover: async () => ({ agents: [] }),
+      async notify() {
+        atPing.push(await h.objects());
+        return { agents: 0, ok: 0, failed: 0, pings: [] };
+      },
+    };
+    h = await harness({ SERVICELB_STORE_RETAIN: "1" }, { notifier });
+    const first = await h.reconciler.reconcileNow({ id: "one", type: "test" });
+    api.upsert(
+      "EndpointSlice",
+      slice("web", [{ name: "http", port: 8080 }], ["10.1.0.3"], { name: "web-a" }) as unknown as KubeObject,
+    );
+    const second = await h.reconciler.reconcileNow({ id: "two", type: "test" });
+
+    expect(first.pruned).toBeUndefined();
+    expect(second.pruned).toBe(1);
+    // The second ping went out while the first config was still there: the delete came after it.
+    expect(atPing).toEqual([[first.key], [first.key, second.key]]);
+    expect(await h.objects()).toEqual([second.key]);
   });
 
   it("keeps the newer snapshot's config newest when an older invocation on another instance finishes last (invariant 1)", async () => {
