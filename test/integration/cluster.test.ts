@@ -1,6 +1,10 @@
+import { createServer } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   ClusterError,
+  getRaw,
   listCluster,
   listClusterItems,
   loadKubeConfig,
@@ -597,5 +601,43 @@ describe("watchCluster", () => {
 
     expect(errors[0]!.kind).toBe("forbidden");
     expect(errors[0]!.message).toContain('RBAC: grant "watch" on "services" (group "") cluster-wide');
+  });
+});
+
+describe("getRaw", () => {
+  it("sends a GET again on a fresh connection when the server dropped the kept-alive one it went out on", async () => {
+    // The second request on each connection finds it gone, as after an idle timeout on the server.
+    const sockets = new Map<Socket, number>();
+    let connections = 0;
+    const server = createServer((req, res) => {
+      const n = (sockets.get(req.socket) ?? 0) + 1;
+      sockets.set(req.socket, n);
+      if (n > 1) {
+        req.socket.destroy();
+        return;
+      }
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ path: req.url }));
+    });
+    server.on("connection", () => (connections += 1));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [
+          { name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
+        ],
+        users: [{ name: "u", token: "t" }],
+        contexts: [{ name: "x", cluster: "c", user: "u" }],
+        currentContext: "x",
+      });
+      const signal = AbortSignal.timeout(5000);
+      expect(await getRaw(kc, "/one", {}, signal)).toEqual({ path: "/one" });
+      expect(await getRaw(kc, "/two", {}, signal)).toEqual({ path: "/two" });
+      expect(connections).toBe(2);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

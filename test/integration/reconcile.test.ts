@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -24,6 +24,7 @@ import {
 import { RenderContext } from "../../shared/app/render-context.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
+import { countingProxy } from "../support/net.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 // The reconcile function end to end over HTTP, as the Broker would call it: real CloudEvents
@@ -338,6 +339,39 @@ describe("reconcile function", () => {
     // The second ping went out while the first config was still there: the delete came after it.
     expect(atPing).toEqual([[first.key], [first.key, second.key]]);
     expect(await h.objects()).toEqual([second.key]);
+  });
+
+  it("keeps its connections to the API server and the store alive across passes", async () => {
+    const apiProxy = await countingProxy(Number(new URL(api.url).port));
+    const storeProxy = await countingProxy(Number(new URL(s3.endpoint).port));
+    try {
+      const viaProxy = join(dir, `kubeconfig-proxy-${prefixCounter}`);
+      await writeFile(
+        viaProxy,
+        (await readFile(kubeconfig, "utf8")).replace(api.url, `http://127.0.0.1:${apiProxy.port}`),
+      );
+      const h = await harness({
+        SERVICELB_KUBECONFIG: viaProxy,
+        SERVICELB_STORE_ENDPOINT: `http://127.0.0.1:${storeProxy.port}`,
+      });
+      const passes = 6;
+      for (let i = 0; i < passes; i++) {
+        api.upsert(
+          "EndpointSlice",
+          slice("web", [{ name: "http", port: 8080 }], [`10.1.0.${10 + i}`], {
+            name: "web-a",
+          }) as unknown as KubeObject,
+        );
+        expect((await h.reconciler.reconcileNow({ id: `p${i}`, type: "test" })).status).toBe("published");
+      }
+      // Each pass makes 4 API calls (two lists side by side, the revision probe, the agents'
+      // slices) and 5-6 store calls, up to 3 at once: one connection per call would be 24 and 30+.
+      expect(apiProxy.connections).toBeLessThanOrEqual(3);
+      expect(storeProxy.connections).toBeLessThanOrEqual(3);
+    } finally {
+      await apiProxy.close();
+      await storeProxy.close();
+    }
   });
 
   it("keeps the newer snapshot's config newest when an older invocation on another instance finishes last (invariant 1)", async () => {

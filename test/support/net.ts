@@ -1,5 +1,5 @@
 import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from "node:http";
-import { createServer as createTcpServer, type AddressInfo } from "node:net";
+import { connect, createServer as createTcpServer, type AddressInfo } from "node:net";
 
 export { freePort } from "../../shared/local/ports.js";
 
@@ -81,4 +81,31 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
       throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+export interface CountingProxy {
+  port: number;
+  /** TCP connections accepted so far. */
+  readonly connections: number;
+  close(): Promise<void>;
+}
+
+/** A TCP proxy to 127.0.0.1:target that counts the connections made through it. */
+export async function countingProxy(target: number): Promise<CountingProxy> {
+  let connections = 0;
+  const server = createTcpServer((client) => {
+    connections += 1;
+    const upstream = connect(target, "127.0.0.1");
+    client.pipe(upstream).pipe(client);
+    client.on("error", () => upstream.destroy());
+    upstream.on("error", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    get connections() {
+      return connections;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
