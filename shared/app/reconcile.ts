@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
 import { envName, OptionsError } from "../core/options.js";
+import { holdPendingServices, serviceKey } from "../core/pending-services.js";
 import { settingsRecord } from "../core/settings.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
@@ -70,6 +71,8 @@ export interface ReconcileResult {
   newestKey?: string;
   counts?: { services: number; backends: number; servers: number; bytes: number; warnings: number; skipped: number };
   notify?: { agents: number; ok: number; failed: number };
+  /** Services new to this instance left out until their EndpointSlices arrive (core/pending-services.ts). */
+  held?: string[];
   /** How many old configs this pass deleted (after notifying), when it pruned. */
   pruned?: number;
   durationsMs?: { list: number; build: number; render: number; publish: number; notify: number };
@@ -137,6 +140,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     }
   }
 
+  /**
+   * The Services the last pass rendered; undefined on a cold instance, which holds nothing back
+   * (it cannot tell a new Service from one the newest config already serves).
+   */
+  let renderedServices: Set<string> | undefined;
   let passes = 0;
   async function pass(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
     const plog = log.child({ eventId: trigger.id, eventType: trigger.type });
@@ -156,12 +164,19 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       const listAndRender = async () => {
         stage = "list";
         const t = performance.now();
-        const snapshot = await guard(readSnapshot(deadline));
+        const listed = await guard(readSnapshot(deadline));
         durationsMs.list = since(t);
-        trace("reconcile", "pass.listed", { n, revision: snapshot.revision });
-        for (const warning of snapshot.listWarnings) plog.warn({ warning }, "cluster list warning");
+        trace("reconcile", "pass.listed", { n, revision: listed.revision });
+        for (const warning of listed.listWarnings) plog.warn({ warning }, "cluster list warning");
 
         stage = "render";
+        const pending =
+          verdict === "relevant" && renderedServices && !settings.options.forwardServices
+            ? holdPendingServices(listed, renderedServices)
+            : { snapshot: listed, held: [] };
+        const snapshot: LiveSnapshot = { ...pending.snapshot, listWarnings: listed.listWarnings };
+        if (pending.held.length > 0)
+          plog.info({ held: pending.held }, "new Services held back until their EndpointSlices arrive");
         const rendered = ctx.render(snapshot);
         durationsMs.build = rendered.stats.buildMs;
         durationsMs.render = rendered.stats.renderMs;
@@ -176,7 +191,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             "render warnings",
           );
         }
-        return { snapshot, rendered };
+        return { snapshot, rendered, held: pending.held };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
       const publish = async (
@@ -200,7 +215,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         return result;
       };
 
-      let { snapshot, rendered } = await listAndRender();
+      let { snapshot, rendered, held } = await listAndRender();
       let published = await publish(snapshot.revision, rendered.bytes, false);
       const regression = published.regression;
       if (published.status === "regressed") {
@@ -212,7 +227,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           "the cluster's revision is behind the newest view recorded in the store: listing it again to publish into a new epoch",
         );
         ctx.forgetLiveState();
-        ({ snapshot, rendered } = await listAndRender());
+        renderedServices = undefined;
+        ({ snapshot, rendered, held } = await listAndRender());
         published = await publish(snapshot.revision, rendered.bytes, true);
         // A restore publish never asks for another one (see core/publish-order.ts).
         if (published.status === "regressed")
@@ -269,9 +285,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           skipped: rendered.skipped.length,
         },
         notify,
+        ...(held.length > 0 ? { held } : {}),
         ...(pruned !== undefined ? { pruned } : {}),
         durationsMs,
       };
+      renderedServices = new Set(snapshot.services.map(serviceKey));
       const { eventId: _id, eventType: _type, ...fields } = result;
       plog.info(fields, `reconciled: ${published.status}`);
       trace("reconcile", "pass.end", { n });
@@ -305,6 +323,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
    */
   let inFlight: Promise<ReconcileResult> | undefined;
   let queued: Promise<ReconcileResult> | undefined;
+  let queuedResync = false;
   function coalesced(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
     if (!inFlight) {
       inFlight = pass(trigger, verdict).finally(() => {
@@ -312,6 +331,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       });
       return inFlight;
     }
+    // A resync among the coalesced events makes the follow-up a resync: it holds nothing back.
+    if (verdict === "resync") queuedResync = true;
     queued ??= inFlight
       .then(
         () => undefined,
@@ -319,7 +340,9 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       )
       .then(() => {
         queued = undefined;
-        return coalesced(trigger, verdict);
+        const followUp = queuedResync ? "resync" : verdict;
+        queuedResync = false;
+        return coalesced(trigger, followUp);
       });
     return queued;
   }

@@ -58,6 +58,8 @@ export const serviceSchema = z
         .nullish()
         .transform((v) => v ?? "ClusterIP"),
       clusterIP: z.string().nullish(),
+      /** Only whether there is one: a Service with a selector gets its EndpointSlices from Kubernetes. */
+      selector: z.record(z.string(), z.string()).nullish(),
       ports: z
         .array(servicePort)
         .nullish()

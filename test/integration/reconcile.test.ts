@@ -374,6 +374,59 @@ describe("reconcile function", () => {
     }
   });
 
+  describe("a new Service whose EndpointSlice has not arrived yet", () => {
+    const shop = () =>
+      service("shop", [{ name: "http", port: 80, targetPort: 8080 }], {
+        selector: { app: "shop" },
+      }) as unknown as KubeObject;
+    const shopSlice = () =>
+      slice("shop", [{ name: "http", port: 8080 }], ["10.2.0.1"], { name: "shop-a" }) as unknown as KubeObject;
+    const newestConfig = async (h: Harness) => (await h.store.get((await h.store.latest())!.key)).config;
+
+    it("is held back from its own event's pass, then published once, with its endpoints, by the slice's", async () => {
+      const h = await harness();
+      await h.send(pingEvent());
+      const before = await h.objects();
+      const pinged = pings();
+
+      expect((await h.send(apiServerEvent("ref", "add", api.upsert("Service", shop())))).status).toBe(204);
+      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: unchanged", held: ["default/shop"] });
+      expect(await h.objects()).toEqual(before);
+      expect(pings()).toEqual(pinged);
+
+      await h.send(apiServerEvent("ref", "add", api.upsert("EndpointSlice", shopSlice())));
+      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: published" });
+      expect(reconciled(h.lines).at(-1)?.held).toBeUndefined();
+      expect((await h.objects()).length).toBe(before.length + 1);
+      expect(await newestConfig(h)).toMatch(/backend default_shop_80 .*\n(.*\n)*?\s+server s\d+ 10\.2\.0\.1:8080/);
+    });
+
+    it("is served, without endpoints, by the next resync when no slice comes", async () => {
+      const h = await harness();
+      await h.send(pingEvent());
+      await h.send(apiServerEvent("ref", "add", api.upsert("Service", shop())));
+      expect(await newestConfig(h)).not.toContain("default_shop_80");
+
+      await h.send(pingEvent());
+      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: published" });
+      expect(await newestConfig(h)).toContain("backend default_shop_80");
+      // Once rendered, it is never held back again.
+      api.upsert("Service", {
+        ...shop(),
+        metadata: { ...shop().metadata, annotations: { "serviceloadbalancer/lb.algorithm": "leastconn" } },
+      });
+      await h.send(apiServerEvent("ref", "update", shop()));
+      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: published" });
+    });
+
+    it("is published at once by a cold instance, which cannot tell it from one already served", async () => {
+      const h = await harness();
+      await h.send(apiServerEvent("ref", "add", api.upsert("Service", shop())));
+      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: published" });
+      expect(await newestConfig(h)).toContain("backend default_shop_80");
+    });
+  });
+
   it("keeps the newer snapshot's config newest when an older invocation on another instance finishes last (invariant 1)", async () => {
     let olderListed!: () => void;
     const listed = new Promise<void>((resolve) => (olderListed = resolve));

@@ -23,6 +23,7 @@ export interface ServiceSpec {
   resourceVersion?: string;
   /** metadata.creationTimestamp (RFC 3339); absent by default, like a hand-made object. */
   created?: string;
+  selector?: Record<string, string>;
 }
 
 export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {}): KubeFixture {
@@ -41,6 +42,7 @@ export function service(name: string, ports: PortSpec[], spec: ServiceSpec = {})
       type: spec.type ?? "ClusterIP",
       clusterIP: spec.clusterIP ?? "10.96.0.1",
       sessionAffinity: spec.sessionAffinity ?? "None",
+      ...(spec.selector ? { selector: spec.selector } : {}),
       ports: ports.map((p) => ({
         name: p.name,
         port: p.port,
