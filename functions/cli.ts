@@ -55,6 +55,18 @@ addRenderOptions(
   process.exitCode = await runRender(flags);
 });
 
+program
+  .command("serve-render")
+  .description(
+    "serve the render function (the HTTP dry run) on a local port, as functions-framework does; settings from SERVICELB_* variables",
+  )
+  .option("--port <port>", "port to listen on (default: 8090; 8080 is npm start's HAProxy)")
+  .option("--host <address>", "address to listen on (default: every address, as functions-framework)")
+  .action(async (flags: { port?: string; host?: string }) => {
+    const { runServeRender } = await import("../shared/app/serve-render-command.js");
+    process.exitCode = await runServeRender(flags);
+  });
+
 addStoreOptions(
   program
     .command("history")
