@@ -20,6 +20,12 @@ const port = z.coerce.number().int().min(1).max(65535);
 const duration = z.string().regex(/^[0-9]{1,9}(us|ms|s|m|h|d)$/, "a duration such as 500ms, 2s, 5m or 1h");
 // Paths end up unquoted in haproxy.cfg: refuse anything that could split or comment a line.
 const path = z.string().regex(/^[A-Za-z0-9._/@:+-]{1,1024}$/, "a file path of letters, digits and . _ / @ : + - only");
+/** `crt-list:<file>`: HAProxy's crt-list (a certificate per line, with SNI filters); else a PEM file or a directory. */
+export const CRT_LIST_PREFIX = "crt-list:";
+const certSource = path.refine(
+  (v) => !v.startsWith(CRT_LIST_PREFIX) || /^[A-Za-z0-9._/@+-]/.test(v.slice(CRT_LIST_PREFIX.length)),
+  `a PEM file, a directory, or ${CRT_LIST_PREFIX}<file>`,
+);
 const bindAddress = z
   .string()
   .regex(/^(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\])$/, "* or an IPv4 address or a bracketed IPv6 address");
@@ -126,7 +132,10 @@ export const optionSpecs = {
     schema: sourceRanges.optional(),
     help: "addresses or CIDRs of load balancers in front that send the PROXY protocol (v1 or v2): their clients' addresses are then the ones allow lists, stickiness and logs see",
   },
-  sslCert: { schema: path.optional(), help: "PEM (cert+key) path on the HAProxy node; enables the HTTPS frontend" },
+  sslCert: {
+    schema: certSource.optional(),
+    help: "PEM (cert+key) path on the HAProxy node, a directory of them, or crt-list:<file> (an HAProxy crt-list); enables the HTTPS frontend",
+  },
   sslCaCert: { schema: path.optional(), help: "CA bundle path: clients must present a certificate it signed" },
   hstsMaxAge: {
     schema: z.coerce.number().int().min(0).max(63072000).default(0),

@@ -4,6 +4,7 @@ import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import { compileFragment, type Fragment } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
+import { CRT_LIST_PREFIX } from "./options.js";
 import { PATTERN_PATHS, type PatternFile, patternFilePath, renderPatternSection } from "./pattern-files.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
@@ -102,7 +103,10 @@ interface MainView {
   server_state_file: string;
   syslog: boolean;
   https: boolean;
+  /** The path `--ssl-cert` names (without `crt-list:`). */
   ssl_cert: string | null;
+  /** How the bind line reads it: `crt` (a PEM file or a directory) or `crt-list`. */
+  ssl_cert_keyword: "crt" | "crt-list";
   ssl_ca_cert: string | null;
   hsts_max_age: number | null;
   bind: string;
@@ -331,7 +335,8 @@ export class Renderer {
       server_state_file: o.serverStateFile,
       syslog: o.syslog,
       https,
-      ssl_cert: o.sslCert ?? null,
+      ssl_cert: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? o.sslCert.slice(CRT_LIST_PREFIX.length) : (o.sslCert ?? null),
+      ssl_cert_keyword: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? "crt-list" : "crt",
       ssl_ca_cert: o.sslCaCert ?? null,
       hsts_max_age: o.hstsMaxAge > 0 ? o.hstsMaxAge : null,
       bind: o.bindAddress,

@@ -3,7 +3,7 @@
  * its config text. One HAProxy serves every Service; clients come from 127.0.0.1 or 127.0.0.2.
  */
 
-import { copyFileSync, mkdirSync } from "node:fs";
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
@@ -405,5 +405,52 @@ describe("per-frontend flags through a real HAProxy", () => {
     expect(await certificateFor(httpsPort, "b.test")).toBe("b.test");
     expect(await certificateFor(httpsPort, "a.test")).toBe("a.test");
     expect(await certificateFor(httpsPort, "unknown.test")).toBe("a.test");
+  });
+});
+
+describe("--ssl-cert crt-list:<file> through a real HAProxy", () => {
+  it("picks the certificate by the list's SNI filters, and serves its first line's to any other host", async () => {
+    requireHaproxy();
+    const echo = await echoBackend("echo");
+    const httpsPort = await freePort();
+    const setup = await loopbackOptions();
+    try {
+      const certs = join(setup.dir, "certs");
+      mkdirSync(certs);
+      for (const host of ["a.test", "b.test"]) {
+        const dir = join(setup.dir, host);
+        mkdirSync(dir);
+        copyFileSync(makePki(dir, host).serverPem, join(certs, `${host}.pem`));
+      }
+      // Not the order of the file names, and a name that is in neither certificate: the list decides.
+      const crtList = join(setup.dir, "certs.list");
+      writeFileSync(crtList, `${join(certs, "b.test.pem")} b.test\n${join(certs, "a.test.pem")} a.test alias.test\n`);
+      const options = parseRenderOptions({
+        ...setup.options,
+        selector: undefined,
+        tcpServices: "",
+        sslCert: `crt-list:${crtList}`,
+        httpsPort,
+      });
+      const { config, warnings } = renderSnapshot(
+        snapshotFromDocuments([list(exposed("secure", [echo.port], { "serviceloadbalancer/lb.sslTerm": "true" }))]),
+        options,
+        renderer,
+      );
+      expect(warnings).toEqual([]);
+      expect(config).toContain(`ssl crt-list ${crtList}`);
+      const hx = await runHaproxy(config, setup.dir);
+      try {
+        expect(await certificateFor(httpsPort, "a.test")).toBe("a.test");
+        expect(await certificateFor(httpsPort, "alias.test")).toBe("a.test");
+        expect(await certificateFor(httpsPort, "b.test")).toBe("b.test");
+        expect(await certificateFor(httpsPort, "unknown.test")).toBe("b.test");
+      } finally {
+        await hx.stop();
+      }
+    } finally {
+      await echo.close();
+      setup.cleanup();
+    }
   });
 });

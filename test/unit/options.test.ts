@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { buildModel } from "../../shared/core/build-model.js";
 import { envName, flagName, optionsFromEnv, optionSpecs, parseRenderOptions } from "../../shared/core/options.js";
+import { Renderer } from "../../shared/core/render.js";
+import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { loadTemplates } from "../../shared/adapters/templates.js";
 
 describe("render options", () => {
   it("has the original's defaults", () => {
@@ -41,6 +45,9 @@ describe("render options", () => {
     [{ tcpServices: "a/b/c:1" }, "--tcp-services"],
     [{ sslCaCert: "/ca.pem" }, "--ssl-ca-cert needs --ssl-cert"],
     [{ sslCert: "/a b.pem" }, "--ssl-cert"],
+    [{ sslCert: "crt-list:" }, "--ssl-cert: a PEM file, a directory, or crt-list:<file>"],
+    [{ sslCert: "crt-list::x" }, "--ssl-cert: a PEM file, a directory, or crt-list:<file>"],
+    [{ sslCert: "crt-list:/a b.list" }, "--ssl-cert"],
     [{ statsPort: 80 }, "must differ"],
     [{ checkInterval: "5" }, "--check-interval"],
     [{ selector: "app in (a,b)" }, "--selector"],
@@ -54,6 +61,17 @@ describe("render options", () => {
     [{ timeoutQueue: "1s\n    server x 1.2.3.4:80" }, "--timeout-queue"],
   ])("rejects %j naming the option", (input, needle) => {
     expect(() => parseRenderOptions(input)).toThrow(needle);
+  });
+
+  it("takes --ssl-cert as a PEM file or directory (crt), or as crt-list:<file>", () => {
+    const bind = (sslCert: string) =>
+      new Renderer(loadTemplates())
+        .render(buildModel(snapshotFromDocuments([]), parseRenderOptions({ sslCert })))
+        .split("\n")
+        .find((l) => l.includes(" ssl "))
+        ?.trim();
+    expect(bind("/etc/haproxy/certs")).toBe("bind *:443 ssl crt /etc/haproxy/certs");
+    expect(bind("crt-list:/etc/haproxy/certs.list")).toBe("bind *:443 ssl crt-list /etc/haproxy/certs.list");
   });
 
   it("reads --host-claims as a map from the config file, or as YAML/JSON text from a flag or variable", () => {
