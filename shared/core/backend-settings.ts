@@ -8,6 +8,8 @@
 import { ANNOTATION_PREFIX, parseBool, type AnnotationWarning } from "./annotations.js";
 import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
 import { describeValue as describe } from "./host-match.js";
+import { DENY_STATUSES, REDIRECT_CODES, type RedirectCode } from "./http-statuses.js";
+import type { RenderOptions } from "./options.js";
 import { parseSourceRanges } from "./source-ranges.js";
 
 export const SETTING_ANNOTATIONS = {
@@ -30,10 +32,7 @@ export const SETTING_ANNOTATIONS = {
 
 export const BACKEND_PROTOCOLS = ["h1", "h2", "h1-ssl", "h2-ssl"] as const;
 export type BackendProtocol = (typeof BACKEND_PROTOCOLS)[number];
-export const REDIRECT_CODES = [301, 302, 303, 307, 308] as const;
-export type RedirectCode = (typeof REDIRECT_CODES)[number];
-/** The 4xx and 5xx statuses HAProxy 2.6 has a built-in page for; `deny_status` refuses any other. */
-export const DENY_STATUSES = [400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429, 500, 501, 502, 503, 504] as const;
+export { DENY_STATUSES, REDIRECT_CODES, type RedirectCode } from "./http-statuses.js";
 
 export interface HttpCheck {
   /** Path with an optional query, sent as `GET <uri>`. */
@@ -80,6 +79,42 @@ export const DEFAULT_BACKEND_SETTINGS: BackendSettings = Object.freeze({
   proxyProtocol: null,
   sslRedirect: 301,
 });
+
+/** What a Service gets for the settings it does not annotate: the global flags. */
+export interface SettingDefaults {
+  settings: BackendSettings;
+  /** --rate-limit-status: also the status of a Service's own lb.rate-limit-rps. */
+  rateLimitStatus: number;
+}
+
+type DefaultOptions = Pick<
+  RenderOptions,
+  "allowSourceRange" | "denySourceRange" | "rateLimitRps" | "rateLimitStatus" | "sslRedirectCode"
+>;
+const defaultsByOptions = new WeakMap<DefaultOptions, SettingDefaults>();
+
+export function settingDefaults(options: DefaultOptions): SettingDefaults {
+  let defaults = defaultsByOptions.get(options);
+  if (defaults) return defaults;
+  const settings: BackendSettings = {
+    ...DEFAULT_BACKEND_SETTINGS,
+    allowSources: options.allowSourceRange ?? null,
+    denySources: options.denySourceRange ?? null,
+    rateLimit: options.rateLimitRps ? { rps: options.rateLimitRps, status: options.rateLimitStatus } : null,
+    sslRedirect: options.sslRedirectCode,
+  };
+  const unchanged = (Object.keys(settings) as Array<keyof BackendSettings>).every(
+    (k) => settings[k] === DEFAULT_BACKEND_SETTINGS[k],
+  );
+  defaults = {
+    settings: unchanged ? DEFAULT_BACKEND_SETTINGS : Object.freeze(settings),
+    rateLimitStatus: options.rateLimitStatus,
+  };
+  defaultsByOptions.set(options, defaults);
+  return defaults;
+}
+
+const NO_DEFAULTS: SettingDefaults = { settings: DEFAULT_BACKEND_SETTINGS, rateLimitStatus: 429 };
 
 function timeout(value: string): string | { error: string } {
   return parseTimeout(value) ?? { error: `${describe(value)} is not ${TIMEOUT_GRAMMAR}` };
@@ -129,13 +164,19 @@ export interface ParsedSettings {
 }
 
 /**
- * The settings a Service's annotations ask for, checked against their grammars. `sslTerm` is
- * whether the Service terminates TLS: without it there is no redirect to control.
+ * The settings a Service's annotations ask for, checked against their grammars, over the global
+ * defaults (an annotation replaces its flag's value). `sslTerm` is whether the Service terminates
+ * TLS: without it there is no redirect to control.
  */
-export function parseBackendSettings(annotations: Readonly<Record<string, string>>, sslTerm: boolean): ParsedSettings {
+export function parseBackendSettings(
+  annotations: Readonly<Record<string, string>>,
+  sslTerm: boolean,
+  defaults: SettingDefaults = NO_DEFAULTS,
+): ParsedSettings {
   const warnings: AnnotationWarning[] = [];
   const given: Key[] = [];
-  const s: BackendSettings = { ...DEFAULT_BACKEND_SETTINGS };
+  const base = defaults.settings;
+  const s: BackendSettings = { ...base };
   const read = <T>(key: Key, parse: (raw: string) => T | { error: string }): T | undefined => {
     const raw = annotations[SETTING_ANNOTATIONS[key]];
     if (raw === undefined) return undefined;
@@ -159,11 +200,12 @@ export function parseBackendSettings(annotations: Readonly<Record<string, string
   s.timeoutTunnel = read("timeoutTunnel", timeout) ?? null;
   s.timeoutQueue = read("timeoutQueue", timeout) ?? null;
   s.checkHttp = read("checkHttp", parseHttpCheck) ?? null;
-  s.allowSources = read("allowSourceRange", parseSourceRanges) ?? null;
-  s.denySources = read("denySourceRange", parseSourceRanges) ?? null;
+  s.allowSources = read("allowSourceRange", parseSourceRanges) ?? base.allowSources;
+  s.denySources = read("denySourceRange", parseSourceRanges) ?? base.denySources;
   const rps = read("rateLimitRps", (v) => parseInteger(v, 1, 1_000_000));
   const status = read("rateLimitStatus", (v) => oneOf(v, DENY_STATUSES));
-  if (rps !== undefined) s.rateLimit = { rps, status: status ?? 429 };
+  if (rps !== undefined) s.rateLimit = { rps, status: status ?? defaults.rateLimitStatus };
+  else if (base.rateLimit && status !== undefined) s.rateLimit = { ...base.rateLimit, status };
   else drop("rateLimitStatus", `ignored: ${SETTING_ANNOTATIONS.rateLimitRps} is not set`);
   s.maxconn = read("maxconn", (v) => parseInteger(v, 1, 100_000)) ?? null;
   s.backendProtocol = read("backendProtocol", (v) => oneOf(v, BACKEND_PROTOCOLS)) ?? "h1";
@@ -185,7 +227,7 @@ export function parseBackendSettings(annotations: Readonly<Record<string, string
     s.sslRedirect = code;
   }
   // Most Services set none: they share one settings object.
-  return { settings: given.length === 0 ? DEFAULT_BACKEND_SETTINGS : s, given, warnings };
+  return { settings: given.length === 0 ? base : s, given, warnings };
 }
 
 const NOT_FOR: Record<"http" | "tcp", { keys: readonly Key[]; why: string; clear: Partial<BackendSettings> }> = {
@@ -210,5 +252,12 @@ export function settingsFor(
   const ignored = parsed.given
     .filter((k) => rule.keys.includes(k))
     .map((k) => ({ annotation: SETTING_ANNOTATIONS[k], message: `ignored on this port: ${rule.why}` }));
-  return { settings: ignored.length === 0 ? parsed.settings : { ...parsed.settings, ...rule.clear }, ignored };
+  // A global default (--rate-limit-rps) reaches ports of the other mode without an annotation.
+  const foreign = (Object.keys(rule.clear) as Array<keyof BackendSettings>).some(
+    (k) => parsed.settings[k] !== rule.clear[k],
+  );
+  return {
+    settings: ignored.length === 0 && !foreign ? parsed.settings : { ...parsed.settings, ...rule.clear },
+    ignored,
+  };
 }

@@ -1,5 +1,5 @@
 import { ANNOTATIONS, parseAnnotations } from "./annotations.js";
-import { parseBackendSettings, settingsFor } from "./backend-settings.js";
+import { parseBackendSettings, settingDefaults, settingsFor } from "./backend-settings.js";
 import { EndpointIndex, formatAddress, type EndpointSource } from "./endpoints.js";
 import { hostText, hostWithin, type HostMatch } from "./host-match.js";
 import { oldestFirst, PathSpaces } from "./ownership.js";
@@ -143,7 +143,7 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       delete ann.host;
     }
   }
-  const parsedSettings = parseBackendSettings(svc.metadata.annotations, ann.sslTerm);
+  const parsedSettings = parseBackendSettings(svc.metadata.annotations, ann.sslTerm, settingDefaults(options));
   for (const w of parsedSettings.warnings)
     plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
   const headless = !svc.spec.clusterIP || svc.spec.clusterIP === "None";

@@ -7,6 +7,7 @@
 
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { DENY_STATUSES, REDIRECT_CODES } from "./http-statuses.js";
 import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
 import { parseHost, type HostMatch } from "./host-match.js";
 import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
@@ -43,6 +44,14 @@ const sourceRanges = z.string().transform((text, ctx) => {
   ctx.addIssue({ code: "custom", message: parsed.error });
   return z.NEVER;
 });
+
+/** An HTTP status from a fixed list (those HAProxy has a page or a redirect for). */
+function statusOf<const T extends number>(codes: readonly T[]) {
+  return z.coerce
+    .number()
+    .refine((v) => (codes as readonly number[]).includes(v), `one of ${codes.join(", ")}`)
+    .transform((v) => v as T);
+}
 
 const tcpServices = z.string().transform((text, ctx) => {
   const out: Array<{ ref: string; port: number }> = [];
@@ -140,6 +149,26 @@ export const optionSpecs = {
   hstsMaxAge: {
     schema: z.coerce.number().int().min(0).max(63072000).default(0),
     help: "HSTS max-age in seconds on HTTPS responses (0: off)",
+  },
+  sslRedirectCode: {
+    schema: statusOf(REDIRECT_CODES).default(301),
+    help: `status of the HTTP → HTTPS redirect of lb.sslTerm Services (${REDIRECT_CODES.join(", ")}; lb.ssl-redirect-code per Service)`,
+  },
+  allowSourceRange: {
+    schema: sourceRanges.optional(),
+    help: "comma list of addresses or CIDRs: only clients in it reach any Service (lb.allow-source-range per Service replaces it)",
+  },
+  denySourceRange: {
+    schema: sourceRanges.optional(),
+    help: "comma list of addresses or CIDRs refused by every Service (lb.deny-source-range per Service replaces it)",
+  },
+  rateLimitRps: {
+    schema: z.coerce.number().int().min(1).max(1_000_000).optional(),
+    help: "HTTP Services: requests per second per client address (lb.rate-limit-rps per Service replaces it)",
+  },
+  rateLimitStatus: {
+    schema: statusOf(DENY_STATUSES).default(429),
+    help: `status above the rate (${DENY_STATUSES.join(", ")}; lb.rate-limit-status per Service)`,
   },
   balanceAlgorithm: {
     schema: z.enum(ALGORITHMS).default("roundrobin"),

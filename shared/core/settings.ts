@@ -39,7 +39,8 @@ export function settingsRecord(options: RenderOptions, template: SettingsRecord[
     if (key === "selector") input[key] = formatLabelSelector(options.selector!);
     else if (key === "tcpServices") {
       if (options.tcpServices.length > 0) input[key] = options.tcpServices.map((t) => `${t.ref}:${t.port}`).join(",");
-    } else if (key === "acceptProxy") input[key] = options.acceptProxy!.join(",");
+    } else if (key === "acceptProxy" || key === "allowSourceRange" || key === "denySourceRange")
+      input[key] = options[key]!.join(",");
     else if (key === "hostClaims") {
       const claims = Object.entries(options.hostClaims!).sort(([a], [b]) => (a < b ? -1 : 1));
       input[key] = JSON.stringify(Object.fromEntries(claims.map(([ns, hosts]) => [ns, hosts.map(hostText)])));

@@ -454,3 +454,78 @@ describe("--ssl-cert crt-list:<file> through a real HAProxy", () => {
     }
   });
 });
+
+describe("global defaults of per-Service settings through a real HAProxy", () => {
+  let setup: LoopbackSetup;
+  let hx: RunningHaproxy;
+  let echo: EchoBackend;
+  let port: number;
+
+  beforeAll(async () => {
+    requireHaproxy();
+    echo = await echoBackend("echo");
+    setup = await loopbackOptions();
+    const options = parseRenderOptions({
+      ...setup.options,
+      selector: undefined,
+      tcpServices: "",
+      sslCert: makePki(setup.dir).serverPem,
+      httpsPort: await freePort(),
+      allowSourceRange: "127.0.0.2",
+      denySourceRange: "127.0.0.3/32",
+      rateLimitRps: "2",
+      rateLimitStatus: "503",
+      sslRedirectCode: "308",
+    });
+    port = options.httpPort;
+    const items = [
+      ...exposed("plain", [echo.port]),
+      ...exposed("own", [echo.port], {
+        [A.allowSourceRange]: "127.0.0.1,127.0.0.3",
+        [A.denySourceRange]: "127.0.0.9",
+        [A.rateLimitRps]: "1000",
+      }),
+      ...exposed("status", [echo.port], { [A.allowSourceRange]: "127.0.0.1", [A.rateLimitStatus]: "429" }),
+      ...exposed("secure", [echo.port], { "serviceloadbalancer/lb.sslTerm": "true" }),
+      ...exposed("secure302", [echo.port], {
+        "serviceloadbalancer/lb.sslTerm": "true",
+        [A.sslRedirectCode]: "302",
+      }),
+    ];
+    const { config, warnings } = renderSnapshot(snapshotFromDocuments([list(items)]), options, renderer);
+    expect(warnings).toEqual([]);
+    hx = await runHaproxy(config, setup.dir);
+  });
+
+  afterAll(async () => {
+    await hx?.stop();
+    await echo?.close();
+    setup?.cleanup();
+  });
+
+  it("--allow-source-range and --deny-source-range apply to every Service; its own annotations replace them", async () => {
+    expect((await get(port, "/plain/", { from: "127.0.0.2" })).status).toBe(200);
+    expect((await get(port, "/plain/", { from: "127.0.0.1" })).status).toBe(403);
+    expect((await get(port, "/own/", { from: "127.0.0.1" })).status).toBe(200);
+    expect((await get(port, "/own/", { from: "127.0.0.2" })).status).toBe(403);
+    // The Service's deny list replaced the global one, which refuses 127.0.0.3.
+    expect((await get(port, "/own/", { from: "127.0.0.3" })).status).toBe(200);
+  });
+
+  it("--rate-limit-rps and --rate-limit-status apply to every HTTP Service; lb.rate-limit-* replace them", async () => {
+    const burst = (path: string, from: string) =>
+      Promise.all(Array.from({ length: 8 }, () => get(port, path, { from }))).then((rs) => rs.map((r) => r.status));
+    const plain = await burst("/plain/", "127.0.0.2");
+    expect(plain.filter((s) => s === 503).length).toBeGreaterThanOrEqual(4);
+    expect(plain.every((s) => s === 200 || s === 503)).toBe(true);
+    expect((await burst("/own/", "127.0.0.1")).every((s) => s === 200)).toBe(true);
+    const status = await burst("/status/", "127.0.0.1");
+    expect(status.filter((s) => s === 429).length).toBeGreaterThanOrEqual(4);
+    expect(status.every((s) => s === 200 || s === 429)).toBe(true);
+  });
+
+  it("--ssl-redirect-code is the redirect of lb.sslTerm Services; lb.ssl-redirect-code replaces it", async () => {
+    expect((await get(port, "/secure/", { from: "127.0.0.2" })).status).toBe(308);
+    expect((await get(port, "/secure302/", { from: "127.0.0.2" })).status).toBe(302);
+  });
+});

@@ -3,6 +3,7 @@ import {
   DEFAULT_BACKEND_SETTINGS,
   parseBackendSettings,
   parseHttpCheck,
+  settingDefaults,
   settingsFor,
   SETTING_ANNOTATIONS as A,
 } from "../../shared/core/backend-settings.js";
@@ -190,6 +191,52 @@ describe("parseBackendSettings", () => {
     const http = settingsFor(parsed, "http");
     expect(http.settings).toMatchObject({ rateLimit: { rps: 5, status: 429 }, timeoutClient: null, maxconn: 3 });
     expect(http.ignored.map((w) => w.annotation)).toEqual([A.timeoutClient]);
+  });
+});
+
+describe("global defaults (--allow-source-range, --deny-source-range, --rate-limit-*, --ssl-redirect-code)", () => {
+  const defaults = settingDefaults(
+    parseRenderOptions({
+      allowSourceRange: "10.0.0.0/8",
+      denySourceRange: "10.9.0.0/16",
+      rateLimitRps: "20",
+      rateLimitStatus: "503",
+      sslRedirectCode: "308",
+    }),
+  );
+
+  it("are what a Service without annotations gets, one object for all", () => {
+    const parsed = parseBackendSettings({}, true, defaults);
+    expect(parsed.settings).toBe(defaults.settings);
+    expect(parsed.settings).toMatchObject({
+      allowSources: ["10.0.0.0/8"],
+      denySources: ["10.9.0.0/16"],
+      rateLimit: { rps: 20, status: 503 },
+      sslRedirect: 308,
+    });
+    expect(settingDefaults(parseRenderOptions({})).settings).toBe(DEFAULT_BACKEND_SETTINGS);
+  });
+
+  it("are replaced by the Service's annotations, each on its own", () => {
+    expect(parseBackendSettings({ [A.allowSourceRange]: "192.0.2.1" }, false, defaults).settings).toMatchObject({
+      allowSources: ["192.0.2.1"],
+      denySources: ["10.9.0.0/16"],
+    });
+    expect(parseBackendSettings({ [A.rateLimitRps]: "5" }, false, defaults).settings.rateLimit).toEqual({
+      rps: 5,
+      status: 503,
+    });
+    const status = parseBackendSettings({ [A.rateLimitStatus]: "429" }, false, defaults);
+    expect(status.settings.rateLimit).toEqual({ rps: 20, status: 429 });
+    expect(status.warnings).toEqual([]);
+    expect(parseBackendSettings({ [A.sslRedirectCode]: "302" }, true, defaults).settings.sslRedirect).toBe(302);
+    expect(parseBackendSettings({ [A.sslRedirect]: "false" }, true, defaults).settings.sslRedirect).toBeNull();
+  });
+
+  it("leave HTTP-only settings off TCP ports, without a warning", () => {
+    const tcp = settingsFor(parseBackendSettings({}, false, defaults), "tcp");
+    expect(tcp.ignored).toEqual([]);
+    expect(tcp.settings).toMatchObject({ rateLimit: null, allowSources: ["10.0.0.0/8"] });
   });
 });
 
