@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import { connect, createServer, type AddressInfo, type Server } from "node:net";
@@ -161,11 +161,19 @@ describe("npm start tells the truth", () => {
 
       const commands = io.out.split("\n").filter((l) => l.includes("npx servicelb "));
       expect(commands.map((l) => /npx servicelb (\w+)/.exec(l)![1])).toEqual(["history", "diff", "status"]);
-      const run = (line: string) => spawnSync("sh", ["-c", line], { cwd: root, encoding: "utf8", timeout: 60_000 });
-      const history = run(commands[0]!);
+      // Asynchronous, so that this process keeps reading the stack's output meanwhile (a blocked
+      // reader stalls a stack that logs). The watchdog only ends a hung command: a CLI start on a
+      // starved machine (load 15-20 on two cores) took over 60 s.
+      const run = (line: string) =>
+        new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+          execFile("sh", ["-c", line], { cwd: root, encoding: "utf8", timeout: 150_000 }, (err, stdout, stderr) =>
+            resolve({ status: err ? (typeof err.code === "number" ? err.code : null) : 0, stdout, stderr }),
+          );
+        });
+      const history = await run(commands[0]!);
       expect(history.status, history.stderr).toBe(0);
       expect(history.stdout.trim().split("\n").length).toBeGreaterThanOrEqual(2);
-      const status = run(commands[2]!);
+      const status = await run(commands[2]!);
       expect(status.stderr).not.toContain("required");
       expect(status.stdout).toContain("local");
 
@@ -176,7 +184,7 @@ describe("npm start tells the truth", () => {
         async () => ((await httpGet(httpPort, "/web/x")).body.includes(String(web2)) ? true : undefined),
         20_000,
       );
-      const diff = run(commands[1]!);
+      const diff = await run(commands[1]!);
       expect(diff.status, diff.stderr).toBe(0);
       expect(diff.stdout).toContain(`+`);
       expect(diff.stdout).toContain(String(web2));
@@ -198,5 +206,5 @@ describe("npm start tells the truth", () => {
       throw new Error(`${(e as Error).message}\n--- stdout\n${io.out}\n--- stderr\n${io.err.slice(-6000)}`);
     }
     // A whole stack started, three CLI processes, an edit and a stop: minutes on a busy machine.
-  }, 240_000);
+  }, 480_000);
 });
