@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { packageRoot } from "../shared/adapters/templates.js";
 import { service, slice } from "../test/support/fixtures.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 
@@ -22,7 +22,8 @@ export interface AgentProcessOptions {
 }
 
 export function spawnAgent(o: AgentProcessOptions): ChildProcess {
-  const entry = join(fileURLToPath(new URL(".", import.meta.url)), "..", "functions", "agent.js");
+  // The agent as the image runs it: the production build's entry, not the development build's copy.
+  const entry = join(packageRoot(), "dist", "functions", "agent.js");
   const log = openSync(o.logFile, "w");
   try {
     return spawn(process.execPath, [entry], {

@@ -3,9 +3,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { parse } from "yaml";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { createObjectStore } from "../shared/adapters/object-store.js";
-import { packageRoot } from "../shared/adapters/templates.js";
-import { freePort } from "../shared/local/ports.js";
+import { freePort } from "../shared/dev/ports.js";
 import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { arg, machine, table, percentile } from "./machine.js";
@@ -130,8 +130,8 @@ async function main(): Promise<void> {
     const stack = spawn(
       process.execPath,
       [
-        join(packageRoot(), "bin", "servicelb.js"),
-        "local",
+        fileURLToPath(new URL("e2e-stack.js", import.meta.url)),
+        policy,
         "--demo",
         "--cluster-file",
         file,
@@ -149,7 +149,6 @@ async function main(): Promise<void> {
         env: {
           ...process.env,
           SERVICELB_TRACE_FILE: policy === "servicelb" ? traceFile : "",
-          SERVICELB_LOCAL_DELIVERY_POLICY: policy,
         },
       },
     );

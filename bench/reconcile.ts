@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { packageRoot } from "../shared/adapters/templates.js";
-import { KubeApiEmulator } from "../shared/local/kube-api-emulator.js";
+import { KubeApiEmulator } from "../shared/dev/kube-api-emulator.js";
 import { freePort } from "../test/support/net.js";
 import { startS3 } from "../test/support/s3.js";
 import { machine, percentile, table } from "./machine.js";

@@ -1,9 +1,10 @@
 import { OptionsError } from "../shared/core/options.js";
+import { tracerFromEnv } from "../shared/adapters/stage-trace.js";
 import { runAgent } from "../shared/app/agent-command.js";
 
 /** The agent's process entry for the DaemonSet: settings from SERVICELB_* variables; exit 2 on bad settings. */
 try {
-  process.exitCode = await runAgent({});
+  process.exitCode = await runAgent({}, { trace: tracerFromEnv(process.env)?.("agent") });
 } catch (err) {
   process.stderr.write(`servicelb agent: ${(err as Error).message}\n`);
   process.exitCode = err instanceof OptionsError ? 2 : 1;

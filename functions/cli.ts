@@ -149,7 +149,8 @@ for (const [key, spec] of Object.entries(agentOptionSpecs) as Array<
 }
 agent.action(async (flags: Record<string, unknown>) => {
   const { runAgent } = await import("../shared/app/agent-command.js");
-  process.exitCode = await runAgent(flags);
+  const { tracerFromEnv } = await import("../shared/adapters/stage-trace.js");
+  process.exitCode = await runAgent(flags, { trace: tracerFromEnv(process.env)?.("agent") });
 });
 
 addStoreOptions(
@@ -162,31 +163,6 @@ addStoreOptions(
   const { runStatus } = await import("../shared/app/status-command.js");
   process.exitCode = await runStatus(flags);
 });
-
-program
-  .command("local")
-  .description("run the whole pipeline on this machine: object store, functions, event bridge, agent with HAProxy")
-  .option("--kubeconfig <file>", "watch this cluster (default: $KUBECONFIG or ~/.kube/config when present)")
-  .option("--demo", "use the embedded demo cluster even when a kubeconfig exists")
-  .option(
-    "--cluster-file <file>",
-    "the demo cluster (Services + EndpointSlices), re-applied when it changes",
-    "examples/cluster.yaml",
-  )
-  .option("--data-dir <dir>", "where the object store and HAProxy files live", ".servicelb-local")
-  .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1", "8080")
-  .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1", "8404")
-  .option("--resync <ms>", "resync period (PingSource's role)", "30000")
-  .addOption(
-    new Option(
-      "--log-format <format>",
-      "console log: human (default on a terminal) or json (default otherwise)",
-    ).choices(["human", "json"]),
-  )
-  .action(async (flags: Record<string, string | boolean | undefined>) => {
-    const { runLocal } = await import("../shared/app/local-command.js");
-    process.exitCode = await runLocal(flags);
-  });
 
 const { version } = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string };
 for (const cmd of [program, ...program.commands]) cmd.version(version);

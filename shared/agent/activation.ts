@@ -18,7 +18,7 @@ import type { ReloadResult } from "../adapters/haproxy/master.js";
 import { runRuntimeCommand, showServersState, swapPatternFile } from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
-import { trace } from "../adapters/trace.js";
+import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import type { PatternFile } from "../core/pattern-files.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
@@ -67,6 +67,8 @@ export interface ActivationOptions {
   /** HAProxy's ports, real by default; a test injects fakes to force an interleaving. */
   check?: ConfigChecker;
   runtime?: RuntimePort;
+  /** Stage timing (bench/e2e); none by default. */
+  trace?: StageTrace;
 }
 
 /** The pull loop, as the apply steps see it. */
@@ -97,6 +99,7 @@ class RuntimeStepError extends Error {
 export class Activation {
   private lastReloadAt = -Infinity;
   private readonly files: ConfigFiles;
+  private readonly trace: StageTrace;
 
   constructor(
     private readonly o: ActivationOptions,
@@ -104,6 +107,7 @@ export class Activation {
     private readonly host: LoopHandle,
   ) {
     this.files = new ConfigFiles(o.configPath, o.log);
+    this.trace = o.trace ?? NO_TRACE;
   }
 
   async apply(config: StoredConfig): Promise<void> {
@@ -125,7 +129,7 @@ export class Activation {
   private async checkThenActivate(config: StoredConfig, t0: number): Promise<void> {
     const [ok, serverState] = await Promise.all([this.check(config), this.serverStateFor(config.config)]);
     if (!ok) return;
-    trace("agent", "check.done", { key: config.key });
+    this.trace("check.done", { key: config.key });
     if (await this.supersededWhileWaiting(config.key)) return;
     await this.activate(config, t0, serverState);
   }
@@ -167,7 +171,7 @@ export class Activation {
     const { slots } = decision;
     try {
       await this.applyRuntime(decision);
-      trace("agent", "runtime.done", { key: config.key, changes: slots, files: decision.files.length });
+      this.trace("runtime.done", { key: config.key, changes: slots, files: decision.files.length });
     } catch (err) {
       // Some commands ran, some did not: the slots are neither config's. A reload sets every slot
       // from a file, with no drop: the new config's once it passes haproxy -c, else the old one's.
@@ -218,9 +222,9 @@ export class Activation {
     if (!this.node.started || !haproxy.running || !this.node.onDisk || this.host.stopped()) return;
     this.lastReloadAt = performance.now();
     metrics.reloads.inc();
-    trace("agent", "reload.start", { key: this.node.onDisk.key, why: "undo" });
+    this.trace("reload.start", { key: this.node.onDisk.key, why: "undo" });
     const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
-    trace("agent", "reload.end", { key: this.node.onDisk.key });
+    this.trace("reload.end", { key: this.node.onDisk.key });
     if (!result.ok) {
       metrics.reloadFailures.inc();
       log.error({ reason: result.reason }, "reloading the file's config failed; the next change reloads");
@@ -286,9 +290,9 @@ export class Activation {
         how = "reload";
         this.lastReloadAt = performance.now();
         metrics.reloads.inc();
-        trace("agent", "reload.start", { key: config.key });
+        this.trace("reload.start", { key: config.key });
         const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
-        trace("agent", "reload.end", { key: config.key });
+        this.trace("reload.end", { key: config.key });
         if (!result.ok) {
           metrics.reloadFailures.inc();
           throw new Error(`reload failed: ${result.reason ?? "unknown reason"}`);

@@ -6,6 +6,7 @@ import { showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import { createObjectStore, type ObjectStore } from "../adapters/object-store.js";
+import type { StageTrace } from "../adapters/stage-trace.js";
 import { Applier, type HaproxyControl } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel } from "./haproxy-lines.js";
@@ -49,6 +50,8 @@ export interface AgentDeps {
   backoff?: { initialMs: number; maxMs: number };
   /** HAProxy's own log lines (its stdout, `--syslog`). Default: the agent's stdout. */
   haproxyLog?: (line: string) => void;
+  /** Stage timing of the applier (bench/e2e); none by default. */
+  trace?: StageTrace;
 }
 
 export interface Agent {
@@ -165,6 +168,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     disk,
     saved,
     onChange: () => reporter?.changed(),
+    trace: deps.trace,
   });
 
   const status = (): NodeStatus => ({

@@ -22,7 +22,7 @@ import {
   type SkippedKey,
   type StoredConfig,
 } from "../adapters/object-store.js";
-import { trace } from "../adapters/trace.js";
+import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { sha256 } from "../core/sha256.js";
 import { Activation, type ActivationOptions } from "./activation.js";
@@ -52,8 +52,10 @@ export class Applier {
   /** The pin seen by the last pull. */
   private pinned: Pin | null = null;
   private readonly skipped: SkippedKeys;
+  private readonly trace: StageTrace;
 
   constructor(private readonly o: ApplierOptions) {
+    this.trace = o.trace ?? NO_TRACE;
     this.node = new NodeState(o);
     this.skipped = new SkippedKeys(o.backoff);
     this.steps = new Activation(o, this.node, {
@@ -112,7 +114,7 @@ export class Applier {
    * Returns at once.
    */
   notify(key: string, sha256?: string): "pulling" | "current" {
-    trace("agent", "notify", { key, busy: this.inFlight !== undefined && this.pulling });
+    this.trace("notify", { key, busy: this.inFlight !== undefined && this.pulling });
     if (this.node.current?.key && compareConfigKeys(key, this.node.current.key) <= 0) return "current";
     if (sha256 !== undefined && (this.hint === null || compareConfigKeys(key, this.hint.key) > 0))
       this.hint = { key, sha256 };
@@ -223,7 +225,7 @@ export class Applier {
     const { store, metrics, log } = this.o;
     const afterKey = this.node.afterKey();
     const stopTimer = metrics.pullSeconds.startTimer();
-    trace("agent", "pull.start");
+    this.trace("pull.start");
     const failed = (stage: "pull" | "verify", key: string | null, text: string) => {
       stopTimer();
       metrics.pulls.inc({ result: "failed" });
@@ -251,7 +253,7 @@ export class Applier {
     if (hinted) {
       metrics.pulls.inc({ result: "new" });
       stopTimer();
-      trace("agent", "pull.end", { key: hinted.key, via: "ping" });
+      this.trace("pull.end", { key: hinted.key, via: "ping" });
       return this.take(hinted);
     }
     // Keys at or before the running one no longer matter to anyone.
@@ -272,7 +274,7 @@ export class Applier {
     if (!config) return this.nothingNew(stopTimer);
     metrics.pulls.inc({ result: "new" });
     stopTimer();
-    trace("agent", "pull.end", { key: config.key, via: "list" });
+    this.trace("pull.end", { key: config.key, via: "list" });
     return this.take(config);
   }
 
@@ -307,7 +309,7 @@ export class Applier {
     }
     metrics.pulls.inc({ result: "new" });
     stopTimer();
-    trace("agent", "pull.end", { key: config.key, via: "pin" });
+    this.trace("pull.end", { key: config.key, via: "pin" });
     return this.take(config);
   }
 
@@ -321,7 +323,7 @@ export class Applier {
         ? config.key !== pinned
         : runningKey !== null && compareConfigKeys(config.key, runningKey) <= 0
     ) {
-      trace("agent", "take.stale", { key: config.key, running: runningKey });
+      this.trace("take.stale", { key: config.key, running: runningKey });
       return;
     }
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.

@@ -7,7 +7,7 @@
 import type { Logger } from "../adapters/log.js";
 import type { SkippedKey, StoredConfig } from "../adapters/object-store.js";
 import { compareConfigKeys } from "../core/config-key.js";
-import { trace } from "../adapters/trace.js";
+import type { StageTrace } from "../adapters/stage-trace.js";
 import { sha256 } from "../core/sha256.js";
 import type { AgentMetrics } from "./metrics.js";
 import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
@@ -50,6 +50,8 @@ export interface NodeStateOptions {
   saved: AgentState;
   /** Called after every applied config and every failure (e.g. to report status). */
   onChange?: () => void;
+  /** Stage timing (bench/e2e); none by default. */
+  trace?: StageTrace;
 }
 
 export class NodeState {
@@ -155,7 +157,7 @@ export class NodeState {
     metrics.applySeconds.observe({ how }, ms / 1000);
     if (how === "runtime") metrics.runtimeUpdates.inc();
     log.info({ key: config.key, revision: config.revision, how, ms: Math.round(ms) }, "config applied");
-    trace("agent", "applied", { key: config.key, how });
+    this.o.trace?.("applied", { key: config.key, how });
     await this.record({ applied, lastError });
   }
 

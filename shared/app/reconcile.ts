@@ -17,7 +17,7 @@ import {
 } from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageRoot } from "../adapters/templates.js";
-import { trace } from "../adapters/trace.js";
+import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { classifyEvent, type Verdict } from "./cloudevents.js";
 import { DeadlineError, withDeadline } from "./deadline.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
@@ -43,6 +43,8 @@ export interface ReconcileDeps {
   liveRevision?: (signal: AbortSignal) => Promise<string>;
   /** Recorded with each published config. Default "servicelb/<package version>". */
   generator?: string;
+  /** Stage timing (bench/e2e); none by default. */
+  trace?: StageTrace;
 }
 
 export type Stage = "list" | "render" | "publish" | "notify";
@@ -90,6 +92,7 @@ const LOGGED_WARNINGS = 50;
 
 export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps): Reconciler {
   const log = deps.log;
+  const trace = deps.trace ?? NO_TRACE;
   const store = deps.store ?? openStore(settings);
   const notifier =
     deps.notifier ??
@@ -149,7 +152,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   async function pass(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
     const plog = log.child({ eventId: trigger.id, eventType: trigger.type });
     const n = ++passes;
-    trace("reconcile", "pass.start", { n });
+    trace("pass.start", { n });
     const durationsMs = { list: 0, build: 0, render: 0, publish: 0, notify: 0 };
     let stage: Stage = "list";
     const deadline = AbortSignal.timeout(settings.passTimeoutMs);
@@ -166,7 +169,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         const t = performance.now();
         const listed = await guard(readSnapshot(deadline));
         durationsMs.list = since(t);
-        trace("reconcile", "pass.listed", { n, revision: listed.revision });
+        trace("pass.listed", { n, revision: listed.revision });
         for (const warning of listed.listWarnings) plog.warn({ warning }, "cluster list warning");
 
         stage = "render";
@@ -236,7 +239,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             `publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`,
           );
       }
-      trace("reconcile", "pass.published", { n, status: published.status, key: published.key });
+      trace("pass.published", { n, status: published.status, key: published.key });
       if (published.newEpoch) {
         plog.warn(
           { epoch: published.epoch, key: published.key, ...regression },
@@ -257,7 +260,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
         );
         durationsMs.notify = since(t);
-        trace("reconcile", "pass.notified", { n });
+        trace("pass.notified", { n });
         notify = { agents: report.agents, ok: report.ok, failed: report.failed };
       }
       // After the pings, not before: deleting old configs must not delay the new one's arrival.
@@ -292,7 +295,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       renderedServices = new Set(snapshot.services.map(serviceKey));
       const { eventId: _id, eventType: _type, ...fields } = result;
       plog.info(fields, `reconciled: ${published.status}`);
-      trace("reconcile", "pass.end", { n });
+      trace("pass.end", { n });
       return result;
     } catch (err) {
       const transient =
@@ -350,7 +353,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   return {
     async reconcile(event) {
       const c = classifyEvent(event, settings.options);
-      trace("reconcile", "event", {
+      trace("event", {
         rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
         verdict: c.verdict,
         busy: inFlight !== undefined,

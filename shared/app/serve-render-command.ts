@@ -3,7 +3,7 @@ import { pathToFileURL } from "node:url";
 import { getTestServer } from "@google-cloud/functions-framework/testing";
 import { OptionsError } from "../core/options.js";
 import { packageRoot } from "../adapters/templates.js";
-import { describePortInUse, portHolder } from "../local/port-holder.js";
+import { describePortInUse, portHolder } from "../adapters/port-holder.js";
 
 /**
  * `servicelb serve-render`: the `render` HTTP function on a local port, as functions-framework

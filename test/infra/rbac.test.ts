@@ -6,7 +6,7 @@ import { createLogger } from "../../shared/adapters/log.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { createReconciler } from "../../shared/app/reconcile.js";
-import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
+import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { findObject, groupOf, kustomize, type K8sObject } from "../support/infra-manifests.js";
 import { containerOf, PodView, podSpecOf } from "../support/infra-pods.js";

@@ -122,7 +122,7 @@ describe("servicelb errors", () => {
 
 describe("servicelb --version", () => {
   it("prints the package's version on every command", async () => {
-    for (const command of [[], ["render"], ["history"], ["diff"], ["status"], ["reconcile"], ["agent"], ["local"]]) {
+    for (const command of [[], ["render"], ["history"], ["diff"], ["status"], ["reconcile"], ["agent"]]) {
       const r = await cli([...command, "--version"]);
       expect([r.code, r.stdout, r.stderr], command.join(" ")).toEqual([0, `${version}\n`, ""]);
     }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { RenderContext } from "../../shared/app/render-context.js";
 import { parseSnapshot } from "../../shared/core/snapshot.js";
-import { KubeApiEmulator } from "../../shared/local/kube-api-emulator.js";
+import { TestKubeApi } from "../support/kube-api.js";
 import { service, slice } from "../support/fixtures.js";
 import { requireHaproxy } from "../support/haproxy.js";
 
@@ -116,10 +116,10 @@ describe("servicelb render", () => {
 });
 
 describe("servicelb render against a live cluster", () => {
-  let api: KubeApiEmulator;
+  let api: TestKubeApi;
   let kubeconfig: string;
   beforeAll(async () => {
-    api = await new KubeApiEmulator().start();
+    api = await new TestKubeApi().start();
     api.upsert("Service", service("web", [{ port: 80, name: "http" }]));
     api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.0.0.7"]));
     kubeconfig = await api.writeKubeconfig();

@@ -12,7 +12,8 @@ import {
   type ClusterEvent,
   type KubeItem,
 } from "../../shared/adapters/cluster.js";
-import { KubeApiEmulator, type KubeObject, type RequestInfo } from "../../shared/local/kube-api-emulator.js";
+import type { KubeObject, RequestInfo } from "../../shared/dev/kube-api-emulator.js";
+import { TestKubeApi } from "../support/kube-api.js";
 
 // Everything below goes through the real @kubernetes/client-node against the protocol fake.
 
@@ -52,7 +53,7 @@ function endpoints(namespace: string, name: string, ip: string): KubeObject {
 const names = (items: KubeItem[], kind: string) =>
   items.filter((i) => i.kind === kind).map((i) => `${i.metadata.namespace}/${i.metadata.name}`);
 
-const lists = (server: KubeApiEmulator, path: string): RequestInfo[] =>
+const lists = (server: TestKubeApi, path: string): RequestInfo[] =>
   server.requests.filter((r) => r.path === path && r.query.watch === undefined);
 
 /**
@@ -74,11 +75,11 @@ async function clusterError(p: Promise<unknown>): Promise<ClusterError> {
 }
 
 describe("listCluster", () => {
-  let server: KubeApiEmulator;
+  let server: TestKubeApi;
   let kubeconfig: string;
 
   beforeEach(async () => {
-    server = await new KubeApiEmulator().start();
+    server = await new TestKubeApi().start();
     kubeconfig = await server.writeKubeconfig();
     server.upsert("Service", service("default", "web", { tier: "front" }));
     server.upsert("Service", service("shop", "cart", { tier: "back" }));
@@ -264,7 +265,7 @@ describe("listCluster", () => {
   });
 
   it("falls back to v1 Endpoints, with a warning, when the EndpointSlice API is missing", async () => {
-    const old = await new KubeApiEmulator({ endpointSlices: false }).start();
+    const old = await new TestKubeApi({ endpointSlices: false }).start();
     try {
       old.upsert("Service", service("default", "web"));
       old.upsert("Endpoints", endpoints("default", "web", "10.1.0.1"));
@@ -379,7 +380,7 @@ describe("listCluster", () => {
   });
 
   it("reports a refused connection as transient", async () => {
-    const gone = await new KubeApiEmulator().start();
+    const gone = await new TestKubeApi().start();
     const config = await gone.writeKubeconfig();
     await gone.stop();
 
@@ -392,7 +393,7 @@ describe("listCluster", () => {
   });
 
   it("takes the highest list resourceVersion, compared as a number", async () => {
-    const big = await new KubeApiEmulator({ resourceVersion: 97 }).start();
+    const big = await new TestKubeApi({ resourceVersion: 97 }).start();
     try {
       big.upsert("Service", service("default", "web")); // revision 98
       big.upsert("EndpointSlice", slice("default", "web", "10.1.0.1")); // revision 99
@@ -419,10 +420,10 @@ describe("listCluster", () => {
 });
 
 describe("loadKubeConfig", () => {
-  let server: KubeApiEmulator;
+  let server: TestKubeApi;
 
   beforeEach(async () => {
-    server = await new KubeApiEmulator().start();
+    server = await new TestKubeApi().start();
   });
 
   afterEach(async () => {
@@ -468,7 +469,7 @@ describe("loadKubeConfig", () => {
 });
 
 describe("watchCluster", () => {
-  let server: KubeApiEmulator;
+  let server: TestKubeApi;
   let stop: (() => void) | undefined;
 
   afterEach(async () => {
@@ -484,7 +485,7 @@ describe("watchCluster", () => {
     );
 
   it("delivers ADDED, MODIFIED and DELETED for Services and EndpointSlices", async () => {
-    server = await new KubeApiEmulator().start();
+    server = await new TestKubeApi().start();
     server.upsert("Service", service("default", "existing"));
     const events: ClusterEvent[] = [];
     const errors: ClusterError[] = [];
@@ -520,7 +521,7 @@ describe("watchCluster", () => {
   });
 
   it("resumes from the last resourceVersion when the server ends the stream", async () => {
-    server = await new KubeApiEmulator().start();
+    server = await new TestKubeApi().start();
     const events: ClusterEvent[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
       namespace: "shop",
@@ -543,7 +544,7 @@ describe("watchCluster", () => {
   });
 
   it("starts over from the current state when its resourceVersion was compacted away", async () => {
-    server = await new KubeApiEmulator().start();
+    server = await new TestKubeApi().start();
     const events: ClusterEvent[] = [];
     const errors: ClusterError[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
@@ -574,7 +575,7 @@ describe("watchCluster", () => {
   });
 
   it("watches v1 Endpoints when the EndpointSlice API is missing", async () => {
-    server = await new KubeApiEmulator({ endpointSlices: false }).start();
+    server = await new TestKubeApi({ endpointSlices: false }).start();
     const events: ClusterEvent[] = [];
     const errors: ClusterError[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {
@@ -590,7 +591,7 @@ describe("watchCluster", () => {
   });
 
   it("reports a forbidden watch with the RBAC verb to grant", async () => {
-    server = await new KubeApiEmulator().start();
+    server = await new TestKubeApi().start();
     server.forbid("services", ["watch"]);
     const errors: ClusterError[] = [];
     stop = watchCluster(loadKubeConfig({ kubeconfig: await server.writeKubeconfig() }), {

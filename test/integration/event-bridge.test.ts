@@ -3,8 +3,8 @@ import type { AddressInfo } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { pino } from "pino";
-import { startEventBridge } from "../../shared/local/event-bridge.js";
-import { KubeApiEmulator } from "../../shared/local/kube-api-emulator.js";
+import { startEventBridge } from "../../shared/dev/event-bridge.js";
+import { KubeApiEmulator } from "../../shared/dev/kube-api-emulator.js";
 import { freePort, waitFor } from "../support/net.js";
 
 /** A reconcile function stand-in that counts the CloudEvents it is sent, by type. */

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
+import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
+import { TestKubeApi } from "../support/kube-api.js";
 
 const slice = (name: string, port: number): KubeObject => ({
   apiVersion: "discovery.k8s.io/v1",
@@ -11,7 +12,7 @@ const slice = (name: string, port: number): KubeObject => ({
 });
 
 describe("KubeApiEmulator", () => {
-  let api: KubeApiEmulator;
+  let api: TestKubeApi;
   const call = async (method: string, path: string, body?: unknown) => {
     const r = await fetch(api.url + path, {
       method,
@@ -24,7 +25,7 @@ describe("KubeApiEmulator", () => {
   const slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
 
   beforeEach(async () => {
-    api = await new KubeApiEmulator().start();
+    api = await new TestKubeApi().start();
   });
   afterEach(async () => {
     await api.stop();

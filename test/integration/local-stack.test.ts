@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { requireHaproxy } from "../support/haproxy.js";
 import { freePort, httpGet, waitFor } from "../support/net.js";
+import { LOCAL_STACK_ENTRY } from "../support/dev-build.js";
 
 const root = join(import.meta.dirname, "..", "..");
 
@@ -26,9 +27,9 @@ function listening(port: number, host = "127.0.0.1"): Promise<boolean> {
   });
 }
 
-/** `servicelb local` as `npm start` runs it; resolves once it printed its summary. */
+/** The local stack as `npm start` runs it; resolves once it printed its summary. */
 async function startStack(args: string[]) {
-  const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", ...args], {
+  const stack = spawn(process.execPath, [LOCAL_STACK_ENTRY, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -50,7 +51,7 @@ async function startStack(args: string[]) {
   return { stack, exited, output, err: () => err };
 }
 
-describe("npm start (servicelb local)", () => {
+describe("npm start (the local stack)", () => {
   const dir = mkdtempSync(join(tmpdir(), "servicelb-local-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -136,8 +137,7 @@ describe("npm start (servicelb local)", () => {
     const stack = spawn(
       process.execPath,
       [
-        join(root, "bin", "servicelb.js"),
-        "local",
+        LOCAL_STACK_ENTRY,
         "--demo",
         "--cluster-file",
         file,

@@ -5,10 +5,11 @@ import { connect, createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { haproxyState } from "../../shared/local/haproxy-listens.js";
-import { portHolder } from "../../shared/local/port-holder.js";
+import { haproxyState } from "../../shared/dev/haproxy-listens.js";
+import { portHolder } from "../../shared/adapters/port-holder.js";
 import { requireHaproxy } from "../support/haproxy.js";
 import { freePort, httpGet, waitFor } from "../support/net.js";
+import { LOCAL_STACK_ENTRY } from "../support/dev-build.js";
 
 const root = join(import.meta.dirname, "..", "..");
 const linux = existsSync("/proc/net/tcp");
@@ -34,7 +35,7 @@ function accepts(port: number): Promise<boolean> {
 }
 
 function startStack(args: string[]) {
-  const stack = spawn(process.execPath, [join(root, "bin", "servicelb.js"), "local", ...args], {
+  const stack = spawn(process.execPath, [LOCAL_STACK_ENTRY, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   const io = { out: "", err: "" };

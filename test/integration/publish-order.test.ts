@@ -15,7 +15,7 @@ import { runStatus, type FleetStatus } from "../../shared/app/status-command.js"
 import type { RenderOptions } from "../../shared/core/options.js";
 import { sha256 } from "../../shared/core/sha256.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
-import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
+import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { A, agentWorld, B, C, count, TOKEN, web, type Node } from "../support/agent.js";
 import { dripProxy } from "../support/drip.js";
 import { list, service, slice } from "../support/fixtures.js";

@@ -22,7 +22,8 @@ import {
   type Reconciler,
 } from "../../shared/app/reconcile.js";
 import { RenderContext } from "../../shared/app/render-context.js";
-import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
+import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
+import { TestKubeApi } from "../support/kube-api.js";
 import { service, slice } from "../support/fixtures.js";
 import { countingProxy } from "../support/net.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
@@ -121,7 +122,7 @@ function memoryLog() {
 }
 
 let s3: TestS3;
-let api: KubeApiEmulator;
+let api: TestKubeApi;
 let kubeconfig: string;
 let dir: string;
 let tokenFile: string;
@@ -147,7 +148,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  api = await new KubeApiEmulator().start();
+  api = await new TestKubeApi().start();
   kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
   api.upsert("Service", service("web", [{ name: "http", port: 80, targetPort: 8080 }]) as unknown as KubeObject);
   api.upsert(
@@ -277,6 +278,22 @@ describe("reconcile function", () => {
       notify: { agents: 3, ok: 3, failed: 0 },
     });
     expect(Object.keys(line!.durationsMs as object).sort()).toEqual(["build", "list", "notify", "publish", "render"]);
+  });
+
+  it("reports each stage of a pass to the stage trace it was given, in order", async () => {
+    const events: Array<{ event: string; fields: Record<string, unknown> | undefined }> = [];
+    const h = await harness({}, { trace: (event, fields) => events.push({ event, fields }) });
+    expect((await h.send(apiServerEvent("resource", "add", webService()), "binary")).status).toBe(204);
+    const latest = await h.store.latest();
+    expect(events.map((e) => e.event)).toEqual([
+      "event",
+      "pass.start",
+      "pass.listed",
+      "pass.published",
+      "pass.notified",
+      "pass.end",
+    ]);
+    expect(events.find((e) => e.event === "pass.published")!.fields).toMatchObject({ key: latest!.key });
   });
 
   it("writes nothing and pings nobody when the cluster has not changed (ref event in structured mode, then a resync)", async () => {
@@ -534,7 +551,7 @@ describe("reconcile function faults", () => {
     const res = await h.send(pingEvent());
     expect(res.status).toBeGreaterThanOrEqual(500);
     expect(await h.objects()).toEqual([]);
-    api = await new KubeApiEmulator().start(); // for afterEach
+    api = await new TestKubeApi().start(); // for afterEach
   });
 
   it("fails loudly (error log, 5xx) on a permanent failure such as a missing RBAC grant", async () => {

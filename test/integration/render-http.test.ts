@@ -10,19 +10,19 @@ import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { createRenderHandler } from "../../shared/app/render-http.js";
 import { RenderContext } from "../../shared/app/render-context.js";
 import { parseSnapshot } from "../../shared/core/snapshot.js";
-import { KubeApiEmulator } from "../../shared/local/kube-api-emulator.js";
+import { TestKubeApi } from "../support/kube-api.js";
 import { service, slice } from "../support/fixtures.js";
 import { requireHaproxy } from "../support/haproxy.js";
 
 const demo = readFileSync(join(import.meta.dirname, "..", "..", "examples", "cluster.yaml"), "utf8");
 
 describe("HTTP function render (dry run)", () => {
-  let api: KubeApiEmulator;
+  let api: TestKubeApi;
   let server: Server;
   let base: string;
 
   beforeAll(async () => {
-    api = await new KubeApiEmulator().start();
+    api = await new TestKubeApi().start();
     api.upsert("Service", service("web", [{ port: 80, name: "http" }]));
     api.upsert("EndpointSlice", slice("web", [{ name: "http", port: 8080 }], ["10.0.0.7"]));
     const kubeconfig = await api.writeKubeconfig();

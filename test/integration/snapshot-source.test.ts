@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { ParsedItems } from "../../shared/core/snapshot.js";
-import { KubeApiEmulator, type KubeObject } from "../../shared/local/kube-api-emulator.js";
+import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 
 /** Every namespace, every label. */
 const ALL = { namespace: undefined, selector: undefined };

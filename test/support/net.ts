@@ -1,7 +1,7 @@
 import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from "node:http";
 import { connect, createServer as createTcpServer, type AddressInfo } from "node:net";
 
-export { freePort } from "../../shared/local/ports.js";
+export { freePort } from "../../shared/dev/ports.js";
 
 export interface EchoBackend {
   port: number;

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { CheckResult } from "../../shared/adapters/haproxy/check.js";
 import { createLogger } from "../../shared/adapters/log.js";
+import type { StageTrace } from "../../shared/adapters/stage-trace.js";
 import type { StoredConfig } from "../../shared/adapters/object-store.js";
 import { Applier, type RuntimePort } from "../../shared/agent/applier.js";
 import { createAgentMetrics } from "../../shared/agent/metrics.js";
@@ -55,7 +56,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function world(runtimeFails?: (command: string) => boolean) {
+function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) {
   const dir = mkdtempSync(join(tmpdir(), "applier-"));
   dirs.push(dir);
   const configs: StoredConfig[] = [];
@@ -111,6 +112,7 @@ function world(runtimeFails?: (command: string) => boolean) {
     saved: EMPTY_STATE,
     check: gate.check,
     runtime,
+    trace,
   });
   /** Publishes `config` and lets the applier start HAProxy on it (its haproxy -c passes). */
   const serve = async (config: StoredConfig) => {
@@ -130,6 +132,25 @@ const listed = (slots: Array<string | null>, allow: string[]) =>
   `${config(slots).replace("backend default_web_80 from http_defaults\n", "$&    acl src_allowed src -f patterns/default.web.allow\n")}${renderPatternSection([{ path: "patterns/default.web.allow", entries: allow }])}`;
 
 describe("Applier with faked HAProxy ports", () => {
+  it("reports each stage of an apply to the stage trace it was given, with the config's key", async () => {
+    const events: Array<[string, Record<string, unknown> | undefined]> = [];
+    const w = world(undefined, (event, fields) => events.push([event, fields]));
+    const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));
+    const moved = stored(2, config(["10.0.0.2:80", null]));
+    w.configs.push(moved);
+    await w.applier.sync();
+    expect(events.map(([event, fields]) => `${event} ${String(fields?.key ?? "")}`.trim())).toEqual([
+      "pull.start",
+      `pull.end ${first.key}`,
+      `check.done ${first.key}`,
+      `applied ${first.key}`,
+      "pull.start",
+      `pull.end ${moved.key}`,
+      `runtime.done ${moved.key}`,
+      `applied ${moved.key}`,
+    ]);
+  });
+
   it("an in-place move goes live make before break and is written at once, with no haproxy -c", async () => {
     const w = world();
     const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { consoleFormat, createConsole, formatRecord } from "../../shared/local/console-log.js";
+import { consoleFormat, createConsole, formatRecord } from "../../shared/dev/console-log.js";
 
 function capture(format: "human" | "json", level = "info") {
   const lines: string[] = [];

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { DELIVERY_POLICIES, deliveryGate, parseDeliveryPolicy } from "../../shared/local/delivery-policy.js";
+import { DELIVERY_POLICIES, deliveryGate, parseDeliveryPolicy } from "../../bench/delivery-policy.js";
 
 describe("deliveryGate", () => {
   beforeEach(() => {

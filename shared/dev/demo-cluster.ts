@@ -3,7 +3,7 @@ import { parseSnapshotText } from "../core/snapshot.js";
 import type { Logger } from "../adapters/log.js";
 import type { Kind, KubeApiEmulator, KubeObject } from "./kube-api-emulator.js";
 import { DemoBackends } from "./demo-backends.js";
-import { trace } from "../adapters/trace.js";
+import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 
 const KINDS = new Set<Kind>(["Service", "EndpointSlice", "Endpoints"]);
 
@@ -76,6 +76,8 @@ export class DemoCluster {
     private readonly file: string,
     private readonly api: KubeApiEmulator,
     private readonly log: Logger,
+    /** Stage timing of file edits (bench/e2e). */
+    private readonly trace: StageTrace = NO_TRACE,
   ) {}
 
   /** Applies the file to the emulator: changed objects are written, vanished ones deleted. */
@@ -105,12 +107,12 @@ export class DemoCluster {
     // Editors replace files as often as they write them. A "change" keeps the watch; a "rename"
     // (the file replaced or moved away) needs a new watch on whatever now has the name.
     this.watcher = watch(this.file, (event) => {
-      if (this.timer === undefined) trace("stack", "fs.event");
+      if (this.timer === undefined) this.trace("fs.event");
       if (event === "rename") this.replaced = true;
       clearTimeout(this.timer);
       this.timer = setTimeout(() => {
         this.timer = undefined;
-        trace("stack", "load.start");
+        this.trace("load.start");
         this.load().then(
           ({ written, removed }) => {
             if (written + removed > 0) this.log.info({ file: this.file, written, removed }, "demo cluster changed");

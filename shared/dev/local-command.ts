@@ -1,6 +1,9 @@
-import { consoleFormat, createConsole, type LogFormat } from "../local/console-log.js";
-import { startLocalStack } from "../local/stack.js";
 import { OptionsError } from "../core/options.js";
+import { consoleFormat, createConsole, type LogFormat } from "./console-log.js";
+import { startLocalStack, type LocalStackOptions } from "./stack.js";
+
+/** What an entry point wires into the stack besides the flags. */
+export type LocalWiring = Pick<LocalStackOptions, "delivery" | "tracer">;
 
 function port(value: unknown, flag: string): number {
   const n = Number(value);
@@ -8,8 +11,11 @@ function port(value: unknown, flag: string): number {
   return n;
 }
 
-/** `servicelb local` (npm start): runs until SIGINT/SIGTERM, then stops every process it started. */
-export async function runLocal(flags: Record<string, string | boolean | undefined>): Promise<number> {
+/** `npm start`: runs until SIGINT/SIGTERM, then stops every process it started. */
+export async function runLocal(
+  flags: Record<string, string | boolean | undefined>,
+  wiring: LocalWiring = {},
+): Promise<number> {
   const out = createConsole(consoleFormat(flags.logFormat as LogFormat | undefined, process.stderr.isTTY === true));
   const log = out.log;
   const resyncMs = Number(flags.resync);
@@ -38,6 +44,7 @@ export async function runLocal(flags: Record<string, string | boolean | undefine
       console: out,
       print: (text) => process.stdout.write(text),
       signal: stopping.signal,
+      ...wiring,
     });
   } catch (err) {
     if (stopping.signal.aborted) {

@@ -1,5 +1,5 @@
 import { connect } from "node:net";
-import { describePortInUse, portFree, portHolder, type PortHolder } from "./port-holder.js";
+import { describePortInUse, portFree, portHolder, type PortHolder } from "../adapters/port-holder.js";
 
 /**
  * What `npm start` may claim about HAProxy: its ports are checked before anything starts (a taken

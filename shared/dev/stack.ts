@@ -3,14 +3,13 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
 import { loadKubeConfig } from "../adapters/cluster.js";
 import { packageRoot } from "../adapters/templates.js";
 import type { Console } from "./console-log.js";
 import { DemoCluster } from "./demo-cluster.js";
-import { parseDeliveryPolicy, type DeliveryPolicy } from "./delivery-policy.js";
-import { startEventBridge } from "./event-bridge.js";
+import type { StageTracer } from "../adapters/stage-trace.js";
+import { startEventBridge, type GateFactory } from "./event-bridge.js";
 import { KubeApiEmulator } from "./kube-api-emulator.js";
 import { assertPortsFree, haproxyState, waitForHaproxy } from "./haproxy-listens.js";
 import { freePort, waitForPort } from "./ports.js";
@@ -26,10 +25,12 @@ export interface LocalStackOptions {
   statsPort: number;
   resyncMs: number;
   /**
-   * When the event bridge hands changes to reconcile: servicelb's own (at once) unless set, or a
-   * peer's update policy for bench/e2e's side by side. Default: $SERVICELB_LOCAL_DELIVERY_POLICY.
+   * When the event bridge hands changes to reconcile: at once unless set; bench/e2e sets a peer
+   * controller's update policy here, named in the summary.
    */
-  deliveryPolicy?: DeliveryPolicy;
+  delivery?: { name: string; gate: GateFactory };
+  /** Stage timing of the emulator, the demo cluster file and the event bridge (bench/e2e). */
+  tracer?: StageTracer;
   console: Console;
   /** Where the summary goes (stdout for people). */
   print: (text: string) => void;
@@ -45,9 +46,10 @@ export interface LocalStackOptions {
  * itself when the stack is gone (exit-with-parent.ts).
  */
 function child(name: string, args: string[], env: Record<string, string>, out: Console): ChildProcess {
-  const guard = join(packageRoot(), "dist", "shared", "local", "exit-with-parent.js");
+  // Beside this module in the build that runs it (the stack runs from compiled JavaScript only).
+  const guard = new URL("exit-with-parent.js", import.meta.url).href;
   // Stack traces that name modules (the bundles' source maps), at a cold-start cost that only a deployment minds.
-  const p = spawn(process.execPath, ["--enable-source-maps", "--import", pathToFileURL(guard).href, ...args], {
+  const p = spawn(process.execPath, ["--enable-source-maps", "--import", guard, ...args], {
     env: { ...process.env, ...env },
     stdio: ["pipe", "pipe", "pipe"],
     detached: true,
@@ -125,9 +127,9 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     if (kubeconfig) {
       clusterLabel = `the cluster of ${kubeconfig} (context ${loadKubeConfig({ kubeconfig }).getCurrentContext()})`;
     } else {
-      const api = await new KubeApiEmulator().start();
+      const api = await new KubeApiEmulator({ trace: o.tracer?.("emulator") }).start();
       stops.push(() => api.stop());
-      demo = new DemoCluster(o.clusterFile, api, log);
+      demo = new DemoCluster(o.clusterFile, api, log, o.tracer?.("stack"));
       await demo.load();
       demo.watch();
       stops.push(() => demo!.stop());
@@ -236,14 +238,13 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       await waitForPort(ports.agent, "agent");
     }
 
-    const envPolicy = process.env.SERVICELB_LOCAL_DELIVERY_POLICY;
-    const policy = o.deliveryPolicy ?? (envPolicy ? parseDeliveryPolicy(envPolicy) : undefined);
     const stopBridge = startEventBridge({
       kc: loadKubeConfig({ kubeconfig }),
       sink: `http://127.0.0.1:${ports.reconcile}/`,
       resyncMs: o.resyncMs,
-      policy,
+      gate: o.delivery?.gate,
       log,
+      trace: o.tracer?.("bridge"),
     });
     stops.push(stopBridge);
 
@@ -286,7 +287,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       "servicelb is running locally:",
       `  cluster          ${clusterLabel}`,
       `  object store     s3rver at http://127.0.0.1:${ports.s3} (bucket servicelb, data in ${join(data, "s3")})`,
-      `  reconcile        http://127.0.0.1:${ports.reconcile}/ (CloudEvents from the event bridge${policy && policy.name !== "servicelb" ? `, held back by ${policy.name}'s update policy` : ""})`,
+      `  reconcile        http://127.0.0.1:${ports.reconcile}/ (CloudEvents from the event bridge${o.delivery ? `, held back by ${o.delivery.name}'s update policy` : ""})`,
       `  dry run          http://127.0.0.1:${ports.render}/ (GET: the live cluster; POST: a snapshot)`,
       !served
         ? "  HAProxy          not installed: `apt-get install -y haproxy`, then npm start again (everything else runs)"

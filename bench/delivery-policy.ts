@@ -1,3 +1,5 @@
+import type { Gate } from "../shared/dev/event-bridge.js";
+
 /**
  * When the event bridge hands cluster changes to the reconcile function. servicelb's own policy
  * is to deliver every event at once: the function coalesces bursts itself (one pass at a time,
@@ -29,12 +31,6 @@ export function parseDeliveryPolicy(text: string): DeliveryPolicy {
       `unknown delivery policy ${JSON.stringify(text)}: one of ${Object.keys(DELIVERY_POLICIES).join(", ")}`,
     );
   return policy;
-}
-
-export interface Gate<T> {
-  /** A new event; it is delivered now or, held back by the policy, as part of a later delivery. */
-  offer(event: T): void;
-  stop(): void;
 }
 
 /** Applies `policy` in front of `deliver`. Timers come from `clock` (tests use fake timers). */

@@ -3,8 +3,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { watchCluster, type ClusterEvent } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { PING_EVENT_TYPE } from "../core/event-types.js";
-import { deliveryGate, type DeliveryPolicy } from "./delivery-policy.js";
-import { trace } from "../adapters/trace.js";
+import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 
 const VERB: Record<ClusterEvent["type"], string> = { ADDED: "add", MODIFIED: "update", DELETED: "delete" };
 const RESOURCE: Record<string, string> = {
@@ -20,10 +19,25 @@ export interface EventBridgeOptions {
   namespace?: string;
   /** PingSource's role: a resync on a timer, so that a lost event costs only time. */
   resyncMs: number;
-  /** When watch events are handed on (default: servicelb's own, at once). Resync ticks are never held back. */
-  policy?: DeliveryPolicy;
+  /**
+   * What stands between a watch event and its delivery (bench/e2e puts a peer controller's update
+   * policy there). Default: nothing, every event is delivered at once. Resync ticks never wait.
+   */
+  gate?: GateFactory;
   log: Logger;
+  /** Stage timing of events and deliveries (bench/e2e); none by default. */
+  trace?: StageTrace;
 }
+
+/** Holds events back before `deliver`: each offered event is delivered now or as part of a later delivery. */
+export interface Gate<T> {
+  offer(event: T): void;
+  stop(): void;
+}
+
+export type GateFactory = <T>(deliver: (event: T) => void) => Gate<T>;
+
+const AT_ONCE: GateFactory = (deliver) => ({ offer: deliver, stop: () => undefined });
 
 /** A CloudEvent in binary mode, as Knative's Broker delivers it to a Trigger's subscriber. */
 async function send(
@@ -59,15 +73,16 @@ async function send(
  */
 export function startEventBridge(o: EventBridgeOptions): () => void {
   const server = o.kc.getCurrentCluster()?.server ?? "local";
+  const trace = o.trace ?? NO_TRACE;
   const deliver = (type: string, data: unknown, extensions?: Record<string, string>, rv?: unknown) =>
     send(o.sink, type, server, data, extensions).then(
       (status) => {
-        trace("bridge", "delivered", { rv, type, status });
+        trace("delivered", { rv, type, status });
         if (status >= 300) o.log.warn({ type, status }, "reconcile refused an event; the next resync retries");
       },
       (err: Error) => o.log.warn({ type, err: err.message }, "reconcile unreachable; the next resync retries"),
     );
-  const gate = deliveryGate<ClusterEvent>(o.policy ?? { name: "servicelb" }, (e) => {
+  const gate = (o.gate ?? AT_ONCE)<ClusterEvent>((e) => {
     const meta = e.object.metadata as { name?: string; namespace?: string; resourceVersion?: string };
     const ns = meta.namespace ?? "default";
     const rv = meta.resourceVersion;
@@ -94,7 +109,7 @@ export function startEventBridge(o: EventBridgeOptions): () => void {
     namespace: o.namespace,
     onEvent: (e) => {
       const meta = e.object.metadata as { name?: string; resourceVersion?: string };
-      trace("bridge", "event", { rv: meta.resourceVersion, kind: e.object.kind, name: meta.name });
+      trace("event", { rv: meta.resourceVersion, kind: e.object.kind, name: meta.name });
       gate.offer(e);
     },
     onConnect: () => {

@@ -6,17 +6,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/label-selector.js";
-import { trace } from "../adapters/trace.js";
+import type { StageTrace } from "../adapters/stage-trace.js";
 
 /**
- * A Kubernetes API server for tests and the local stack's demo cluster, speaking the real wire protocol (paths, list/watch JSON,
- * Status errors, continue tokens) so that servicelb is exercised through the real client-node.
- * Only what servicelb reads is served: Services, EndpointSlices and v1 Endpoints.
+ * A Kubernetes API server for the local stack's demo cluster and for tests, speaking the real
+ * wire protocol (paths, list/watch JSON, Status errors, continue tokens) so that servicelb is
+ * exercised through the real client-node. Only what servicelb reads is served: Services,
+ * EndpointSlices and v1 Endpoints. Injected faults (failures, delays, RBAC denials) are not
+ * here: tests add them through `refuse` (test/support/kube-api.ts).
  */
 
 export type Kind = "Service" | "EndpointSlice" | "Endpoints";
 export type Resource = "services" | "endpointslices" | "endpoints";
-export type Verb = "list" | "watch" | "create" | "update" | "delete";
 
 interface KindInfo {
   resource: Resource;
@@ -81,22 +82,12 @@ export interface RequestInfo {
   status?: number;
 }
 
-export type RequestMatch = (req: RequestInfo) => boolean;
-
-export interface FailRule {
-  status?: number;
-  reason?: string;
-  message?: string;
-  /** How many matching requests fail; default 1. */
-  times?: number;
-  match?: RequestMatch;
-}
-
-export interface DelayRule {
-  ms: number;
-  /** How many matching requests are delayed; default Infinity. */
-  times?: number;
-  match?: RequestMatch;
+/** An error Status answered instead of the request's own answer. */
+export interface Refusal {
+  status: number;
+  reason: string;
+  message: string;
+  details?: object;
 }
 
 export interface KubeApiEmulatorOptions {
@@ -107,6 +98,8 @@ export interface KubeApiEmulatorOptions {
   user?: string;
   /** The revision before the first write; real clusters are far past 1. */
   resourceVersion?: number;
+  /** Stage timing of each write (bench/e2e); none by default. */
+  trace?: StageTrace;
 }
 
 interface Route {
@@ -159,12 +152,10 @@ export class KubeApiEmulator {
   private history: Change[] = [];
   private current = new Map<Kind, Map<string, KubeObject>>();
   private tokenGeneration = 0;
-  private failRules: Array<Required<Pick<FailRule, "times">> & FailRule> = [];
-  private delayRules: Array<Required<Pick<DelayRule, "times">> & DelayRule> = [];
-  private forbidden = new Map<Resource, Set<Verb>>();
   private requestHooks: Array<(req: RequestInfo) => void> = [];
   private watchers = new Set<Watcher>();
   private port = 0;
+  private readonly trace: StageTrace | undefined;
   /**
    * The objects of one kind at one revision, sorted by key: what every page of a list reads. Built
    * once per (kind, revision) and kept for the few revisions whose lists may still be paging, so
@@ -177,6 +168,7 @@ export class KubeApiEmulator {
     this.user = options.user ?? "system:serviceaccount:servicelb:servicelb";
     this.endpointSlices = options.endpointSlices ?? true;
     this.rv = this.baseRv = options.resourceVersion ?? 1;
+    this.trace = options.trace;
     for (const kind of Object.keys(KINDS) as Kind[]) {
       this.base.set(kind, new Map());
       this.current.set(kind, new Map());
@@ -253,21 +245,6 @@ export class KubeApiEmulator {
     return true;
   }
 
-  /** Answer the next matching request(s) with an error Status (default: one 500). */
-  failNext(rule: FailRule = {}): void {
-    this.failRules.push({ ...rule, times: rule.times ?? 1 });
-  }
-
-  /** Hold matching requests before answering them (default: every request, until reset). */
-  delay(rule: DelayRule): void {
-    this.delayRules.push({ ...rule, times: rule.times ?? Infinity });
-  }
-
-  /** Deny `verbs` on a resource to the server's user, as RBAC would (403 Forbidden). */
-  forbid(resource: Resource, verbs: Verb[] = ["list", "watch"]): void {
-    this.forbidden.set(resource, new Set(verbs));
-  }
-
   /** Every continue token handed out so far now answers 410 Expired. */
   expireContinueTokens(): void {
     this.tokenGeneration++;
@@ -286,11 +263,8 @@ export class KubeApiEmulator {
     this.requestHooks.push(hook);
   }
 
-  /** Clear injected failures, delays, denials, hooks and the request log. */
+  /** Clear the request hooks and the request log. */
   reset(): void {
-    this.failRules = [];
-    this.delayRules = [];
-    this.forbidden.clear();
     this.requestHooks = [];
     this.requests.length = 0;
   }
@@ -328,7 +302,7 @@ export class KubeApiEmulator {
     for (const w of this.watchers) {
       if (w.route.kind === change.kind) this.send(w, change);
     }
-    trace("emulator", "write", { rv: change.rv, kind: change.kind, key: change.key });
+    this.trace?.("write", { rv: change.rv, kind: change.kind, key: change.key });
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -348,18 +322,9 @@ export class KubeApiEmulator {
 
     try {
       for (const hook of this.requestHooks) hook(info);
-      const delay = take(this.delayRules, info);
-      if (delay) await new Promise((r) => setTimeout(r, delay.ms));
+      const refusal = await this.refuse(info);
       if (res.destroyed) return;
-      const failure = take(this.failRules, info);
-      if (failure) {
-        const code = failure.status ?? 500;
-        throw new HttpError(
-          code,
-          failure.reason ?? "InternalError",
-          failure.message ?? 'an error on the server ("injected failure") has prevented the request from succeeding',
-        );
-      }
+      if (refusal) throw new HttpError(refusal.status, refusal.reason, refusal.message, { details: refusal.details });
       if (info.authorization !== `Bearer ${this.token}`) throw new HttpError(401, "Unauthorized", "Unauthorized");
       if (info.method === "GET") return this.route(info, res);
       if (info.method === "POST" || info.method === "PUT" || info.method === "DELETE")
@@ -383,13 +348,21 @@ export class KubeApiEmulator {
     }
   }
 
+  /**
+   * Called for every request after the request hooks and before authentication: a Status to
+   * answer instead, or undefined to serve it. The emulator refuses nothing itself; a subclass may
+   * wait (a slow server) or refuse (a failure, an RBAC denial).
+   */
+  protected refuse(_req: RequestInfo): Refusal | undefined | Promise<Refusal | undefined> {
+    return undefined;
+  }
+
   private route(info: RequestInfo, res: http.ServerResponse): void {
     const doc = this.discovery(info.path);
     if (doc) return json(res, 200, doc);
     const route = this.parseListPath(info.path);
     if (!route || route.name !== undefined) throw notFound();
-    const verb: Verb = info.query.watch === "true" || info.query.watch === "1" ? "watch" : "list";
-    this.authorize(route, verb);
+    const verb = info.query.watch === "true" || info.query.watch === "1" ? "watch" : "list";
     const selector = parseSelector(info.query.labelSelector ?? "");
     if (verb === "watch") this.watch(route, selector, info.query, res);
     else this.list(route, selector, info.query, res);
@@ -411,18 +384,6 @@ export class KubeApiEmulator {
     };
   }
 
-  private authorize(route: Route, verb: Verb): void {
-    const { resource, group } = KINDS[route.kind];
-    if (!this.forbidden.get(resource)?.has(verb)) return;
-    const scope = route.namespace === undefined ? "at the cluster scope" : `in the namespace "${route.namespace}"`;
-    throw new HttpError(
-      403,
-      "Forbidden",
-      `${resource} is forbidden: User "${this.user}" cannot ${verb} resource "${resource}" in API group "${group}" ${scope}`,
-      { details: group ? { group, kind: resource } : { kind: resource } },
-    );
-  }
-
   /**
    * Writes as kubectl sends them: POST to a namespaced collection creates (409 when the object
    * exists), PUT to an object replaces it (404 when it does not exist; 409 when the body names a
@@ -434,10 +395,9 @@ export class KubeApiEmulator {
     if (!route || route.namespace === undefined) throw notFound();
     const { resource, group } = KINDS[route.kind];
     const groupResource = group ? `${resource}.${group}` : resource;
-    const verb: Verb = info.method === "POST" ? "create" : info.method === "PUT" ? "update" : "delete";
+    const verb = info.method === "POST" ? "create" : info.method === "PUT" ? "update" : "delete";
     if ((verb === "create") !== (route.name === undefined))
       throw new HttpError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
-    this.authorize(route, verb);
     const key = (name: string) => `${route.namespace}/${name}`;
     if (verb === "delete") {
       const existing = this.current.get(route.kind)!.get(key(route.name!));
@@ -724,12 +684,6 @@ function readBody(req: http.IncomingMessage): Promise<string> {
     req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
     req.on("error", reject);
   });
-}
-
-function take<R extends { times: number; match?: RequestMatch }>(rules: R[], info: RequestInfo): R | undefined {
-  const rule = rules.find((r) => r.times > 0 && (r.match?.(info) ?? true));
-  if (rule) rule.times--;
-  return rule;
 }
 
 function inScope(route: Route, obj: KubeObject): boolean {
