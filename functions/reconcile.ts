@@ -8,10 +8,6 @@ import { createReconcileHandler, createReconciler } from "../shared/app/reconcil
 
 /** CloudEvent function `reconcile`: cluster → object store → agents. Bad settings stop the instance at start. */
 const log = createLogger("reconcile");
-functions.cloudEvent(
-  "reconcile",
-  createReconcileHandler(
-    createReconciler(loadFunctionSettings(), { log, trace: tracerFromEnv(process.env)?.("reconcile") }),
-  ),
-);
+const trace = tracerFromEnv(process.env)?.("reconcile");
+functions.cloudEvent("reconcile", createReconcileHandler(createReconciler(loadFunctionSettings(), { log, trace })));
 answerFrameworkRejections(acknowledgeUnreadableDelivery(log));

@@ -16,6 +16,7 @@ import {
 } from "../support/infra-dockerfile.js";
 import { findObject, kustomize, REPO } from "../support/infra-manifests.js";
 import { containerOf } from "../support/infra-pods.js";
+import { bundledModules, developmentOnly, filesUnder } from "../support/shipped.js";
 
 // No Docker engine here: the Dockerfiles are read instead, and their stages are rehearsed in empty
 // directories with exactly the files their COPY lines take (after the .dockerignore).
@@ -138,6 +139,24 @@ describe.each(Object.keys(IMAGES) as Array<keyof typeof IMAGES>)("infra/images/D
     // The walker found the imports: the function bundle keeps functions-framework external, the agent imports zod.
     expect(imported).toContain(image === "function" ? "@google-cloud/functions-framework" : "zod");
     for (const name of imported) expect(pkg.dependencies[name], `imported: ${name}`).toBeDefined();
+  }, 120_000);
+
+  it("ships no local-stack, test or benchmark code, neither compiled nor bundled nor in the build context", () => {
+    const { runtime: dir } = rehearse(dockerfile);
+    const shipped = filesUnder(dir);
+    // The predicate is the one that matters: it catches what a development build would add.
+    for (const bad of ["dist/shared/dev/kube-api-emulator.js", "dist/dev/bench/e2e.js", "dist/test/support/s3.js"])
+      expect(developmentOnly(bad), bad).toBe(true);
+    expect(shipped).toContain("dist/shared/app/reconcile.js");
+    expect(shipped.filter(developmentOnly)).toEqual([]);
+    for (const map of shipped.filter((f) => /^dist\/bundle\/.*\.mjs\.map$/.test(f))) {
+      const modules = bundledModules(join(dir, map));
+      expect(modules, map).toContain("../shared/app/render-context.js");
+      expect(modules.filter(developmentOnly), map).toEqual([]);
+    }
+    // The local stack's sources stay out of the build context: the production build needs none of them.
+    expect(allowed.admits("shared/app/reconcile.ts")).toBe(true);
+    expect(allowed.admits("shared/dev/stack.ts")).toBe(false);
   }, 120_000);
 
   it("runs as the non-root user the manifests expect, under the name and version they pull", () => {

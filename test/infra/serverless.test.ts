@@ -11,6 +11,7 @@ import { envName } from "../../shared/core/options.js";
 import { awsCredentialEnvNames, envNamesInSources, functionsFrameworkEnvNames } from "../support/infra-code.js";
 import { runCommand } from "../support/infra-dockerfile.js";
 import { REPO } from "../support/infra-manifests.js";
+import { bundledModules, developmentOnly, filesUnder } from "../support/shipped.js";
 
 // serverless.yml checked without the Serverless Framework (v3 with its Google plugin is ~500
 // packages): the plugin's own rules (serverless-google-cloudfunctions 4.6: package/googlePackage.js,
@@ -194,6 +195,24 @@ describe("serverless.yml", () => {
       expect(packaged(patterns, path), path).toBe(false);
   });
 
+  it("packages no local-stack, test or benchmark code, as source or compiled by either build", () => {
+    const { patterns } = sls.package;
+    for (const path of [
+      "shared/dev/kube-api-emulator.ts",
+      "dist/shared/dev/kube-api-emulator.js",
+      "dist/dev/shared/dev/stack.js",
+      "dist/dev/shared/app/reconcile.js",
+      "dist/dev/bench/e2e.js",
+      "dist/test/support/s3.js",
+      "bench/delivery-policy.ts",
+      "test/support/kube-api.ts",
+    ]) {
+      expect(developmentOnly(path), path).toBe(true);
+      expect(packaged(patterns, path), path).toBe(false);
+    }
+    expect(serviceFiles().filter((f) => packaged(patterns, f) && developmentOnly(f))).toEqual([]);
+  });
+
   // Cloud Functions runs `npm ci` (with its lifecycle scripts: `prepare` builds) and then `gcp-build`
   // on exactly the uploaded files; the main module must then register each handler.
   it("builds and loads from exactly the files it packages", () => {
@@ -204,6 +223,10 @@ describe("serverless.yml", () => {
     }
     const output = ["npm ci", "npm run gcp-build"].map((step) => runCommand(step, dir, {}, REPO)).join("");
     expect(output).not.toMatch(/unrecognized|unknown option/i);
+    // What Cloud Functions builds there holds no development code either, bundles included.
+    expect(filesUnder(join(dir, "dist")).filter((f) => developmentOnly(`dist/${f}`))).toEqual([]);
+    for (const name of Object.keys(sls.functions))
+      expect(bundledModules(join(dir, "dist", "bundle", `${name}.mjs.map`)).filter(developmentOnly)).toEqual([]);
     for (const [name, fn] of Object.entries(sls.functions)) {
       const script = `await import("./${pkg.main}"); const { getFunction } = await import("@google-cloud/functions-framework/testing"); if (!getFunction(${JSON.stringify(fn.handler)})) process.exit(3);`;
       const env: Record<string, string> = {

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, readFileSync, symlinkSync } from "node:fs";
-import { join, posix } from "node:path";
+import { join, posix, relative } from "node:path";
 
 /** Just enough of the Dockerfile and .dockerignore syntax to check infra/images/ without a Docker engine. */
 
@@ -61,19 +61,39 @@ export function contextCopies(stage: Stage): string[] {
     .flatMap((a) => a.split(" ").slice(0, -1));
 }
 
+/** What a .dockerignore lets into the build context. */
+export interface BuildContext {
+  /** A top-level name is let in (some of it, at least). */
+  has(name: string): boolean;
+  /** A path relative to the context is let in. */
+  admits(path: string): boolean;
+}
+
 /**
- * Top-level names a .dockerignore lets into the context. Only the allowlist form is understood
- * ("*", then "!name" lines), and anything else is refused, so that this reading stays exact.
+ * Reads a .dockerignore of the allowlist form only: "*", then "!name" lines (top-level names let
+ * in), then "name/sub" lines (folders inside them kept out again; the last match wins, as in
+ * Docker). Anything else is refused, so that this reading stays exact.
  */
-export function allowedByDockerignore(path: string): Set<string> {
+export function allowedByDockerignore(path: string): BuildContext {
   const patterns = readFileSync(path, "utf8")
     .split("\n")
     .map((l) => l.trim())
     .filter((l) => l !== "" && !l.startsWith("#"));
-  if (patterns[0] !== "*" || patterns.slice(1).some((p) => !/^![A-Za-z0-9._-]+\/?$/.test(p))) {
-    throw new Error(`${path}: expected "*" followed by "!name" lines only`);
+  const allowLines = patterns.slice(1).filter((p) => p.startsWith("!"));
+  const keptOut = patterns.slice(1 + allowLines.length);
+  if (
+    patterns[0] !== "*" ||
+    allowLines.some((p) => !/^![A-Za-z0-9._-]+\/?$/.test(p)) ||
+    keptOut.some((p) => !/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)+\/?$/.test(p))
+  ) {
+    throw new Error(`${path}: expected "*", then "!name" lines, then "name/sub" lines only`);
   }
-  return new Set(patterns.slice(1).map((p) => p.slice(1).replace(/\/$/, "")));
+  const allowed = new Set(allowLines.map((p) => p.slice(1).replace(/\/$/, "")));
+  const excluded = keptOut.map((p) => p.replace(/\/$/, ""));
+  return {
+    has: (name) => allowed.has(name),
+    admits: (rel) => allowed.has(rel.split("/")[0]!) && !excluded.some((e) => rel === e || rel.startsWith(`${e}/`)),
+  };
 }
 
 /**
@@ -89,7 +109,7 @@ export function rehearseStage(
   stage: Stage,
   o: {
     context: string;
-    allowed: ReadonlySet<string>;
+    allowed: BuildContext;
     dir: string;
     stages: ReadonlyMap<string, RehearsedStage>;
     runs: boolean;
@@ -119,7 +139,8 @@ export function rehearseStage(
         if (path === undefined || !existsSync(path))
           throw new Error(`COPY ${args}: ${src} not found in the ${from === undefined ? "build context" : "stage"}`);
         const target = sources.length > 1 || words.at(-1)!.endsWith("/") ? join(dest, posix.basename(src)) : dest;
-        cpSync(path, target, { recursive: true });
+        const admitted = (file: string) => from !== undefined || o.allowed.admits(relative(o.context, file));
+        cpSync(path, target, { recursive: true, filter: admitted });
       }
     }
     if (keyword === "RUN" && o.runs) {
