@@ -33,7 +33,7 @@ import { arg, machine, mib, table, percentile } from "./machine.js";
  *   - the agent's RSS.
  * The cluster is N Services × 10 endpoints; the filler endpoints are loopback addresses on a
  * closed port (health checks fail fast, nothing leaves the machine).
- *   node dist/bench/agent.js [--services 1000] [--iterations 30] [--reloads 50] [--json]
+ *   node dist/dev/bench/agent.js [--services 1000] [--iterations 30] [--reloads 50] [--json]
  */
 
 const ENDPOINTS = 10;

@@ -28,7 +28,7 @@ import { arg, machine, percentile, table } from "./machine.js";
  * "Down" is from the kill until a new master answers `show proc` with a worker; beside it, the
  * longest run of failed requests of a client that sends one request per new connection every
  * 5 ms (the orphaned old worker may serve on for a moment after its master is killed).
- *   node dist/bench/crash.js [--services 1000] [--repeats 6] [--loop 7] [--json]
+ *   node dist/dev/bench/crash.js [--services 1000] [--repeats 6] [--loop 7] [--json]
  */
 
 const ENDPOINTS = 10;

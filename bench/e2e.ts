@@ -16,7 +16,7 @@ import { arg, machine, table, percentile } from "./machine.js";
  * loopback. A change is written to the Kubernetes API (or, for one row, made in the demo cluster
  * file); a client polls through HAProxy until the change is served. Then the same changes
  * through the same pipeline with each peer's published update policy in front of reconcile.
- *   node dist/bench/e2e.js [--services 1000] [--changes 30] [--peer-changes 20] [--json]
+ *   node dist/dev/bench/e2e.js [--services 1000] [--changes 30] [--peer-changes 20] [--json]
  */
 const services = arg("--services", 1000);
 const changes = arg("--changes", 30);

@@ -12,7 +12,7 @@ import { syntheticCluster } from "./synthetic.js";
  * bench/reconcile: the deployed `reconcile` function (functions-framework, its own process) against
  * the Kubernetes API protocol fake and s3rver on loopback: cold start, then one invocation per
  * cluster size with the time of each stage and the function process's peak RSS.
- *   node dist/bench/reconcile.js [--json] [--sizes 1000,10000] [--starts 3] [--heap-mib 160]
+ *   node dist/dev/bench/reconcile.js [--json] [--sizes 1000,10000] [--starts 3] [--heap-mib 160]
  */
 const ENDPOINTS = 10;
 

@@ -15,7 +15,7 @@ import { syntheticCluster } from "./synthetic.js";
 /**
  * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
  * Go text/template anchor, in one run. Each case runs in its own process so peak RSS is its own.
- *   node dist/bench/render.js [--json] [--sizes 1000,10000] [--iters 5]
+ *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000] [--iters 5]
  */
 interface CaseResult {
   engine: string;
