@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { LOCAL_STACK_ENTRY } from "../support/dev-build.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 // The CLI as an operator or a script meets it: exit codes, what stderr says, --version.
@@ -126,5 +127,29 @@ describe("servicelb --version", () => {
       const r = await cli([...command, "--version"]);
       expect([r.code, r.stdout, r.stderr], command.join(" ")).toEqual([0, `${version}\n`, ""]);
     }
+  });
+});
+
+describe("the local stack's flags (npm start --)", () => {
+  const local = (args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const p = spawn(process.execPath, [LOCAL_STACK_ENTRY, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+      let stdout = "";
+      let stderr = "";
+      p.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+      p.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+      p.on("exit", (code) => resolve({ code, stdout, stderr }));
+    });
+
+  it("prints the version, and exits 2 on a bad flag before anything starts", async () => {
+    expect(await local(["--version"])).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
+    const bad = await local(["--http-port", "0"]);
+    expect([bad.code, bad.stdout, bad.stderr]).toEqual([2, "", "servicelb local: --http-port: 0 is not a port\n"]);
+  });
+
+  it("is not a command of the shipped CLI: the local stack is development only", async () => {
+    const r = await cli(["local"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("unknown command 'local'");
   });
 });
