@@ -226,7 +226,7 @@ async function main(): Promise<void> {
     ),
   );
   console.log(
-    `\nN HTTP services × ${ENDPOINTS} endpoints; API server: the Kubernetes API protocol fake (test/support) paging 500 per request; store: s3rver. Peak RSS is the function process's VmHWM after the row (cumulative).`,
+    `\nN HTTP services × ${ENDPOINTS} endpoints; API server: the Kubernetes API emulator (shared/dev) paging 500 per request; store: s3rver. Peak RSS is the function process's VmHWM after the row (cumulative).`,
   );
 }
 
