@@ -44,7 +44,7 @@ export async function localCli(argv: readonly string[], wiring: LocalWiring = {}
     return code;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    process.stderr.write(`servicelb local: ${(err as Error).message}\n`);
+    process.stderr.write(`servicelb: ${(err as Error).message}\n`);
     return err instanceof OptionsError ? 2 : 1;
   }
 }

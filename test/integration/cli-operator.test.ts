@@ -144,7 +144,7 @@ describe("the local stack's flags (npm start --)", () => {
   it("prints the version, and exits 2 on a bad flag before anything starts", async () => {
     expect(await local(["--version"])).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
     const bad = await local(["--http-port", "0"]);
-    expect([bad.code, bad.stdout, bad.stderr]).toEqual([2, "", "servicelb local: --http-port: 0 is not a port\n"]);
+    expect([bad.code, bad.stdout, bad.stderr]).toEqual([2, "", "servicelb: --http-port: 0 is not a port\n"]);
   });
 
   it("is not a command of the shipped CLI: the local stack is development only", async () => {
