@@ -54,7 +54,9 @@ export function deliveryGate<T>(
       if (pending) flush();
     }, policy.periodMs);
     return {
-      offer: (event) => void (pending = { event }),
+      offer: (event) => {
+        pending = { event };
+      },
       stop: () => clearInterval(ticker),
     };
   }

@@ -12,7 +12,7 @@ export class PortInUseError extends Error {
 
 /** HAProxy processes carry their master socket on the command line: ours is the one with this stack's. */
 function ours(holder: PortHolder | undefined, masterSocket: string): boolean {
-  return holder !== undefined && holder.command.includes(masterSocket);
+  return holder?.command.includes(masterSocket) === true;
 }
 
 /**

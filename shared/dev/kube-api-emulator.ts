@@ -359,7 +359,10 @@ export class KubeApiEmulator {
 
   private route(info: RequestInfo, res: http.ServerResponse): void {
     const doc = this.discovery(info.path);
-    if (doc) return json(res, 200, doc);
+    if (doc) {
+      json(res, 200, doc);
+      return;
+    }
     const route = this.parseListPath(info.path);
     if (!route || route.name !== undefined) throw notFound();
     const verb = info.query.watch === "true" || info.query.watch === "1" ? "watch" : "list";
@@ -406,13 +409,14 @@ export class KubeApiEmulator {
           details: { name: route.name, kind: resource },
         });
       this.remove(route.kind, route.namespace, route.name!);
-      return json(res, 200, {
+      json(res, 200, {
         kind: "Status",
         apiVersion: "v1",
         metadata: {},
         status: "Success",
         details: { name: route.name, kind: resource, uid: existing.metadata.uid },
       });
+      return;
     }
     let obj: KubeObject;
     try {
@@ -558,7 +562,10 @@ export class KubeApiEmulator {
     // Stored objects never change (a write stores a new one), so each is serialized once, not once per list.
     const items = page.map(([, obj]) => {
       let text = serialized.get(obj);
-      if (text === undefined) serialized.set(obj, (text = JSON.stringify(withoutTypeMeta(obj))));
+      if (text === undefined) {
+        text = JSON.stringify(withoutTypeMeta(obj));
+        serialized.set(obj, text);
+      }
       return text;
     });
     const text = `{"kind":${JSON.stringify(info.listKind)},"apiVersion":${JSON.stringify(info.apiVersion)},"metadata":${JSON.stringify(metadata)},"items":[${items.join(",")}]}`;
@@ -611,14 +618,14 @@ export class KubeApiEmulator {
         reason: "Expired",
         code: 410,
       };
-      res.end(JSON.stringify({ type: "ERROR", object: status }) + "\n");
+      res.end(`${JSON.stringify({ type: "ERROR", object: status })}\n`);
       return;
     }
     if (fromRv === undefined) {
       // No resourceVersion: synthetic ADDED events for the current state, then changes.
       for (const obj of this.current.get(route.kind)!.values()) {
         if (inScope(route, obj) && matches(selector, obj))
-          res.write(JSON.stringify({ type: "ADDED", object: obj }) + "\n");
+          res.write(`${JSON.stringify({ type: "ADDED", object: obj })}\n`);
       }
     } else {
       for (const change of this.history) {
@@ -651,7 +658,7 @@ export class KubeApiEmulator {
             : was
               ? "DELETED"
               : undefined;
-    if (type) w.res.write(JSON.stringify({ type, object: change.object }) + "\n");
+    if (type) w.res.write(`${JSON.stringify({ type, object: change.object })}\n`);
   }
 }
 
