@@ -10,7 +10,7 @@ import { arg, machine, percentile, table } from "./machine.js";
  * bench/pattern-swap: how long the agent takes to replace an allow list through HAProxy's
  * runtime API (prepare acl, batched add acl @<version>, read back, commit acl), by list length:
  * what bounds MAX_SOURCE_RANGES. One real HAProxy on loopback with one list.
- *   node dist/bench/pattern-swap.js [--rounds 9]
+ *   node dist/dev/bench/pattern-swap.js [--rounds 9]
  */
 const rounds = arg("--rounds", 9);
 const SIZES = [10, 100, 1000, 10_000];
