@@ -1,4 +1,4 @@
-import { OptionsError } from "../shared/core/options.js";
+import { OptionsError } from "../shared/core/settings.js";
 import { tracerFromEnv } from "../shared/adapters/stage-trace.js";
 import { runAgent } from "../shared/app/agent-command.js";
 

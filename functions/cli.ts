@@ -1,9 +1,12 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Command, CommanderError, Option } from "commander";
-import { BOOLEAN_OPTIONS, flagName, optionSpecs, OptionsError } from "../shared/core/options.js";
+import { optionSpecs } from "../shared/core/options.js";
+import { flagSyntax, OptionsError, type SettingSpecs } from "../shared/core/settings.js";
 import { SnapshotError } from "../shared/core/snapshot.js";
+import { storeRetainSpec, storeSettingSpecs } from "../shared/core/store-settings.js";
 import { agentOptionSpecs } from "../shared/agent/options.js";
+import { clusterSettingSpecs, notifySettingSpecs } from "../shared/app/function-options.js";
 import { packageRoot } from "../shared/adapters/templates.js";
 
 // The AWS SDK's notice that its releases after January 2027 need Node 22 would otherwise open
@@ -22,25 +25,22 @@ const program = new Command("servicelb")
 
 const CONFIG_HELP = "options file (YAML or JSON, camelCase keys); flags and SERVICELB_* variables override it";
 
-function addRenderOptions(cmd: Command): Command {
-  for (const [key, spec] of Object.entries(optionSpecs)) {
-    const flag = flagName(key);
-    cmd.addOption(new Option(BOOLEAN_OPTIONS.has(key as never) ? `--${flag}` : `--${flag} <value>`, spec.help));
+/** A flag for each setting of `specs` a flag may set, with the spec's help. */
+function addSettings(cmd: Command, specs: SettingSpecs): Command {
+  for (const [key, spec] of Object.entries(specs)) {
+    const syntax = flagSyntax(key, spec);
+    if (syntax) cmd.addOption(new Option(syntax, spec.help));
   }
-  return cmd
-    .option("--config <file>", CONFIG_HELP)
-    .option("--template <file>", "main template; fragments beside it override the built-in ones")
-    .option("--kubeconfig <file>", "kubeconfig for the live cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
-    .option("--context <name>", "kubeconfig context");
+  return cmd;
 }
 
-/** Where published configs live; the same settings the reconcile function reads from SERVICELB_*. */
+function addRenderOptions(cmd: Command): Command {
+  return addSettings(addSettings(cmd, optionSpecs).option("--config <file>", CONFIG_HELP), clusterSettingSpecs);
+}
+
+/** Where published configs live; the same settings the reconcile function and the agent read. */
 function addStoreOptions(cmd: Command): Command {
-  return cmd
-    .option("--store <url>", "s3://bucket[/prefix] where configs are published")
-    .option("--store-endpoint <url>", "S3-compatible endpoint, e.g. http://minio:9000 (default: AWS S3)")
-    .option("--store-region <region>", "store region (default: $AWS_REGION, else us-east-1)")
-    .option("--store-path-style", "path-style bucket URLs (MinIO, s3rver)");
+  return addSettings(cmd, storeSettingSpecs);
 }
 
 addRenderOptions(
@@ -118,36 +118,29 @@ addStoreOptions(
 
 addStoreOptions(
   addRenderOptions(
-    program
-      .command("reconcile")
-      .description(
-        "one reconcile pass from a shell: list the cluster, publish, ping the agents; renders with the settings recorded in the store unless flags say otherwise",
-      )
-      .requiredOption("--once", "run one pass and exit (the deployed function is event-driven)")
-      .option("--store-retain <n>", "configs to keep in the store")
-      .option("--agents <urls>", "comma list of agent base URLs to ping")
-      .option("--agent-service <namespace/name>", "the agent Service; its EndpointSlices list the agents")
-      .option("--agent-port <name|number>", "the agents' notify port: a slice port name or a number (default: agent)")
-      .option("--notify-token-file <file>", "bearer token for the agents (or SERVICELB_NOTIFY_TOKEN)")
-      .option("--notify-timeout-ms <ms>", "per-agent ping timeout"),
+    addSettings(
+      program
+        .command("reconcile")
+        .description(
+          "one reconcile pass from a shell: list the cluster, publish, ping the agents; renders with the settings recorded in the store unless flags say otherwise",
+        )
+        .requiredOption("--once", "run one pass and exit (the deployed function is event-driven)"),
+      { storeRetain: storeRetainSpec, ...notifySettingSpecs },
+    ),
   ),
 ).action(async (flags: Record<string, unknown>) => {
   const { runReconcileOnce } = await import("../shared/app/history-command.js");
   process.exitCode = await runReconcileOnce(flags);
 });
 
-const agent = program
-  .command("agent")
-  .description(
-    "the node agent: pull, verify, haproxy -c, reload or runtime update; serves /notify, /healthz, /metrics, /status",
-  );
-for (const [key, spec] of Object.entries(agentOptionSpecs) as Array<
-  [string, { help: string; boolean?: true; envOnly?: true }]
->) {
-  if (spec.envOnly) continue;
-  agent.addOption(new Option(spec.boolean ? `--${flagName(key)}` : `--${flagName(key)} <value>`, spec.help));
-}
-agent.action(async (flags: Record<string, unknown>) => {
+addSettings(
+  program
+    .command("agent")
+    .description(
+      "the node agent: pull, verify, haproxy -c, reload or runtime update; serves /notify, /healthz, /metrics, /status",
+    ),
+  agentOptionSpecs,
+).action(async (flags: Record<string, unknown>) => {
   const { runAgent } = await import("../shared/app/agent-command.js");
   const { tracerFromEnv } = await import("../shared/adapters/stage-trace.js");
   process.exitCode = await runAgent(flags, { trace: tracerFromEnv(process.env)?.("agent") });

@@ -10,7 +10,7 @@ import * as https from "node:https";
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
 import { Watch } from "@kubernetes/client-node/dist/watch.js";
-import { OptionsError } from "../core/options.js";
+import { OptionsError } from "../core/settings.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 /**

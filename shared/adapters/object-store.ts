@@ -23,7 +23,7 @@ import {
 } from "../core/config-key.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
 import { decidePublish, pickView, storeMark } from "../core/publish-order.js";
-import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings.js";
+import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
 import { sha256 } from "../core/sha256.js";
 import { parseStoreUrl } from "../core/store-url.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { OptionsError } from "../core/options.js";
+import { OptionsError } from "../core/settings.js";
 import { TEMPLATE_FILES, type TemplateSet } from "../core/render.js";
 
 /** The repository root, found from this file whether it runs from source or from dist/. */

@@ -5,7 +5,8 @@ import { fileURLToPath } from "node:url";
 import { showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
-import { createObjectStore, type ObjectStore } from "../adapters/object-store.js";
+import type { ObjectStore } from "../adapters/object-store.js";
+import { openStore } from "../adapters/open-store.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import { Applier, type HaproxyControl } from "./applier.js";
 import { readIfExists } from "./files.js";
@@ -13,7 +14,7 @@ import { haproxyLineLevel } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
 import type { NodeStatus } from "./node-status.js";
-import { stateFilePath, type AgentOptions } from "./options.js";
+import { agentStore, stateFilePath, type AgentOptions } from "./options.js";
 import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
 import { loadState } from "./state.js";
 import { startStatusReporter, type StatusReporter } from "./status-reporter.js";
@@ -87,11 +88,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   const ownStore = deps.store === undefined;
   const store =
     deps.store ??
-    createObjectStore({
-      url: options.store,
-      endpoint: options.storeEndpoint,
-      region: options.storeRegion,
-      forcePathStyle: options.storePathStyle,
+    openStore(agentStore(options), {
       credentials: deps.storeCredentials,
       timeoutMs: STORE_IDLE_TIMEOUT_MS,
       deadlineMs: options.storeTimeout,

@@ -1,19 +1,27 @@
+/*
+ * The agent's settings in one table of setting specs (core/settings.ts): `--kebab-case` flags over
+ * SERVICELB_<UPPER_SNAKE> variables. The store settings are the reconcile function's own
+ * (core/store-settings.ts), so one ConfigMap can feed both.
+ */
+
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import { envName, flagName, OptionsError, optionsFromEnv } from "../core/options.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
-import { storeUrlSchema } from "../core/store-url.js";
+import {
+  envName,
+  flagAndEnvName,
+  OptionsError,
+  parseSettings,
+  type SettingSpec,
+  type SettingValues,
+  settingsFromEnv,
+  settingsFromFlags,
+  settingsSchema,
+} from "../core/settings.js";
+import { type StoreSettings, storeRegion, storeSettingSpecs } from "../core/store-settings.js";
 import { DEFAULT_MAX_OBJECT_BYTES } from "../adapters/store-limits.js";
 
-/**
- * The agent's settings in one table, named like the render options: `--kebab-case` flags and
- * SERVICELB_<UPPER_SNAKE> variables (flags win). The store settings share their names with the
- * reconcile function's (SERVICELB_STORE, SERVICELB_STORE_ENDPOINT, ...), so one ConfigMap can
- * feed both. `envOnly` settings are secrets: a flag would show them in `ps`.
- */
-
-const bool = z.union([z.boolean(), z.stringbool()], { error: "true or false" });
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
 const durationMs = (min: number) =>
   z
@@ -60,27 +68,8 @@ const listen = z.string().transform((text, ctx) => {
 
 const nodeName = z.string().max(253).regex(DNS1123_SUBDOMAIN, "a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.')");
 
-interface Spec {
-  schema: z.ZodType;
-  help: string;
-  boolean?: true;
-  envOnly?: true;
-}
-
 export const agentOptionSpecs = {
-  store: { schema: storeUrlSchema.optional(), help: "s3://bucket[/prefix] where configs are published (required)" },
-  storeEndpoint: {
-    schema: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(),
-    help: "S3-compatible endpoint, e.g. http://minio:9000 (default: AWS S3)",
-  },
-  storeRegion: {
-    schema: z
-      .string()
-      .regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1")
-      .optional(),
-    help: "store region (default: $AWS_REGION, else us-east-1)",
-  },
-  storePathStyle: { schema: bool.default(false), help: "path-style bucket URLs (MinIO, s3rver)", boolean: true },
+  ...storeSettingSpecs,
   nodeName: { schema: nodeName.optional(), help: "this node's name in status/<node>.json (default: the host name)" },
   listen: {
     schema: listen.default({ host: "0.0.0.0", port: 8081 }),
@@ -132,10 +121,9 @@ export const agentOptionSpecs = {
     help: "file holding the bearer token /notify requires (read at every request)",
   },
   notifyToken: { schema: z.string().min(1).optional(), help: "the bearer token, when no file is given", envOnly: true },
-} as const satisfies Record<string, Spec>;
+} as const satisfies Record<string, SettingSpec>;
 
-type Specs = typeof agentOptionSpecs;
-type Parsed = { [K in keyof Specs]: z.output<Specs[K]["schema"]> };
+type Parsed = SettingValues<typeof agentOptionSpecs>;
 
 export interface AgentOptions extends Omit<Parsed, "store" | "nodeName" | "stateDir" | "storeRegion"> {
   store: string;
@@ -144,17 +132,11 @@ export interface AgentOptions extends Omit<Parsed, "store" | "nodeName" | "state
   storeRegion?: string;
 }
 
-const schema = z
-  .object(
-    Object.fromEntries(Object.entries(agentOptionSpecs).map(([k, v]) => [k, v.schema])) as {
-      [K in keyof Specs]: Specs[K]["schema"];
-    },
-  )
-  .strict();
+const schema = settingsSchema(agentOptionSpecs);
 
+// The DaemonSet sets variables and a shell sets flags: errors name a setting both ways.
 function describeKey(key: string): string {
-  const spec = (agentOptionSpecs as Record<string, Spec>)[key];
-  return spec?.envOnly ? envName(key) : `--${flagName(key)} / ${envName(key)}`;
+  return flagAndEnvName(key, (agentOptionSpecs as Record<string, SettingSpec>)[key]);
 }
 
 /**
@@ -165,22 +147,11 @@ export function parseAgentOptions(
   env: Readonly<Record<string, string | undefined>>,
   flags: Readonly<Record<string, unknown>> = {},
 ): AgentOptions {
-  const keys = Object.keys(agentOptionSpecs);
-  const fromFlags = Object.fromEntries(
-    Object.entries(flags).filter(
-      ([k, v]) => v !== undefined && keys.includes(k) && !(agentOptionSpecs as Record<string, Spec>)[k]!.envOnly,
-    ),
-  );
-  const input = { ...optionsFromEnv(env, keys), ...fromFlags };
-  const result = schema.safeParse(input);
-  if (!result.success) {
-    throw new OptionsError(
-      result.error.issues
-        .map((i) => (i.path[0] === undefined ? i.message : `${describeKey(String(i.path[0]))}: ${i.message}`))
-        .join("\n"),
-    );
-  }
-  const o = result.data as Parsed;
+  const input = {
+    ...settingsFromEnv(env, Object.keys(agentOptionSpecs)),
+    ...settingsFromFlags(flags, agentOptionSpecs),
+  };
+  const o = parseSettings(schema, input, describeKey);
   if (!o.store)
     throw new OptionsError(`${describeKey("store")} is required: s3://bucket[/prefix] where configs are published`);
   if (!o.notifyTokenFile && !o.notifyToken) {
@@ -199,8 +170,17 @@ export function parseAgentOptions(
     store: o.store,
     nodeName: node,
     stateDir: o.stateDir ?? dirname(o.configPath),
-    // The store falls back to us-east-1, not to the SDK's region chain: honour the usual variables.
-    storeRegion: o.storeRegion ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
+    storeRegion: storeRegion(o.storeRegion, env),
+  };
+}
+
+/** The store the agent pulls from. */
+export function agentStore(options: AgentOptions): StoreSettings {
+  return {
+    url: options.store,
+    endpoint: options.storeEndpoint,
+    region: options.storeRegion,
+    forcePathStyle: options.storePathStyle,
   };
 }
 

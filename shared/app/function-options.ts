@@ -1,27 +1,20 @@
 import { accessSync, constants } from "node:fs";
 import { z } from "zod";
 import { parseServiceRef } from "../core/k8s-names.js";
+import { optionSpecs, parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
 import {
   envName,
-  optionSpecs,
+  flagAndEnvName,
   OptionsError,
-  parseRenderOptions,
-  pickRenderOptions,
-  type RenderOptions,
-} from "../core/options.js";
-import { mergeOptionSources } from "../adapters/option-sources.js";
-import { storeUrlSchema } from "../core/store-url.js";
-
-/** Where published configs live (`--store` and friends). */
-export interface StoreSettings {
-  /** s3://bucket[/prefix] */
-  url: string;
-  endpoint?: string;
-  region?: string;
-  forcePathStyle: boolean;
-  /** How many configs to keep (invariant 6: bounded history). */
-  retain: number;
-}
+  parseSettings,
+  pickSettings,
+  type SettingSpec,
+  type SettingSpecs,
+  settingsSchema,
+  wholeNumber,
+} from "../core/settings.js";
+import { type StoreSettings, storeRetainSpec, storeSettingSpecs, storeSettings } from "../core/store-settings.js";
+import { mergeSettingSources } from "../adapters/setting-sources.js";
 
 /** How the reconcile function finds and pings the agents. */
 export interface NotifySettings {
@@ -52,63 +45,105 @@ export interface FunctionSettings {
   notify: NotifySettings;
 }
 
-const bool = z.union([z.boolean(), z.stringbool()], { error: "true or false" });
 const commaList = z
   .union([z.string(), z.array(z.string())])
   .transform((v) => (Array.isArray(v) ? v : v.split(",")).map((s) => s.trim()).filter((s) => s !== ""));
-const wholeNumber = (message: string, min: number, max: number) =>
-  z.coerce.number({ error: message }).int(message).min(min, message).max(max, message);
 const PORT_NAME = /^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$/;
 
-/** The settings beyond the render options, with the same SERVICELB_<UPPER_SNAKE> / --kebab-case naming. */
-const extraSchemas = {
-  template: z.string().optional(),
-  kubeconfig: z.string().optional(),
-  context: z.string().optional(),
-  maxBodyBytes: wholeNumber("a whole number of bytes ≥ 1024", 1024, Number.MAX_SAFE_INTEGER).default(32 * 1024 * 1024),
-  store: storeUrlSchema.optional(),
-  storeEndpoint: z.url({ protocol: /^https?$/, error: "an http(s) URL" }).optional(),
-  storeRegion: z
-    .string()
-    .regex(/^[a-z0-9-]{1,32}$/, "a region name such as eu-west-1")
-    .optional(),
-  storePathStyle: bool.default(false),
-  storeRetain: wholeNumber("a whole number of configs from 1 to 10000", 1, 10_000).default(50),
-  agents: commaList.pipe(z.array(z.url({ protocol: /^https?$/, error: "comma list of http(s) URLs" }))).default([]),
-  agentService: z
-    .string()
-    .refine(
-      (ref) => ref.includes("/") && parseServiceRef(ref, "default") !== null,
-      "namespace/name of the agent Service",
-    )
-    .optional(),
-  agentPort: z
-    .union([z.number(), z.string()])
-    .transform((v, ctx) => {
-      if (typeof v === "string" && /^[0-9]+$/.test(v)) v = Number(v);
-      if (typeof v === "number" ? Number.isInteger(v) && v >= 1 && v <= 65535 : PORT_NAME.test(v)) return v;
-      ctx.addIssue({ code: "custom", message: "a port number or a port name" });
-      return z.NEVER;
-    })
-    .default("agent"),
-  notifyToken: z.string().min(1).optional(),
-  notifyTokenFile: z
-    .string()
-    .refine((path) => {
-      try {
-        accessSync(path, constants.R_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    }, "a readable file")
-    .optional(),
-  notifyTimeoutMs: wholeNumber("a whole number of milliseconds from 50 to 60000", 50, 60_000).default(2000),
-  passTimeoutMs: wholeNumber("a whole number of milliseconds from 100 to 3600000", 100, 3_600_000).default(60_000),
-};
+/** Which cluster a live render lists, and with which template: the dry run's and reconcile's. */
+export const clusterSettingSpecs = {
+  template: {
+    schema: z.string().optional(),
+    help: "main template; fragments beside it override the built-in ones",
+    placeholder: "file",
+  },
+  kubeconfig: {
+    schema: z.string().optional(),
+    help: "kubeconfig for the live cluster (default: in-cluster, $KUBECONFIG, ~/.kube/config)",
+    placeholder: "file",
+  },
+  context: { schema: z.string().optional(), help: "kubeconfig context", placeholder: "name" },
+} as const satisfies Record<string, SettingSpec>;
 
-const extraSchema = z.object(extraSchemas).strict();
-export const FUNCTION_SETTING_KEYS: readonly string[] = [...Object.keys(optionSpecs), ...Object.keys(extraSchemas)];
+/** How a reconcile pass pings the agents after publishing. */
+export const notifySettingSpecs = {
+  agents: {
+    schema: commaList.pipe(z.array(z.url({ protocol: /^https?$/, error: "comma list of http(s) URLs" }))).default([]),
+    help: "comma list of agent base URLs to ping",
+    placeholder: "urls",
+  },
+  agentService: {
+    schema: z
+      .string()
+      .refine(
+        (ref) => ref.includes("/") && parseServiceRef(ref, "default") !== null,
+        "namespace/name of the agent Service",
+      )
+      .optional(),
+    help: "the agent Service; its EndpointSlices list the agents",
+    placeholder: "namespace/name",
+  },
+  agentPort: {
+    schema: z
+      .union([z.number(), z.string()])
+      .transform((v, ctx) => {
+        if (typeof v === "string" && /^[0-9]+$/.test(v)) v = Number(v);
+        if (typeof v === "number" ? Number.isInteger(v) && v >= 1 && v <= 65535 : PORT_NAME.test(v)) return v;
+        ctx.addIssue({ code: "custom", message: "a port number or a port name" });
+        return z.NEVER;
+      })
+      .default("agent"),
+    help: "the agents' notify port: a slice port name or a number (default: agent)",
+    placeholder: "name|number",
+  },
+  notifyToken: { schema: z.string().min(1).optional(), help: "bearer token for the agents", envOnly: true },
+  notifyTokenFile: {
+    schema: z
+      .string()
+      .refine((path) => {
+        try {
+          accessSync(path, constants.R_OK);
+          return true;
+        } catch {
+          return false;
+        }
+      }, "a readable file")
+      .optional(),
+    help: "bearer token for the agents (or SERVICELB_NOTIFY_TOKEN)",
+    placeholder: "file",
+  },
+  notifyTimeoutMs: {
+    schema: wholeNumber("a whole number of milliseconds from 50 to 60000", 50, 60_000).default(2000),
+    help: "per-agent ping timeout",
+    placeholder: "ms",
+  },
+} as const satisfies Record<string, SettingSpec>;
+
+/** Set by variable or config file only: the CLI's commands have no use for them. */
+const functionOnlySpecs = {
+  maxBodyBytes: {
+    schema: wholeNumber("a whole number of bytes ≥ 1024", 1024, Number.MAX_SAFE_INTEGER).default(32 * 1024 * 1024),
+    help: "largest snapshot the HTTP dry run accepts",
+  },
+  passTimeoutMs: {
+    schema: wholeNumber("a whole number of milliseconds from 100 to 3600000", 100, 3_600_000).default(60_000),
+    help: "overall deadline of one reconcile pass",
+  },
+} as const satisfies Record<string, SettingSpec>;
+
+/** The settings beyond the render options. */
+const extraSpecs = {
+  ...clusterSettingSpecs,
+  ...functionOnlySpecs,
+  ...storeSettingSpecs,
+  storeRetain: storeRetainSpec,
+  ...notifySettingSpecs,
+} as const satisfies Record<string, SettingSpec>;
+
+const extraSchema = settingsSchema(extraSpecs);
+/** Every setting a function reads: the keys of its config file, each with its variable. */
+export const functionSettingSpecs: SettingSpecs = { ...optionSpecs, ...extraSpecs };
+export const FUNCTION_SETTING_KEYS: readonly string[] = Object.keys(functionSettingSpecs);
 
 /**
  * Reads the settings from the SERVICELB_CONFIG file (or `flags.config`), SERVICELB_* variables and,
@@ -119,24 +154,9 @@ export function loadFunctionSettings(
   env: Readonly<Record<string, string | undefined>> = process.env,
   flags: Readonly<Record<string, unknown>> = {},
 ): FunctionSettings {
-  const merged = mergeOptionSources({
-    keys: FUNCTION_SETTING_KEYS,
-    configFile: (flags.config as string | undefined) ?? env.SERVICELB_CONFIG,
-    env,
-    flags,
-  });
-  const extraInput = Object.fromEntries(
-    Object.keys(extraSchemas)
-      .filter((k) => merged[k] !== undefined)
-      .map((k) => [k, merged[k]]),
-  );
-  const parsed = extraSchema.safeParse(extraInput);
-  if (!parsed.success) {
-    throw new OptionsError(
-      parsed.error.issues.map((i) => `${envName(String(i.path[0] ?? ""))}: ${i.message}`).join("\n"),
-    );
-  }
-  const x = parsed.data;
+  const merged = mergeSettingSources({ specs: functionSettingSpecs, env, flags });
+  // The functions are set by variables: the errors name those.
+  const x = parseSettings(extraSchema, pickSettings(merged, extraSpecs), envName);
   const agentRef = x.agentService ? parseServiceRef(x.agentService, "default")! : undefined;
   return {
     options: parseRenderOptions(pickRenderOptions(merged)),
@@ -145,16 +165,7 @@ export function loadFunctionSettings(
     context: x.context,
     maxBodyBytes: x.maxBodyBytes,
     passTimeoutMs: x.passTimeoutMs,
-    store: x.store
-      ? {
-          url: x.store,
-          endpoint: x.storeEndpoint,
-          // The store falls back to us-east-1, not to the AWS SDK's region chain: honour the usual variables here.
-          region: x.storeRegion ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
-          forcePathStyle: x.storePathStyle,
-          retain: x.storeRetain,
-        }
-      : undefined,
+    store: storeSettings(x, env),
     notify: {
       agents: x.agents,
       agentService: agentRef,
@@ -170,7 +181,7 @@ export function loadFunctionSettings(
 export function requireStore(settings: FunctionSettings): StoreSettings {
   if (!settings.store)
     throw new OptionsError(
-      `--store / ${envName("store")} is required: s3://bucket[/prefix] where configs are published`,
+      `${flagAndEnvName("store", storeSettingSpecs.store)} is required: s3://bucket[/prefix] where configs are published`,
     );
   return settings.store;
 }

@@ -1,11 +1,12 @@
-import { OptionsError } from "../core/options.js";
+import { OptionsError } from "../core/settings.js";
 import { unifiedDiff } from "../core/line-diff.js";
 import { createLogger } from "../adapters/log.js";
 import type { ConfigHead, HistoryEntry, ObjectStore } from "../adapters/object-store.js";
-import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/settings.js";
-import { loadFunctionSettings } from "./function-options.js";
+import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/settings-record.js";
+import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { withRecordedSettings } from "./recorded-settings.js";
-import { createReconciler, openStore } from "./reconcile.js";
+import { createReconciler } from "./reconcile.js";
+import { openStore } from "../adapters/open-store.js";
 
 /**
  * `servicelb history`, `servicelb diff A B` and `servicelb reconcile --once`: the operator's view
@@ -90,7 +91,7 @@ export function formatSettingsDiff(fromKey: string, toKey: string, changes: read
  */
 export async function runReconcileOnce(flags: Record<string, unknown>): Promise<number> {
   const settings = loadFunctionSettings(process.env, flags);
-  const store = openStore(settings);
+  const store = openStore(requireStore(settings));
   const recorded = await withRecordedSettings(store, settings, { env: process.env, flags }).catch((err: unknown) => {
     store.close();
     throw err;
@@ -176,7 +177,7 @@ export async function withStore(
   flags: Record<string, unknown>,
   run: (store: ObjectStore) => Promise<number>,
 ): Promise<number> {
-  const store = openStore(loadFunctionSettings(process.env, flags));
+  const store = openStore(requireStore(loadFunctionSettings(process.env, flags)));
   try {
     return await run(store);
   } finally {

@@ -5,7 +5,7 @@
  * publishing meanwhile, so history keeps growing and unpinning moves the fleet to the newest.
  */
 
-import { OptionsError } from "../core/options.js";
+import { OptionsError } from "../core/settings.js";
 import { resolveConfigRef, withStore } from "./history-command.js";
 
 export async function runPin(ref: string, flags: Record<string, unknown>): Promise<number> {

@@ -2,25 +2,20 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
-import { envName, OptionsError } from "../core/options.js";
+import { envName, OptionsError } from "../core/settings.js";
 import { holdPendingServices, serviceKey } from "../core/pending-services.js";
-import { settingsRecord } from "../core/settings.js";
+import { settingsRecord } from "../core/settings-record.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
-import {
-  createObjectStore,
-  StoreError,
-  type ObjectStore,
-  type PublishResult,
-  type SkippedKey,
-} from "../adapters/object-store.js";
+import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageRoot } from "../adapters/templates.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { classifyEvent, type Verdict } from "./cloudevents.js";
 import { DeadlineError, withDeadline } from "./deadline.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
+import { openStore } from "../adapters/open-store.js";
 import { RenderContext } from "./render-context.js";
 
 /**
@@ -93,7 +88,7 @@ const LOGGED_WARNINGS = 50;
 export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps): Reconciler {
   const log = deps.log;
   const trace = deps.trace ?? NO_TRACE;
-  const store = deps.store ?? openStore(settings);
+  const store = deps.store ?? openStore(requireStore(settings));
   const notifier =
     deps.notifier ??
     createNotifier(
@@ -387,18 +382,6 @@ export function createReconcileHandler(reconciler: Reconciler): (event: CloudEve
   return async (event) => {
     await reconciler.reconcile(event);
   };
-}
-
-/** The store named by the settings; credentials come from the standard AWS chain. */
-export function openStore(settings: FunctionSettings): ObjectStore {
-  const s = requireStore(settings);
-  return createObjectStore({
-    url: s.url,
-    endpoint: s.endpoint,
-    region: s.region,
-    forcePathStyle: s.forcePathStyle,
-    retain: s.retain,
-  });
 }
 
 function packageVersion(): string {

@@ -5,11 +5,11 @@
  * config file) still win, and every difference from the recorded settings is reported.
  */
 
-import { mergeOptionSources } from "../adapters/option-sources.js";
+import { mergeSettingSources } from "../adapters/setting-sources.js";
 import { StoreError, type ObjectStore } from "../adapters/object-store.js";
 import { parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
-import { diffSettings, settingsRecord, type SettingsChange, type SettingsRecord } from "../core/settings.js";
-import { FUNCTION_SETTING_KEYS } from "./function-options.js";
+import { diffSettings, settingsRecord, type SettingsChange, type SettingsRecord } from "../core/settings-record.js";
+import { functionSettingSpecs } from "./function-options.js";
 import { templateRecord } from "./render-context.js";
 
 export interface RecordedSettings {
@@ -36,12 +36,7 @@ export async function withRecordedSettings(
   }
   if (!newest || !recorded) return { options: own.options, from: null, differs: [] };
   const given = pickRenderOptions(
-    mergeOptionSources({
-      keys: FUNCTION_SETTING_KEYS,
-      configFile: (sources.flags.config as string | undefined) ?? sources.env.SERVICELB_CONFIG,
-      env: sources.env,
-      flags: sources.flags,
-    }),
+    mergeSettingSources({ specs: functionSettingSpecs, env: sources.env, flags: sources.flags }),
   );
   const options = parseRenderOptions({ ...recorded.options, ...given });
   const differs = diffSettings(recorded, settingsRecord(options, templateRecord(own.template)));

@@ -1,16 +1,12 @@
 import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/options.js";
-import { mergeOptionSources } from "../adapters/option-sources.js";
+import { mergeSettingSources } from "../adapters/setting-sources.js";
 import { readSnapshotFile } from "../adapters/snapshot-file.js";
+import { clusterSettingSpecs } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
 /** `servicelb render`: the dry run from a shell. Returns the exit code. */
 export async function runRender(flags: Record<string, unknown>): Promise<number> {
-  const merged = mergeOptionSources({
-    keys: [...Object.keys(optionSpecs), "template", "kubeconfig", "context"],
-    configFile: (flags.config as string | undefined) ?? process.env.SERVICELB_CONFIG,
-    env: process.env,
-    flags,
-  });
+  const merged = mergeSettingSources({ specs: { ...optionSpecs, ...clusterSettingSpecs }, env: process.env, flags });
   const options = parseRenderOptions(pickRenderOptions(merged));
   const ctx = new RenderContext(options, { template: merged.template as string | undefined });
   const t0 = performance.now();

@@ -2,10 +2,10 @@ import { ModelCache, type BuildInputs } from "../core/build-model.js";
 import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
 import { Renderer } from "../core/render.js";
-import type { SettingsRecord } from "../core/settings.js";
+import type { SettingsRecord } from "../core/settings-record.js";
 import { sha256 } from "../core/sha256.js";
 import { ParsedItems, type Snapshot } from "../core/snapshot.js";
-import { readErrorPage } from "../adapters/option-sources.js";
+import { readErrorPage } from "../adapters/error-page.js";
 import { loadTemplates } from "../adapters/templates.js";
 import type { TemplateSet } from "../core/render.js";
 

@@ -1,6 +1,6 @@
 import type { Request, Response } from "@google-cloud/functions-framework";
 import { SnapshotError, parseSnapshot, type Snapshot } from "../core/snapshot.js";
-import { OptionsError } from "../core/options.js";
+import { OptionsError } from "../core/settings.js";
 import { ClusterError } from "../adapters/cluster.js";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";

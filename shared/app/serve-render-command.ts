@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { getTestServer } from "@google-cloud/functions-framework/testing";
-import { OptionsError } from "../core/options.js";
+import { OptionsError } from "../core/settings.js";
 import { packageRoot } from "../adapters/templates.js";
 import { describePortInUse, portHolder } from "../adapters/port-holder.js";
 

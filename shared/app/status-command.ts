@@ -1,4 +1,5 @@
-import { createObjectStore, type ConfigHead, type Pin, type SkippedKey } from "../adapters/object-store.js";
+import type { ConfigHead, Pin, SkippedKey } from "../adapters/object-store.js";
+import { openStore } from "../adapters/open-store.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
@@ -143,13 +144,7 @@ export function formatFleet(f: FleetStatus): string {
 }
 
 export async function runStatus(flags: Record<string, unknown>): Promise<number> {
-  const s = requireStore(loadFunctionSettings(process.env, flags));
-  const store = createObjectStore({
-    url: s.url,
-    endpoint: s.endpoint,
-    region: s.region,
-    forcePathStyle: s.forcePathStyle,
-  });
+  const store = openStore(requireStore(loadFunctionSettings(process.env, flags)));
   try {
     const [{ config: newest, skipped }, reports, pin] = await Promise.all([
       store.newest(),

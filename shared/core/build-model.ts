@@ -6,7 +6,8 @@ import { oldestFirst, PathSpaces } from "./ownership.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
 import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from "./model.js";
-import { OptionsError, type RenderOptions } from "./options.js";
+import type { RenderOptions } from "./options.js";
+import { OptionsError } from "./settings.js";
 import { assignSlots } from "./slots.js";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
 

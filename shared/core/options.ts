@@ -1,8 +1,7 @@
 /*
- * Every setting that shapes the rendered config, in one table. The CLI builds its flags from it,
- * the functions read the same names from the environment (SERVICELB_<UPPER_SNAKE>), so a flag and
- * its variable can never drift apart. Values arrive as strings (flags, env) or typed (config file);
- * each schema accepts both.
+ * Every setting that shapes the rendered config, in one table of setting specs (settings.ts): the
+ * CLI builds its render flags from it and the functions read the same settings from SERVICELB_*
+ * variables and the config file.
  */
 
 import { parse as parseYaml } from "yaml";
@@ -13,10 +12,19 @@ import { parseHost, type HostMatch } from "./host-match.js";
 import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
 import { MAX_INLINE_SOURCE_RANGES, parseSourceRanges } from "./source-ranges.js";
 import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
+import {
+  bool,
+  flagName,
+  parseSettings,
+  pickSettings,
+  type SettingInputs,
+  type SettingSpec,
+  type SettingValues,
+  settingsSchema,
+} from "./settings.js";
 
 export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
 
-const bool = z.union([z.boolean(), z.stringbool()]);
 const port = z.coerce.number().int().min(1).max(65535);
 const duration = z.string().regex(/^[0-9]{1,9}(us|ms|s|m|h|d)$/, "a duration such as 500ms, 2s, 5m or 1h");
 // Paths end up unquoted in haproxy.cfg: refuse anything that could split or comment a line.
@@ -123,8 +131,13 @@ export const optionSpecs = {
   forwardServices: {
     schema: bool.default(false),
     help: "balance to the Service ClusterIP:port instead of pod endpoints",
+    switch: true,
   },
-  exposeSystem: { schema: bool.default(false), help: "also expose kube-system Services and default/kubernetes" },
+  exposeSystem: {
+    schema: bool.default(false),
+    help: "also expose kube-system Services and default/kubernetes",
+    switch: true,
+  },
   bindAddress: { schema: bindAddress.default("*"), help: "address every frontend binds to" },
   httpPort: { schema: port.default(80), help: "HTTP frontend port" },
   httpsPort: { schema: port.default(443), help: "HTTPS frontend port (with --ssl-cert)" },
@@ -182,7 +195,7 @@ export const optionSpecs = {
     schema: path.optional(),
     help: "file whose body is served with --default-return-code (embedded in the config)",
   },
-  syslog: { schema: bool.default(false), help: "HAProxy logs to stdout (the agent forwards them)" },
+  syslog: { schema: bool.default(false), help: "HAProxy logs to stdout (the agent forwards them)", switch: true },
   checkInterval: { schema: duration.default("2s"), help: "health-check interval" },
   timeoutServer: {
     schema: timeout.default("50s"),
@@ -214,75 +227,31 @@ export const optionSpecs = {
     schema: path.default("/var/lib/haproxy/server-state"),
     help: "file HAProxy loads server state from after a reload",
   },
-} as const;
+} as const satisfies Record<string, SettingSpec>;
 
 type Specs = typeof optionSpecs;
 export type OptionKey = keyof Specs;
-/** Options that are switches: given as bare flags on the command line. */
-export const BOOLEAN_OPTIONS: ReadonlySet<OptionKey> = new Set(["forwardServices", "exposeSystem", "syslog"]);
-export type RenderOptions = { [K in keyof Specs]: z.output<Specs[K]["schema"]> };
-export type RenderOptionsInput = { [K in keyof Specs]?: z.input<Specs[K]["schema"]> };
+export type RenderOptions = SettingValues<Specs>;
+export type RenderOptionsInput = SettingInputs<Specs>;
 
-export const renderOptionsSchema = z
-  .object(
-    Object.fromEntries(Object.entries(optionSpecs).map(([k, v]) => [k, v.schema])) as {
-      [K in keyof Specs]: Specs[K]["schema"];
-    },
-  )
-  .strict()
-  .superRefine((o, ctx) => {
-    if (o.sslCaCert && !o.sslCert)
-      ctx.addIssue({ code: "custom", path: ["sslCaCert"], message: "--ssl-ca-cert needs --ssl-cert" });
-    const ports = [o.httpPort, ...(o.sslCert ? [o.httpsPort] : []), o.statsPort];
-    if (new Set(ports).size !== ports.length)
-      ctx.addIssue({
-        code: "custom",
-        path: ["httpPort"],
-        message: "--http-port, --https-port and --stats-port must differ",
-      });
-  });
-
-export class OptionsError extends Error {
-  override name = "OptionsError";
-}
-
-export function flagName(key: string): string {
-  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-}
-
-export function envName(key: string): string {
-  return `SERVICELB_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
-}
+export const renderOptionsSchema = settingsSchema(optionSpecs).superRefine((o, ctx) => {
+  if (o.sslCaCert && !o.sslCert)
+    ctx.addIssue({ code: "custom", path: ["sslCaCert"], message: "--ssl-ca-cert needs --ssl-cert" });
+  const ports = [o.httpPort, ...(o.sslCert ? [o.httpsPort] : []), o.statsPort];
+  if (new Set(ports).size !== ports.length)
+    ctx.addIssue({
+      code: "custom",
+      path: ["httpPort"],
+      message: "--http-port, --https-port and --stats-port must differ",
+    });
+});
 
 /** Validates raw option values; the error names each bad option the way the user spelled it (as a flag). */
 export function parseRenderOptions(input: RenderOptionsInput | Record<string, unknown>): RenderOptions {
-  const result = renderOptionsSchema.safeParse(input);
-  if (result.success) return result.data as RenderOptions;
-  const lines = result.error.issues.map((i) => {
-    const key = String(i.path[0] ?? "");
-    return key ? `--${flagName(key)}: ${i.message}` : i.message;
-  });
-  throw new OptionsError(lines.join("\n"));
-}
-
-/** Values of `keys` found in SERVICELB_* environment variables; other variables are left to other readers. */
-export function optionsFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-  keys: readonly string[],
-): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const key of keys) {
-    const value = env[envName(key)];
-    if (value !== undefined) out[key] = value;
-  }
-  return out;
+  return parseSettings(renderOptionsSchema, input, (key) => `--${flagName(key)}`) as RenderOptions;
 }
 
 /** Keeps the render options of a merged option record (flags, env and config file carry others too). */
 export function pickRenderOptions(all: Readonly<Record<string, unknown>>): Record<string, unknown> {
-  return Object.fromEntries(
-    Object.keys(optionSpecs)
-      .filter((k) => all[k] !== undefined)
-      .map((k) => [k, all[k]]),
-  );
+  return pickSettings(all, optionSpecs);
 }

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import { packageRoot } from "../adapters/templates.js";
-import { OptionsError } from "../core/options.js";
+import { OptionsError } from "../core/settings.js";
 import { type LocalWiring, runLocal } from "./local-command.js";
 
 /**

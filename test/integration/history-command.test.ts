@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { OptionsError } from "../../shared/core/options.js";
+import { OptionsError } from "../../shared/core/settings.js";
 import { createObjectStore, type HistoryEntry, type ObjectStore } from "../../shared/adapters/object-store.js";
 import { resolveConfigRef, runDiff, runHistory, runReconcileOnce } from "../../shared/app/history-command.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";

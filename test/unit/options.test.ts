@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { optionSpecs, parseRenderOptions } from "../../shared/core/options.js";
+import { envName, flagName, settingsFromEnv } from "../../shared/core/settings.js";
 import { buildModel } from "../../shared/core/build-model.js";
-import { envName, flagName, optionsFromEnv, optionSpecs, parseRenderOptions } from "../../shared/core/options.js";
 import { Renderer } from "../../shared/core/render.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
@@ -112,7 +113,7 @@ describe("render options", () => {
   it("maps every option to one flag and one environment variable", () => {
     expect(flagName("sslCaCert")).toBe("ssl-ca-cert");
     expect(envName("sslCaCert")).toBe("SERVICELB_SSL_CA_CERT");
-    expect(optionsFromEnv({ SERVICELB_HTTP_PORT: "81", OTHER: "x" }, Object.keys(optionSpecs))).toEqual({
+    expect(settingsFromEnv({ SERVICELB_HTTP_PORT: "81", OTHER: "x" }, Object.keys(optionSpecs))).toEqual({
       httpPort: "81",
     });
   });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseRenderOptions } from "../../shared/core/options.js";
-import { settingsRecord, settingsRecordSchema } from "../../shared/core/settings.js";
+import { settingsRecord, settingsRecordSchema } from "../../shared/core/settings-record.js";
 
 describe("settings recorded with a config", () => {
   it("hold the per-frontend flags in their input form: parsing the record gives the options back", () => {
