@@ -11,6 +11,7 @@ import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
 import { Watch } from "@kubernetes/client-node/dist/watch.js";
 import { OptionsError } from "../core/settings.js";
+import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 /**
@@ -96,7 +97,7 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const MAX_LIST_RESTARTS = 3;
 /** Ask the server to end each watch so that a dead connection cannot go unnoticed for long. */
 const WATCH_TIMEOUT_SECONDS = 300;
-const WATCH_MAX_BACKOFF_MS = 30_000;
+const WATCH_BACKOFF: Backoff = { initialMs: 500, maxMs: 30_000 };
 
 type ResourceName = "services" | "endpointslices" | "endpoints";
 
@@ -588,7 +589,7 @@ function watchResource(
 
   const reconnect = (failed: boolean) => {
     failures = failed ? failures + 1 : 0;
-    const delay = failures === 0 ? 0 : Math.min(WATCH_MAX_BACKOFF_MS, 250 * 2 ** failures);
+    const delay = failures === 0 ? 0 : backoffDelay(WATCH_BACKOFF, failures);
     timer = setTimeout(() => void connect(), delay);
   };
 

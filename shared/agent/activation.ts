@@ -19,6 +19,7 @@ import { runRuntimeCommand, showServersState, swapPatternFile } from "../adapter
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
+import type { Backoff } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import type { PatternFile } from "../core/pattern-files.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
@@ -61,7 +62,7 @@ export interface ActivationOptions {
   haproxyBin: string;
   minReloadIntervalMs: number;
   /** Wait before checking again live changes whose check could not run: initialMs, doubling up to maxMs. */
-  backoff: { initialMs: number; maxMs: number };
+  backoff: Backoff;
   metrics: AgentMetrics;
   log: Logger;
   /** HAProxy's ports, real by default; a test injects fakes to force an interleaving. */

@@ -8,6 +8,7 @@ import { createLogger, type Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/object-store.js";
 import { openStore } from "../adapters/open-store.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
+import type { Backoff } from "../core/backoff.js";
 import { Applier, type HaproxyControl } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel } from "./haproxy-lines.js";
@@ -48,7 +49,7 @@ export interface AgentDeps {
     >
   >;
   /** Retry of a failed config. Default 10 s doubling to 5 min. */
-  backoff?: { initialMs: number; maxMs: number };
+  backoff?: Backoff;
   /** HAProxy's own log lines (its stdout, `--syslog`). Default: the agent's stdout. */
   haproxyLog?: (line: string) => void;
   /** Stage timing of the applier (bench/e2e); none by default. */

@@ -6,6 +6,7 @@
 
 import type { Logger } from "../adapters/log.js";
 import type { SkippedKey, StoredConfig } from "../adapters/object-store.js";
+import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import { sha256 } from "../core/sha256.js";
@@ -42,7 +43,7 @@ export interface NodeStateOptions {
   configPath: string;
   stateFile: string;
   /** Wait before retrying a failed config: initialMs, doubling up to maxMs. */
-  backoff: { initialMs: number; maxMs: number };
+  backoff: Backoff;
   metrics: AgentMetrics;
   log: Logger;
   /** haproxy.cfg as found on disk at start (null: none), and the state saved beside it. */
@@ -172,7 +173,7 @@ export class NodeState {
     let retryInMs: number | undefined;
     if (stage !== "pull" && stage !== "verify" && key !== null) {
       const attempts = this.failure?.key === key ? this.failure.attempts + 1 : 1;
-      retryInMs = Math.min(backoff.initialMs * 2 ** (attempts - 1), backoff.maxMs);
+      retryInMs = backoffDelay(backoff, attempts);
       this.failure = { key, attempts, retryAt: Date.now() + retryInMs };
     }
     log.error({ stage, key, retryInMs }, `config not applied (${stage}): ${text}; the previous config keeps serving`);

@@ -12,20 +12,21 @@ import {
   type SkippedKey,
   type StoredConfig,
 } from "../adapters/object-store.js";
+import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 
 /** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
 export class SkippedKeys {
   private readonly byKey = new Map<string, { reason: string; attempts: number; retryAt: number }>();
 
-  constructor(private readonly backoff: { initialMs: number; maxMs: number }) {}
+  constructor(private readonly backoff: Backoff) {}
 
   add(key: string, reason: string): void {
     const attempts = (this.byKey.get(key)?.attempts ?? 0) + 1;
     this.byKey.set(key, {
       reason,
       attempts,
-      retryAt: Date.now() + Math.min(this.backoff.initialMs * 2 ** (attempts - 1), this.backoff.maxMs),
+      retryAt: Date.now() + backoffDelay(this.backoff, attempts),
     });
   }
 

@@ -8,6 +8,8 @@
  * a cap small enough that the node is back within seconds once the cause is gone.
  */
 
+import { backoffDelay } from "../../core/backoff.js";
+
 export interface RestartPolicy {
   /** Delay after a crash of a master that had served stably, and after the first quick crash. */
   delayMs: number;
@@ -44,6 +46,6 @@ export function decideRestart(
   const delayMs =
     quickCrashes <= 1
       ? policy.delayMs
-      : Math.min(policy.backoffInitialMs * 2 ** (quickCrashes - 2), policy.backoffMaxMs);
+      : backoffDelay({ initialMs: policy.backoffInitialMs, maxMs: policy.backoffMaxMs }, quickCrashes - 1);
   return { quick, quickCrashes, delayMs };
 }
