@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { cliCommand, type CliOptions } from "./cli.js";
 
 /** A command on the master CLI (`haproxy -W -S <socket>`); `@1 <cmd>` reaches the current worker. */
@@ -99,8 +100,6 @@ export interface ReloadResult {
   /** Why it failed, when it did. HAProxy's own reasons are on the master's stderr. */
   reason?: string;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Reloads through the master CLI and reports the outcome. 2.6 answers `reload` with nothing:

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
 import { decideRestart, DEFAULT_RESTART_POLICY } from "./restart-policy.js";
@@ -102,8 +103,6 @@ export function isHaproxy(pid: number): boolean {
     return false;
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Resolves true if p settles within ms. */
 function within(p: Promise<void>, ms: number): Promise<boolean> {
