@@ -1,3 +1,4 @@
+import { compareStrings } from "../core/compare.js";
 import type { Warning } from "../core/model.js";
 import type { RenderResult } from "../core/pipeline.js";
 
@@ -33,7 +34,9 @@ export function renderMetrics(result: RenderResult): string {
     ...Object.entries(kinds).map(([kind, n]) => `servicelb_render_warnings{kind="${kind}"} ${n}`),
     "# HELP servicelb_route_claims_refused Hosts and paths a Service claims and does not get, with who holds them (a Service, a namespace's path space ns/*, or --host-claims).",
     "# TYPE servicelb_route_claims_refused gauge",
-    ...[...refused].sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, n]) => `servicelb_route_claims_refused${key} ${n}`),
+    ...[...refused]
+      .sort(([a], [b]) => compareStrings(a, b))
+      .map(([key, n]) => `servicelb_route_claims_refused${key} ${n}`),
     "# HELP servicelb_render_skipped Services and ports not exposed, each with a reason in the JSON dry run.",
     "# TYPE servicelb_render_skipped gauge",
     `servicelb_render_skipped ${result.skipped.length}`,

@@ -1,5 +1,6 @@
 import type { ConfigHead, Pin, SkippedKey } from "../adapters/object-store.js";
 import { openStore } from "../adapters/open-store.js";
+import { compareStrings } from "../core/compare.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
@@ -76,7 +77,7 @@ export function fleetStatus(
     });
     for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
-  nodes.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+  nodes.sort((a, b) => compareStrings(a.node, b.node));
   return {
     newest: newest && { key: newest.key, revision: newest.revision },
     pin,

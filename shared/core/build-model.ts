@@ -6,6 +6,7 @@ import { oldestFirst, PathSpaces } from "./ownership.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
 import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from "./model.js";
+import { compareStrings } from "./compare.js";
 import type { RenderOptions } from "./options.js";
 import { OptionsError } from "./settings.js";
 import { assignSlots } from "./slots.js";
@@ -95,7 +96,7 @@ function routeOrder(a: HttpRoute, b: HttpRoute): number {
   const ka = a.match.kind === "host" ? a.match.host.name : a.match.prefix;
   const kb = b.match.kind === "host" ? b.match.host.name : b.match.prefix;
   if (ka.length !== kb.length) return kb.length - ka.length;
-  return ka < kb ? -1 : ka > kb ? 1 : 0;
+  return compareStrings(ka, kb);
 }
 
 interface PlanContext {
@@ -283,10 +284,6 @@ function compareServices(a: Service, b: Service): number {
   if (na === nb) return compareStrings(a.metadata.name, b.metadata.name);
   // Different namespaces: the first difference lies within "namespace/", so the names never matter.
   return compareStrings(`${na}/`, `${nb}/`);
-}
-
-function compareStrings(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Snapshot + options → model. Pure: the same inputs always give the same model, with or without a cache. */
@@ -581,7 +578,7 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
   }
 
   routes.sort(routeOrder);
-  backends.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  backends.sort((a, b) => compareStrings(a.name, b.name));
   tcpFrontends.sort((a, b) => a.port - b.port);
   return {
     revision: snapshot.revision,

@@ -15,6 +15,8 @@
  * A view marker `<epoch>-<revision>` (no config, see publish-order.ts) uses the first two fields.
  */
 
+import { compareStrings } from "./compare.js";
+
 export const EPOCH_DIGITS = 6;
 export const REVISION_DIGITS = 20;
 export const SEQ_DIGITS = 10;
@@ -66,7 +68,7 @@ export function parseConfigKey(key: string): ConfigName | null {
 }
 
 export function compareConfigNames(a: ConfigName, b: ConfigName): number {
-  return compareMarks(a, b) || a.seq - b.seq || (a.shaPrefix < b.shaPrefix ? -1 : a.shaPrefix > b.shaPrefix ? 1 : 0);
+  return compareMarks(a, b) || a.seq - b.seq || compareStrings(a.shaPrefix, b.shaPrefix);
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 
 import { z } from "zod";
+import { compareStrings } from "./compare.js";
 import { hostText } from "./host-match.js";
 import { formatLabelSelector } from "./label-selector.js";
 import { optionSpecs, type RenderOptions } from "./options.js";
@@ -42,7 +43,7 @@ export function settingsRecord(options: RenderOptions, template: SettingsRecord[
     } else if (key === "acceptProxy" || key === "allowSourceRange" || key === "denySourceRange")
       input[key] = options[key]!.join(",");
     else if (key === "hostClaims") {
-      const claims = Object.entries(options.hostClaims!).sort(([a], [b]) => (a < b ? -1 : 1));
+      const claims = Object.entries(options.hostClaims!).sort(([a], [b]) => compareStrings(a, b));
       input[key] = JSON.stringify(Object.fromEntries(claims.map(([ns, hosts]) => [ns, hosts.map(hostText)])));
     } else input[key] = value as string | number | boolean;
   }
@@ -51,7 +52,7 @@ export function settingsRecord(options: RenderOptions, template: SettingsRecord[
 
 /** 16 hex digits of the sha256 of the record's canonical JSON (sorted option keys). */
 export function settingsDigest(record: SettingsRecord): string {
-  const options = Object.fromEntries(Object.entries(record.options).sort(([a], [b]) => (a < b ? -1 : 1)));
+  const options = Object.fromEntries(Object.entries(record.options).sort(([a], [b]) => compareStrings(a, b)));
   return sha256(JSON.stringify({ options, template: record.template })).slice(0, 16);
 }
 
