@@ -4,6 +4,7 @@ import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
 import { envName, OptionsError } from "../core/settings.js";
 import { holdPendingServices, serviceKey } from "../core/pending-services.js";
+import { msSince } from "../core/milliseconds.js";
 import { settingsRecord } from "../core/settings-record.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
@@ -163,7 +164,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         stage = "list";
         const t = performance.now();
         const listed = await guard(readSnapshot(deadline));
-        durationsMs.list = since(t);
+        durationsMs.list = msSince(t);
         trace("pass.listed", { n, revision: listed.revision });
         for (const warning of listed.listWarnings) plog.warn({ warning }, "cluster list warning");
 
@@ -209,7 +210,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             restore,
           }),
         );
-        durationsMs.publish = since(t);
+        durationsMs.publish = msSince(t);
         return result;
       };
 
@@ -254,7 +255,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         const report = await guard(
           notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
         );
-        durationsMs.notify = since(t);
+        durationsMs.notify = msSince(t);
         trace("pass.notified", { n });
         notify = { agents: report.agents, ok: report.ok, failed: report.failed };
       }
@@ -386,8 +387,4 @@ export function createReconcileHandler(reconciler: Reconciler): (event: CloudEve
 
 function packageVersion(): string {
   return (JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string }).version;
-}
-
-function since(start: number): number {
-  return Math.round((performance.now() - start) * 100) / 100;
 }

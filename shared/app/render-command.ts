@@ -1,3 +1,4 @@
+import { msSince } from "../core/milliseconds.js";
 import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/options.js";
 import { mergeSettingSources } from "../adapters/setting-sources.js";
 import { readSnapshotFile } from "../adapters/snapshot-file.js";
@@ -16,7 +17,7 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
         kubeconfig: merged.kubeconfig as string | undefined,
         context: merged.context as string | undefined,
       });
-  const readMs = Math.round((performance.now() - t0) * 100) / 100;
+  const readMs = msSince(t0);
   const result = ctx.render(snapshot);
   if (flags.check) {
     const { checkConfig } = await import("../adapters/haproxy/check.js");

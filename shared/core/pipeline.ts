@@ -1,3 +1,4 @@
+import { roundMs } from "./milliseconds.js";
 import { buildModel, type BuildInputs, type ModelCache } from "./build-model.js";
 import type { Skipped, Warning } from "./model.js";
 import type { RenderOptions } from "./options.js";
@@ -47,8 +48,8 @@ export function renderSnapshot(
       backends: model.backends.length,
       servers,
       bytes: bytes.length,
-      buildMs: Math.round((t1 - t0) * 100) / 100,
-      renderMs: Math.round((t2 - t1) * 100) / 100,
+      buildMs: roundMs(t1 - t0),
+      renderMs: roundMs(t2 - t1),
     },
   };
 }
