@@ -1,5 +1,3 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import { optionSpecs } from "../shared/core/options.js";
 import { flagSyntax, OptionsError, type SettingSpecs } from "../shared/core/settings.js";
@@ -7,7 +5,7 @@ import { SnapshotError } from "../shared/core/snapshot.js";
 import { storeRetainSpec, storeSettingSpecs } from "../shared/core/store-settings.js";
 import { agentOptionSpecs } from "../shared/agent/options.js";
 import { clusterSettingSpecs, notifySettingSpecs } from "../shared/app/function-options.js";
-import { packageRoot } from "../shared/adapters/templates.js";
+import { packageVersion } from "../shared/adapters/package-version.js";
 
 // The AWS SDK's notice that its releases after January 2027 need Node 22 would otherwise open
 // every store command's output (the SDK accepts only "true" here).
@@ -157,8 +155,7 @@ addStoreOptions(
   process.exitCode = await runStatus(flags);
 });
 
-const { version } = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string };
-for (const cmd of [program, ...program.commands]) cmd.version(version);
+for (const cmd of [program, ...program.commands]) cmd.version(packageVersion());
 
 try {
   await program.parseAsync(process.argv);

@@ -1,12 +1,12 @@
 import type { S3ClientConfig } from "@aws-sdk/client-s3";
-import { mkdir, readFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { mkdir } from "node:fs/promises";
+import { dirname } from "node:path";
 import { showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/object-store.js";
 import { openStore } from "../adapters/open-store.js";
+import { packageVersion } from "../adapters/package-version.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
 import { Applier, type HaproxyControl } from "./applier.js";
@@ -70,15 +70,6 @@ const STORE_IDLE_TIMEOUT_MS = 3000;
 /** The last status report on the way out may not hold up the stop: the store may be the reason for it. */
 const FINAL_STATUS_TIMEOUT_MS = 2000;
 
-/** "servicelb/<version>" from the package.json above this module (source and dist/ sit at different depths). */
-async function agentVersion(): Promise<string> {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
-    const text = await readFile(join(dir, "package.json"), "utf8").catch(() => null);
-    if (text !== null) return `servicelb/${(JSON.parse(text) as { version: string }).version}`;
-    if (dirname(dir) === dir) return "servicelb/unknown";
-  }
-}
-
 /** HAProxy's diagnostics (stderr) into the agent's log, routine transitions at info. */
 function haproxyDiagnostic(log: Logger, line: string): void {
   log[haproxyLineLevel(line)]({ haproxy: line }, "haproxy");
@@ -96,7 +87,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       maxObjectBytes: options.maxConfigSize,
     });
   const haproxyLog = deps.haproxyLog ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const version = await agentVersion();
+  const version = `servicelb/${packageVersion()}`;
   for (const dir of [options.stateDir, dirname(options.configPath), dirname(options.masterSocket)])
     await mkdir(dir, { recursive: true });
 

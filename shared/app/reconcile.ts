@@ -1,5 +1,3 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
 import { envName, OptionsError } from "../core/settings.js";
@@ -11,7 +9,7 @@ import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
-import { packageRoot } from "../adapters/templates.js";
+import { packageVersion } from "../adapters/package-version.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { classifyEvent, type Verdict } from "./cloudevents.js";
 import { DeadlineError, withDeadline } from "./deadline.js";
@@ -383,8 +381,4 @@ export function createReconcileHandler(reconciler: Reconciler): (event: CloudEve
   return async (event) => {
     await reconciler.reconcile(event);
   };
-}
-
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string }).version;
 }

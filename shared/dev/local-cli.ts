@@ -1,7 +1,5 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { Command, CommanderError, Option } from "commander";
-import { packageRoot } from "../adapters/templates.js";
+import { packageVersion } from "../adapters/package-version.js";
 import { OptionsError } from "../core/settings.js";
 import { type LocalWiring, runLocal } from "./local-command.js";
 
@@ -10,13 +8,12 @@ import { type LocalWiring, runLocal } from "./local-command.js";
  * servicelb CLI's: 0 success, 2 bad flags, 1 runtime failure.
  */
 export async function localCli(argv: readonly string[], wiring: LocalWiring = {}): Promise<number> {
-  const { version } = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string };
   let code = 0;
   const program = new Command("servicelb-local")
     .description(
       "npm start: the whole pipeline on this machine (object store, functions, event bridge, agent with HAProxy)",
     )
-    .version(version)
+    .version(packageVersion())
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     .option("--kubeconfig <file>", "watch this cluster (default: $KUBECONFIG or ~/.kube/config when present)")
