@@ -12,6 +12,7 @@ import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js
 import { Watch } from "@kubernetes/client-node/dist/watch.js";
 import { OptionsError } from "../core/settings.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
+import { newerRevision } from "../core/revision.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 /**
@@ -458,14 +459,6 @@ function withTypeMeta(obj: Record<string, unknown>, info: ResourceInfo): KubeIte
     metadata: (metadata ?? {}) as Record<string, unknown>,
     ...rest,
   };
-}
-
-/** resourceVersions are opaque strings; etcd's are decimal integers, compared as such. "0" when none. */
-function newerRevision(a: string, b: string): string {
-  if (!a || !b) return a || b || "0";
-  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return BigInt(b) > BigInt(a) ? b : a;
-  // Non-etcd storage: no order is defined, so at least be deterministic.
-  return b > a ? b : a;
 }
 
 function describe(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {

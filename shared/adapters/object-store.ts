@@ -16,13 +16,13 @@ import {
   formatViewName,
   KEY_SHA_CHARS,
   parseConfigName,
-  parseRevision,
   parseViewName,
   type ConfigName,
   type Mark,
 } from "../core/config-key.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
 import { decidePublish, pickView, storeMark } from "../core/publish-order.js";
+import { parseRevision } from "../core/revision.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
 import { sha256 } from "../core/sha256.js";
 import { parseStoreUrl } from "../core/store-url.js";

@@ -38,6 +38,5 @@ export async function readLiveSnapshot(
     (item) => validateItem(item, undefined, "live list", reuse),
   );
   reuse?.end();
-  const snapshot = snapshotFromItems(live.items, [live.revision]);
-  return { ...snapshot, revision: live.revision, trustedRevisions: true, listWarnings: live.warnings };
+  return { ...snapshotFromItems(live.items, [live.revision]), trustedRevisions: true, listWarnings: live.warnings };
 }

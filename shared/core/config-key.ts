@@ -95,18 +95,6 @@ export function parseViewName(name: string): Mark | null {
   return m ? { epoch: Number(m[1]), revision: BigInt(m[2]!) } : null;
 }
 
-/** Parses a Kubernetes resourceVersion; it must be decimal to order snapshots. */
-export function parseRevision(revision: string): bigint {
-  if (!/^\d+$/.test(revision)) {
-    throw new Error(`snapshot revision must be a decimal resourceVersion, got ${JSON.stringify(revision)}`);
-  }
-  const value = BigInt(revision);
-  if (value.toString().length > REVISION_DIGITS) {
-    throw new Error(`snapshot revision ${revision} has more than ${REVISION_DIGITS} digits`);
-  }
-  return value;
-}
-
 function pad(n: number | bigint, digits: number): string {
   return n.toString().padStart(digits, "0");
 }

@@ -2,6 +2,7 @@ import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "./k8s-names.js";
 import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } from "./k8s-validation.js";
+import { compareRevisions, decimalRevision } from "./revision.js";
 
 /**
  * A cluster snapshot: the Services and endpoints servicelb reads, in Kubernetes' own JSON shape,
@@ -241,14 +242,10 @@ export class ParsedItems {
   }
 }
 
-const DECIMAL = /^0*([0-9]{1,30})$/;
-
-/** The higher of a revision so far and a resourceVersion, compared as decimals without BigInt (once per item). */
+/** The higher of a decimal revision so far and a resourceVersion; one that is not decimal is passed over. */
 function higherRevision(so: string, value: unknown): string {
-  if (typeof value !== "string") return so;
-  const digits = DECIMAL.exec(value)?.[1];
-  if (digits === undefined) return so;
-  return digits.length > so.length || (digits.length === so.length && digits > so) ? digits : so;
+  const digits = decimalRevision(value);
+  return digits !== null && compareRevisions(digits, so) > 0 ? digits : so;
 }
 
 /** One item as a snapshot keeps it, or why it was not understood; null for kinds of no concern. */
