@@ -6,6 +6,7 @@ import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { withRecordedSettings } from "./recorded-settings.js";
 import { createReconciler } from "./reconcile.js";
+import { formatTable } from "./text-table.js";
 import { openStore } from "../adapters/open-store.js";
 
 /**
@@ -165,11 +166,7 @@ export function formatHistory(entries: readonly DescribedEntry[]): string {
       `${e.key}${e.pinned ? "  (pinned)" : ""}${e.problem ? `  SKIPPED: ${e.problem}` : ""}`,
     ]),
   ];
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return (
-    rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ")).join("\n") +
-    "\n"
-  );
+  return `${formatTable(rows)}\n`;
 }
 
 /** The store the flags (or environment) name, closed after `run`. */

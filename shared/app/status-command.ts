@@ -4,6 +4,7 @@ import { compareStrings } from "../core/compare.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
+import { formatTable } from "./text-table.js";
 
 /**
  * `servicelb status [--format text|json]`: fleet convergence at a glance. For every node that
@@ -129,15 +130,7 @@ export function formatFleet(f: FleetStatus): string {
       n.lastError ? `${n.lastError.stage}: ${n.lastError.message.split("\n")[0]}` : "-",
     ]),
   ];
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  const table = rows
-    .map((r) =>
-      r
-        .map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!)))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  const table = formatTable(rows);
   const bad =
     f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") +
     f.skipped.map((k) => `skipped key (does not verify): ${k.key}: ${k.reason}\n`).join("");
