@@ -24,7 +24,7 @@ import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
 import { decidePublish, pickView, storeMark } from "../core/publish-order.js";
 import { parseRevision } from "../core/revision.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
-import { sha256 } from "../core/sha256.js";
+import { SHA256_HEX, sha256, sha256Schema } from "../core/sha256.js";
 import { parseStoreUrl } from "../core/store-url.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyText } from "./store-limits.js";
@@ -171,7 +171,7 @@ export interface HistoryEntry {
 
 export const pinSchema = z.object({
   key: z.string().min(1),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  sha256: sha256Schema,
   pinnedAt: z.string(),
   reason: z.string().optional(),
 });
@@ -334,7 +334,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   ): ConfigHead {
     const sha = metadata?.sha256;
     if (!sha) throw corrupt(key, "no sha256 metadata");
-    if (!/^[0-9a-f]{64}$/.test(sha) || !sha.startsWith(name.shaPrefix))
+    if (!SHA256_HEX.test(sha) || !sha.startsWith(name.shaPrefix))
       throw corrupt(key, `metadata sha256 ${sha} does not match the key's sha256 prefix ${name.shaPrefix}`);
     const revision = name.revision.toString();
     if (metadata.revision !== revision)

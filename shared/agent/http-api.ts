@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
-import { parseConfigKey } from "../core/config-key.js";
+import { parseConfigKey, REVISION_DIGITS } from "../core/config-key.js";
+import { sha256Schema } from "../core/sha256.js";
 import type { Logger } from "../adapters/log.js";
 import type { AgentMetrics } from "./metrics.js";
 import { bearerToken, tokenMatches } from "./token.js";
@@ -17,8 +18,8 @@ import { bearerToken, tokenMatches } from "./token.js";
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
 export const notifySchema = z.object({
   key: z.string().refine((key) => !/\s/.test(key) && parseConfigKey(key) !== null, "a config key"),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, "64 hex digits"),
-  revision: z.string().regex(/^[0-9]{1,20}$/, "a decimal revision"),
+  sha256: sha256Schema,
+  revision: z.string().regex(new RegExp(`^[0-9]{1,${REVISION_DIGITS}}$`), "a decimal revision"),
 });
 export type NotifyBody = z.infer<typeof notifySchema>;
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Logger } from "../adapters/log.js";
+import { sha256Schema } from "../core/sha256.js";
 import { readIfExists, writeFileAtomic } from "./files.js";
 
 /**
@@ -12,7 +13,7 @@ import { readIfExists, writeFileAtomic } from "./files.js";
 export const appliedSchema = z.object({
   /** The store key; null for a config on disk whose key the agent does not know. */
   key: z.string().nullable(),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  sha256: sha256Schema,
   revision: z.string().nullable(),
   appliedAt: z.string(),
   /** How it went live: at HAProxy start, by a reload, through the runtime API, or it already was. */

@@ -10,7 +10,7 @@ import { compareStrings } from "./compare.js";
 import { hostText } from "./host-match.js";
 import { formatLabelSelector } from "./label-selector.js";
 import { optionSpecs, type RenderOptions } from "./options.js";
-import { sha256 } from "./sha256.js";
+import { sha256, sha256Schema } from "./sha256.js";
 
 export const settingsRecordSchema = z.object({
   /** Render options in their input form (flag values), keyed by their camelCase names. */
@@ -19,7 +19,7 @@ export const settingsRecordSchema = z.object({
     /** "built-in" or the main template's path where it was rendered. */
     source: z.string(),
     /** sha256 of the template files, so that another template with the same path is told apart. */
-    sha256: z.string().regex(/^[0-9a-f]{64}$/),
+    sha256: sha256Schema,
   }),
 });
 
