@@ -4,6 +4,7 @@ import { z } from "zod";
 import { parseConfigKey, REVISION_DIGITS } from "../core/config-key.js";
 import { sha256Schema } from "../core/sha256.js";
 import type { Logger } from "../adapters/log.js";
+import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
 import { bearerToken, tokenMatches } from "./token.js";
 
@@ -63,24 +64,6 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(text);
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        // Stop buffering but let the 413 reach the client (a destroyed socket would only say
-        // "reset"); `connection: close` ends the connection once the answer is sent.
-        req.pause();
-        reject(new HttpError(413, `body over ${MAX_BODY} bytes`, { connection: "close" }));
-      } else chunks.push(c);
-    });
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
-  });
-}
-
 export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
   async function notify(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let expected: string;
@@ -99,9 +82,11 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(await readBody(req));
+      parsed = JSON.parse(await readBody(req, MAX_BODY));
     } catch (err) {
-      if (err instanceof HttpError) throw err;
+      // The 413 reaches the client (a destroyed socket would only say "reset"); `connection:
+      // close` ends the connection, whose unread rest of the body nobody wants, once it is sent.
+      if (err instanceof BodyTooLargeError) throw new HttpError(413, err.message, { connection: "close" });
       o.metrics.notifications.inc({ result: "malformed" });
       throw new HttpError(400, "the body is not JSON");
     }

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/label-selector.js";
+import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 
 /**
@@ -126,6 +127,17 @@ interface Watcher {
 
 const EXPIRED_MESSAGE =
   "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/** The body of a write; past MAX_BODY_BYTES the request is dropped. */
+async function readRequestBody(req: http.IncomingMessage): Promise<string> {
+  try {
+    return await readBody(req, MAX_BODY_BYTES);
+  } catch (err) {
+    if (!(err instanceof BodyTooLargeError)) throw err;
+    req.destroy();
+    throw new HttpError(413, "RequestEntityTooLarge", "the request body is too large");
+  }
+}
 
 class HttpError extends Error {
   constructor(
@@ -328,7 +340,7 @@ export class KubeApiEmulator {
       if (info.authorization !== `Bearer ${this.token}`) throw new HttpError(401, "Unauthorized", "Unauthorized");
       if (info.method === "GET") return this.route(info, res);
       if (info.method === "POST" || info.method === "PUT" || info.method === "DELETE")
-        return this.write(info, await readBody(req), res);
+        return this.write(info, await readRequestBody(req), res);
       throw new HttpError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
     } catch (thrown) {
       const err =
@@ -675,22 +687,6 @@ function firstAfter(sorted: Array<[string, KubeObject]>, key: string): number {
     else hi = mid;
   }
   return lo;
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY_BYTES) {
-        req.destroy();
-        reject(new HttpError(413, "RequestEntityTooLarge", "the request body is too large"));
-      } else chunks.push(c);
-    });
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
-  });
 }
 
 function inScope(route: Route, obj: KubeObject): boolean {
