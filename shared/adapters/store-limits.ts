@@ -1,5 +1,6 @@
 import { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
+import { raceAbort } from "../core/race-abort.js";
 
 /**
  * Bounds on what one S3 request may cost. The SDK's own timeouts are idle timeouts (connect,
@@ -52,25 +53,6 @@ export class ObjectTooLargeError extends Error {
 
 type Send = (command: unknown, options?: { abortSignal?: AbortSignal }) => Promise<unknown>;
 
-/** Rejects with the signal's reason once it aborts, whatever `p` does. */
-function raced<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e as Error);
-      },
-    );
-  });
-}
-
 /**
  * Makes every `client.send` obey `limits`, and `client.destroy()` end the requests in flight
  * (the client is changed in place).
@@ -92,7 +74,11 @@ export function limitRequests(client: S3Client, limits: StoreLimits): void {
     ]);
     let output: { Body?: unknown; ContentLength?: number };
     try {
-      output = (await raced(send(command, { ...options, abortSignal: signal }), signal)) as typeof output;
+      output = (await raceAbort(
+        send(command, { ...options, abortSignal: signal }),
+        signal,
+        () => signal.reason,
+      )) as typeof output;
     } catch (err) {
       clearTimeout(timer);
       // The SDK reports its own abort as an AbortError: say which limit ended the request.

@@ -4,6 +4,8 @@
  * holding the instance's one pass slot and every event queued behind it.
  */
 
+import { raceAbort } from "../core/race-abort.js";
+
 export class DeadlineError extends Error {
   override readonly name = "DeadlineError";
   /** The next delivery may find the dependency well again. */
@@ -15,22 +17,5 @@ export class DeadlineError extends Error {
  * pass the signal on where they can); whatever it does later is not awaited by anyone.
  */
 export function withDeadline<T>(signal: AbortSignal, describe: () => string, work: Promise<T>): Promise<T> {
-  if (signal.aborted) {
-    work.catch(() => undefined);
-    return Promise.reject(new DeadlineError(describe()));
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new DeadlineError(describe()));
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
+  return raceAbort(work, signal, () => new DeadlineError(describe()));
 }
