@@ -37,15 +37,19 @@ function addIssues(ctx: z.RefinementCtx, issues: readonly Issue[]): void {
   for (const issue of issues) ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
 }
 
+// The API server's defaults for a port that leaves them out: no name, TCP.
+const portName = z
+  .string()
+  .nullish()
+  .transform((v) => v ?? "");
+const portProtocol = z
+  .string()
+  .nullish()
+  .transform((v) => v ?? "TCP");
+
 const servicePort = z.object({
-  name: z
-    .string()
-    .nullish()
-    .transform((v) => v ?? ""),
-  protocol: z
-    .string()
-    .nullish()
-    .transform((v) => v ?? "TCP"),
+  name: portName,
+  protocol: portProtocol,
   port: z.number().int().min(1).max(65535),
   targetPort: z.union([z.number().int().min(1).max(65535), z.string().min(1)]).nullish(),
 });
@@ -74,14 +78,8 @@ export const serviceSchema = z
   .superRefine((svc, ctx) => addIssues(ctx, serviceSpecIssues(svc.spec)));
 
 const endpointPort = z.object({
-  name: z
-    .string()
-    .nullish()
-    .transform((v) => v ?? ""),
-  protocol: z
-    .string()
-    .nullish()
-    .transform((v) => v ?? "TCP"),
+  name: portName,
+  protocol: portProtocol,
   port: z.number().int().min(1).max(65535).nullish(),
 });
 
