@@ -192,7 +192,7 @@ export async function listClusterItems<T>(
   const signal = () =>
     AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
   const target = (resource: ResourceName): Target => ({
-    ...describe(kc),
+    ...targetOf(kc),
     resource,
     verb: "list",
     namespace,
@@ -248,7 +248,7 @@ export async function readClusterRevision(
 ): Promise<string> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const target: Target = {
-    ...describe(kc),
+    ...targetOf(kc),
     resource: "services",
     verb: "list",
     namespace: options.namespace,
@@ -461,7 +461,8 @@ function withTypeMeta(obj: Record<string, unknown>, info: ResourceInfo): KubeIte
   };
 }
 
-function describe(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
+/** Where a call goes, for its error message: the kubeconfig's server, user and context. */
+function targetOf(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
   return {
     server: kc.getCurrentCluster()?.server ?? "(no cluster)",
     user: kc.getCurrentUser()?.name ?? "",
@@ -573,7 +574,7 @@ function watchResource(
   let failures = 0;
 
   const target = (): Target => ({
-    ...describe(kc),
+    ...targetOf(kc),
     resource,
     verb: "watch",
     namespace: options.namespace,

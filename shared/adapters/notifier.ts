@@ -83,7 +83,7 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
         for (const url of await fromService(options.agentService)) found.add(url);
       } catch (err) {
         const { namespace, name } = options.agentService;
-        error = `cannot list the EndpointSlices of agent Service ${namespace}/${name}: ${describe(err)}`;
+        error = `cannot list the EndpointSlices of agent Service ${namespace}/${name}: ${errorText(err)}`;
       }
     }
     return { agents: [...found].sort(), error };
@@ -110,7 +110,7 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
         ? { agent, ok: true, status: res.status, ms: ms() }
         : { agent, ok: false, status: res.status, error: `HTTP ${res.status}`, ms: ms() };
     } catch (err) {
-      return { agent, ok: false, error: describe(err), ms: ms() };
+      return { agent, ok: false, error: errorText(err), ms: ms() };
     }
   }
 
@@ -128,7 +128,7 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
       try {
         token = await readToken();
       } catch (err) {
-        tokenError = `cannot read the notify token from ${options.tokenFile}: ${describe(err)}`;
+        tokenError = `cannot read the notify token from ${options.tokenFile}: ${errorText(err)}`;
       }
       const body = JSON.stringify({ key: payload.key, sha256: payload.sha256, revision: payload.revision });
       const pings = tokenError
@@ -159,7 +159,8 @@ function agentUrls(slice: V1EndpointSlice, agentPort: string | number): string[]
   );
 }
 
-function describe(err: unknown): string {
+/** A failed ping or list as its result says it: the HTTP status, "timed out", or the socket error. */
+function errorText(err: unknown): string {
   if (err instanceof ApiException) return `HTTP ${err.code}`;
   if (!(err instanceof Error)) return String(err);
   // fetch() hides the socket error (ECONNREFUSED, ...) in its cause.

@@ -252,7 +252,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     try {
       return await run();
     } catch (error) {
-      throw new StoreError(`S3 ${operation} of s3://${bucket}/${key} at ${endpoint} failed: ${describe(error)}`, {
+      throw new StoreError(`S3 ${operation} of s3://${bucket}/${key} at ${endpoint} failed: ${errorText(error)}`, {
         transient: isTransient(error),
         cause: error,
       });
@@ -457,7 +457,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     try {
       parsed = pinSchema.safeParse(JSON.parse(text));
     } catch (error) {
-      throw new StoreError(`pin s3://${bucket}/${pinKey} at ${endpoint} is not JSON: ${describe(error)}`, {
+      throw new StoreError(`pin s3://${bucket}/${pinKey} at ${endpoint} is not JSON: ${errorText(error)}`, {
         transient: false,
       });
     }
@@ -715,7 +715,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
           try {
             return JSON.parse(text) as unknown;
           } catch (error) {
-            throw new StoreError(`status s3://${bucket}/${key} at ${endpoint} is not JSON: ${describe(error)}`, {
+            throw new StoreError(`status s3://${bucket}/${key} at ${endpoint} is not JSON: ${errorText(error)}`, {
               transient: false,
               cause: error,
             });
@@ -784,7 +784,8 @@ function isTransient(error: unknown): boolean {
   );
 }
 
-function describe(error: unknown): string {
+/** An SDK error as a message says it: its text, then its code and HTTP status. */
+function errorText(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const code = (error as { code?: unknown }).code;
   const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;

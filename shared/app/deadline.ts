@@ -16,6 +16,6 @@ export class DeadlineError extends Error {
  * `work`, or a DeadlineError as soon as `signal` aborts. The work itself is not stopped (callers
  * pass the signal on where they can); whatever it does later is not awaited by anyone.
  */
-export function withDeadline<T>(signal: AbortSignal, describe: () => string, work: Promise<T>): Promise<T> {
-  return raceAbort(work, signal, () => new DeadlineError(describe()));
+export function withDeadline<T>(signal: AbortSignal, message: () => string, work: Promise<T>): Promise<T> {
+  return raceAbort(work, signal, () => new DeadlineError(message()));
 }

@@ -1,4 +1,5 @@
-import { describeValue as describe, parseHost, type HostMatch } from "./host-match.js";
+import { describeValue } from "./describe-value.js";
+import { parseHost, type HostMatch } from "./host-match.js";
 import { ALGORITHMS } from "./options.js";
 
 /**
@@ -45,7 +46,7 @@ export function parseBool(value: string): boolean | undefined {
 export function parsePathPrefix(value: string): string | { error: string } {
   if (value.length > 256 || !PATH_PREFIX.test(value)) {
     return {
-      error: `${describe(value)} is not a path prefix (/segment/…; letters, digits, . _ ~ : @ + = , - and %XX)`,
+      error: `${describeValue(value)} is not a path prefix (/segment/…; letters, digits, . _ ~ : @ + = , - and %XX)`,
     };
   }
   return value.length > 1 && value.endsWith("/") ? value.slice(0, -1) : value;
@@ -62,7 +63,7 @@ export function parseAnnotations(annotations: Readonly<Record<string, string>>):
     if (raw === undefined) return false;
     if (TRUE.has(raw)) return true;
     if (!FALSE.has(raw))
-      warnings.push({ annotation: key, message: `${describe(raw)} is not a boolean (true/false); using false` });
+      warnings.push({ annotation: key, message: `${describeValue(raw)} is not a boolean (true/false); using false` });
     return false;
   };
 
@@ -72,7 +73,7 @@ export function parseAnnotations(annotations: Readonly<Record<string, string>>):
     else
       warnings.push({
         annotation: ANNOTATIONS.algorithm,
-        message: `${describe(algorithm)} is not one of ${ALGORITHMS.join(", ")}; using the default`,
+        message: `${describeValue(algorithm)} is not one of ${ALGORITHMS.join(", ")}; using the default`,
       });
   }
   const host = annotations[ANNOTATIONS.host];

@@ -7,7 +7,7 @@
 
 import { ANNOTATION_PREFIX, parseBool, type AnnotationWarning } from "./annotations.js";
 import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
-import { describeValue as describe } from "./host-match.js";
+import { describeValue } from "./describe-value.js";
 import { DENY_STATUSES, REDIRECT_CODES, type RedirectCode } from "./http-statuses.js";
 import type { RenderOptions } from "./options.js";
 import { parseSourceRanges } from "./source-ranges.js";
@@ -117,7 +117,7 @@ export function settingDefaults(options: DefaultOptions): SettingDefaults {
 const NO_DEFAULTS: SettingDefaults = { settings: DEFAULT_BACKEND_SETTINGS, rateLimitStatus: 429 };
 
 function timeout(value: string): string | { error: string } {
-  return parseTimeout(value) ?? { error: `${describe(value)} is not ${TIMEOUT_GRAMMAR}` };
+  return parseTimeout(value) ?? { error: `${describeValue(value)} is not ${TIMEOUT_GRAMMAR}` };
 }
 
 const PATH_CHAR = "([A-Za-z0-9._~:@+=,-]|%[0-9A-Fa-f]{2})";
@@ -129,19 +129,19 @@ export function parseHttpCheck(value: string): HttpCheck | { error: string } {
   const m = value.length <= 256 ? CHECK.exec(value) : null;
   if (!m)
     return {
-      error: `${describe(value)} is not a path (/… with letters, digits, . _ ~ : @ + = , - / and %XX, optionally ?query) optionally followed by a space and a status`,
+      error: `${describeValue(value)} is not a path (/… with letters, digits, . _ ~ : @ + = , - / and %XX, optionally ?query) optionally followed by a space and a status`,
     };
   return { uri: m[1]!, status: m[m.length - 1] === undefined ? null : Number(m[m.length - 1]) };
 }
 
 function parseInteger(value: string, min: number, max: number): number | { error: string } {
   const n = /^[1-9][0-9]{0,8}$/.test(value) ? Number(value) : NaN;
-  return n >= min && n <= max ? n : { error: `${describe(value)} is not an integer from ${min} to ${max}` };
+  return n >= min && n <= max ? n : { error: `${describeValue(value)} is not an integer from ${min} to ${max}` };
 }
 
 function oneOf<const T extends string | number>(value: string, allowed: readonly T[]): T | { error: string } {
   const found = allowed.find((a) => String(a) === value);
-  return found !== undefined ? found : { error: `${describe(value)} is not one of ${allowed.join(", ")}` };
+  return found !== undefined ? found : { error: `${describeValue(value)} is not one of ${allowed.join(", ")}` };
 }
 
 type Key = keyof typeof SETTING_ANNOTATIONS;
@@ -213,7 +213,7 @@ export function parseBackendSettings(
 
   const redirect = read("sslRedirect", (v) => {
     const b = parseBool(v);
-    return b === undefined ? { error: `${describe(v)} is not a boolean (true/false)` } : b;
+    return b === undefined ? { error: `${describeValue(v)} is not a boolean (true/false)` } : b;
   });
   const code = read("sslRedirectCode", (v) => oneOf(v, REDIRECT_CODES));
   if (!sslTerm) {

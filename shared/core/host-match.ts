@@ -1,7 +1,10 @@
-/**
+/*
  * Host names as servicelb matches them: `lb.host` values and `--host-claims` patterns share one
  * grammar (RFC 1123 names, optionally `*.` for every name under a domain).
  */
+
+import { describeValue } from "./describe-value.js";
+
 export interface HostMatch {
   /** Lower-case host name, or the domain after `*.` for a wildcard. */
   name: string;
@@ -10,11 +13,6 @@ export interface HostMatch {
 
 const LABEL = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
 const HOST = new RegExp(`^(\\*\\.)?${LABEL}(\\.${LABEL})*$`);
-
-export function describeValue(value: string): string {
-  const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
-  return JSON.stringify(shown);
-}
 
 export function parseHost(value: string): HostMatch | string {
   const v = value.toLowerCase();

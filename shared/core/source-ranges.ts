@@ -5,7 +5,7 @@
  */
 
 import { isIP } from "node:net";
-import { describeValue as describe } from "./host-match.js";
+import { describeValue } from "./describe-value.js";
 
 /**
  * Entries of one list. Lists live in pattern files (core/pattern-files.ts), so HAProxy's 64 words
@@ -46,7 +46,9 @@ export function parseSourceRanges(value: string, max = MAX_SOURCE_RANGES): strin
   for (const entry of entries) {
     const parsed = parseSource(entry);
     if (parsed === null)
-      return { error: `${describe(entry)} is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or fd00::/8)` };
+      return {
+        error: `${describeValue(entry)} is not an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8 or fd00::/8)`,
+      };
     out.add(parsed);
   }
   return [...out];
