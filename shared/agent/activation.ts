@@ -23,11 +23,11 @@ import type { Backoff } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import type { PatternFile } from "../core/pattern-files.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
-import { serverStateFileOf, statsSocketOf } from "./config-facts.js";
+import { serverStateFileOf, statsSocketOf } from "../core/config-facts.js";
 import { ConfigFiles } from "./config-files.js";
 import { type ApplyDecision, decideApply } from "./decide.js";
 import type { AgentMetrics } from "./metrics.js";
-import type { NodeState, Running } from "./node-state.js";
+import type { NodeState, KnownConfig } from "./node-state.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
 import { configVerdict, type CheckVerdict, type ConfigChecker } from "./verdict.js";
 
@@ -164,7 +164,7 @@ export class Activation {
    */
   private async applyThroughRuntime(
     decision: Extract<ApplyDecision, { kind: "runtime" }>,
-    running: Running,
+    running: KnownConfig,
     config: StoredConfig,
     t0: number,
   ): Promise<void> {

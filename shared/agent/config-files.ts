@@ -3,7 +3,7 @@ import { mkdir, readdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Logger } from "../adapters/log.js";
 import { isPatternFilePath, PATTERN_DIR, patternFileText, splitConfig } from "../core/pattern-files.js";
-import { serverStateFileOf } from "./config-facts.js";
+import { serverStateFileOf } from "../core/config-facts.js";
 import { NotDurableError, readIfExists, writeFileAtomic } from "./files.js";
 import { EMPTY_SERVER_STATE } from "./server-state.js";
 

@@ -6,7 +6,7 @@
 import { diffConfigs } from "../core/config-diff.js";
 import { diffPatternFiles, type PatternFile, splitConfig } from "../core/pattern-files.js";
 import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
-import { statsSocketOf } from "./config-facts.js";
+import { statsSocketOf } from "../core/config-facts.js";
 
 export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */

@@ -13,7 +13,8 @@ import { sha256 } from "../core/sha256.js";
 import type { AgentMetrics } from "./metrics.js";
 import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
 
-export interface Running {
+/** A config the node knows by its text: what HAProxy runs, or what haproxy.cfg holds. */
+export interface KnownConfig {
   text: string;
   sha256: string;
   /** null: a config on disk the agent cannot name (see state.ts). */
@@ -57,9 +58,9 @@ export interface NodeStateOptions {
 
 export class NodeState {
   /** What HAProxy runs (runtime API changes included); null until a config is known. */
-  current: Running | null = null;
+  current: KnownConfig | null = null;
   /** What haproxy.cfg holds: always a config that passed `haproxy -c` (or the file found at start). */
-  onDisk: Running | null = null;
+  onDisk: KnownConfig | null = null;
   /** HAProxy was started (by the agent) and runs `current`. */
   started = false;
   /**

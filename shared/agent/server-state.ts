@@ -1,4 +1,4 @@
-import { serverSlotsOf } from "./config-facts.js";
+import { serverSlotsOf } from "../core/config-facts.js";
 
 /**
  * The server-state file HAProxy loads at every (re)start (`load-server-state-from-file global`).

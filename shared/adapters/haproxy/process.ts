@@ -66,7 +66,8 @@ export interface SupervisionStatus {
   pendingRestart: { at: string; delayMs: number; quickCrashes: number } | null;
 }
 
-interface Running {
+/** One started HAProxy master, from its spawn to its exit. */
+interface MasterRun {
   child: ChildProcess;
   startedAt: number;
   /** When it was first seen serving (a worker answering in `show proc`). */
@@ -132,7 +133,7 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 export class HaproxyProcess {
   private readonly o: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> &
     Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">;
-  private current: Running | undefined;
+  private current: MasterRun | undefined;
   private supervised = false;
   private stopping = false;
   private quickCrashes = 0;
@@ -241,13 +242,13 @@ export class HaproxyProcess {
     await run.exited;
   }
 
-  private spawnMaster(): Running {
+  private spawnMaster(): MasterRun {
     const { haproxyBin, masterSocket, configPath } = this.o;
     const child = spawn(haproxyBin, ["-W", "-S", masterSocket, "-f", configPath], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let markExited!: () => void;
-    const run: Running = {
+    const run: MasterRun = {
       child,
       startedAt: Date.now(),
       exited: new Promise((r) => (markExited = r)),
@@ -296,7 +297,7 @@ export class HaproxyProcess {
     this.o.onRestart?.(info);
   }
 
-  private exited(run: Running, code: number | null, signal: NodeJS.Signals | null): void {
+  private exited(run: MasterRun, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.current !== run) return;
     this.current = undefined;
     if (this.stopping || !this.supervised) return;
@@ -340,7 +341,7 @@ export class HaproxyProcess {
    * (see the class comment), reload it, which forks a new worker on the config file; a master
    * that does not get a worker that way is killed, and restarted like any that died.
    */
-  private workerExited(run: Running, line: string): void {
+  private workerExited(run: MasterRun, line: string): void {
     if (!this.supervised || this.stopping || this.current !== run) return;
     const diedAt = Date.now();
     const servedMs = run.servingSince === undefined ? null : diedAt - run.servingSince;
@@ -374,7 +375,7 @@ export class HaproxyProcess {
   }
 
   /** True once `run`'s master answers with a worker; false if it exits, is replaced or stopped, or times out. */
-  private async serving(run: Running, timeoutMs = this.o.startTimeoutMs): Promise<boolean> {
+  private async serving(run: MasterRun, timeoutMs = this.o.startTimeoutMs): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (
       this.current === run &&

@@ -1,11 +1,12 @@
-import { resolve } from "node:path";
-import { parseServer, sectionOf } from "../core/config-diff.js";
-
-/**
- * Facts the agent reads from a rendered config: where its runtime API socket and server-state
- * file are, and each server slot's address. Our templates put one directive per line, indented
- * four spaces; anything else is simply not found (and costs a reload, never a wrong action).
+/*
+ * Facts the agent reads from a rendered config's text: where its runtime API socket and
+ * server-state file are, and each server slot's address. Our templates put one directive per
+ * line, indented four spaces; anything else is simply not found (and costs a reload, never a
+ * wrong action). Paths are as written: a relative one means the same file to HAProxy and to the
+ * agent, which run in one working directory.
  */
+
+import { parseServer, sectionOf } from "./config-diff.js";
 
 function globalSetting(text: string, keyword: string): string | undefined {
   let inGlobal = false;
@@ -13,7 +14,7 @@ function globalSetting(text: string, keyword: string): string | undefined {
     if (/^\S/.test(line) && !line.startsWith("#")) inGlobal = line.trim() === "global";
     else if (inGlobal) {
       const m = new RegExp(`^\\s+${keyword}\\s+(\\S+)`).exec(line);
-      if (m) return resolve(m[1]!);
+      if (m) return m[1]!;
     }
   }
   return undefined;
@@ -29,14 +30,15 @@ export function serverStateFileOf(text: string): string | undefined {
   return globalSetting(text, "server-state-file");
 }
 
-export interface ServerSlot {
+/** Where a server slot of a rendered config points. */
+export interface SlotAddress {
   address: string;
   port: number;
 }
 
 /** "backend/server" → its address (bare, without IPv6 brackets) and port, for every backend server line. */
-export function serverSlotsOf(text: string): Map<string, ServerSlot> {
-  const slots = new Map<string, ServerSlot>();
+export function serverSlotsOf(text: string): Map<string, SlotAddress> {
+  const slots = new Map<string, SlotAddress>();
   let backend: string | null = null;
   for (const line of text.split("\n")) {
     const section = sectionOf(line);
