@@ -75,11 +75,11 @@ async function main(): Promise<void> {
     forcePathStyle: true,
     credentials: S3RVER_CREDENTIALS,
   });
-  const renderer = new RenderContext(lb.options);
+  const ctx = new RenderContext(lb.options);
   let revision = 1000;
   let configBytes = 0;
   const publish = async (extra: unknown[]): Promise<PublishResult> => {
-    const config = renderer.render(
+    const config = ctx.render(
       snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))]),
     ).config;
     configBytes = Buffer.byteLength(config);
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   /** A config at the next revision, not stored yet. */
   const render = (extra: unknown[]) => {
     const rev = String(++revision);
-    const config = renderer.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), rev)])).config;
+    const config = ctx.render(snapshotFromDocuments([list(cluster(services, closedPort, extra), rev)])).config;
     const sha = createHash("sha256").update(config).digest("hex");
     return {
       config,
@@ -191,7 +191,7 @@ async function main(): Promise<void> {
     const write = (extra: unknown[]) =>
       writeFileSync(
         cfg,
-        renderer
+        ctx
           .render(snapshotFromDocuments([list(cluster(services, closedPort, extra), String(++revision))]))
           .config.replace(/^ {4}master-worker\n/m, ""),
       );

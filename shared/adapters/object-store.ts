@@ -248,7 +248,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   });
   limitRequests(client, { deadlineMs: options.deadlineMs ?? 30_000, maxObjectBytes });
 
-  async function send<T>(operation: string, key: string, run: () => Promise<T>): Promise<T> {
+  /** One S3 call; its failure becomes a StoreError that names the operation, the object and the store. */
+  async function storeCall<T>(operation: string, key: string, run: () => Promise<T>): Promise<T> {
     try {
       return await run();
     } catch (error) {
@@ -269,7 +270,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const objects: _Object[] = [];
     let token: string | undefined;
     do {
-      const page = await send("list", listPrefix, () =>
+      const page = await storeCall("list", listPrefix, () =>
         client.send(
           new ListObjectsV2Command({
             Bucket: bucket,
@@ -360,7 +361,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   }
 
   async function headConfig(key: string, name: ConfigName): Promise<ConfigHead> {
-    const response = await send("head", key, () => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })));
+    const response = await storeCall("head", key, () =>
+      client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })),
+    );
     return verifyMetadata(key, name, response.Metadata, response.ContentLength);
   }
 
@@ -399,7 +402,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
   async function get(key: string): Promise<StoredConfig> {
     const name = requireConfigKey(key);
-    const { config, metadata, size } = await send("get", key, async () => {
+    const { config, metadata, size } = await storeCall("get", key, async () => {
       const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
       return {
         config: await readBodyText(response.Body, maxObjectBytes),
@@ -415,7 +418,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
   async function getText(key: string): Promise<string | null> {
     try {
-      return await send("get", key, async () => {
+      return await storeCall("get", key, async () => {
         const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
         return readBodyText(response.Body, maxObjectBytes);
       });
@@ -426,7 +429,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   }
 
   async function putJson(key: string, value: unknown): Promise<void> {
-    await send("put", key, () =>
+    await storeCall("put", key, () =>
       client.send(
         new PutObjectCommand({
           Bucket: bucket,
@@ -445,7 +448,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       await Promise.all(
         keys
           .slice(i, i + DELETE_BATCH)
-          .map((key) => send("delete", key, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })))),
+          .map((key) =>
+            storeCall("delete", key, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }))),
+          ),
       );
     }
   }
@@ -601,7 +606,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       // Content-addressed: written when the newest config was made with other settings, else already there.
       if (newestHead?.settingsDigest !== digest) await putJson(`${settingsPrefix}${digest}.json`, input.settings);
     }
-    await send("put", key, () =>
+    await storeCall("put", key, () =>
       client.send(
         new PutObjectCommand({
           Bucket: bucket,
@@ -694,7 +699,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     },
 
     async deletePin() {
-      await send("delete", pinKey, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: pinKey })));
+      await storeCall("delete", pinKey, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: pinKey })));
     },
 
     async putStatus(node, status) {
@@ -708,7 +713,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
       return Promise.all(
         keys.map(async (key) => {
-          const text = await send("get", key, async () => {
+          const text = await storeCall("get", key, async () => {
             const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
             return readBodyText(response.Body, maxObjectBytes);
           });

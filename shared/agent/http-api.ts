@@ -47,6 +47,7 @@ export interface HttpApi {
 
 const MAX_BODY = 16 * 1024;
 
+/** A request the API refuses: answered with this status, the message as `{error}`, and these headers. */
 class HttpError extends Error {
   constructor(
     readonly status: number,
@@ -57,7 +58,7 @@ class HttpError extends Error {
   }
 }
 
-function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = typeof body === "string" ? body : `${JSON.stringify(body, null, 2)}\n`;
   const type = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json";
   res.writeHead(status, { "content-type": type, "cache-control": "no-store", ...headers });
@@ -97,7 +98,7 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
     }
     const action = o.onNotify(body.data);
     o.metrics.notifications.inc({ result: "accepted" });
-    send(res, 202, { accepted: true, action });
+    answer(res, 202, { accepted: true, action });
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -114,7 +115,7 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
       case "/healthz": {
         only("GET,HEAD");
         const h = await o.health();
-        return h.ok ? send(res, 200, h) : send(res, 503, h);
+        return h.ok ? answer(res, 200, h) : answer(res, 503, h);
       }
       case "/metrics":
         only("GET,HEAD");
@@ -123,7 +124,7 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
         return;
       case "/status":
         only("GET,HEAD");
-        return send(res, 200, o.status());
+        return answer(res, 200, o.status());
       default:
         throw new HttpError(404, "not found: /notify, /healthz, /metrics, /status");
     }
@@ -132,9 +133,9 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       if (res.headersSent) return void res.destroy();
-      if (err instanceof HttpError) return send(res, err.status, { error: err.message }, err.headers);
+      if (err instanceof HttpError) return answer(res, err.status, { error: err.message }, err.headers);
       o.log.error({ err }, "agent HTTP handler failed");
-      send(res, 500, { error: "internal error" });
+      answer(res, 500, { error: "internal error" });
     });
   });
   await new Promise<void>((resolve, reject) => {

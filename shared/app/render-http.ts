@@ -9,7 +9,7 @@ import type { FunctionSettings } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
 import { renderMetrics } from "./render-metrics.js";
 
-function fail(res: Response, status: number, error: string): void {
+function answerError(res: Response, status: number, error: string): void {
   res
     .status(status)
     .type("application/json")
@@ -29,7 +29,7 @@ export function createRenderHandler(
   return async (req, res) => {
     if (req.method !== "GET" && req.method !== "POST") {
       res.setHeader("Allow", "GET, POST");
-      fail(res, 405, `method ${req.method} not allowed: POST a snapshot or GET the live cluster`);
+      answerError(res, 405, `method ${req.method} not allowed: POST a snapshot or GET the live cluster`);
       return;
     }
     // GET /metrics: the live cluster's render warnings, for Prometheus.
@@ -40,11 +40,11 @@ export function createRenderHandler(
         const declared = Number(req.headers["content-length"] ?? 0);
         const body = req.rawBody ?? Buffer.alloc(0);
         if (declared > settings.maxBodyBytes || body.length > settings.maxBodyBytes) {
-          fail(res, 413, `snapshot is larger than ${settings.maxBodyBytes} bytes (SERVICELB_MAX_BODY_BYTES)`);
+          answerError(res, 413, `snapshot is larger than ${settings.maxBodyBytes} bytes (SERVICELB_MAX_BODY_BYTES)`);
           return;
         }
         if (body.length === 0) {
-          fail(res, 400, "empty body: POST a Kubernetes List (kubectl get services,endpointslices -A -o json)");
+          answerError(res, 400, "empty body: POST a Kubernetes List (kubectl get services,endpointslices -A -o json)");
           return;
         }
         snapshot = parseSnapshot(body.toString("utf8"));
@@ -64,11 +64,11 @@ export function createRenderHandler(
         // No HAProxy on this instance (the function image has none), or it hung: not the config's fault.
         const check = await checkConfig(result.bytes).catch((err: Error) => err);
         if (check instanceof Error) {
-          fail(res, 501, `?check=1 cannot run here: ${check.message}`);
+          answerError(res, 501, `?check=1 cannot run here: ${check.message}`);
           return;
         }
         if (!check.ok) {
-          fail(res, 422, `haproxy -c rejected the rendered config: ${check.errors.join("; ")}`);
+          answerError(res, 422, `haproxy -c rejected the rendered config: ${check.errors.join("; ")}`);
           return;
         }
       }
@@ -80,14 +80,14 @@ export function createRenderHandler(
       else res.status(200).type("text/plain; charset=utf-8").send(result.bytes);
     } catch (err) {
       if (err instanceof SnapshotError || err instanceof OptionsError) {
-        fail(res, 400, err.message);
+        answerError(res, 400, err.message);
       } else if (err instanceof ClusterError) {
         log.warn({ err: err.message, kind: err.kind }, "dry run could not list the cluster");
-        fail(res, err.transient ? 503 : 502, err.message);
+        answerError(res, err.transient ? 503 : 502, err.message);
       } else {
         // The details (paths, template internals) go to the log, not to the caller.
         log.error({ err }, "dry run failed");
-        fail(res, 500, "the dry run failed; the function's log has the details");
+        answerError(res, 500, "the dry run failed; the function's log has the details");
       }
     }
   };

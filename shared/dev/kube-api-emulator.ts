@@ -135,11 +135,12 @@ async function readRequestBody(req: http.IncomingMessage): Promise<string> {
   } catch (err) {
     if (!(err instanceof BodyTooLargeError)) throw err;
     req.destroy();
-    throw new HttpError(413, "RequestEntityTooLarge", "the request body is too large");
+    throw new KubeStatusError(413, "RequestEntityTooLarge", "the request body is too large");
   }
 }
 
-class HttpError extends Error {
+/** Answered as a Kubernetes Status object: the HTTP code, its reason and message. */
+class KubeStatusError extends Error {
   constructor(
     readonly code: number,
     readonly reason: string,
@@ -312,7 +313,7 @@ export class KubeApiEmulator {
     if (change.type === "DELETED") objects.delete(change.key);
     else objects.set(change.key, change.object);
     for (const w of this.watchers) {
-      if (w.route.kind === change.kind) this.send(w, change);
+      if (w.route.kind === change.kind) this.pushEvent(w, change);
     }
     this.trace?.("write", { rv: change.rv, kind: change.kind, key: change.key });
   }
@@ -336,17 +337,22 @@ export class KubeApiEmulator {
       for (const hook of this.requestHooks) hook(info);
       const refusal = await this.refuse(info);
       if (res.destroyed) return;
-      if (refusal) throw new HttpError(refusal.status, refusal.reason, refusal.message, { details: refusal.details });
-      if (info.authorization !== `Bearer ${this.token}`) throw new HttpError(401, "Unauthorized", "Unauthorized");
+      if (refusal)
+        throw new KubeStatusError(refusal.status, refusal.reason, refusal.message, { details: refusal.details });
+      if (info.authorization !== `Bearer ${this.token}`) throw new KubeStatusError(401, "Unauthorized", "Unauthorized");
       if (info.method === "GET") return this.route(info, res);
       if (info.method === "POST" || info.method === "PUT" || info.method === "DELETE")
         return this.write(info, await readRequestBody(req), res);
-      throw new HttpError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
+      throw new KubeStatusError(
+        405,
+        "MethodNotAllowed",
+        `the server does not allow this method on the requested resource`,
+      );
     } catch (thrown) {
       const err =
-        thrown instanceof HttpError
+        thrown instanceof KubeStatusError
           ? thrown
-          : new HttpError(500, "InternalError", `Internal error occurred: ${String(thrown)}`);
+          : new KubeStatusError(500, "InternalError", `Internal error occurred: ${String(thrown)}`);
       json(res, err.code, {
         kind: "Status",
         apiVersion: "v1",
@@ -412,12 +418,16 @@ export class KubeApiEmulator {
     const groupResource = group ? `${resource}.${group}` : resource;
     const verb = info.method === "POST" ? "create" : info.method === "PUT" ? "update" : "delete";
     if ((verb === "create") !== (route.name === undefined))
-      throw new HttpError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+      throw new KubeStatusError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+      );
     const key = (name: string) => `${route.namespace}/${name}`;
     if (verb === "delete") {
       const existing = this.current.get(route.kind)!.get(key(route.name!));
       if (!existing)
-        throw new HttpError(404, "NotFound", `${groupResource} "${route.name}" not found`, {
+        throw new KubeStatusError(404, "NotFound", `${groupResource} "${route.name}" not found`, {
           details: { name: route.name, kind: resource },
         });
       this.remove(route.kind, route.namespace, route.name!);
@@ -434,7 +444,7 @@ export class KubeApiEmulator {
     try {
       obj = JSON.parse(body) as KubeObject;
     } catch (err) {
-      throw new HttpError(
+      throw new KubeStatusError(
         400,
         "BadRequest",
         `the body of the request was in an unknown format: ${(err as Error).message}`,
@@ -442,39 +452,43 @@ export class KubeApiEmulator {
     }
     const name = obj?.metadata?.name;
     if (typeof name !== "string" || name === "")
-      throw new HttpError(422, "Invalid", `${route.kind} is invalid: metadata.name: Required value: name is required`);
+      throw new KubeStatusError(
+        422,
+        "Invalid",
+        `${route.kind} is invalid: metadata.name: Required value: name is required`,
+      );
     if (obj.kind !== undefined && obj.kind !== route.kind)
-      throw new HttpError(
+      throw new KubeStatusError(
         400,
         "BadRequest",
         `the object's kind ${String(obj.kind)} does not match the path (${route.kind})`,
       );
     if (obj.metadata.namespace !== undefined && obj.metadata.namespace !== route.namespace) {
-      throw new HttpError(
+      throw new KubeStatusError(
         400,
         "BadRequest",
         "the namespace of the provided object does not match the namespace sent on the request",
       );
     }
     if (route.name !== undefined && route.name !== name)
-      throw new HttpError(
+      throw new KubeStatusError(
         400,
         "BadRequest",
         `the name of the object (${name}) does not match the name on the URL (${route.name})`,
       );
     const existing = this.current.get(route.kind)!.get(key(name));
     if (verb === "create" && existing)
-      throw new HttpError(409, "AlreadyExists", `${groupResource} "${name}" already exists`, {
+      throw new KubeStatusError(409, "AlreadyExists", `${groupResource} "${name}" already exists`, {
         details: { name, kind: resource },
       });
     if (verb === "update") {
       if (!existing)
-        throw new HttpError(404, "NotFound", `${groupResource} "${name}" not found`, {
+        throw new KubeStatusError(404, "NotFound", `${groupResource} "${name}" not found`, {
           details: { name, kind: resource },
         });
       const rv = obj.metadata.resourceVersion;
       if (rv !== undefined && rv !== "" && rv !== existing.metadata.resourceVersion) {
-        throw new HttpError(
+        throw new KubeStatusError(
           409,
           "Conflict",
           `Operation cannot be fulfilled on ${groupResource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
@@ -542,7 +556,7 @@ export class KubeApiEmulator {
       const token = decodeContinue(query.continue);
       if (token.gen !== this.tokenGeneration || token.rv < this.baseRv) {
         const fresh = encodeContinue({ rv: this.rv, start: token.start, gen: this.tokenGeneration });
-        throw new HttpError(410, "Expired", EXPIRED_MESSAGE, { metadata: { continue: fresh } });
+        throw new KubeStatusError(410, "Expired", EXPIRED_MESSAGE, { metadata: { continue: fresh } });
       }
       listRv = token.rv;
       after = token.start;
@@ -613,7 +627,7 @@ export class KubeApiEmulator {
     const from = query.resourceVersion;
     const fromRv = from === undefined || from === "" || from === "0" ? undefined : Number(from);
     if (fromRv !== undefined && !(Number.isInteger(fromRv) && fromRv >= 0)) {
-      throw new HttpError(400, "BadRequest", `invalid resource version: ${from}`);
+      throw new KubeStatusError(400, "BadRequest", `invalid resource version: ${from}`);
     }
     res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
     // The real server answers the head at once; a client may wait for it before the first event.
@@ -641,7 +655,7 @@ export class KubeApiEmulator {
       }
     } else {
       for (const change of this.history) {
-        if (change.rv > fromRv && change.kind === route.kind) this.send(watcher, change);
+        if (change.rv > fromRv && change.kind === route.kind) this.pushEvent(watcher, change);
       }
     }
     this.watchers.add(watcher);
@@ -653,7 +667,7 @@ export class KubeApiEmulator {
     });
   }
 
-  private send(w: Watcher, change: Change): void {
+  private pushEvent(w: Watcher, change: Change): void {
     if (!inScope(w.route, change.object)) return;
     const was = change.prev !== undefined && matches(w.selector, change.prev);
     const is = change.type !== "DELETED" && matches(w.selector, change.object);
@@ -699,8 +713,8 @@ function withoutTypeMeta(obj: KubeObject): Omit<KubeObject, "apiVersion" | "kind
   return rest;
 }
 
-function notFound(): HttpError {
-  return new HttpError(404, "NotFound", "the server could not find the requested resource", { details: {} });
+function notFound(): KubeStatusError {
+  return new KubeStatusError(404, "NotFound", "the server could not find the requested resource", { details: {} });
 }
 
 function json(res: http.ServerResponse, status: number, body: unknown): void {
@@ -738,13 +752,13 @@ function decodeContinue(text: string): ContinueToken {
   } catch {
     // fall through to the same answer the real server gives for garbage
   }
-  throw new HttpError(400, "BadRequest", `continue key is not valid: ${text}`);
+  throw new KubeStatusError(400, "BadRequest", `continue key is not valid: ${text}`);
 }
 
 /** The API server's equality-based selectors; set-based ones are refused as unsupported here. */
 function parseSelector(text: string): LabelSelector {
   if (text.includes("("))
-    throw new HttpError(
+    throw new KubeStatusError(
       400,
       "BadRequest",
       `unable to parse requirement: set-based selectors are not supported by the emulator: ${text}`,
@@ -752,7 +766,7 @@ function parseSelector(text: string): LabelSelector {
   try {
     return parseLabelSelector(text);
   } catch (err) {
-    throw new HttpError(400, "BadRequest", `unable to parse requirement: ${(err as Error).message}`);
+    throw new KubeStatusError(400, "BadRequest", `unable to parse requirement: ${(err as Error).message}`);
   }
 }
 

@@ -161,7 +161,9 @@ describe("an object over the size cap", () => {
     expect(agent.status().applied?.key).toBe(v1.key);
 
     // A valid config with a valid sha256, only too large: 256 KiB of comment lines.
-    const rendered = n.renderer.render(snapshotFromDocuments([list(web("web", world.pods.port, [B]), "110")])).config;
+    const rendered = n.renderContext.render(
+      snapshotFromDocuments([list(web("web", world.pods.port, [B]), "110")]),
+    ).config;
     const big = await n.store.publish({
       config: `${rendered}${"# padding\n".repeat(26_215)}`,
       revision: "110",

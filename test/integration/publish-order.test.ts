@@ -287,7 +287,9 @@ describe("keys are not trusted blindly", () => {
   it("reads a store written by the first key format: the agent runs its newest config and follows the upgraded publisher", async () => {
     const n = await node();
     // What servicelb wrote before epochs and seqs: <revision>-<sha>.cfg with sha256/revision/generator metadata.
-    const legacyText = n.renderer.render(snapshotFromDocuments([list(web("web", world.pods.port, [B]), "900")])).config;
+    const legacyText = n.renderContext.render(
+      snapshotFromDocuments([list(web("web", world.pods.port, [B]), "900")]),
+    ).config;
     const legacySha = sha256(legacyText);
     const legacy = `${n.prefix}/configs/${"900".padStart(20, "0")}-${legacySha.slice(0, 16)}.cfg`;
     await world.s3.client.send(

@@ -26,7 +26,7 @@ export interface Node {
   lb: LoopbackSetup;
   store: ObjectStore;
   prefix: string;
-  renderer: RenderContext;
+  renderContext: RenderContext;
   /** Options of an agent for this node; `extra` uses the flag names (camelCase). */
   options(extra?: Record<string, unknown>): AgentOptions;
   start(extra?: Record<string, unknown>, deps?: AgentDeps): Promise<Agent>;
@@ -61,7 +61,7 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
   });
   const tokenFile = join(dir, "token");
   writeFileSync(tokenFile, `${TOKEN}\n`);
-  const renderer = new RenderContext(lb.options);
+  const renderContext = new RenderContext(lb.options);
   const masterSocket = join(dir, "master.sock");
   const configPath = join(dir, "etc", "haproxy.cfg");
   const options = (extra: Record<string, unknown> = {}) =>
@@ -88,7 +88,7 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
     lb,
     store,
     prefix,
-    renderer,
+    renderContext,
     masterSocket,
     configPath,
     options,
@@ -102,7 +102,7 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
         ...deps,
       }),
     async publish(items, revision) {
-      const rendered = renderer.render(snapshotFromDocuments([list(items, String(revision))]));
+      const rendered = renderContext.render(snapshotFromDocuments([list(items, String(revision))]));
       return store.publish({ config: rendered.config, revision: String(revision), generator: "servicelb/test" });
     },
     async notify(agent, published, token = TOKEN) {
