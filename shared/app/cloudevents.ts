@@ -117,22 +117,23 @@ export function classifyEvent(event: unknown, scope: ScopeOptions): Classificati
  * (kind, namespace, name): a Service whose labels stop matching --selector must still lead to a
  * re-list, or it would never leave the config.
  */
-function whyIrrelevant(o: EventObject, scope: ScopeOptions): string | undefined {
-  if (!readsKind(o)) return `kind ${o.kind}${o.apiVersion ? ` (${o.apiVersion})` : ""} is not read by servicelb`;
-  const ns = o.namespace;
+function whyIrrelevant(object: EventObject, scope: ScopeOptions): string | undefined {
+  if (!readsKind(object))
+    return `kind ${object.kind}${object.apiVersion ? ` (${object.apiVersion})` : ""} is not read by servicelb`;
+  const ns = object.namespace;
   // A namespaced kind without a namespace is odd; when in doubt, re-list.
   if (ns === undefined) return undefined;
   if (scope.namespace && ns !== scope.namespace) return `namespace ${ns} is outside --namespace ${scope.namespace}`;
   if (!scope.exposeSystem && ns === "kube-system") return "kube-system is not exposed (--expose-system)";
-  if (!scope.exposeSystem && ns === "default" && o.service === "kubernetes")
+  if (!scope.exposeSystem && ns === "default" && object.service === "kubernetes")
     return "default/kubernetes is not exposed (--expose-system)";
   const target = scope.targetService;
   if (
     target &&
-    o.service !== undefined &&
-    !(target.includes("/") ? target === `${ns}/${o.service}` : target === o.service)
+    object.service !== undefined &&
+    !(target.includes("/") ? target === `${ns}/${object.service}` : target === object.service)
   ) {
-    return `Service ${ns}/${o.service} is not --target-service ${target}`;
+    return `Service ${ns}/${object.service} is not --target-service ${target}`;
   }
   return undefined;
 }
@@ -142,10 +143,15 @@ function whyIrrelevant(o: EventObject, scope: ScopeOptions): string | undefined 
  * (serving.knative.dev) must not pass for a core Service. A reference without an apiVersion is
  * given the benefit of the doubt.
  */
-function readsKind(o: EventObject): boolean {
-  const group = o.apiVersion === undefined ? undefined : o.apiVersion.includes("/") ? o.apiVersion.split("/")[0] : "";
-  if (o.kind === "Service" || o.kind === "Endpoints") return group === undefined || group === "";
-  if (o.kind === "EndpointSlice") return group === undefined || group === "discovery.k8s.io";
+function readsKind(object: EventObject): boolean {
+  const group =
+    object.apiVersion === undefined
+      ? undefined
+      : object.apiVersion.includes("/")
+        ? object.apiVersion.split("/")[0]
+        : "";
+  if (object.kind === "Service" || object.kind === "Endpoints") return group === undefined || group === "";
+  if (object.kind === "EndpointSlice") return group === undefined || group === "discovery.k8s.io";
   return false;
 }
 

@@ -35,7 +35,7 @@ interface PortPlan {
   /** HTTP: the path it claims instead of its own (lb.aclMatch); its own stays its fallback. */
   aclMatch: string | null;
   /** The backend with its settled `strip`, kept while the settlement stays the same. */
-  settled?: { strip: string; backend: Backend };
+  settled?: { stripKey: string; backend: Backend };
 }
 
 /** Everything one Service contributes, computed from that Service and its endpoints only. */
@@ -449,7 +449,7 @@ function reassemble(
         backends[at] = p.backend;
       } else {
         const settledBackend = backends[at]!.strip ? { ...p.backend, strip: backends[at]!.strip } : p.backend;
-        p.settled = { strip: old.settled!.strip, backend: settledBackend };
+        p.settled = { stripKey: old.settled!.stripKey, backend: settledBackend };
         backends[at] = settledBackend;
       }
     });
@@ -563,8 +563,7 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
       const strip = path === p.defaultPrefix ? { prefix: path, unlessHost: hostRouted } : null;
       const stripKey = strip ? `${strip.prefix} ${strip.unlessHost ? hostText(strip.unlessHost) : ""}` : "";
       // The same settled backend object while nothing changed: the renderer caches its text by identity.
-      if (p.settled?.strip !== stripKey)
-        p.settled = { strip: stripKey, backend: strip ? { ...backend, strip } : backend };
+      if (p.settled?.stripKey !== stripKey) p.settled = { stripKey, backend: strip ? { ...backend, strip } : backend };
       backends.push(p.settled.backend);
     }
   }

@@ -108,23 +108,23 @@ export function diffConfigs(oldText: string, newText: string): ConfigDiff {
       }
       continue;
     }
-    const o = parseServer(oldLine);
-    const c = parseServer(newLine);
-    if (backend === null || !o || !c)
+    const before = parseServer(oldLine);
+    const after = parseServer(newLine);
+    if (backend === null || !before || !after)
       return { kind: "reload", reason: `line ${n} differs: ${show(oldLine)} -> ${show(newLine)}` };
-    if (o.server !== c.server)
-      return { kind: "reload", reason: `line ${n}: server ${backend}/${o.server} replaced by ${c.server}` };
-    if (o.params !== c.params) {
+    if (before.server !== after.server)
+      return { kind: "reload", reason: `line ${n}: server ${backend}/${before.server} replaced by ${after.server}` };
+    if (before.params !== after.params) {
       return {
         kind: "reload",
-        reason: `line ${n}: server ${backend}/${o.server} parameters changed: ${show(o.params.trim(), 60)} -> ${show(c.params.trim(), 60)}`,
+        reason: `line ${n}: server ${backend}/${before.server} parameters changed: ${show(before.params.trim(), 60)} -> ${show(after.params.trim(), 60)}`,
       };
     }
     changes.push({
       backend,
-      server: c.server,
-      from: { address: o.address, port: o.port, enabled: o.enabled },
-      to: { address: c.address, port: c.port, enabled: c.enabled },
+      server: after.server,
+      from: { address: before.address, port: before.port, enabled: before.enabled },
+      to: { address: after.address, port: after.port, enabled: after.enabled },
     });
   }
   closeSection();

@@ -103,14 +103,14 @@ function backtrack(trace: Int32Array[], a: string[], b: string[], edits: number)
 }
 
 function hunks(ops: Op[], context: number): string {
-  const changed = ops.flatMap((o, i) => (o.op === " " ? [] : [i]));
+  const changed = ops.flatMap((step, i) => (step.op === " " ? [] : [i]));
   // lineA[i], lineB[i]: the line numbers op i sits at in each file.
   const lineA = new Int32Array(ops.length + 1);
   const lineB = new Int32Array(ops.length + 1);
   lineA[0] = lineB[0] = 1;
-  ops.forEach((o, i) => {
-    lineA[i + 1] = lineA[i]! + (o.op === "+" ? 0 : 1);
-    lineB[i + 1] = lineB[i]! + (o.op === "-" ? 0 : 1);
+  ops.forEach((step, i) => {
+    lineA[i + 1] = lineA[i]! + (step.op === "+" ? 0 : 1);
+    lineB[i + 1] = lineB[i]! + (step.op === "-" ? 0 : 1);
   });
   let out = "";
   let i = 0;

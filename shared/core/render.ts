@@ -245,7 +245,8 @@ export class Renderer {
    */
   private readonly backendBytes = new WeakMap<Backend, { inter: string; bytes: Buffer }>();
   private readonly ruleBytes = new WeakMap<readonly HttpRoute[], Buffer>();
-  private main_: { key: string; parts: Array<Buffer | Slot> } | undefined;
+  /** The main template split at its sections, for the last view it was rendered with (see mainParts). */
+  private lastMain: { key: string; parts: Array<Buffer | Slot> } | undefined;
 
   private backendChunk(b: Backend, inter: string): Buffer {
     const cached = this.backendBytes.get(b);
@@ -306,14 +307,14 @@ export class Renderer {
   private mainParts(view: MainView): Array<Buffer | Slot> | null {
     if (!this.slotsArePlain) return null;
     const key = JSON.stringify(view);
-    if (this.main_?.key === key) return this.main_.parts;
+    if (this.lastMain?.key === key) return this.lastMain.parts;
     const slots = Object.fromEntries(SLOTS.map((slot, i) => [slot, `\u0000${i}\u0000`]));
     const text = this.liquid.renderSync(this.main, { o: view, ...slots }) as string;
     const parts: Array<Buffer | Slot> = [];
     text
       .split(/\u0000(\d)\u0000/)
       .forEach((piece, i) => parts.push(i % 2 === 1 ? SLOTS[Number(piece)]! : Buffer.from(piece, "utf8")));
-    this.main_ = { key, parts };
+    this.lastMain = { key, parts };
     return parts;
   }
 
