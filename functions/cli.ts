@@ -127,7 +127,7 @@ addStoreOptions(
     ),
   ),
 ).action(async (flags: Record<string, unknown>) => {
-  const { runReconcileOnce } = await import("../shared/app/history-command.js");
+  const { runReconcileOnce } = await import("../shared/app/reconcile-command.js");
   process.exitCode = await runReconcileOnce(flags);
 });
 

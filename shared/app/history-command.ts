@@ -1,19 +1,16 @@
+/*
+ * `servicelb history` and `servicelb diff A B`: the operator's view of the published configs
+ * (invariant 6), with the same settings (flags, SERVICELB_*, config file) as the functions. Each
+ * returns the exit code; output goes to stdout.
+ */
+
 import { OptionsError } from "../core/settings.js";
 import { unifiedDiff } from "../core/line-diff.js";
-import { createLogger } from "../adapters/log.js";
 import type { ConfigHead, HistoryEntry, ObjectStore } from "../adapters/object-store.js";
 import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/settings-record.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
-import { withRecordedSettings } from "./recorded-settings.js";
-import { createReconciler } from "./reconcile.js";
 import { formatTable } from "./text-table.js";
 import { openStore } from "../adapters/open-store.js";
-
-/**
- * `servicelb history`, `servicelb diff A B` and `servicelb reconcile --once`: the operator's view
- * of the published configs (invariant 6), with the same settings (flags, SERVICELB_*, config file)
- * as the functions. Each returns the exit code; output goes to stdout, logs to stderr.
- */
 
 /** A history entry with what its metadata says: who produced it and with which settings, or why it cannot be trusted. */
 export interface DescribedEntry extends HistoryEntry {
@@ -83,49 +80,6 @@ async function recordedSettings(store: ObjectStore, key: string): Promise<Settin
 export function formatSettingsDiff(fromKey: string, toKey: string, changes: readonly SettingsChange[]): string {
   const value = (v: SettingsChange["from"]) => (v === undefined ? "(unset)" : String(v));
   return `--- ${fromKey}\n+++ ${toKey}\n${changes.map((c) => `${c.setting}: ${value(c.from)} → ${value(c.to)}\n`).join("")}`;
-}
-
-/**
- * `servicelb reconcile --once`: one full pass from a shell, rendered with the settings recorded
- * with the store's newest config unless flags (variables, a config file) say otherwise; what
- * differs is said on stderr and in the printed result.
- */
-export async function runReconcileOnce(flags: Record<string, unknown>): Promise<number> {
-  const settings = loadFunctionSettings(process.env, flags);
-  const store = openStore(requireStore(settings));
-  const recorded = await withRecordedSettings(store, settings, { env: process.env, flags }).catch((err: unknown) => {
-    store.close();
-    throw err;
-  });
-  if (recorded.from) {
-    const differs = recorded.differs.map(
-      (c) => `${c.setting} ${String(c.from ?? "(unset)")} → ${String(c.to ?? "(unset)")}`,
-    );
-    process.stderr.write(
-      `servicelb: rendering with the settings recorded with ${recorded.from.key} (settings ${recorded.from.digest})` +
-        (differs.length > 0 ? `, except: ${differs.join(", ")}\n` : "\n"),
-    );
-  } else {
-    process.stderr.write(
-      "servicelb: the store records no settings: rendering with this shell's settings (flags, SERVICELB_*, defaults)\n",
-    );
-  }
-  const reconciler = createReconciler(
-    { ...settings, options: recorded.options },
-    { log: createLogger("reconcile"), store },
-  );
-  try {
-    const result = await reconciler.reconcileNow({
-      id: `cli-${process.pid}-${Date.now()}`,
-      type: "servicelb.cli.reconcile",
-    });
-    process.stdout.write(
-      `${JSON.stringify({ ...result, settings: { recordedWith: recorded.from?.key ?? null, differs: recorded.differs } }, null, 2)}\n`,
-    );
-    return 0;
-  } finally {
-    reconciler.close();
-  }
 }
 
 /**

@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { OptionsError } from "../../shared/core/settings.js";
 import { createObjectStore, type HistoryEntry, type ObjectStore } from "../../shared/adapters/object-store.js";
-import { resolveConfigRef, runDiff, runHistory, runReconcileOnce } from "../../shared/app/history-command.js";
+import { resolveConfigRef, runDiff, runHistory } from "../../shared/app/history-command.js";
+import { runReconcileOnce } from "../../shared/app/reconcile-command.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
