@@ -1,8 +1,9 @@
-/**
+/*
  * The package's main module, for platforms that load one module and pick the function by name
  * (Google Cloud Functions sets FUNCTION_TARGET): registers just that function, so each deployed
  * function loads only its own code.
  */
+
 const TARGETS = new Set(["render", "reconcile"]);
 const target = process.env.FUNCTION_TARGET ?? "";
 if (!TARGETS.has(target)) {

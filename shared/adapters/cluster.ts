@@ -1,3 +1,10 @@
+/*
+ * The Kubernetes side of servicelb: load credentials, take a paged snapshot of Services and
+ * endpoints in the exact JSON shape `kubectl get services,endpointslices -A -o json` prints, and
+ * watch for changes (hints only; every reconcile re-lists). Errors become a ClusterError that
+ * says whether retrying can help, so the caller can let its Broker retry or give up.
+ */
+
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
@@ -14,13 +21,6 @@ import { OptionsError } from "../core/settings.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { newerRevision } from "../core/revision.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
-
-/**
- * The Kubernetes side of servicelb: load credentials, take a paged snapshot of Services and
- * endpoints in the exact JSON shape `kubectl get services,endpointslices -A -o json` prints, and
- * watch for changes (hints only; every reconcile re-lists). Errors become a ClusterError that
- * says whether retrying can help, so the caller can let its Broker retry or give up.
- */
 
 export type ClusterErrorKind = "unauthorized" | "forbidden" | "not-found" | "timeout" | "unavailable" | "bad-response";
 

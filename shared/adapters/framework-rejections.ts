@@ -1,7 +1,4 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import { createRequire } from "node:module";
-
-/**
+/*
  * functions-framework 5 reads the request before the function runs: body-parser parses JSON and
  * text bodies, and for CloudEvent functions its middleware reshapes the body into an event. What
  * fails there (invalid JSON, `null`, an unsupported charset or encoding, a CloudEvent body that is
@@ -12,6 +9,9 @@ import { createRequire } from "node:module";
  * our own. A test sends each such request through the real framework, so an upgrade that changes
  * this is noticed.
  */
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { createRequire } from "node:module";
 
 export interface Rejection {
   /** 404 when no route matched (e.g. GET on a CloudEvent function); else the 4xx the request deserves. */

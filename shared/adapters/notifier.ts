@@ -1,3 +1,9 @@
+/*
+ * Tells the agents that a new config is published. A ping is an optimisation only: agents poll
+ * the store on their own timer (invariant 4), so nothing here ever throws; failures are logged
+ * and counted.
+ */
+
 import { readFile } from "node:fs/promises";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 // Not the index: importing it at run time would put every generated API and model in the bundle.
@@ -5,12 +11,6 @@ import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js
 import { getRaw, loadKubeConfig } from "./cluster.js";
 import type { Logger } from "./log.js";
 import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
-
-/**
- * Tells the agents that a new config is published. A ping is an optimisation only: agents poll
- * the store on their own timer (invariant 4), so nothing here ever throws; failures are logged
- * and counted.
- */
 
 export interface NotifierOptions {
   /** Static agent base URLs, e.g. http://10.0.0.1:8081. */

@@ -1,14 +1,14 @@
-import { Readable } from "node:stream";
-import type { S3Client } from "@aws-sdk/client-s3";
-import { raceAbort } from "../core/race-abort.js";
-
-/**
+/*
  * Bounds on what one S3 request may cost. The SDK's own timeouts are idle timeouts (connect,
  * and time between two socket events): a store that answers one byte every 2 s never trips
  * them, and one request could hold an agent's pull forever. So every request gets an overall
  * deadline, body included, and a body over a size cap is refused before it is read (from its
  * Content-Length) or as soon as it passes the cap (a body without one), never buffered whole.
  */
+
+import { Readable } from "node:stream";
+import type { S3Client } from "@aws-sdk/client-s3";
+import { raceAbort } from "../core/race-abort.js";
 
 /** Far above a 10,000-Service config (~8 MB), far below the DaemonSet's memory limit. */
 export const DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024;

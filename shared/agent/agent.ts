@@ -1,3 +1,10 @@
+/*
+ * `servicelb agent`: one per HAProxy node. Wires the pieces: HAProxy under supervision, the
+ * applier, the HTTP API, the poll loop and the status report. On start it applies the newest
+ * published config at once, or serves the last good one on disk when the store is unreachable,
+ * so a restarted node serves before its first ping.
+ */
+
 import type { S3ClientConfig } from "@aws-sdk/client-s3";
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -22,13 +29,6 @@ import { startStatusReporter, type StatusReporter } from "./status-reporter.js";
 import { watchStore } from "./store-watch.js";
 import { tokenSource } from "./token.js";
 import { until } from "./until.js";
-
-/**
- * `servicelb agent`: one per HAProxy node. Wires the pieces: HAProxy under supervision, the
- * applier, the HTTP API, the poll loop and the status report. On start it applies the newest
- * published config at once, or serves the last good one on disk when the store is unreachable,
- * so a restarted node serves before its first ping.
- */
 
 export interface AgentDeps {
   log?: Logger;

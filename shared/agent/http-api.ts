@@ -1,3 +1,11 @@
+/*
+ * The agent's HTTP API:
+ *   POST /notify  — a ping from the reconcile function (bearer token); 202 at once, the pull runs after.
+ *   GET  /healthz — 200 only when HAProxy answers and runs an applied config (with a warning when pulls are stale); else 503 with the reason.
+ *   GET  /metrics — Prometheus.
+ *   GET  /status  — what runs, since when, the last error.
+ */
+
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
@@ -7,14 +15,6 @@ import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
 import { bearerToken, tokenMatches } from "./token.js";
-
-/**
- * The agent's HTTP API:
- *   POST /notify  — a ping from the reconcile function (bearer token); 202 at once, the pull runs after.
- *   GET  /healthz — 200 only when HAProxy answers and runs an applied config (with a warning when pulls are stale); else 503 with the reason.
- *   GET  /metrics — Prometheus.
- *   GET  /status  — what runs, since when, the last error.
- */
 
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
 export const notifySchema = z.object({

@@ -1,6 +1,4 @@
-import { serverSlotsOf } from "../core/config-facts.js";
-
-/**
+/*
  * The server-state file HAProxy loads at every (re)start (`load-server-state-from-file global`).
  *
  * Saved before a reload, it carries health and maintenance states over to the new worker. But
@@ -13,6 +11,8 @@ import { serverSlotsOf } from "../core/config-facts.js";
  * Between reloads the file holds no servers (EMPTY_SERVER_STATE), so that a restart after a
  * crash loads the config alone and never a stale dump.
  */
+
+import { serverSlotsOf } from "../core/config-facts.js";
 
 /** A valid state file with no servers: HAProxy 2.6 loads it silently (a missing file logs a warning). */
 export const EMPTY_SERVER_STATE = "1\n";

@@ -1,14 +1,14 @@
-import { z } from "zod";
-import type { Logger } from "../adapters/log.js";
-import { sha256Schema } from "../core/sha256.js";
-import { readIfExists, writeFileAtomic } from "./files.js";
-
-/**
+/*
  * What the agent has applied and what last went wrong, kept on disk so that a restarted agent
  * knows which published config its haproxy.cfg is. The file is written after the config file,
  * so a crash in between leaves a config whose sha256 does not match: the agent then treats it
  * as unknown and lets the newest published config decide (see applier.ts).
  */
+
+import { z } from "zod";
+import type { Logger } from "../adapters/log.js";
+import { sha256Schema } from "../core/sha256.js";
+import { readIfExists, writeFileAtomic } from "./files.js";
 
 export const appliedSchema = z.object({
   /** The store key; null for a config on disk whose key the agent does not know. */

@@ -1,9 +1,4 @@
-import { StoreError, type ObjectStore } from "../adapters/object-store.js";
-import { ObjectTooLargeError, StoreDeadlineError } from "../adapters/store-limits.js";
-import type { AgentMetrics } from "./metrics.js";
-import type { PullHealth } from "./node-status.js";
-
-/**
+/*
  * The store as the agent's loops use it, watched:
  * - whether pulls complete: a pull is a listing and, when it names a config newer than the
  *   running one, that config's GET. A listing that works while the GET it leads to keeps
@@ -13,6 +8,11 @@ import type { PullHealth } from "./node-status.js";
  * - stop() abandons every request in flight at once, so that stopping the agent never waits
  *   for the store (the request itself ends at its deadline, or when the store is closed).
  */
+
+import { StoreError, type ObjectStore } from "../adapters/object-store.js";
+import { ObjectTooLargeError, StoreDeadlineError } from "../adapters/store-limits.js";
+import type { AgentMetrics } from "./metrics.js";
+import type { PullHealth } from "./node-status.js";
 
 export interface WatchedStore {
   store: Pick<ObjectStore, "history" | "get" | "getPin" | "putStatus">;

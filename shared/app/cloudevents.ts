@@ -1,11 +1,4 @@
-import { z } from "zod";
-import type { RenderOptions } from "../core/options.js";
-import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/event-types.js";
-import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
-import { answerJson, type RejectionAnswer } from "../adapters/framework-rejections.js";
-import type { Logger } from "../adapters/log.js";
-
-/**
+/*
  * What an incoming CloudEvent means for the reconcile function. Events are hints, never data:
  * every event that may change the config leads to a full re-list, so all that matters here is
  * whether it can change the config at all. An event we cannot understand is acknowledged (the
@@ -24,6 +17,13 @@ import type { Logger } from "../adapters/log.js";
  * request (see acknowledgeUnreadableDelivery). The shipped sources never send them: the
  * ApiServerSource's data is always a JSON object, and the shipped PingSource sets JSON data.
  */
+
+import { z } from "zod";
+import type { RenderOptions } from "../core/options.js";
+import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/event-types.js";
+import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
+import { answerJson, type RejectionAnswer } from "../adapters/framework-rejections.js";
+import type { Logger } from "../adapters/log.js";
 
 const APISERVER_EVENT_TYPE = /^dev\.knative\.apiserver\.(resource|ref)\.(add|update|delete)$/;
 

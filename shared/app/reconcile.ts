@@ -1,3 +1,9 @@
+/*
+ * The event-triggered pipeline (DESIGN §1, steps 1-5): list the cluster, build, render, publish,
+ * ping the agents. Stateless apart from what a warm instance caches (templates, clients): the
+ * object store decides what is newest, so two instances may run side by side.
+ */
+
 import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
 import { envName, OptionsError } from "../core/settings.js";
@@ -16,12 +22,6 @@ import { DeadlineError, withDeadline } from "./deadline.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
 import { openStore } from "../adapters/open-store.js";
 import { RenderContext } from "./render-context.js";
-
-/**
- * The event-triggered pipeline (DESIGN §1, steps 1-5): list the cluster, build, render, publish,
- * ping the agents. Stateless apart from what a warm instance caches (templates, clients): the
- * object store decides what is newest, so two instances may run side by side.
- */
 
 export type LiveSnapshot = Snapshot & { listWarnings: string[] };
 

@@ -1,11 +1,11 @@
-import { compareStrings } from "../core/compare.js";
-import type { Warning } from "../core/model.js";
-import type { RenderResult } from "../core/pipeline.js";
-
-/**
+/*
  * The warnings of one render as Prometheus metrics (text exposition format), so that an alert can
  * fire when a Service loses a route it claims, or an object is refused, without reading logs.
  */
+
+import { compareStrings } from "../core/compare.js";
+import type { Warning } from "../core/model.js";
+import type { RenderResult } from "../core/pipeline.js";
 
 type Kind = "object" | "annotation" | "claim" | "other";
 

@@ -1,12 +1,4 @@
-import type { ConfigHead, Pin, SkippedKey } from "../adapters/object-store.js";
-import { openStore } from "../adapters/open-store.js";
-import { compareStrings } from "../core/compare.js";
-import { compareConfigKeys } from "../core/config-key.js";
-import { nodeStatusSchema } from "../agent/node-status.js";
-import { loadFunctionSettings, requireStore } from "./function-options.js";
-import { formatTable } from "./text-table.js";
-
-/**
+/*
  * `servicelb status [--format text|json]`: fleet convergence at a glance. For every node that
  * reported to the store (status/<node>.json): the config it runs, whether that is the newest
  * published one, its last error and how old its report is. A report older than three of the
@@ -16,6 +8,14 @@ import { formatTable } from "./text-table.js";
  * Exits 3 (with the reasons on stderr) unless every node serves the newest config, as
  * `kubectl rollout status` fails until a rollout is done.
  */
+
+import type { ConfigHead, Pin, SkippedKey } from "../adapters/object-store.js";
+import { openStore } from "../adapters/open-store.js";
+import { compareStrings } from "../core/compare.js";
+import { compareConfigKeys } from "../core/config-key.js";
+import { nodeStatusSchema } from "../agent/node-status.js";
+import { loadFunctionSettings, requireStore } from "./function-options.js";
+import { formatTable } from "./text-table.js";
 
 export interface NodeRow {
   node: string;

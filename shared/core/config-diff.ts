@@ -1,4 +1,4 @@
-/**
+/*
  * Decides whether a new HAProxy config can be applied through the runtime API
  * (`set server ... addr/state`) instead of a reload. Pure: text in, verdict out.
  *

@@ -1,4 +1,5 @@
-/** Grammars Kubernetes itself enforces on names; reused to validate user input that names objects. */
+/* Grammars Kubernetes itself enforces on names; reused to validate user input that names objects. */
+
 export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export const DNS1035_LABEL = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** Node names and other dotted names; the 253-character limit is checked separately. */

@@ -1,7 +1,4 @@
-import { BlockList, isIPv4, isIPv6 } from "node:net";
-import { DNS1123_LABEL } from "./k8s-names.js";
-
-/**
+/*
  * The API server's own checks on the fields servicelb reads (k8s.io/kubernetes
  * pkg/apis/core/validation and pkg/apis/discovery/validation). The dry run and the local stack
  * accept hand-made objects; anything a real cluster could never hold is refused here, so that it
@@ -12,6 +9,9 @@ import { DNS1123_LABEL } from "./k8s-names.js";
  * link-local ranges. HAProxy accepts them, and the local stack's demo backends and the traffic
  * tests are loopback endpoints.
  */
+
+import { BlockList, isIPv4, isIPv6 } from "node:net";
+import { DNS1123_LABEL } from "./k8s-names.js";
 
 export const PROTOCOLS: readonly string[] = ["TCP", "UDP", "SCTP"];
 export const SERVICE_TYPES: readonly string[] = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];

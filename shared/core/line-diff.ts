@@ -1,4 +1,4 @@
-/**
+/*
  * A unified line diff (the `diff -u` format) for `servicelb diff`. Myers' O(ND) algorithm on the
  * lines between the common prefix and suffix: two configs of one cluster usually differ in a few
  * backends, so D is small even when the files are large.

@@ -1,4 +1,4 @@
-/**
+/*
  * Who may route what, when Services of different tenants ask for the same thing.
  *
  * - Every HTTP port has its own path (`/<name>[:<port>]` in `default`, `/<namespace>/<name>[:<port>]`

@@ -1,16 +1,17 @@
-import { parseAllDocuments } from "yaml";
-import { z } from "zod";
-import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "./k8s-names.js";
-import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } from "./k8s-validation.js";
-import { compareRevisions, decimalRevision } from "./revision.js";
-
-/**
+/*
  * A cluster snapshot: the Services and endpoints servicelb reads, in Kubernetes' own JSON shape,
  * exactly as `kubectl get services,endpointslices -A -o json` prints it. Items are validated one
  * by one so that one malformed object is reported and skipped instead of failing the whole render.
  * Beyond their shape, objects must pass the API server's own checks on the fields servicelb
  * reads (k8s-validation.ts): what a real cluster could never hold is refused here too.
  */
+
+import { parseAllDocuments } from "yaml";
+import { z } from "zod";
+import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "./k8s-names.js";
+import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } from "./k8s-validation.js";
+import { compareRevisions, decimalRevision } from "./revision.js";
+
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
 const RFC3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$/;

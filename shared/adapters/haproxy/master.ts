@@ -109,7 +109,7 @@ export interface ReloadResult {
  * non-zero (a failed reload keeps the old worker, a successful one resets the counter).
  * The re-execution itself (parsing the config) takes what it takes; the poll adds at most
  * pollIntervalMs to it. (The master's "Loading success." line on stderr is no earlier signal:
- * measured at 1 MB, its CLI refuses connections for another 30–150 ms after it.)
+ * its CLI goes on refusing connections for a while after it; BENCHMARKS.md, Agent, has the figure.)
  * Throws when the master cannot be reached or does not come back in time.
  */
 export async function reload(

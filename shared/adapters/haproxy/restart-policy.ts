@@ -1,4 +1,4 @@
-/**
+/*
  * When to restart an HAProxy master that died on its own. A crash of a master that had served
  * for a while says nothing against its config (OOM kill, a stray `kill -9`, a bug hit once):
  * every second without a load balancer costs every request to the node, so it is restarted at
