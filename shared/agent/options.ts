@@ -151,26 +151,26 @@ export function parseAgentOptions(
     ...settingsFromEnv(env, Object.keys(agentOptionSpecs)),
     ...settingsFromFlags(flags, agentOptionSpecs),
   };
-  const o = parseSettings(schema, input, describeKey);
-  if (!o.store)
+  const parsed = parseSettings(schema, input, describeKey);
+  if (!parsed.store)
     throw new OptionsError(`${describeKey("store")} is required: s3://bucket[/prefix] where configs are published`);
-  if (!o.notifyTokenFile && !o.notifyToken) {
+  if (!parsed.notifyTokenFile && !parsed.notifyToken) {
     // An agent that reloads HAProxy on anyone's say-so is an open door; refuse to run without a token.
     throw new OptionsError(
       `${describeKey("notifyTokenFile")} or ${envName("notifyToken")} is required: the bearer token of POST /notify`,
     );
   }
-  const node = o.nodeName ?? hostname().toLowerCase();
+  const node = parsed.nodeName ?? hostname().toLowerCase();
   if (!nodeName.safeParse(node).success)
     throw new OptionsError(
       `${describeKey("nodeName")}: the host name ${JSON.stringify(node)} is not a DNS-1123 subdomain; set it`,
     );
   return {
-    ...o,
-    store: o.store,
+    ...parsed,
+    store: parsed.store,
     nodeName: node,
-    stateDir: o.stateDir ?? dirname(o.configPath),
-    storeRegion: storeRegion(o.storeRegion, env),
+    stateDir: parsed.stateDir ?? dirname(parsed.configPath),
+    storeRegion: storeRegion(parsed.storeRegion, env),
   };
 }
 

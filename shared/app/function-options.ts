@@ -156,23 +156,23 @@ export function loadFunctionSettings(
 ): FunctionSettings {
   const merged = mergeSettingSources({ specs: functionSettingSpecs, env, flags });
   // The functions are set by variables: the errors name those.
-  const x = parseSettings(extraSchema, pickSettings(merged, extraSpecs), envName);
-  const agentRef = x.agentService ? parseServiceRef(x.agentService, "default")! : undefined;
+  const extra = parseSettings(extraSchema, pickSettings(merged, extraSpecs), envName);
+  const agentRef = extra.agentService ? parseServiceRef(extra.agentService, "default")! : undefined;
   return {
     options: parseRenderOptions(pickRenderOptions(merged)),
-    template: x.template,
-    kubeconfig: x.kubeconfig,
-    context: x.context,
-    maxBodyBytes: x.maxBodyBytes,
-    passTimeoutMs: x.passTimeoutMs,
-    store: storeSettings(x, env),
+    template: extra.template,
+    kubeconfig: extra.kubeconfig,
+    context: extra.context,
+    maxBodyBytes: extra.maxBodyBytes,
+    passTimeoutMs: extra.passTimeoutMs,
+    store: storeSettings(extra, env),
     notify: {
-      agents: x.agents,
+      agents: extra.agents,
       agentService: agentRef,
-      agentPort: x.agentPort,
-      token: x.notifyToken,
-      tokenFile: x.notifyTokenFile,
-      timeoutMs: x.notifyTimeoutMs,
+      agentPort: extra.agentPort,
+      token: extra.notifyToken,
+      tokenFile: extra.notifyTokenFile,
+      timeoutMs: extra.notifyTimeoutMs,
     },
   };
 }
