@@ -16,6 +16,7 @@
  * a file or a runtime command.
  */
 
+import { compareStrings } from "./compare.js";
 import { MAX_SOURCE_RANGES, parseSource } from "./source-ranges.js";
 
 export const PATTERN_SECTION =
@@ -73,7 +74,7 @@ export function patternFileText(entries: readonly string[]): string {
 export function renderPatternSection(files: readonly PatternFile[]): string {
   if (files.length === 0) return "";
   let out = `${PATTERN_SECTION}\n`;
-  for (const f of [...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))) {
+  for (const f of [...files].sort((a, b) => compareStrings(a.path, b.path))) {
     out += `#> ${f.path}\n`;
     for (const e of f.entries) out += `#| ${e}\n`;
   }
