@@ -103,12 +103,12 @@ export class Activation {
   private readonly trace: StageTrace;
 
   constructor(
-    private readonly o: ActivationOptions,
+    private readonly options: ActivationOptions,
     private readonly node: NodeState,
     private readonly host: LoopHandle,
   ) {
-    this.files = new ConfigFiles(o.configPath, o.log);
-    this.trace = o.trace ?? NO_TRACE;
+    this.files = new ConfigFiles(options.configPath, options.log);
+    this.trace = options.trace ?? NO_TRACE;
   }
 
   async apply(config: StoredConfig): Promise<void> {
@@ -116,13 +116,13 @@ export class Activation {
     await this.files.ensureServerStateFile(config.config);
     const running = this.node.current;
     const live =
-      running && this.node.started && this.o.haproxy.running
+      running && this.node.started && this.options.haproxy.running
         ? { text: running.text, known: !this.node.liveUnknown }
         : null;
     const decision = decideApply(live, config.config);
     if (decision.kind === "runtime") return this.applyThroughRuntime(decision, running!, config, t0);
     if (live && decision.kind === "reload")
-      this.o.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
+      this.options.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
     await this.checkThenActivate(config, t0);
   }
 
@@ -144,7 +144,7 @@ export class Activation {
   }
 
   private verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
-    const { configPath, haproxyBin, log, check = checkConfig } = this.o;
+    const { configPath, haproxyBin, log, check = checkConfig } = this.options;
     return configVerdict(config, { check, haproxyBin, workDir: dirname(configPath), log }, signal);
   }
 
@@ -168,7 +168,7 @@ export class Activation {
     config: StoredConfig,
     t0: number,
   ): Promise<void> {
-    const { configPath, log, metrics } = this.o;
+    const { configPath, log, metrics } = this.options;
     const { slots } = decision;
     try {
       await this.applyRuntime(decision);
@@ -201,14 +201,14 @@ export class Activation {
     const back = decideApply({ text: fromText, known: true }, toText);
     if (back.kind === "identical") return true;
     if (back.kind === "reload") {
-      this.o.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");
+      this.options.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");
       return false;
     }
     try {
       await this.applyRuntime(back);
       return true;
     } catch (err) {
-      this.o.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
+      this.options.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
       return false;
     }
   }
@@ -218,7 +218,7 @@ export class Activation {
    * onto the file, which holds the last applied config. On failure the next change reloads.
    */
   async reloadFromDisk(): Promise<void> {
-    const { haproxy, metrics, log } = this.o;
+    const { haproxy, metrics, log } = this.options;
     this.node.liveUnknown = true;
     if (!this.node.started || !haproxy.running || !this.node.onDisk || this.host.stopped()) return;
     this.lastReloadAt = performance.now();
@@ -241,7 +241,7 @@ export class Activation {
 
   /** Make before break: the slot commands in planRuntime's order, one at a time; then each pattern file. */
   private async applyRuntime({ socket, commands, files }: Extract<ApplyDecision, { kind: "runtime" }>): Promise<void> {
-    const runtime = this.o.runtime ?? REAL_RUNTIME;
+    const runtime = this.options.runtime ?? REAL_RUNTIME;
     for (const [i, c] of commands.entries()) {
       try {
         await runtime.run(socket, c);
@@ -260,7 +260,7 @@ export class Activation {
 
   /** Waits out --min-reload-interval; true when a newer config was published meanwhile (it will be pulled next). */
   private async supersededWhileWaiting(key: string): Promise<boolean> {
-    const wait = this.lastReloadAt + this.o.minReloadIntervalMs - performance.now();
+    const wait = this.lastReloadAt + this.options.minReloadIntervalMs - performance.now();
     if (wait <= 0) return false;
     try {
       await sleep(wait, undefined, { signal: this.host.signal });
@@ -269,13 +269,13 @@ export class Activation {
     }
     // An unpin is seen by the next pull.
     if (!this.host.pullRequested() || this.host.pinned()) return false;
-    const [newest] = await this.o.store.history({ limit: 1 }).catch(() => []);
+    const [newest] = await this.options.store.history({ limit: 1 }).catch(() => []);
     return newest !== undefined && compareConfigKeys(newest.key, key) > 0;
   }
 
   /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */
   private async activate(config: StoredConfig, t0: number, serverState: string | null): Promise<void> {
-    const { haproxy, metrics, log } = this.o;
+    const { haproxy, metrics, log } = this.options;
     // The file is put back to this on failure: what the previous worker, which keeps serving, runs.
     const previous = this.node.onDisk;
     const stateFile = serverStateFileOf(config.config);
@@ -315,11 +315,11 @@ export class Activation {
   /** Health and maintenance states to keep across the reload, for servers that stay the same endpoint; null: none. */
   private async serverStateFor(nextConfig: string): Promise<string | null> {
     const socket = this.node.current && statsSocketOf(this.node.current.text);
-    if (!socket || !this.node.started || !this.o.haproxy.running) return null;
+    if (!socket || !this.node.started || !this.options.haproxy.running) return null;
     try {
-      return serverStateFor(await (this.o.runtime ?? REAL_RUNTIME).serversState(socket), nextConfig);
+      return serverStateFor(await (this.options.runtime ?? REAL_RUNTIME).serversState(socket), nextConfig);
     } catch (err) {
-      this.o.log.warn(
+      this.options.log.warn(
         { err: message(err) },
         "cannot save server states before the reload; servers restart from the config alone",
       );
@@ -335,10 +335,14 @@ export class Activation {
     try {
       await this.files.ensureServerStateFile(running.text);
       await this.files.ensurePatternFiles(running.text);
-      await this.o.haproxy.start();
+      await this.options.haproxy.start();
       this.node.started = true;
     } catch (err) {
-      return this.node.fail("apply", running.key, `HAProxy did not start on ${this.o.configPath}: ${message(err)}`);
+      return this.node.fail(
+        "apply",
+        running.key,
+        `HAProxy did not start on ${this.options.configPath}: ${message(err)}`,
+      );
     }
     // Started from disk because nothing newer could be had: an error pulling it still stands.
     await this.node.succeed(

@@ -54,11 +54,11 @@ export class Applier {
   private readonly skipped: SkippedKeys;
   private readonly trace: StageTrace;
 
-  constructor(private readonly o: ApplierOptions) {
-    this.trace = o.trace ?? NO_TRACE;
-    this.node = new NodeState(o);
-    this.skipped = new SkippedKeys(o.backoff);
-    this.steps = new Activation(o, this.node, {
+  constructor(private readonly options: ApplierOptions) {
+    this.trace = options.trace ?? NO_TRACE;
+    this.node = new NodeState(options);
+    this.skipped = new SkippedKeys(options.backoff);
+    this.steps = new Activation(options, this.node, {
       stopped: () => this.stopped,
       pullRequested: () => this.pending,
       pullAgain: () => {
@@ -164,7 +164,7 @@ export class Applier {
           await this.steps.ensureStarted();
         } catch (err) {
           // Every expected failure is recorded where it happens; this is a bug, but the loop must go on.
-          this.o.log.error({ err }, "unexpected error while applying a config");
+          this.options.log.error({ err }, "unexpected error while applying a config");
         } finally {
           this.pulling = false;
         }
@@ -182,7 +182,7 @@ export class Applier {
     // A file the agent did not record (it wrote it just before or after the restart read it): its key is unknown.
     this.node.current =
       fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
-    this.o.log.warn(
+    this.options.log.warn(
       { running: this.node.current?.key ?? null, dropped },
       "HAProxy was restarted on the config file: applying the newest config again from it",
     );
@@ -206,14 +206,14 @@ export class Applier {
     // could be older than it, so only the listing's newest decides.
     if (this.node.current?.key == null) return undefined;
     try {
-      const config = await this.o.store.get(hint.key);
+      const config = await this.options.store.get(hint.key);
       if (config.sha256 !== hint.sha256)
         throw new Error(`its sha256 is ${config.sha256}, the ping said ${hint.sha256}`);
-      this.o.metrics.notifiedPulls.inc({ result: "fetched" });
+      this.options.metrics.notifiedPulls.inc({ result: "fetched" });
       return config;
     } catch (err) {
-      this.o.metrics.notifiedPulls.inc({ result: "fallback" });
-      this.o.log.warn(
+      this.options.metrics.notifiedPulls.inc({ result: "fallback" });
+      this.options.log.warn(
         { key: hint.key, err: message(err) },
         "cannot fetch the config a ping named; listing the store instead",
       );
@@ -222,7 +222,7 @@ export class Applier {
   }
 
   private async cycle(): Promise<void> {
-    const { store, metrics, log } = this.o;
+    const { store, metrics, log } = this.options;
     const afterKey = this.node.afterKey();
     const stopTimer = metrics.pullSeconds.startTimer();
     this.trace("pull.start");
@@ -280,7 +280,7 @@ export class Applier {
 
   private async nothingNew(stopTimer: () => void): Promise<void> {
     stopTimer();
-    this.o.metrics.pulls.inc({ result: "none" });
+    this.options.metrics.pulls.inc({ result: "none" });
     if (this.node.liveUnknown) await this.steps.reloadFromDisk();
     // Nothing newer and nothing failed backing off: an error of an earlier pull no longer stands,
     // unless it is a key still skipped.
@@ -291,7 +291,7 @@ export class Applier {
 
   /** A pin is set: run exactly that config, older or newer than the running one. */
   private async pullPinned(pin: Pin, stopTimer: () => void): Promise<void> {
-    const { store, metrics } = this.o;
+    const { store, metrics } = this.options;
     const backingOff = this.node.status().backoff?.key === pin.key;
     if ((this.node.current?.key === pin.key && !this.node.liveUnknown) || backingOff) return this.nothingNew(stopTimer);
     let config: StoredConfig;

@@ -65,18 +65,18 @@ function answer(res: ServerResponse, status: number, body: unknown, headers: Rec
   res.end(text);
 }
 
-export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
+export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   async function notify(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let expected: string;
     try {
-      expected = await o.expectedToken();
+      expected = await options.expectedToken();
     } catch (err) {
-      o.log.error({ err: (err as Error).message }, "cannot read the notify token");
+      options.log.error({ err: (err as Error).message }, "cannot read the notify token");
       throw new HttpError(503, "the notify token cannot be read");
     }
     // Authenticate before reading the body: strangers get nothing parsed.
     if (!tokenMatches(bearerToken(req.headers.authorization), expected)) {
-      o.metrics.notifications.inc({ result: "unauthorized" });
+      options.metrics.notifications.inc({ result: "unauthorized" });
       throw new HttpError(401, "a valid bearer token is required", {
         "www-authenticate": 'Bearer realm="servicelb-agent"',
       });
@@ -88,16 +88,16 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
       // The 413 reaches the client (a destroyed socket would only say "reset"); `connection:
       // close` ends the connection, whose unread rest of the body nobody wants, once it is sent.
       if (err instanceof BodyTooLargeError) throw new HttpError(413, err.message, { connection: "close" });
-      o.metrics.notifications.inc({ result: "malformed" });
+      options.metrics.notifications.inc({ result: "malformed" });
       throw new HttpError(400, "the body is not JSON");
     }
     const body = notifySchema.safeParse(parsed);
     if (!body.success) {
-      o.metrics.notifications.inc({ result: "malformed" });
+      options.metrics.notifications.inc({ result: "malformed" });
       throw new HttpError(400, body.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; "));
     }
-    const action = o.onNotify(body.data);
-    o.metrics.notifications.inc({ result: "accepted" });
+    const action = options.onNotify(body.data);
+    options.metrics.notifications.inc({ result: "accepted" });
     answer(res, 202, { accepted: true, action });
   }
 
@@ -114,17 +114,17 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
         return notify(req, res);
       case "/healthz": {
         only("GET,HEAD");
-        const h = await o.health();
+        const h = await options.health();
         return h.ok ? answer(res, 200, h) : answer(res, 503, h);
       }
       case "/metrics":
         only("GET,HEAD");
-        res.writeHead(200, { "content-type": o.metrics.registry.contentType });
-        res.end(await o.metrics.registry.metrics());
+        res.writeHead(200, { "content-type": options.metrics.registry.contentType });
+        res.end(await options.metrics.registry.metrics());
         return;
       case "/status":
         only("GET,HEAD");
-        return answer(res, 200, o.status());
+        return answer(res, 200, options.status());
       default:
         throw new HttpError(404, "not found: /notify, /healthz, /metrics, /status");
     }
@@ -134,13 +134,13 @@ export async function startHttpApi(o: HttpApiOptions): Promise<HttpApi> {
     handle(req, res).catch((err: unknown) => {
       if (res.headersSent) return void res.destroy();
       if (err instanceof HttpError) return answer(res, err.status, { error: err.message }, err.headers);
-      o.log.error({ err }, "agent HTTP handler failed");
+      options.log.error({ err }, "agent HTTP handler failed");
       answer(res, 500, { error: "internal error" });
     });
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(o.port, o.host, () => resolve());
+    server.listen(options.port, options.host, () => resolve());
   });
   const { address, port } = server.address() as AddressInfo;
   const host = address.includes(":") ? `[${address}]` : address;

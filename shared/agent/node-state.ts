@@ -71,26 +71,26 @@ export class NodeState {
   private failure: Failure | null = null;
   private state: AgentState;
 
-  constructor(private readonly o: NodeStateOptions) {
+  constructor(private readonly options: NodeStateOptions) {
     let applied: AppliedConfig | null = null;
-    if (o.disk !== null) {
-      const sha = sha256(o.disk);
-      const known = o.saved.applied?.sha256 === sha ? o.saved.applied : null;
+    if (options.disk !== null) {
+      const sha = sha256(options.disk);
+      const known = options.saved.applied?.sha256 === sha ? options.saved.applied : null;
       this.current = this.onDisk = {
-        text: o.disk,
+        text: options.disk,
         sha256: sha,
         key: known?.key ?? null,
         revision: known?.revision ?? null,
       };
       applied = known;
       if (!known)
-        o.log.warn(
-          { configPath: o.configPath, sha256: sha },
+        options.log.warn(
+          { configPath: options.configPath, sha256: sha },
           "the config on disk is not the one last recorded (stopped between write and record?): the newest published config decides",
         );
     }
     // Nothing runs yet: "applied" becomes true once HAProxy serves (see status()).
-    this.state = { applied, lastError: o.saved.lastError };
+    this.state = { applied, lastError: options.saved.lastError };
   }
 
   /** What the node knows; the pull loop adds what it knows of the store (pin, skipped keys). */
@@ -138,7 +138,7 @@ export class NodeState {
     t0: number,
     lastError: AgentError | null = null,
   ): Promise<void> {
-    const { metrics, log } = this.o;
+    const { metrics, log } = this.options;
     this.current = this.onDisk = {
       text: config.config,
       sha256: config.sha256,
@@ -159,7 +159,7 @@ export class NodeState {
     metrics.applySeconds.observe({ how }, ms / 1000);
     if (how === "runtime") metrics.runtimeUpdates.inc();
     log.info({ key: config.key, revision: config.revision, how, ms: Math.round(ms) }, "config applied");
-    this.o.trace?.("applied", { key: config.key, how });
+    this.options.trace?.("applied", { key: config.key, how });
     await this.record({ applied, lastError });
   }
 
@@ -169,7 +169,7 @@ export class NodeState {
    * every older key, and a forged far-future key would freeze the node.
    */
   async fail(stage: AgentError["stage"], key: string | null, text: string): Promise<void> {
-    const { backoff, metrics, log } = this.o;
+    const { backoff, metrics, log } = this.options;
     metrics.applyFailures.inc({ stage });
     let retryInMs: number | undefined;
     if (stage !== "pull" && stage !== "verify" && key !== null) {
@@ -189,13 +189,13 @@ export class NodeState {
   private async record(state: AgentState): Promise<void> {
     this.state = state;
     try {
-      await saveState(this.o.stateFile, state);
+      await saveState(this.options.stateFile, state);
     } catch (err) {
-      this.o.log.error(
-        { err: err instanceof Error ? err.message : String(err), file: this.o.stateFile },
+      this.options.log.error(
+        { err: err instanceof Error ? err.message : String(err), file: this.options.stateFile },
         "cannot save the agent state",
       );
     }
-    this.o.onChange?.();
+    this.options.onChange?.();
   }
 }

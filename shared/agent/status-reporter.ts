@@ -23,14 +23,14 @@ export interface StatusReporter {
   stop(): Promise<void>;
 }
 
-export function startStatusReporter(o: StatusReporterOptions): StatusReporter {
-  const loop: Loop = until(() => o.store.putStatus(o.node, o.report()), {
+export function startStatusReporter(options: StatusReporterOptions): StatusReporter {
+  const loop: Loop = until(() => options.store.putStatus(options.node, options.report()), {
     name: "status report",
-    periodMs: o.intervalMs,
+    periodMs: options.intervalMs,
     jitter: 0.1,
     immediate: true,
-    log: o.log,
-    onFailure: o.onFailure,
+    log: options.log,
+    onFailure: options.onFailure,
   });
   return { changed: () => loop.kick(), stop: () => loop.stop() };
 }

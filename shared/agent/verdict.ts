@@ -27,10 +27,10 @@ const message = (err: unknown) => (err instanceof Error ? err.message : String(e
 /** Never rejects; nothing is recorded. */
 export async function configVerdict(
   config: { key: string; config: string },
-  o: VerdictOptions,
+  options: VerdictOptions,
   signal?: AbortSignal,
 ): Promise<CheckVerdict> {
-  const env = o.env ?? process.env;
+  const env = options.env ?? process.env;
   if (config.config.includes(STATS_PASSWORD_REF) && !env[STATS_PASSWORD_VARIABLE]) {
     return {
       ok: false,
@@ -40,7 +40,7 @@ export async function configVerdict(
   }
   let check: CheckResult;
   try {
-    check = await o.check(config.config, { haproxyBin: o.haproxyBin, workDir: o.workDir, signal });
+    check = await options.check(config.config, { haproxyBin: options.haproxyBin, workDir: options.workDir, signal });
   } catch (err) {
     return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${message(err)}` };
   }
@@ -54,6 +54,6 @@ export async function configVerdict(
   if (!check.ok)
     return { ok: false, stage: "check", message: `haproxy -c rejected the config: ${check.errors.join("; ")}` };
   if (check.warnings.length > 0)
-    o.log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
+    options.log.warn({ key: config.key, warnings: check.warnings }, "haproxy -c accepted the config with warnings");
   return { ok: true };
 }

@@ -131,7 +131,7 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  * does not fork a new one by itself: a reload does, so the supervisor reloads then.
  */
 export class HaproxyProcess {
-  private readonly o: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> &
+  private readonly options: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> &
     Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">;
   private current: MasterRun | undefined;
   private supervised = false;
@@ -145,7 +145,7 @@ export class HaproxyProcess {
   private pendingRestart: SupervisionStatus["pendingRestart"] = null;
 
   constructor(options: HaproxyProcessOptions) {
-    this.o = {
+    this.options = {
       haproxyBin: "haproxy",
       restartDelayMs: DEFAULT_RESTART_POLICY.delayMs,
       restartStableMs: DEFAULT_RESTART_POLICY.stableMs,
@@ -181,19 +181,21 @@ export class HaproxyProcess {
     this.quickCrashes = 0;
     this.recent.length = 0;
     const run = this.spawnMaster();
-    const deadline = Date.now() + this.o.startTimeoutMs;
+    const deadline = Date.now() + this.options.startTimeoutMs;
     for (;;) {
       if (!run.child.pid || run.child.exitCode !== null || run.child.signalCode !== null) {
         await within(run.closed, 1000); // its last words are the error message
         throw new Error(`HAProxy exited during start-up:\n${this.recent.join("\n")}`);
       }
-      const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
+      const status = await showProc(this.options.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
       // A stale socket of an earlier master must not pass for this one.
       if (status && status.master.pid === run.child.pid && status.workers.length > 0) break;
       if (Date.now() > deadline) {
         run.child.kill("SIGKILL");
         await run.exited;
-        throw new Error(`HAProxy did not become ready within ${this.o.startTimeoutMs} ms:\n${this.recent.join("\n")}`);
+        throw new Error(
+          `HAProxy did not become ready within ${this.options.startTimeoutMs} ms:\n${this.recent.join("\n")}`,
+        );
       }
       await sleep(50);
     }
@@ -205,7 +207,7 @@ export class HaproxyProcess {
   reload(): Promise<ReloadResult> {
     return this.queued(() => {
       if (!this.running) return Promise.reject(new Error("HAProxy is not running"));
-      return reload(this.o.masterSocket, { timeoutMs: this.o.reloadTimeoutMs });
+      return reload(this.options.masterSocket, { timeoutMs: this.options.reloadTimeoutMs });
     });
   }
 
@@ -229,21 +231,21 @@ export class HaproxyProcess {
     await this.reloadQueue;
     const run = this.current;
     if (!run) return;
-    const workers = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).then(
+    const workers = await showProc(this.options.masterSocket, { timeoutMs: 1000 }).then(
       (s) => [...s.workers, ...s.oldWorkers].map((w) => w.pid),
       () => [] as number[],
     );
     run.child.kill("SIGUSR1");
-    if (await within(run.exited, this.o.stopGraceMs)) return;
+    if (await within(run.exited, this.options.stopGraceMs)) return;
     run.child.kill("SIGTERM");
-    if (await within(run.exited, this.o.killGraceMs)) return;
+    if (await within(run.exited, this.options.killGraceMs)) return;
     run.child.kill("SIGKILL");
     for (const pid of workers) if (processAlive(pid) && isHaproxy(pid)) process.kill(pid, "SIGKILL");
     await run.exited;
   }
 
   private spawnMaster(): MasterRun {
-    const { haproxyBin, masterSocket, configPath } = this.o;
+    const { haproxyBin, masterSocket, configPath } = this.options;
     const child = spawn(haproxyBin, ["-W", "-S", masterSocket, "-f", configPath], {
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -261,7 +263,7 @@ export class HaproxyProcess {
         if (this.recent.length > RECENT_LINES) this.recent.shift();
         if (EXIT_ON_FAILURE.test(line)) run.exitingOnFailure = true;
         else if (CURRENT_WORKER_EXITED.test(line)) this.workerExited(run, line);
-        this.o.onOutput?.(line, stream);
+        this.options.onOutput?.(line, stream);
       });
     }
     let gone = false;
@@ -285,7 +287,7 @@ export class HaproxyProcess {
 
   private readConfig(): string | null {
     try {
-      return readFileSync(this.o.configPath, "utf8");
+      return readFileSync(this.options.configPath, "utf8");
     } catch {
       return null;
     }
@@ -294,7 +296,7 @@ export class HaproxyProcess {
   private restarting(info: RestartInfo): void {
     this.restarts++;
     this.lastRestart = { ...info, at: new Date().toISOString() };
-    this.o.onRestart?.(info);
+    this.options.onRestart?.(info);
   }
 
   private exited(run: MasterRun, code: number | null, signal: NodeJS.Signals | null): void {
@@ -304,10 +306,10 @@ export class HaproxyProcess {
     const diedAt = Date.now();
     const servedMs = run.servingSince === undefined ? null : diedAt - run.servingSince;
     const policy = {
-      delayMs: this.o.restartDelayMs,
-      stableMs: this.o.restartStableMs,
-      backoffInitialMs: this.o.restartInitialDelayMs,
-      backoffMaxMs: this.o.restartMaxDelayMs,
+      delayMs: this.options.restartDelayMs,
+      stableMs: this.options.restartStableMs,
+      backoffInitialMs: this.options.restartInitialDelayMs,
+      backoffMaxMs: this.options.restartMaxDelayMs,
     };
     const { quickCrashes, delayMs } = decideRestart(policy, this.quickCrashes, servedMs);
     this.quickCrashes = quickCrashes;
@@ -329,7 +331,7 @@ export class HaproxyProcess {
       this.serving(next, Infinity)
         .then((ok) => {
           if (ok && this.current === next && !this.stopping)
-            this.o.onRestarted?.(configText, { cause: "master-exited", downMs: Date.now() - diedAt });
+            this.options.onRestarted?.(configText, { cause: "master-exited", downMs: Date.now() - diedAt });
         })
         // A throwing callback is a bug to see, not a reason for an unhandled rejection to end the agent.
         .catch((err: unknown) => process.emitWarning(`onRestarted failed: ${(err as Error).stack ?? String(err)}`));
@@ -348,7 +350,7 @@ export class HaproxyProcess {
     void this.queued(async () => {
       await sleep(WORKER_LOST_GRACE_MS);
       if (this.current !== run || this.stopping || !this.running || run.exitingOnFailure) return;
-      const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
+      const status = await showProc(this.options.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
       if (!status || status.master.pid !== run.child.pid || status.workers.length > 0) return;
       const reason = `HAProxy's current worker exited under a live master ${run.child.pid} (${line.replace(/^\[\w+\]\s+\(\d+\)\s*:\s*/, "")}), which does not fork another by itself; reloading it now`;
       this.restarting({
@@ -361,11 +363,13 @@ export class HaproxyProcess {
         delayMs: 0,
       });
       const configText = this.readConfig();
-      const result = await reload(this.o.masterSocket, { timeoutMs: this.o.reloadTimeoutMs }).catch(() => undefined);
+      const result = await reload(this.options.masterSocket, { timeoutMs: this.options.reloadTimeoutMs }).catch(
+        () => undefined,
+      );
       if (this.current !== run || this.stopping) return;
       if (result?.ok && result.status.workers.length > 0) {
         run.servingSince = Date.now();
-        this.o.onRestarted?.(configText, { cause: "worker-lost", downMs: Date.now() - diedAt });
+        this.options.onRestarted?.(configText, { cause: "worker-lost", downMs: Date.now() - diedAt });
         return;
       }
       run.child.kill("SIGKILL");
@@ -375,7 +379,7 @@ export class HaproxyProcess {
   }
 
   /** True once `run`'s master answers with a worker; false if it exits, is replaced or stopped, or times out. */
-  private async serving(run: MasterRun, timeoutMs = this.o.startTimeoutMs): Promise<boolean> {
+  private async serving(run: MasterRun, timeoutMs = this.options.startTimeoutMs): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (
       this.current === run &&
@@ -384,7 +388,7 @@ export class HaproxyProcess {
       run.child.signalCode === null &&
       Date.now() < deadline
     ) {
-      const status = await showProc(this.o.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
+      const status = await showProc(this.options.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
       if (status && status.master.pid === run.child.pid && status.workers.length > 0) {
         run.servingSince ??= Date.now();
         return this.current === run;
