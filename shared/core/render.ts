@@ -1,7 +1,8 @@
 import { Liquid } from "liquidjs";
 import type { HostMatch } from "./host-match.js";
 import type { BackendSettings, RedirectCode } from "./backend-settings.js";
-import { compileFragment, type Fragment } from "./fragment.js";
+import { type ByteWriter, ChunkList, type ConfigChunks, SlabWriter } from "./chunks.js";
+import { compileFragment, type Fragment, Inline } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
 import { CRT_LIST_PREFIX } from "./options.js";
@@ -43,7 +44,8 @@ export interface BackendView {
   strip_regex: string | null;
   strip_prefix: string | null;
   strip_unless: string | null;
-  servers: string;
+  /** The server lines, written by the server fragment straight into the output. */
+  servers: Inline;
   namespace: string;
   service: string;
   port: number;
@@ -223,52 +225,95 @@ export class Renderer {
     this.tcp = compileFragment(this.liquid, templates.tcpFrontend, "tcp");
   }
 
-  private serversText(b: Backend, inter: string): string {
+  private serverLines(b: Backend, inter: string): Inline {
     // One view object for every line: 100,000 server lines should not mean 100,000 allocations.
     const view: ServerView = { name: "", address: "", disabled: false, inter, cookie: null };
-    let out = "";
-    for (const s of b.servers as ServerSlot[]) {
-      view.name = s.name;
-      view.address = s.address ?? FREE_SLOT_ADDRESS;
-      view.disabled = s.address === null;
-      view.cookie = s.cookie;
-      out += this.server(view);
-    }
-    return out;
+    const each = (line: (v: ServerView) => void): void => {
+      for (const s of b.servers as ServerSlot[]) {
+        view.name = s.name;
+        view.address = s.address ?? FREE_SLOT_ADDRESS;
+        view.disabled = s.address === null;
+        view.cookie = s.cookie;
+        line(view);
+      }
+    };
+    return new Inline(
+      (out: ByteWriter) => each((v) => this.server.write(v, out)),
+      () => {
+        let text = "";
+        each((v) => {
+          text += this.server(v);
+        });
+        return text;
+      },
+    );
   }
 
   /**
-   * Bytes of backends and of the rule list by object identity. The model builder hands out the
-   * same objects for what did not change, so a warm instance re-renders only what changed and
-   * copies the rest. Bytes rather than strings: the config leaves as bytes (hash, upload), and
-   * joining 10,000 cached buffers is one copy where a joined string must be flattened first.
+   * Where each backend of the last render was written, by its position in that render's
+   * backends: the model builder hands out the same objects for what did not change, so a warm
+   * instance re-renders only what changed and points at the bytes of the rest. Typed arrays and
+   * one array of slabs rather than an object per backend: a cold render leaves no per-backend
+   * garbage for the collector to trace.
    */
-  private readonly backendBytes = new WeakMap<Backend, { inter: string; bytes: Buffer }>();
+  private last: { backends: readonly Backend[]; inter: string; slabs: Buffer[]; starts: Int32Array; ends: Int32Array } =
+    { backends: [], inter: "", slabs: [], starts: new Int32Array(0), ends: new Int32Array(0) };
   private readonly ruleBytes = new WeakMap<readonly HttpRoute[], Buffer>();
+  private readonly writer = new SlabWriter();
   private main_: { key: string; parts: Array<Buffer | Slot> } | undefined;
 
-  private backendChunk(b: Backend, inter: string): Buffer {
-    const cached = this.backendBytes.get(b);
-    if (cached?.inter === inter) return cached.bytes;
-    const bytes = Buffer.from(this.renderBackend(b, inter), "utf8");
-    this.backendBytes.set(b, { inter, bytes });
-    return bytes;
+  /**
+   * The backends' bytes, in order, as ranges of slabs. Both lists are sorted by name (the model
+   * builder sorts them), so old and new are walked side by side; a backend is reused only when it
+   * is the very object rendered before, so an unsorted list costs re-renders, never wrong bytes.
+   */
+  private backendChunks(backends: readonly Backend[], inter: string, out: ChunkList): void {
+    const before = this.last.inter === inter ? this.last : undefined;
+    const n = backends.length;
+    const slabs: Buffer[] = new Array(n);
+    const starts = new Int32Array(n);
+    const ends = new Int32Array(n);
+    let j = 0;
+    for (let i = 0; i < n; i++) {
+      const b = backends[i]!;
+      let reused = false;
+      if (before) {
+        const old = before.backends;
+        while (j < old.length && old[j]!.name < b.name) j++;
+        if (j < old.length && old[j] === b) {
+          slabs[i] = before.slabs[j]!;
+          starts[i] = before.starts[j]!;
+          ends[i] = before.ends[j]!;
+          j++;
+          reused = true;
+        }
+      }
+      if (!reused) {
+        this.writer.begin();
+        this.backend.write(this.backendView(b, inter), this.writer);
+        slabs[i] = this.writer.end();
+        starts[i] = this.writer.start;
+        ends[i] = this.writer.stop;
+      }
+      out.add(slabs[i]!, starts[i]!, ends[i]!);
+    }
+    this.last = { backends, inter, slabs, starts, ends };
   }
 
   private rulesChunk(routes: readonly HttpRoute[]): Buffer {
     let bytes = this.ruleBytes.get(routes);
     if (bytes === undefined) {
-      let text = "";
-      for (const r of routes) text += this.rule(ruleView(r));
-      bytes = Buffer.from(text, "utf8");
+      this.writer.begin();
+      for (const r of routes) this.rule.write(ruleView(r), this.writer);
+      bytes = this.writer.end().subarray(this.writer.start, this.writer.stop);
       this.ruleBytes.set(routes, bytes);
     }
     return bytes;
   }
 
-  private renderBackend(b: Backend, inter: string): string {
+  private backendView(b: Backend, inter: string): BackendView {
     const s = b.settings;
-    return this.backend({
+    return {
       name: b.name,
       defaults: b.mode === "tcp" ? "tcp_defaults" : "http_defaults",
       algorithm: b.algorithm,
@@ -277,7 +322,7 @@ export class Renderer {
       strip_regex: b.strip ? prefixRegex(b.strip.prefix) : null,
       strip_prefix: b.strip ? b.strip.prefix : null,
       strip_unless: b.strip?.unlessHost ? hostCondition(b.strip.unlessHost) : null,
-      servers: this.serversText(b, inter),
+      servers: this.serverLines(b, inter),
       namespace: b.namespace,
       service: b.service,
       port: b.servicePort,
@@ -295,7 +340,7 @@ export class Renderer {
       rate_limit: s.rateLimit?.rps ?? null,
       rate_limit_status: s.rateLimit?.status ?? null,
       server_params: serverParams(s),
-    });
+    };
   }
 
   /**
@@ -317,12 +362,23 @@ export class Renderer {
     return parts;
   }
 
-  /** The config text; for tests and tools that read it. The pipeline uses the bytes. */
+  /** The config text; for tests and tools that read it. The pipeline uses the chunks. */
   render(model: Model): string {
     return this.renderBytes(model).toString("utf8");
   }
 
+  /** The config in one buffer: one copy of every chunk, for callers that need it whole. */
   renderBytes(model: Model): Buffer {
+    const { chunks, byteLength } = this.renderChunks(model);
+    return Buffer.concat(chunks, byteLength);
+  }
+
+  /**
+   * The config as a list of chunks, mostly ranges of large slabs: nothing is joined, so a render
+   * costs no copy of the whole config, and a warm render after a small change writes only the
+   * changed backends' bytes.
+   */
+  renderChunks(model: Model): ConfigChunks {
     const o = model.options;
     const https = o.sslCert !== undefined;
     const codes = new Set<RedirectCode>();
@@ -365,10 +421,10 @@ export class Renderer {
       check_interval: o.checkInterval,
     };
     const files = patternFiles(model);
-    const section = (slot: Slot, chunks: Buffer[]): void => {
+    const section = (slot: Slot, chunks: ChunkList): void => {
       if (slot === "backends") {
         if (files.length > 0) chunks.push(PATTERN_PATHS_BYTES);
-        for (const b of model.backends) chunks.push(this.backendChunk(b, o.checkInterval));
+        this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
         let text = "";
         for (const t of model.tcpFrontends as TcpFrontend[])
@@ -389,20 +445,21 @@ export class Renderer {
     if (parts === null) {
       const sections: Record<string, string> = {};
       for (const slot of SLOTS) {
-        const chunks: Buffer[] = [];
-        section(slot, chunks);
-        sections[slot] = Buffer.concat(chunks).toString("utf8");
+        const list = new ChunkList();
+        section(slot, list);
+        sections[slot] = Buffer.concat(list.chunks, list.byteLength).toString("utf8");
       }
       const text = this.liquid.renderSync(this.main, { o: view, ...sections }) as string;
-      return Buffer.from(text + renderPatternSection(files), "utf8");
+      const whole = Buffer.from(text + renderPatternSection(files), "utf8");
+      return { chunks: [whole], byteLength: whole.length };
     }
-    const chunks: Buffer[] = [];
+    const list = new ChunkList();
     for (const part of parts) {
-      if (typeof part === "string") section(part, chunks);
-      else chunks.push(part);
+      if (typeof part === "string") section(part, list);
+      else list.push(part);
     }
     // Last, so that a list's length never shifts the lines the agent's slot diff compares.
-    if (files.length > 0) chunks.push(Buffer.from(renderPatternSection(files), "utf8"));
-    return Buffer.concat(chunks);
+    if (files.length > 0) list.push(Buffer.from(renderPatternSection(files), "utf8"));
+    return list;
   }
 }
