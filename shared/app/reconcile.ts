@@ -10,6 +10,7 @@ import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import {
   createObjectStore,
+  type HashedConfig,
   StoreError,
   type ObjectStore,
   type PublishResult,
@@ -197,16 +198,12 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         return { snapshot, rendered, held: pending.held };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
-      const publish = async (
-        revision: string,
-        bytes: Uint8Array | string,
-        restore: boolean,
-      ): Promise<PublishResult> => {
+      const publish = async (revision: string, config: HashedConfig, restore: boolean): Promise<PublishResult> => {
         stage = "publish";
         const t = performance.now();
         const result = await guard(
           store.publish({
-            config: bytes,
+            config,
             revision,
             generator,
             settings: recorded,
@@ -219,7 +216,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       };
 
       let { snapshot, rendered, held } = await listAndRender();
-      let published = await publish(snapshot.revision, rendered.bytes, false);
+      let published = await publish(snapshot.revision, rendered, false);
       const regression = published.regression;
       if (published.status === "regressed") {
         // Evidence from a fresh list: the live cluster is behind what the store recorded (etcd
@@ -232,7 +229,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         ctx.forgetLiveState();
         renderedServices = undefined;
         ({ snapshot, rendered, held } = await listAndRender());
-        published = await publish(snapshot.revision, rendered.bytes, true);
+        published = await publish(snapshot.revision, rendered, true);
         // A restore publish never asks for another one (see core/publish-order.ts).
         if (published.status === "regressed")
           throw new Error(

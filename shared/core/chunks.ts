@@ -58,7 +58,8 @@ export interface ByteWriter {
   bytes(b: Uint8Array): void;
 }
 
-const SLAB_BYTES = 1 << 20;
+/** Also the finest grain at which a warm instance's hash resumes (sha256.ts). */
+const SLAB_BYTES = 256 * 1024;
 
 /**
  * Writes items one after another into large slabs and says where each went (`begin`, then

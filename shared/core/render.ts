@@ -259,6 +259,7 @@ export class Renderer {
   private last: { backends: readonly Backend[]; inter: string; slabs: Buffer[]; starts: Int32Array; ends: Int32Array } =
     { backends: [], inter: "", slabs: [], starts: new Int32Array(0), ends: new Int32Array(0) };
   private readonly ruleBytes = new WeakMap<readonly HttpRoute[], Buffer>();
+  private tcpBytes: { frontends: readonly TcpFrontend[]; key: string; bytes: Buffer } | undefined;
   private readonly writer = new SlabWriter();
   private main_: { key: string; parts: Array<Buffer | Slot> } | undefined;
 
@@ -298,6 +299,29 @@ export class Renderer {
       out.add(slabs[i]!, starts[i]!, ends[i]!);
     }
     this.last = { backends, inter, slabs, starts, ends };
+  }
+
+  /** The same chunk while the frontends are the same objects: a warm render hashes from its first new chunk on. */
+  private tcpChunk(frontends: readonly TcpFrontend[], bind: string, acceptProxy: string | null): Buffer {
+    const key = `${bind} ${acceptProxy}`;
+    const cached = this.tcpBytes;
+    if (cached?.frontends === frontends && cached.key === key) return cached.bytes;
+    this.writer.begin();
+    for (const t of frontends)
+      this.tcp.write(
+        {
+          name: t.name,
+          bind,
+          port: t.port,
+          backend: t.backend,
+          timeout_client: t.timeoutClient,
+          accept_proxy: acceptProxy,
+        },
+        this.writer,
+      );
+    const bytes = this.writer.end().subarray(this.writer.start, this.writer.stop);
+    this.tcpBytes = { frontends, key, bytes };
+    return bytes;
   }
 
   private rulesChunk(routes: readonly HttpRoute[]): Buffer {
@@ -426,17 +450,7 @@ export class Renderer {
         if (files.length > 0) chunks.push(PATTERN_PATHS_BYTES);
         this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
-        let text = "";
-        for (const t of model.tcpFrontends as TcpFrontend[])
-          text += this.tcp({
-            name: t.name,
-            bind: o.bindAddress,
-            port: t.port,
-            backend: t.backend,
-            timeout_client: t.timeoutClient,
-            accept_proxy: view.accept_proxy,
-          });
-        chunks.push(Buffer.from(text, "utf8"));
+        chunks.push(this.tcpChunk(model.tcpFrontends, o.bindAddress, view.accept_proxy));
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));
       }
