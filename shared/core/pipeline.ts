@@ -37,8 +37,6 @@ export function renderSnapshot(
   const t1 = performance.now();
   const { chunks, byteLength } = renderer.renderChunks(model);
   const t2 = performance.now();
-  let servers = 0;
-  for (const b of model.backends) for (const s of b.servers) if (s.address !== null) servers++;
   // Beside the model, not in it: the model (and a warm cache's copy of it) stays the same.
   const scope = scopeReport(snapshot, options);
   let bytes: Buffer | undefined;
@@ -65,7 +63,7 @@ export function renderSnapshot(
     stats: {
       services: snapshot.services.length,
       backends: model.backends.length,
-      servers,
+      servers: model.readyServers,
       bytes: byteLength,
       buildMs: Math.round((t1 - t0) * 100) / 100,
       renderMs: Math.round((t2 - t1) * 100) / 100,

@@ -107,14 +107,18 @@ function apply(state: State, c: Change, rv: number): void {
   }
 }
 
-function snapshot(state: State, rv: number, reuse?: ParsedItems): Snapshot {
-  return { ...snapshotFromDocuments([list([...state.values()], String(rv))], reuse), trustedRevisions: true };
+/** The objects in the order of their writes, or as the API server lists them (by namespace and name). */
+function snapshot(state: State, rv: number, reuse?: ParsedItems, listOrder = false): Snapshot {
+  const items = [...state.values()];
+  if (listOrder)
+    items.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+  return { ...snapshotFromDocuments([list(items, String(rv))], reuse), trustedRevisions: true };
 }
 
 describe("the warm-instance cache", () => {
   it("renders exactly what a cold render gives, with the same sha256, after any sequence of changes", () => {
     fc.assert(
-      fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), (changes) => {
+      fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), fc.boolean(), (changes, listOrder) => {
         const warm = new Renderer(templates);
         const cache = new ModelCache();
         const reuse = new ParsedItems();
@@ -123,8 +127,8 @@ describe("the warm-instance cache", () => {
         let rv = 1;
         for (const c of changes) {
           apply(state, c, ++rv);
-          const cached = renderSnapshot(snapshot(state, rv, reuse), options, warm, {}, cache, hasher);
-          const cold = renderSnapshot(snapshot(state, rv), options, new Renderer(templates));
+          const cached = renderSnapshot(snapshot(state, rv, reuse, listOrder), options, warm, {}, cache, hasher);
+          const cold = renderSnapshot(snapshot(state, rv, undefined, listOrder), options, new Renderer(templates));
           expect(cached.bytes.equals(cold.bytes)).toBe(true);
           expect(cached.sha256).toBe(sha256(cold.bytes));
           expect(cached.warnings).toEqual(cold.warnings);
@@ -187,6 +191,27 @@ describe("the warm-instance cache", () => {
     renderSnapshot(v1, options, renderer, {}, cache);
     expect(renderSnapshot(v2, options, renderer, {}, cache).config).toContain("10.0.0.2:80");
     expect(cache.size).toBe(0);
+  });
+
+  it("plans only the Services whose objects were replaced when the list is the last one with a few objects changed", () => {
+    const cache = new ModelCache();
+    const reuse = new ParsedItems();
+    const state: State = new Map();
+    for (const name of NAMES) {
+      state.set(`svc/${name}`, service(name, [{ port: 80, name: "p" }], { resourceVersion: "2" }));
+      state.set(`slice/${name}`, slice(name, [{ name: "p", port: 8080 }], ["10.0.0.1"], { resourceVersion: "2" }));
+    }
+    const first = buildModel(snapshot(state, 2, reuse, true), options, {}, cache);
+    const generation = cache.generation;
+    state.set(`slice/db`, slice("db", [{ name: "p", port: 8080 }], ["10.0.0.2"], { resourceVersion: "3" }));
+    const moved = buildModel(snapshot(state, 3, reuse, true), options, {}, cache);
+    // A full pass over every Service starts a new generation of the plan cache; this one did not.
+    expect(cache.generation).toBe(generation);
+    expect(moved.backends.filter((b, i) => b !== first.backends[i]).map((b) => b.name)).toEqual(["default_db_80"]);
+    expect(new Renderer(templates).render(moved)).toBe(
+      new Renderer(templates).render(buildModel(snapshot(state, 3), options)),
+    );
+    expect(moved.readyServers).toBe(NAMES.length);
   });
 
   it("swaps in the changed backend without settling routes again when only endpoints moved", () => {
