@@ -193,6 +193,59 @@ describe("the warm-instance cache", () => {
     expect(cache.size).toBe(0);
   });
 
+  it("plans only what changed, and renders what a cold render gives, while the list keeps its objects in place", () => {
+    const step = fc.record({
+      name: fc.constantFrom(...NAMES),
+      op: fc.constantFrom("endpoints", "host", "relabel"),
+      ips: fc.array(fc.ipV4(), { maxLength: 4 }),
+      host: fc.constantFrom(...HOSTS),
+      owner: fc.constantFrom(...NAMES, "gone"),
+    });
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 20 }), (steps) => {
+        const warm = new Renderer(templates);
+        const cache = new ModelCache();
+        const reuse = new ParsedItems();
+        const hasher = new ChunkedSha256();
+        const state: State = new Map();
+        const port = [{ name: "p", port: 8080 }];
+        for (const name of NAMES) {
+          state.set(`svc/${name}`, service(name, [{ port: 80, name: "p" }], { resourceVersion: "1" }));
+          state.set(`slice/${name}`, slice(name, port, ["10.0.0.1"], { name: `${name}-s`, resourceVersion: "1" }));
+        }
+        renderSnapshot(snapshot(state, 1, reuse, true), options, warm, {}, cache, hasher);
+        let rv = 1;
+        let full = 0;
+        for (const s of steps) {
+          rv++;
+          const owned = (owner: string, ips: string[]) =>
+            slice(owner, port, ips, { name: `${s.name}-s`, resourceVersion: String(rv) });
+          if (s.op === "endpoints") state.set(`slice/${s.name}`, owned(s.name, s.ips));
+          else if (s.op === "relabel") state.set(`slice/${s.name}`, owned(s.owner, s.ips));
+          else
+            state.set(
+              `svc/${s.name}`,
+              service(s.name, [{ port: 80, name: "p" }], {
+                resourceVersion: String(rv),
+                annotations: { "serviceloadbalancer/lb.host": s.host },
+              }),
+            );
+          const generation = cache.generation;
+          const cached = renderSnapshot(snapshot(state, rv, reuse, true), options, warm, {}, cache, hasher);
+          if (cache.generation !== generation) full++;
+          const cold = renderSnapshot(snapshot(state, rv, undefined, true), options, new Renderer(templates));
+          expect(cached.bytes.equals(cold.bytes)).toBe(true);
+          expect(cached.sha256).toBe(sha256(cold.bytes));
+          expect(cached.stats).toMatchObject({ servers: cold.stats.servers, backends: cold.stats.backends });
+          expect(cached.warnings).toEqual(cold.warnings);
+        }
+        // Every step replaces objects in place: no step needs a pass over every Service.
+        expect(full).toBe(0);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it("plans only the Services whose objects were replaced when the list is the last one with a few objects changed", () => {
     const cache = new ModelCache();
     const reuse = new ParsedItems();
