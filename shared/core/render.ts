@@ -280,7 +280,8 @@ export class Renderer {
       let reused = false;
       if (before) {
         const old = before.backends;
-        while (j < old.length && old[j]!.name < b.name) j++;
+        // Names are compared only where the lists part: most backends sit where they sat.
+        if (old[j] !== b) while (j < old.length && old[j]!.name < b.name) j++;
         if (j < old.length && old[j] === b) {
           slabs[i] = before.slabs[j]!;
           starts[i] = before.starts[j]!;
