@@ -66,17 +66,32 @@ export function plainFields(source: string, variable: string): string[] | null {
 interface Shape {
   literals: string[];
   fields: string[];
-  /** Writes an item of this shape: the literals as UTF-8 bytes, the fields' values between them. */
-  write: (item: object, out: ByteWriter) => void;
+  /** The literals as UTF-8. */
+  bytes: Buffer[];
+  /** Writes an item of this shape: the literals, the fields' values between them. */
+  write: Writer;
 }
+
+type Writer = (item: object, out: ByteWriter, literals: readonly Buffer[]) => void;
 
 /*
  * Reading fields by a computed name (`item[f]`) goes through V8's megamorphic lookup, tens of
  * nanoseconds a read, and a config at 10,000 Services reads about a million. So the readers and
  * writers of a fragment are compiled for its field names, which are identifiers by plainFields'
  * grammar; values are never part of the generated code, and literals are passed in, not written
- * into it.
+ * into it. Generated functions are shared by source text: each renderer compiles its fragments,
+ * and only functions that are the same objects share what V8 learnt and optimized.
  */
+const generated = new Map<string, unknown>();
+
+function generate<F>(source: string): F {
+  let f = generated.get(source);
+  if (f === undefined) {
+    f = new Function("Inline", `return ${source};`)(Inline);
+    generated.set(source, f);
+  }
+  return f as F;
+}
 
 /** The shape key of an item (see `shapeOf`), or -1 when a field holds something liquidjs must render. */
 function compileKey(fields: readonly string[]): (item: object) => number {
@@ -84,17 +99,16 @@ function compileKey(fields: readonly string[]): (item: object) => number {
     (f) =>
       `v = r.${f}; if (typeof v === "object" && v !== null && !(v instanceof Inline)) return -1; k = k * 3 + (v === false ? 1 : v === null || v === undefined ? 2 : 0);`,
   );
-  return new Function("Inline", `return (r) => { let k = 0; let v; ${reads.join(" ")} return k; };`)(Inline);
+  return generate(`(r) => { let k = 0; let v; ${reads.join(" ")} return k; }`);
 }
 
-function compileWriter(fields: readonly string[], literals: readonly string[]): Shape["write"] {
-  const bytes = literals.map((l) => Buffer.from(l, "utf8"));
+function compileWriter(fields: readonly string[], bytes: readonly Buffer[]): Writer {
   const literal = (i: number) => (bytes[i]!.length > 0 ? `out.bytes(b[${i}]);` : "");
   const steps = fields.map(
     (f, i) =>
       `v = r.${f}; if (typeof v === "string") out.text(v); else if (v instanceof Inline) v.write(out); else out.text(String(v)); ${literal(i + 1)}`,
   );
-  return new Function("Inline", "b", `return (r, out) => { let v; ${literal(0)} ${steps.join(" ")} };`)(Inline, bytes);
+  return generate(`(r, out, b) => { let v; ${literal(0)} ${steps.join(" ")} }`);
 }
 
 export function compileFragment<T extends object>(liquid: Liquid, source: string, variable: string): Fragment<T> {
@@ -121,9 +135,7 @@ export function compileFragment<T extends object>(liquid: Liquid, source: string
     }
     literals.push(out.slice(last));
     // A stray sentinel byte means the engine transformed a value: not safe to specialise.
-    const shape = literals.some((l) => l.includes("\u0001") || l.includes("\u0002"))
-      ? null
-      : { literals, fields: used, write: compileWriter(used, literals) };
+    const shape = literals.some((l) => l.includes("\u0001") || l.includes("\u0002")) ? null : makeShape(literals, used);
     shapes.set(key, shape);
     return shape;
   };
@@ -158,9 +170,14 @@ export function compileFragment<T extends object>(liquid: Liquid, source: string
       out.text(slow(item));
       return;
     }
-    shape.write(rec, out);
+    shape.write(rec, out, shape.bytes);
   };
   return Object.assign(text, { write });
+}
+
+function makeShape(literals: string[], fields: string[]): Shape {
+  const bytes = literals.map((l) => Buffer.from(l, "utf8"));
+  return { literals, fields, bytes, write: compileWriter(fields, bytes) };
 }
 
 /** The item as liquidjs reads it: inline fields as their text. */
