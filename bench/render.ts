@@ -26,6 +26,11 @@ interface CaseResult {
   parseMs: number;
   buildMs: number;
   msPerRender: number;
+  /**
+   * CPU time per render (every thread of the process: the collector's too), which a busy machine
+   * inflates far less than wall time. NaN where it was not measured.
+   */
+  cpuMsPerRender: number;
   bytes: number;
   peakRssMiB: number;
   /** Warm case: build + render + sha256 per change, p50, p99 (nearest rank) and max. */
@@ -62,11 +67,13 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
   // A new renderer for every render, as the anchor parses its template every time: a renderer
   // remembers where it wrote the backends it has rendered, which is the warm case measured below.
   const times: number[] = [];
+  const cpu = process.cpuUsage();
   for (let i = 0; i < iters; i++) {
     const start = performance.now();
     new Renderer(templates).renderChunks(model);
     times.push(performance.now() - start);
   }
+  const used = process.cpuUsage(cpu);
   return {
     engine,
     services,
@@ -74,6 +81,7 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
     parseMs: Math.round(t1 - t0),
     buildMs: Math.round(t2 - t1),
     msPerRender: round1(median(times)),
+    cpuMsPerRender: round1((used.user + used.system) / 1000 / iters),
     bytes,
     peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
   };
@@ -136,6 +144,7 @@ function warmReRender(
     parseMs,
     buildMs: round1(build / iters),
     msPerRender: round1(render / iters),
+    cpuMsPerRender: Number.NaN,
     bytes,
     peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
     totalMs: {
@@ -163,18 +172,27 @@ function buildAnchor(dir: string): string | { bin: string } {
 }
 
 /**
- * One run of the anchor. Its peak RSS is the process's, as the kernel counts it for ours
- * (getrusage's ru_maxrss, read by GNU time), not the Go heap it reports itself.
+ * The anchor, run twice: with `iters` timed renders and with one. Its peak RSS is the process's,
+ * as the kernel counts it for ours (getrusage's ru_maxrss, read by GNU time), not the Go heap it
+ * reports itself; its CPU time per render is the difference of the two runs' CPU times (model
+ * building and the warm-up are in both), divided by the renders between them.
  */
 function goAnchor(bin: string, services: number, iters: number): CaseResult {
-  const argv = [bin, "-services", String(services), "-endpoints", String(ENDPOINTS), "-iters", String(iters), "-json"];
-  const timed = existsSync(TIME);
-  const run = timed
-    ? spawnSync(TIME, ["-f", "maxrss=%M", ...argv], { encoding: "utf8" })
-    : spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8" });
-  if (run.status !== 0) throw new Error(`the Go anchor failed: ${run.stderr}`);
-  const r = JSON.parse(run.stdout) as { msPerRender: number; bytes: number };
-  const kib = /maxrss=(\d+)/.exec(run.stderr)?.[1];
+  const run = (k: number) => {
+    const argv = [bin, "-services", String(services), "-endpoints", String(ENDPOINTS), "-iters", String(k), "-json"];
+    const out = existsSync(TIME)
+      ? spawnSync(TIME, ["-f", "maxrss=%M cpu=%U+%S", ...argv], { encoding: "utf8" })
+      : spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8" });
+    if (out.status !== 0) throw new Error(`the Go anchor failed: ${out.stderr}`);
+    const cpu = /cpu=([\d.]+)\+([\d.]+)/.exec(out.stderr);
+    return {
+      ...(JSON.parse(out.stdout) as { msPerRender: number; bytes: number }),
+      kib: /maxrss=(\d+)/.exec(out.stderr)?.[1],
+      cpuMs: cpu ? (Number(cpu[1]) + Number(cpu[2])) * 1000 : Number.NaN,
+    };
+  };
+  const r = run(iters);
+  const one = run(1);
   return {
     engine: "go text/template (anchor)",
     services,
@@ -182,8 +200,9 @@ function goAnchor(bin: string, services: number, iters: number): CaseResult {
     parseMs: 0,
     buildMs: 0,
     msPerRender: r.msPerRender,
+    cpuMsPerRender: iters > 1 ? round1((r.cpuMs - one.cpuMs) / (iters - 1)) : Number.NaN,
     bytes: r.bytes,
-    peakRssMiB: kib === undefined ? Number.NaN : mib(Number(kib) * 1024),
+    peakRssMiB: r.kib === undefined ? Number.NaN : mib(Number(r.kib) * 1024),
   };
 }
 
@@ -263,6 +282,9 @@ function main(): void {
 
 type Row = CaseResult & { round: number };
 
+/** NaN travels from a case's process as null. */
+const measured = (x: number | null) => x !== null && !Number.isNaN(x);
+
 function printSection(
   s: { services: number; iters: number; loadBefore: string; loadAfter: string; results: Row[] },
   rounds: number,
@@ -273,10 +295,27 @@ function printSection(
     const g = go(r);
     return g ? `${(r.msPerRender / g.msPerRender).toFixed(2)}×` : "-";
   };
+  const cpuRatio = (r: Row) => {
+    const g = go(r);
+    return g && measured(r.cpuMsPerRender) && g.cpuMsPerRender > 0
+      ? `${(r.cpuMsPerRender / g.cpuMsPerRender).toFixed(2)}×`
+      : "-";
+  };
   console.log(`\n${s.services} services, ${s.iters} timed renders per case, ${rounds} rounds; before: ${s.loadBefore}`);
   console.log(
     table(
-      ["round", "engine", "validate ms", "build ms", "ms/render", "vs Go", "config bytes", "peak RSS MiB"],
+      [
+        "round",
+        "engine",
+        "validate ms",
+        "build ms",
+        "ms/render",
+        "vs Go",
+        "CPU ms/render",
+        "CPU vs Go",
+        "config bytes",
+        "peak RSS MiB",
+      ],
       s.results.map((r) => [
         r.round,
         r.engine,
@@ -284,6 +323,8 @@ function printSection(
         r.buildMs || "-",
         r.msPerRender,
         ratio(r),
+        measured(r.cpuMsPerRender) ? r.cpuMsPerRender : "-",
+        cpuRatio(r),
         r.bytes,
         Number.isNaN(r.peakRssMiB) ? "-" : r.peakRssMiB,
       ]),
@@ -297,12 +338,16 @@ function printSection(
     const xs = s.results.filter((r) => r.engine === engine && !Number.isNaN(r.peakRssMiB)).map((r) => r.peakRssMiB);
     return xs.length > 0 ? `${median(xs)} MiB` : "-";
   };
-  const ratios = (engine: string) =>
-    s.results.filter((r) => r.engine === engine && go(r)).map((r) => r.msPerRender / go(r)!.msPerRender);
+  const ratios = (engine: string, of: (r: Row) => number) =>
+    s.results
+      .filter((r) => r.engine === engine && go(r) && measured(of(r)) && of(go(r)!) > 0)
+      .map((r) => of(r) / of(go(r)!));
+  const listed = (xs: number[]) => `${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`;
   for (const engine of ["go text/template (anchor)", "servicelb", SETTINGS]) {
-    const xs = ratios(engine);
+    const wall = ratios(engine, (r) => r.msPerRender);
+    const cpu = ratios(engine, (r) => r.cpuMsPerRender);
     console.log(
-      `${engine}: min / median / max ${spread(engine)}, median peak RSS ${rss(engine)}${xs.length > 0 ? `; vs Go, median of ${xs.length} rounds: ${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})` : ""}`,
+      `${engine}: min / median / max ${spread(engine)}, median peak RSS ${rss(engine)}${wall.length > 0 ? `; vs Go, median of ${wall.length} rounds: ${listed(wall)}; CPU time vs Go: ${cpu.length > 0 ? listed(cpu) : "-"}` : ""}`,
     );
   }
   for (const r of s.results) {
