@@ -173,6 +173,7 @@ describe("the warm-instance cache", () => {
                 setting: "lb.maxconn=10",
               },
             ],
+            false,
           ],
         ],
       },
