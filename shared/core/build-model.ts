@@ -5,6 +5,7 @@ import { hostText, hostWithin, type HostMatch } from "./host-match.js";
 import { oldestFirst, PathSpaces } from "./ownership.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
+import { entryOf } from "./map-entry.js";
 import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from "./model.js";
 import { OptionsError, type RenderOptions } from "./options.js";
 import { assignSlots } from "./slots.js";
@@ -412,7 +413,7 @@ export function buildModel(
     const svc = services[i]!;
     const { namespace, name } = svc.metadata;
     const source = index.sourceOf(svc);
-    let inNamespace = w.plans.get(namespace);
+    const inNamespace = w.plans.get(namespace);
     const entry = inNamespace?.get(name);
     if (entry && sameVersions(entry.versions, svc, source)) {
       plans[i] = entry.plan;
@@ -428,8 +429,7 @@ export function buildModel(
         return false;
       }
       if (!entry) {
-        if (!inNamespace) w.plans.set(namespace, (inNamespace = new Map()));
-        inNamespace.set(name, { versions, plan, generation });
+        entryOf(w.plans, namespace, () => new Map()).set(name, { versions, plan, generation });
         w.size++;
         return true;
       }
@@ -472,7 +472,7 @@ export function buildModel(
   if (!model) {
     model = assemble(plans, snapshot, options, inputs);
     const positions = new Map<string, number>();
-    model.backends.forEach((b, i) => positions.set(b.name, i));
+    for (const [i, b] of model.backends.entries()) positions.set(b.name, i);
     warm.last = { plans, model, problems: snapshot.problems.length > 0, options, inputs, positions };
   }
   warm.lists = {

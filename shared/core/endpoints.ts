@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
 import { SERVICE_NAME_LABEL } from "./k8s-names.js";
+import { entryOf } from "./map-entry.js";
 
 type ServicePort = Service["spec"]["ports"][number];
 
@@ -79,17 +80,15 @@ export class EndpointIndex {
   }
 
   private addSlice(slice: EndpointSlice, owner: string): void {
-    let inNamespace = this.slices.get(slice.metadata.namespace);
-    if (!inNamespace) this.slices.set(slice.metadata.namespace, (inNamespace = new Map()));
-    const list = inNamespace.get(owner);
-    if (list) list.push(slice);
-    else inNamespace.set(owner, [slice]);
+    entryOf(
+      entryOf(this.slices, slice.metadata.namespace, () => new Map()),
+      owner,
+      () => [],
+    ).push(slice);
   }
 
   private addEndpoints(ep: Endpoints): void {
-    let inNamespace = this.endpoints.get(ep.metadata.namespace);
-    if (!inNamespace) this.endpoints.set(ep.metadata.namespace, (inNamespace = new Map()));
-    inNamespace.set(ep.metadata.name, ep);
+    entryOf(this.endpoints, ep.metadata.namespace, () => new Map()).set(ep.metadata.name, ep);
   }
 
   sourceOf(service: Service): EndpointSource {
