@@ -1,13 +1,14 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildModel, ModelCache } from "../shared/core/build-model.js";
 import { parseRenderOptions, type RenderOptions } from "../shared/core/options.js";
 import { renderSnapshot } from "../shared/core/pipeline.js";
 import { Renderer, type TemplateSet } from "../shared/core/render.js";
-import { parseSnapshot, type Snapshot } from "../shared/core/snapshot.js";
+import { ChunkedSha256 } from "../shared/core/sha256.js";
+import { snapshotFromDocuments, type Snapshot } from "../shared/core/snapshot.js";
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import { machine, mib, percentile, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
@@ -15,7 +16,8 @@ import { syntheticCluster } from "./synthetic.js";
 /**
  * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
  * Go text/template anchor, in one run. Each case runs in its own process so peak RSS is its own.
- *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000] [--iters 5]
+ *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
+ *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
  */
 interface CaseResult {
   engine: string;
@@ -24,10 +26,15 @@ interface CaseResult {
   parseMs: number;
   buildMs: number;
   msPerRender: number;
+  /**
+   * CPU time per render (every thread of the process: the collector's too), which a busy machine
+   * inflates far less than wall time. NaN where it was not measured.
+   */
+  cpuMsPerRender: number;
   bytes: number;
   peakRssMiB: number;
-  /** Warm case: build + render per change, p50 and p99 (nearest rank). */
-  totalMs?: { p50: number; p99: number };
+  /** Warm case: build + render + sha256 per change, p50, p99 (nearest rank) and max. */
+  totalMs?: { p50: number; p99: number; max: number };
 }
 
 const ENDPOINTS = 10;
@@ -45,29 +52,36 @@ function naive(t: TemplateSet): TemplateSet {
 }
 
 function runCase(services: number, engine: string, iters: number): CaseResult {
-  const text = JSON.stringify(syntheticCluster(services, ENDPOINTS, 1000, engine === SETTINGS));
+  // The synthetic List validated as the live list's items are, without a JSON text of it: the
+  // text would double the process's peak, and it is the list stage's, not the render's.
   const t0 = performance.now();
-  const snapshot = parseSnapshot(text);
+  const snapshot = snapshotFromDocuments([syntheticCluster(services, ENDPOINTS, 1000, engine === SETTINGS)]);
   const t1 = performance.now();
   // Loopback-free options as the anchor renders: one HTTP frontend, default algorithm.
   const options = parseRenderOptions({ minServerSlots: 1 });
+  if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0));
   const model = buildModel(snapshot, options);
   const t2 = performance.now();
-  if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0));
   const templates = engine === "liquid-per-item" ? naive(loadTemplates()) : loadTemplates();
-  const bytes = new Renderer(templates).renderBytes(model).length;
+  const bytes = new Renderer(templates).renderChunks(model).byteLength;
   // A new renderer for every render, as the anchor parses its template every time: a renderer
-  // remembers the text of the backends it has rendered, which is the warm case measured below.
-  const start = performance.now();
-  for (let i = 0; i < iters; i++) new Renderer(templates).renderBytes(model);
-  const msPerRender = (performance.now() - start) / iters;
+  // remembers where it wrote the backends it has rendered, which is the warm case measured below.
+  const times: number[] = [];
+  const cpu = process.cpuUsage();
+  for (let i = 0; i < iters; i++) {
+    const start = performance.now();
+    new Renderer(templates).renderChunks(model);
+    times.push(performance.now() - start);
+  }
+  const used = process.cpuUsage(cpu);
   return {
     engine,
     services,
     endpoints: ENDPOINTS,
     parseMs: Math.round(t1 - t0),
     buildMs: Math.round(t2 - t1),
-    msPerRender: Math.round(msPerRender * 10) / 10,
+    msPerRender: round1(median(times)),
+    cpuMsPerRender: round1((used.user + used.system) / 1000 / iters),
     bytes,
     peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
   };
@@ -76,12 +90,16 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
 const WARM = "servicelb warm, 1 Service changed";
 /** The same cluster with a mix of per-Service settings (more config than the anchor renders). */
 const SETTINGS = "servicelb, per-Service settings mix";
+const WARM_CHANGES = 200;
+
+const round1 = (x: number) => Math.round(x * 10) / 10;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /**
  * A warm function instance re-rendering after one Service changed (its EndpointSlice moved a
- * pod, so its resourceVersion went up): model build and render to bytes, with the instance's
- * caches. The snapshot is the live kind (trusted resourceVersions); parsing it is part of the
- * list stage.
+ * pod, so its resourceVersion went up): model build, render and sha256, with the instance's
+ * caches, as a reconcile pass does them. The snapshot is the live kind (trusted resourceVersions);
+ * validating it is part of the list stage.
  */
 function warmReRender(
   services: number,
@@ -92,8 +110,9 @@ function warmReRender(
 ): CaseResult {
   const renderer = new Renderer(loadTemplates());
   const cache = new ModelCache();
+  const hasher = new ChunkedSha256();
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
-  let bytes = renderSnapshot(current, options, renderer, {}, cache).bytes.length;
+  let bytes = renderSnapshot(current, options, renderer, {}, cache, hasher).byteLength;
   let build = 0;
   let render = 0;
   const totals: number[] = [];
@@ -111,15 +130,13 @@ function warmReRender(
     };
     current = { ...current, endpointSlices: slices };
     const t0 = performance.now();
-    const model = buildModel(current, options, {}, cache);
-    const t1 = performance.now();
-    bytes = renderer.renderBytes(model).length;
-    const t2 = performance.now();
-    build += t1 - t0;
-    render += t2 - t1;
-    totals.push(t2 - t0);
+    const result = renderSnapshot(current, options, renderer, {}, cache, hasher);
+    if (result.sha256.length !== 64) throw new Error("no sha256");
+    totals.push(performance.now() - t0);
+    build += result.stats.buildMs;
+    render += result.stats.renderMs;
+    bytes = result.byteLength;
   }
-  const round1 = (x: number) => Math.round(x * 10) / 10;
   return {
     engine: WARM,
     services,
@@ -127,28 +144,55 @@ function warmReRender(
     parseMs,
     buildMs: round1(build / iters),
     msPerRender: round1(render / iters),
+    cpuMsPerRender: Number.NaN,
     bytes,
     peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
-    totalMs: { p50: round1(percentile(totals, 50)), p99: round1(percentile(totals, 99)) },
+    totalMs: {
+      p50: round1(percentile(totals, 50)),
+      p99: round1(percentile(totals, 99)),
+      max: round1(Math.max(...totals)),
+    },
   };
 }
 
-function goAnchor(services: number, iters: number): CaseResult | string {
-  const src = join(packageRoot(), "..", "shared", "anchors", "go-render");
-  if (!existsSync(src)) return `anchor not found at ${src}`;
-  if (spawnSync("go", ["version"]).status !== 0) return "go not on PATH (apt-get install -y golang-go)";
-  const dir = mkdtempSync(join(tmpdir(), "go-render-"));
-  cpSync(src, dir, { recursive: true });
-  const out = execFileSync(
-    "go",
-    ["run", ".", "-services", String(services), "-endpoints", String(ENDPOINTS), "-iters", String(iters), "-json"],
-    {
-      cwd: dir,
-      encoding: "utf8",
-      env: { ...process.env, GOCACHE: join(dir, ".gocache"), GOFLAGS: "-mod=mod" },
-    },
-  );
-  const r = JSON.parse(out) as { msPerRender: number; bytes: number; heapSysMiB: number };
+/** The Go anchor built once per run, or why it cannot run. */
+function buildAnchor(dir: string): string | { bin: string } {
+  if (!existsSync(join(dir, "main.go")))
+    return `Go anchor not found at ${dir} (give its folder with --anchor DIR): no Go rows, no ratios`;
+  if (spawnSync("go", ["version"]).status !== 0)
+    return "go not on PATH (apt-get install -y golang-go): no Go rows, no ratios";
+  const work = mkdtempSync(join(tmpdir(), "go-render-"));
+  cpSync(dir, work, { recursive: true });
+  const bin = join(work, "anchor");
+  execFileSync("go", ["build", "-o", bin, "."], {
+    cwd: work,
+    env: { ...process.env, GOCACHE: join(work, ".gocache"), GOFLAGS: "-mod=mod" },
+  });
+  return { bin };
+}
+
+/**
+ * The anchor, run twice: with `iters` timed renders and with one. Its peak RSS is the process's,
+ * as the kernel counts it for ours (getrusage's ru_maxrss, read by GNU time), not the Go heap it
+ * reports itself; its CPU time per render is the difference of the two runs' CPU times (model
+ * building and the warm-up are in both), divided by the renders between them.
+ */
+function goAnchor(bin: string, services: number, iters: number): CaseResult {
+  const run = (k: number) => {
+    const argv = [bin, "-services", String(services), "-endpoints", String(ENDPOINTS), "-iters", String(k), "-json"];
+    const out = existsSync(TIME)
+      ? spawnSync(TIME, ["-f", "maxrss=%M cpu=%U+%S", ...argv], { encoding: "utf8" })
+      : spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8" });
+    if (out.status !== 0) throw new Error(`the Go anchor failed: ${out.stderr}`);
+    const cpu = /cpu=([\d.]+)\+([\d.]+)/.exec(out.stderr);
+    return {
+      ...(JSON.parse(out.stdout) as { msPerRender: number; bytes: number }),
+      kib: /maxrss=(\d+)/.exec(out.stderr)?.[1],
+      cpuMs: cpu ? (Number(cpu[1]) + Number(cpu[2])) * 1000 : Number.NaN,
+    };
+  };
+  const r = run(iters);
+  const one = run(1);
   return {
     engine: "go text/template (anchor)",
     services,
@@ -156,9 +200,22 @@ function goAnchor(services: number, iters: number): CaseResult | string {
     parseMs: 0,
     buildMs: 0,
     msPerRender: r.msPerRender,
+    cpuMsPerRender: iters > 1 ? round1((r.cpuMs - one.cpuMs) / (iters - 1)) : Number.NaN,
     bytes: r.bytes,
-    peakRssMiB: r.heapSysMiB,
+    peakRssMiB: r.kib === undefined ? Number.NaN : mib(Number(r.kib) * 1024),
   };
+}
+
+const TIME = "/usr/bin/time";
+
+/** Timed renders per case: enough at small sizes for the JIT to settle, fewer where one render takes long. */
+function defaultIters(services: number): number {
+  return services <= 1000 ? 20 : services <= 10_000 ? 10 : 5;
+}
+
+function loadLine(): string {
+  const [one, five] = loadavg();
+  return `load average ${one!.toFixed(2)} (1 min), ${five!.toFixed(2)} (5 min) on ${cpus().length} cores`;
 }
 
 function main(): void {
@@ -167,102 +224,139 @@ function main(): void {
     const i = args.indexOf(name);
     return i >= 0 ? args[i + 1] : undefined;
   };
-  const iters = Number(arg("--iters") ?? 5);
   const child = arg("--child");
   if (child) {
-    process.stdout.write(JSON.stringify(runCase(Number(child), arg("--engine") ?? "servicelb", iters)));
+    process.stdout.write(
+      JSON.stringify(runCase(Number(child), arg("--engine") ?? "servicelb", Number(arg("--iters") ?? 5))),
+    );
     return;
   }
-  const sizes = (arg("--sizes") ?? "1000,10000").split(",").map(Number);
+  const sizes = (arg("--sizes") ?? "1000,10000,50000").split(",").map(Number);
   // Two cores, and Go's collector runs beside its renderer: one pair of runs can mislead, so the
   // engines take turns for several rounds and the ratio reported is the median of the rounds.
-  const rounds = Number(arg("--rounds") ?? 3);
+  const rounds = Number(arg("--rounds") ?? 5);
+  const anchorDir = resolve(arg("--anchor") ?? join(packageRoot(), "..", "shared", "anchors", "go-render"));
   const self = fileURLToPath(import.meta.url);
-  const results: Array<CaseResult & { round: number }> = [];
+  const json = args.includes("--json");
+  const anchor = buildAnchor(anchorDir);
   const notes: string[] = [];
-  const ratios = new Map<number, number[]>();
-  const settingsRatios = new Map<number, number[]>();
+  if (typeof anchor === "string") notes.push(anchor);
+  else if (!existsSync(TIME)) notes.push(`${TIME} not found (apt-get install -y time): Go's peak RSS is not measured`);
+  if (!json) {
+    console.log(`bench/render — ${machine()}`);
+    console.log(
+      `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ms/render is the median of the timed renders after one warm-up; Go anchor: ${typeof anchor === "string" ? "MISSING" : anchorDir}`,
+    );
+    for (const n of notes) console.log(`NOTE: ${n}`);
+  }
+  const sections: Array<{ services: number; iters: number; loadBefore: string; loadAfter: string; results: Row[] }> =
+    [];
   for (const n of sizes) {
+    const iters = Number(arg("--iters") ?? defaultIters(n));
+    const loadBefore = loadLine();
+    const results: Row[] = [];
     for (let round = 1; round <= rounds; round++) {
-      const ours: CaseResult[] = [];
-      for (const engine of round === 1 ? ["servicelb", SETTINGS, "liquid-per-item", WARM] : ["servicelb", SETTINGS]) {
+      const engines = round === 1 ? ["servicelb", SETTINGS, "liquid-per-item", WARM] : ["servicelb", SETTINGS];
+      for (const engine of engines) {
+        // liquidjs for every item takes seconds at 10,000 Services and minutes at 50,000.
+        if (engine === "liquid-per-item" && n > 10_000) continue;
+        const caseIters = engine === "liquid-per-item" ? 1 : engine === WARM ? WARM_CHANGES : iters;
         const out = execFileSync(
           process.execPath,
-          [
-            self,
-            "--child",
-            String(n),
-            "--engine",
-            engine,
-            "--iters",
-            engine === "liquid-per-item" ? "1" : String(engine === WARM ? 50 : iters),
-          ],
+          [self, "--child", String(n), "--engine", engine, "--iters", String(caseIters)],
           { encoding: "utf8", maxBuffer: 1 << 20 },
         );
-        ours.push(JSON.parse(out) as CaseResult);
+        results.push({ ...(JSON.parse(out) as CaseResult), round });
       }
-      const go = goAnchor(n, iters);
-      if (typeof go === "string") {
-        if (round === 1) notes.push(go);
-      } else {
-        results.push({ ...go, round });
-        ratios.set(n, [...(ratios.get(n) ?? []), ours[0]!.msPerRender / go.msPerRender]);
-        settingsRatios.set(n, [...(settingsRatios.get(n) ?? []), ours[1]!.msPerRender / go.msPerRender]);
-      }
-      for (const r of ours) results.push({ ...r, round });
+      if (typeof anchor !== "string") results.push({ ...goAnchor(anchor.bin, n, iters), round });
     }
+    const section = { services: n, iters, loadBefore, loadAfter: loadLine(), results };
+    sections.push(section);
+    if (!json) printSection(section, rounds);
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  const ratio = (r: CaseResult & { round: number }) => {
-    const go = results.find((g) => g.services === r.services && g.round === r.round && g.engine.startsWith("go"));
-    return go ? `${(r.msPerRender / go.msPerRender).toFixed(2)}×` : "-";
-  };
-  if (args.includes("--json")) {
-    const medianVsGo = Object.fromEntries([...ratios].map(([n, xs]) => [n, Math.round(median(xs) * 100) / 100]));
-    const settingsMedianVsGo = Object.fromEntries(
-      [...settingsRatios].map(([n, xs]) => [n, Math.round(median(xs) * 100) / 100]),
-    );
+  if (json)
     process.stdout.write(
-      `${JSON.stringify({ machine: machine(), rounds, medianVsGo, settingsMedianVsGo, results: results.map((r) => ({ ...r, vsGo: ratio(r) })), notes }, null, 2)}\n`,
+      `${JSON.stringify({ machine: machine(), rounds, anchor: anchorDir, notes, sections }, null, 2)}\n`,
     );
-    return;
-  }
-  console.log(`bench/render — ${machine()}`);
-  console.log(
-    `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ${iters} timed renders after one warm-up\n`,
-  );
+}
+
+type Row = CaseResult & { round: number };
+
+/** NaN travels from a case's process as null. */
+const measured = (x: number | null) => x !== null && !Number.isNaN(x);
+
+function printSection(
+  s: { services: number; iters: number; loadBefore: string; loadAfter: string; results: Row[] },
+  rounds: number,
+): void {
+  const go = (r: Row) =>
+    s.results.find((g) => g.round === r.round && g.engine.startsWith("go") && g !== r && !r.engine.startsWith("go"));
+  const ratio = (r: Row) => {
+    const g = go(r);
+    return g ? `${(r.msPerRender / g.msPerRender).toFixed(2)}×` : "-";
+  };
+  const cpuRatio = (r: Row) => {
+    const g = go(r);
+    return g && measured(r.cpuMsPerRender) && g.cpuMsPerRender > 0
+      ? `${(r.cpuMsPerRender / g.cpuMsPerRender).toFixed(2)}×`
+      : "-";
+  };
+  console.log(`\n${s.services} services, ${s.iters} timed renders per case, ${rounds} rounds; before: ${s.loadBefore}`);
   console.log(
     table(
-      ["round", "engine", "services", "parse ms", "build ms", "ms/render", "vs Go", "config bytes", "peak RSS MiB"],
-      results.map((r) => [
+      [
+        "round",
+        "engine",
+        "validate ms",
+        "build ms",
+        "ms/render",
+        "vs Go",
+        "CPU ms/render",
+        "CPU vs Go",
+        "config bytes",
+        "peak RSS MiB",
+      ],
+      s.results.map((r) => [
         r.round,
         r.engine,
-        r.services,
         r.parseMs || "-",
         r.buildMs || "-",
         r.msPerRender,
         ratio(r),
+        measured(r.cpuMsPerRender) ? r.cpuMsPerRender : "-",
+        cpuRatio(r),
         r.bytes,
-        r.peakRssMiB,
+        Number.isNaN(r.peakRssMiB) ? "-" : r.peakRssMiB,
       ]),
     ),
   );
-  for (const [n, xs] of ratios)
+  const spread = (engine: string) => {
+    const xs = s.results.filter((r) => r.engine === engine).map((r) => r.msPerRender);
+    return xs.length > 0 ? `${Math.min(...xs)} / ${median(xs)} / ${Math.max(...xs)} ms` : "-";
+  };
+  const rss = (engine: string) => {
+    const xs = s.results.filter((r) => r.engine === engine && !Number.isNaN(r.peakRssMiB)).map((r) => r.peakRssMiB);
+    return xs.length > 0 ? `${median(xs)} MiB` : "-";
+  };
+  const ratios = (engine: string, of: (r: Row) => number) =>
+    s.results
+      .filter((r) => r.engine === engine && go(r) && measured(of(r)) && of(go(r)!) > 0)
+      .map((r) => of(r) / of(go(r)!));
+  const listed = (xs: number[]) => `${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`;
+  for (const engine of ["go text/template (anchor)", "servicelb", SETTINGS]) {
+    const wall = ratios(engine, (r) => r.msPerRender);
+    const cpu = ratios(engine, (r) => r.cpuMsPerRender);
     console.log(
-      `\n${n} services: servicelb / Go, median of ${xs.length} rounds: ${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`,
+      `${engine}: min / median / max ${spread(engine)}, median peak RSS ${rss(engine)}${wall.length > 0 ? `; vs Go, median of ${wall.length} rounds: ${listed(wall)}; CPU time vs Go: ${cpu.length > 0 ? listed(cpu) : "-"}` : ""}`,
     );
-  for (const [n, xs] of settingsRatios)
-    console.log(
-      `${n} services with per-Service settings: servicelb / Go (which renders none), median of ${xs.length} rounds: ${median(xs).toFixed(2)}×`,
-    );
-  for (const r of results) {
+  }
+  for (const r of s.results) {
     if (r.totalMs)
       console.log(
-        `${r.services} services, warm instance, 1 Service changed: build + render ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99 over 50 changes`,
+        `warm instance, 1 Service changed: build + render + sha256 ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${WARM_CHANGES} changes`,
       );
   }
-  for (const n of notes) console.log(`note: ${n}`);
-  console.log("\nGo's peak column is its heap (HeapSys), not process RSS.");
+  console.log(`after: ${s.loadAfter}`);
 }
 
 main();

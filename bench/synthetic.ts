@@ -2,7 +2,8 @@
  * The synthetic cluster every benchmark uses, the same shape as the Go render anchor
  * (../shared/anchors/go-render): service i has `endpoints` pods at 10.<i/256%256>.<i%256>.<j>:8080,
  * ClientIP affinity when i%3==0, a host when i%5==0. With `settings`, the per-Service settings
- * annotations too (settingsOf).
+ * annotations too (settingsOf). Items come in the API server's list order (by name: svc-0,
+ * svc-1, svc-10, …), which a warm instance relies on to carry a pass's order over to the next.
  */
 export function syntheticCluster(
   services: number,
@@ -11,7 +12,10 @@ export function syntheticCluster(
   settings = false,
 ): Record<string, unknown> {
   const items: unknown[] = [];
-  for (let i = 0; i < services; i++) {
+  const byName = Array.from({ length: services }, (_, i) => i).sort((a, b) =>
+    `svc-${a}` < `svc-${b}` ? -1 : `svc-${a}` > `svc-${b}` ? 1 : 0,
+  );
+  for (const i of byName) {
     const name = `svc-${i}`;
     items.push({
       apiVersion: "v1",

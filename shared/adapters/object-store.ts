@@ -22,6 +22,7 @@ import {
 } from "../core/config-key.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
 import { decidePublish, pickView, storeMark } from "../core/publish-order.js";
+import type { ConfigChunks } from "../core/chunks.js";
 import { parseRevision } from "../core/revision.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
 import { SHA256_HEX, sha256, sha256Schema } from "../core/sha256.js";
@@ -112,9 +113,19 @@ export interface SkippedKey {
   reason: string;
 }
 
+/** A rendered config as its chunks and their sha256 (a render's result is one). */
+export interface HashedConfig extends ConfigChunks {
+  readonly sha256: string;
+}
+
 export interface PublishInput {
-  /** The config body; the renderer's bytes go out as they are, text is sent as UTF-8. */
-  config: string | Uint8Array;
+  /**
+   * The config body; the renderer's bytes go out as they are, text is sent as UTF-8. A rendered
+   * config comes with its sha256, so an unchanged config is recognised without a copy or a hash
+   * here; its chunks are joined only when it is written (an SDK retry needs a body it can send
+   * twice).
+   */
+  config: string | Uint8Array | HashedConfig;
   /** The snapshot's revision: the highest metadata.resourceVersion of the list responses. */
   revision: string;
   /** Version string of the software that rendered the config. */
@@ -496,7 +507,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         `generator must be printable ASCII (it is sent as an HTTP header), got ${JSON.stringify(generator)}`,
       );
     }
-    const sha = sha256(config);
+    const sha = isHashed(config) ? config.sha256 : sha256(config);
     // A warm instance that last saw these very bytes newest expects "unchanged", which needs only
     // the configs listing (the views listing only when the snapshot is newer than that config: a
     // marker may be due). Otherwise the live revision (needed before any write and when behind)
@@ -611,7 +622,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         new PutObjectCommand({
           Bucket: bucket,
           Key: key,
-          Body: config,
+          Body: isHashed(config) ? Buffer.concat(config.chunks, config.byteLength) : config,
           ContentType: "text/plain; charset=utf-8",
           Metadata: metadata,
         }),
@@ -798,4 +809,8 @@ function errorText(error: unknown): string {
     .filter(Boolean)
     .join(", ");
   return error.message ? `${error.message} (${details})` : details;
+}
+
+function isHashed(config: string | Uint8Array | HashedConfig): config is HashedConfig {
+  return typeof config !== "string" && !(config instanceof Uint8Array);
 }

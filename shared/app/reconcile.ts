@@ -13,7 +13,13 @@ import { settingsRecord } from "../core/settings-record.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
-import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
+import {
+  type HashedConfig,
+  StoreError,
+  type ObjectStore,
+  type PublishResult,
+  type SkippedKey,
+} from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageVersion } from "../adapters/package-version.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
@@ -191,16 +197,12 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         return { snapshot, rendered, held: pending.held };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
-      const publish = async (
-        revision: string,
-        bytes: Uint8Array | string,
-        restore: boolean,
-      ): Promise<PublishResult> => {
+      const publish = async (revision: string, config: HashedConfig, restore: boolean): Promise<PublishResult> => {
         stage = "publish";
         const t = performance.now();
         const result = await guard(
           store.publish({
-            config: bytes,
+            config,
             revision,
             generator,
             settings: recorded,
@@ -213,7 +215,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       };
 
       let { snapshot, rendered, held } = await listAndRender();
-      let published = await publish(snapshot.revision, rendered.bytes, false);
+      let published = await publish(snapshot.revision, rendered, false);
       const regression = published.regression;
       if (published.status === "regressed") {
         // Evidence from a fresh list: the live cluster is behind what the store recorded (etcd
@@ -226,7 +228,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         ctx.forgetLiveState();
         renderedServices = undefined;
         ({ snapshot, rendered, held } = await listAndRender());
-        published = await publish(snapshot.revision, rendered.bytes, true);
+        published = await publish(snapshot.revision, rendered, true);
         // A restore publish never asks for another one (see core/publish-order.ts).
         if (published.status === "regressed")
           throw new Error(

@@ -3,7 +3,7 @@ import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
 import { Renderer } from "../core/render.js";
 import type { SettingsRecord } from "../core/settings-record.js";
-import { sha256 } from "../core/sha256.js";
+import { ChunkedSha256, sha256 } from "../core/sha256.js";
 import { ParsedItems, type Snapshot } from "../core/snapshot.js";
 import { readErrorPage } from "../adapters/error-page.js";
 import { loadTemplates } from "../adapters/templates.js";
@@ -21,6 +21,8 @@ export class RenderContext {
   /** Plans of unchanged Services between renders of live snapshots (a warm function instance). */
   private cache = new ModelCache();
   private items = new ParsedItems();
+  /** The last config's hash states: a warm pass hashes only from its first changed chunk on. */
+  private readonly hasher = new ChunkedSha256();
 
   constructor(
     readonly options: RenderOptions,
@@ -47,7 +49,7 @@ export class RenderContext {
   }
 
   render(snapshot: Snapshot): RenderResult {
-    return renderSnapshot(snapshot, this.options, this.renderer, this.inputs, this.cache);
+    return renderSnapshot(snapshot, this.options, this.renderer, this.inputs, this.cache, this.hasher);
   }
 }
 

@@ -5,6 +5,7 @@ import { hostText, hostWithin, type HostMatch } from "./host-match.js";
 import { oldestFirst, PathSpaces } from "./ownership.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
+import { entryOf } from "./map-entry.js";
 import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from "./model.js";
 import { compareStrings } from "./compare.js";
 import type { RenderOptions } from "./options.js";
@@ -65,6 +66,78 @@ export class ModelCache {
   size = 0;
   generation = 0;
   last: AssembledModel | undefined;
+  /** What each plan claims (see `claims`), computed once per plan. */
+  readonly claims = new WeakMap<ServicePlan, string>();
+  /** The last pass's lists and the endpoint index over them, kept up to date by the objects that change. */
+  lists: LastLists | undefined;
+}
+
+interface LastLists {
+  options: RenderOptions;
+  services: readonly Service[];
+  endpointSlices: readonly EndpointSlice[];
+  endpoints: readonly Endpoints[];
+  index: EndpointIndex;
+  /** The plan of each Service of `services`, when they were planned in list order (unfiltered, sorted already). */
+  plans: ServicePlan[] | null;
+}
+
+/** More changed objects than this in one list, and a warm pass looks at every Service again. */
+const MOST_CHANGED = 64;
+
+/**
+ * Positions where a list holds other objects than the last one did, or null when it is not the
+ * same list with a few objects replaced. A live list of a warm instance hands out the very objects
+ * of the last list for what did not change (ParsedItems), so this compares references only.
+ */
+function replacedAt<T>(before: readonly T[], after: readonly T[]): number[] | null {
+  if (before.length !== after.length) return null;
+  const at: number[] = [];
+  for (let i = 0; i < after.length; i++) if (before[i] !== after[i] && at.push(i) > MOST_CHANGED) return null;
+  return at;
+}
+
+/**
+ * The Services a warm pass must plan again, by position in `services`, when the snapshot is the
+ * last one with a few objects replaced (the same Services, in the same order); null otherwise.
+ * The endpoint index is brought up to date on the way.
+ */
+function changedServices(lists: LastLists | undefined, snapshot: Snapshot, options: RenderOptions): number[] | null {
+  if (!lists || lists.options !== options || lists.plans === null) return null;
+  const services = replacedAt(lists.services, snapshot.services);
+  const slices = replacedAt(lists.endpointSlices, snapshot.endpointSlices);
+  const endpoints = replacedAt(lists.endpoints, snapshot.endpoints);
+  if (!services || !slices || !endpoints) return null;
+  for (const i of services) {
+    const before = lists.services[i]!.metadata;
+    const now = snapshot.services[i]!.metadata;
+    if (before.namespace !== now.namespace || before.name !== now.name) return null;
+  }
+  const owners: Array<[string, string]> = [];
+  for (const i of slices)
+    owners.push(...lists.index.replaceSlice(lists.endpointSlices[i]!, snapshot.endpointSlices[i]!));
+  for (const i of endpoints) owners.push(...lists.index.replaceEndpoints(lists.endpoints[i]!, snapshot.endpoints[i]!));
+  const at = new Set(services);
+  for (const [namespace, name] of owners) {
+    const i = positionOf(snapshot.services, namespace, name);
+    if (i >= 0) at.add(i);
+  }
+  return [...at];
+}
+
+/** Position of a Service in a list sorted by namespace/name, or -1. */
+function positionOf(services: readonly Service[], namespace: string, name: string): number {
+  let lo = 0;
+  let hi = services.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const m = services[mid]!.metadata;
+    const d = compareIds(m.namespace, m.name, namespace, name);
+    if (d === 0) return mid;
+    if (d < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
 }
 
 interface CachedPlan {
@@ -78,6 +151,8 @@ interface CachedPlan {
 interface AssembledModel {
   plans: ServicePlan[];
   model: Model;
+  /** The snapshot had items that were not understood: they are warnings of the model, so it is settled again. */
+  problems: boolean;
   options: RenderOptions;
   inputs: BuildInputs;
   /** Position of each backend in `model.backends`, by name. */
@@ -279,9 +354,11 @@ function sameVersions(versions: string[], svc: Service, source: EndpointSource):
 
 /** Orders Services as their `namespace/name` strings sort, which is the API server's list order. */
 function compareServices(a: Service, b: Service): number {
-  const na = a.metadata.namespace;
-  const nb = b.metadata.namespace;
-  if (na === nb) return compareStrings(a.metadata.name, b.metadata.name);
+  return compareIds(a.metadata.namespace, a.metadata.name, b.metadata.namespace, b.metadata.name);
+}
+
+function compareIds(na: string, a: string, nb: string, b: string): number {
+  if (na === nb) return compareStrings(a, b);
   // Different namespaces: the first difference lies within "namespace/", so the names never matter.
   return compareStrings(`${na}/`, `${nb}/`);
 }
@@ -293,7 +370,14 @@ export function buildModel(
   inputs: BuildInputs = {},
   cache?: ModelCache,
 ): Model {
-  const index = new EndpointIndex(snapshot);
+  const warm = cache !== undefined && snapshot.trustedRevisions === true ? cache : undefined;
+  const scoped = Boolean(options.namespace || options.targetService);
+  // A warm pass after a few objects changed plans only their Services again; the rest of the last
+  // pass stands as it was. Taken out while this pass runs: a pass that throws leaves none behind.
+  const lists = warm?.lists;
+  if (warm) warm.lists = undefined;
+  const changed = changedServices(lists, snapshot, options);
+  const index = changed ? lists!.index : new EndpointIndex(snapshot);
   const scopeNamespace = options.namespace ?? "default";
   const tcpWanted = new Map<string, Set<number>>();
   for (const t of options.tcpServices) {
@@ -303,59 +387,68 @@ export function buildModel(
   }
   const target = options.targetService;
   const context: PlanContext = { options, index, tcpWanted };
-  const warm = cache !== undefined && snapshot.trustedRevisions === true ? cache : undefined;
 
   let services: Service[] = snapshot.services;
-  if (options.namespace || target) {
+  if (scoped) {
     services = services.filter(({ metadata: { namespace, name } }) => {
       if (options.namespace && namespace !== options.namespace) return false;
       return !target || (target.includes("/") ? target === `${namespace}/${name}` : target === name);
     });
   }
-  // The API server lists in namespace/name order already: usually no sort, and no copy.
-  for (let i = 1; i < services.length; i++) {
-    if (compareServices(services[i - 1]!, services[i]!) > 0) {
-      services = [...services].sort(compareServices);
-      break;
+  // The API server lists in namespace/name order already: usually no sort, and no copy. The last
+  // pass's order holds for a list whose Services are the same, in the same places.
+  if (!changed) {
+    for (let i = 1; i < services.length; i++) {
+      if (compareServices(services[i - 1]!, services[i]!) > 0) {
+        services = [...services].sort(compareServices);
+        break;
+      }
     }
   }
 
-  const plans: ServicePlan[] = new Array(services.length);
-  if (warm) {
+  /** Plans the Service at position i with the warm cache; false when it was counted this generation already. */
+  const planWarm = (w: ModelCache, plans: ServicePlan[], i: number, generation: number): boolean => {
+    const svc = services[i]!;
+    const { namespace, name } = svc.metadata;
+    const source = index.sourceOf(svc);
+    const inNamespace = w.plans.get(namespace);
+    const entry = inNamespace?.get(name);
+    if (entry && sameVersions(entry.versions, svc, source)) {
+      plans[i] = entry.plan;
+    } else {
+      const plan = planService(svc, context);
+      plans[i] = plan;
+      const versions = versionsOf(svc, source);
+      if (versions === null) {
+        if (entry) {
+          inNamespace!.delete(name);
+          w.size--;
+        }
+        return false;
+      }
+      if (!entry) {
+        entryOf(w.plans, namespace, () => new Map()).set(name, { versions, plan, generation });
+        w.size++;
+        return true;
+      }
+      entry.versions = versions;
+      entry.plan = plan;
+    }
+    // A duplicate Service in the list must not count twice.
+    const counts = entry.generation !== generation;
+    entry.generation = generation;
+    return counts;
+  };
+
+  let plans: ServicePlan[];
+  if (warm && changed) {
+    plans = lists!.plans!.slice();
+    for (const i of changed) planWarm(warm, plans, i, warm.generation);
+  } else if (warm) {
+    plans = new Array(services.length);
     const generation = ++warm.generation;
     let kept = 0;
-    for (let i = 0; i < services.length; i++) {
-      const svc = services[i]!;
-      const { namespace, name } = svc.metadata;
-      const source = index.sourceOf(svc);
-      let inNamespace = warm.plans.get(namespace);
-      const entry = inNamespace?.get(name);
-      if (entry && sameVersions(entry.versions, svc, source)) {
-        plans[i] = entry.plan;
-      } else {
-        const plan = (plans[i] = planService(svc, context));
-        const versions = versionsOf(svc, source);
-        if (versions === null) {
-          if (entry) {
-            inNamespace!.delete(name);
-            warm.size--;
-          }
-          continue;
-        }
-        if (!entry) {
-          if (!inNamespace) warm.plans.set(namespace, (inNamespace = new Map()));
-          inNamespace.set(name, { versions, plan, generation });
-          warm.size++;
-          kept++;
-          continue;
-        }
-        entry.versions = versions;
-        entry.plan = plan;
-      }
-      // A duplicate Service in the list must not count twice.
-      if (entry.generation !== generation) kept++;
-      entry.generation = generation;
-    }
+    for (let i = 0; i < services.length; i++) if (planWarm(warm, plans, i, generation)) kept++;
     // Forget Services that are gone; only walk the map when something is.
     if (warm.size !== kept) {
       for (const [namespace, inNamespace] of warm.plans) {
@@ -368,16 +461,26 @@ export function buildModel(
       }
     }
   } else {
+    plans = new Array(services.length);
     for (let i = 0; i < services.length; i++) plans[i] = planService(services[i]!, context);
   }
 
   if (!warm) return assemble(plans, snapshot, options, inputs);
-  const reassembled = reassemble(warm.last, plans, snapshot, options, inputs);
-  if (reassembled) return reassembled;
-  const model = assemble(plans, snapshot, options, inputs);
-  const positions = new Map<string, number>();
-  model.backends.forEach((b, i) => positions.set(b.name, i));
-  warm.last = { plans, model, options, inputs, positions };
+  let model = reassemble(warm, plans, snapshot, options, inputs);
+  if (!model) {
+    model = assemble(plans, snapshot, options, inputs);
+    const positions = new Map<string, number>();
+    for (const [i, b] of model.backends.entries()) positions.set(b.name, i);
+    warm.last = { plans, model, problems: snapshot.problems.length > 0, options, inputs, positions };
+  }
+  warm.lists = {
+    options,
+    services: snapshot.services,
+    endpointSlices: snapshot.endpointSlices,
+    endpoints: snapshot.endpoints,
+    index,
+    plans: services === snapshot.services ? plans : null,
+  };
   return model;
 }
 
@@ -385,9 +488,8 @@ export function buildModel(
  * What of a plan the settlement between Services reads: its skips, warnings, and for every port
  * the names and routes it claims. Two plans with the same claims settle the same way.
  */
-const claimsOf = new WeakMap<ServicePlan, string>();
-function claims(plan: ServicePlan): string {
-  let c = claimsOf.get(plan);
+function claims(plan: ServicePlan, memo: WeakMap<ServicePlan, string>): string {
+  let c = memo.get(plan);
   if (c === undefined) {
     c = JSON.stringify([
       plan.skipped,
@@ -405,7 +507,7 @@ function claims(plan: ServicePlan): string {
         p.aclMatch,
       ]),
     ]);
-    claimsOf.set(plan, c);
+    memo.set(plan, c);
   }
   return c;
 }
@@ -417,34 +519,32 @@ function claims(plan: ServicePlan): string {
  * Null when anything else changed; the caller settles everything again.
  */
 function reassemble(
-  last: AssembledModel | undefined,
+  cache: ModelCache,
   plans: ServicePlan[],
   snapshot: Snapshot,
   options: RenderOptions,
   inputs: BuildInputs,
 ): Model | null {
+  const last = cache.last;
   if (!last || last.options !== options || last.inputs.errorPageBody !== inputs.errorPageBody) return null;
-  if (
-    last.plans.length !== plans.length ||
-    snapshot.problems.length > 0 ||
-    last.model.warnings.some((w) => w.message.startsWith("snapshot item ignored"))
-  )
-    return null;
+  if (last.plans.length !== plans.length || snapshot.problems.length > 0 || last.problems) return null;
   const changed: Array<[ServicePlan, ServicePlan]> = [];
   for (let i = 0; i < plans.length; i++) {
     const before = last.plans[i]!;
     const now = plans[i]!;
     if (before === now) continue;
-    if (before.id !== now.id || claims(before) !== claims(now)) return null;
+    if (before.id !== now.id || claims(before, cache.claims) !== claims(now, cache.claims)) return null;
     changed.push([before, now]);
   }
   if (changed.length === 0 && last.model.revision === snapshot.revision) return last.model;
   const backends = last.model.backends.slice();
+  let readyServers = last.model.readyServers;
   for (const [before, now] of changed) {
     now.ports.forEach((p, i) => {
       const at = last.positions.get(p.backend.name);
       const old = before.ports[i]!;
       if (at === undefined || backends[at] !== (old.settled?.backend ?? old.backend)) return;
+      readyServers += ready(p.backend) - ready(backends[at]!);
       if (p.tcp) {
         backends[at] = p.backend;
       } else {
@@ -454,7 +554,7 @@ function reassemble(
       }
     });
   }
-  const model: Model = { ...last.model, revision: snapshot.revision, backends };
+  const model: Model = { ...last.model, revision: snapshot.revision, backends, readyServers };
   last.plans = plans;
   last.model = model;
   return model;
@@ -578,6 +678,8 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
 
   routes.sort(routeOrder);
   backends.sort((a, b) => compareStrings(a.name, b.name));
+  let readyServers = 0;
+  for (const b of backends) readyServers += ready(b);
   tcpFrontends.sort((a, b) => a.port - b.port);
   return {
     revision: snapshot.revision,
@@ -591,5 +693,12 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
     defaultPage: { status: options.defaultReturnCode, body },
     warnings,
     skipped,
+    readyServers,
   };
+}
+
+function ready(b: Backend): number {
+  let n = 0;
+  for (const s of b.servers) if (s.address !== null) n++;
+  return n;
 }

@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
 import { SERVICE_NAME_LABEL } from "./k8s-names.js";
+import { entryOf } from "./map-entry.js";
 
 type ServicePort = Service["spec"]["ports"][number];
 
@@ -27,18 +28,67 @@ export class EndpointIndex {
   constructor(snapshot: Pick<Snapshot, "endpointSlices" | "endpoints">) {
     for (const slice of snapshot.endpointSlices) {
       const owner = slice.metadata.labels[SERVICE_NAME_LABEL];
-      if (!owner) continue;
-      let inNamespace = this.slices.get(slice.metadata.namespace);
-      if (!inNamespace) this.slices.set(slice.metadata.namespace, (inNamespace = new Map()));
-      const list = inNamespace.get(owner);
-      if (list) list.push(slice);
-      else inNamespace.set(owner, [slice]);
+      if (owner) this.addSlice(slice, owner);
     }
-    for (const ep of snapshot.endpoints) {
-      let inNamespace = this.endpoints.get(ep.metadata.namespace);
-      if (!inNamespace) this.endpoints.set(ep.metadata.namespace, (inNamespace = new Map()));
-      inNamespace.set(ep.metadata.name, ep);
+    for (const ep of snapshot.endpoints) this.addEndpoints(ep);
+  }
+
+  /**
+   * Puts `now` where `before` was (the same object in a later list, changed), so a warm instance
+   * keeps its index across lists. Returns the Services whose endpoints these are, before and now,
+   * as [namespace, name]. The order of a Service's slices may then differ from a fresh index's,
+   * which changes nothing: addresses are sorted.
+   */
+  replaceSlice(before: EndpointSlice, now: EndpointSlice): Array<[string, string]> {
+    const owners: Array<[string, string]> = [];
+    const was = before.metadata.labels[SERVICE_NAME_LABEL];
+    const is = now.metadata.labels[SERVICE_NAME_LABEL];
+    const namespace = before.metadata.namespace;
+    const inNamespace = this.slices.get(namespace);
+    const list = was ? inNamespace?.get(was) : undefined;
+    const at = list ? list.indexOf(before) : -1;
+    if (list && at >= 0) {
+      if (is === was && now.metadata.namespace === namespace) {
+        list[at] = now;
+        return [[namespace, was!]];
+      }
+      list.splice(at, 1);
+      if (list.length === 0) inNamespace!.delete(was!);
+      if (inNamespace!.size === 0) this.slices.delete(namespace);
+      owners.push([namespace, was!]);
     }
+    if (is) {
+      this.addSlice(now, is);
+      owners.push([now.metadata.namespace, is]);
+    }
+    return owners;
+  }
+
+  /** As replaceSlice, for v1 Endpoints. */
+  replaceEndpoints(before: Endpoints, now: Endpoints): Array<[string, string]> {
+    const { namespace, name } = before.metadata;
+    const inNamespace = this.endpoints.get(namespace);
+    if (inNamespace?.get(name) === before) {
+      inNamespace.delete(name);
+      if (inNamespace.size === 0) this.endpoints.delete(namespace);
+    }
+    this.addEndpoints(now);
+    return [
+      [namespace, name],
+      [now.metadata.namespace, now.metadata.name],
+    ];
+  }
+
+  private addSlice(slice: EndpointSlice, owner: string): void {
+    entryOf(
+      entryOf(this.slices, slice.metadata.namespace, () => new Map()),
+      owner,
+      () => [],
+    ).push(slice);
+  }
+
+  private addEndpoints(ep: Endpoints): void {
+    entryOf(this.endpoints, ep.metadata.namespace, () => new Map()).set(ep.metadata.name, ep);
   }
 
   sourceOf(service: Service): EndpointSource {

@@ -9,11 +9,27 @@
  * values, split its output at the sentinels, and afterwards join literal parts and field values
  * directly. The result is byte-identical to liquidjs by construction; fragments that do anything
  * else (filters, loops, comparisons, other variables) are rendered by liquidjs for every item.
+ * The joined form can also be written straight into the output's bytes (`write`): no string is
+ * built for the item at all, which is most of what a render would otherwise leave to the collector.
  */
 
 import type { Liquid, Template } from "liquidjs";
+import type { ByteWriter } from "./chunks.js";
 
-export type Fragment<T> = (item: T) => string;
+/** A fragment: its text for one item, or the same text written into a ByteWriter. */
+export interface Fragment<T> {
+  (item: T): string;
+  write(item: T, out: ByteWriter): void;
+}
+
+/**
+ * A field value that another fragment writes straight into the output (a backend's server lines).
+ * It stands for the text `text()` returns: a string, which Liquid holds truthy even when empty.
+ */
+export abstract class Inline {
+  abstract write(out: ByteWriter): void;
+  abstract text(): string;
+}
 
 type Scalar = string | number | boolean | null | undefined;
 
@@ -50,13 +66,56 @@ export function plainFields(source: string, variable: string): string[] | null {
 interface Shape {
   literals: string[];
   fields: string[];
+  /** The literals as UTF-8. */
+  bytes: Buffer[];
+  /** Writes an item of this shape: the literals, the fields' values between them. */
+  write: Writer;
+}
+
+type Writer = (item: object, out: ByteWriter, literals: readonly Buffer[]) => void;
+
+/*
+ * Reading fields by a computed name (`item[f]`) goes through V8's megamorphic lookup, many
+ * times slower than a read by a fixed name, and a config at 10,000 Services reads about a
+ * million. So the readers and writers of a fragment are compiled for its field names, which are
+ * identifiers by plainFields' grammar; values are never part of the generated code, and literals
+ * are passed in, not written into it. Generated functions are shared by source text: each renderer compiles its fragments,
+ * and only functions that are the same objects share what V8 learnt and optimized.
+ */
+const generated = new Map<string, unknown>();
+
+function generate<F>(source: string): F {
+  let f = generated.get(source);
+  if (f === undefined) {
+    f = new Function("Inline", `return ${source};`)(Inline);
+    generated.set(source, f);
+  }
+  return f as F;
+}
+
+/** The shape key of an item (see `shapeOf`), or -1 when a field holds something liquidjs must render. */
+function compileKey(fields: readonly string[]): (item: object) => number {
+  const reads = fields.map(
+    (f) =>
+      `v = r.${f}; if (typeof v === "object" && v !== null && !(v instanceof Inline)) return -1; k = k * 3 + (v === false ? 1 : v === null || v === undefined ? 2 : 0);`,
+  );
+  return generate(`(r) => { let k = 0; let v; ${reads.join(" ")} return k; }`);
+}
+
+function compileWriter(fields: readonly string[], bytes: readonly Buffer[]): Writer {
+  const literal = (i: number) => (bytes[i]!.length > 0 ? `out.bytes(b[${i}]);` : "");
+  const steps = fields.map(
+    (f, i) =>
+      `v = r.${f}; if (typeof v === "string") out.text(v); else if (v instanceof Inline) v.write(out); else out.text(String(v)); ${literal(i + 1)}`,
+  );
+  return generate(`(r, out, b) => { let v; ${literal(0)} ${steps.join(" ")} }`);
 }
 
 export function compileFragment<T extends object>(liquid: Liquid, source: string, variable: string): Fragment<T> {
   const template: Template[] = liquid.parse(source);
-  const slow: Fragment<T> = (item) => liquid.renderSync(template, { [variable]: item }) as string;
+  const slow = (item: T): string => liquid.renderSync(template, { [variable]: plain(item) }) as string;
   const fields = plainFields(source, variable);
-  if (fields === null) return slow;
+  if (fields === null) return Object.assign(slow, { write: (item: T, out: ByteWriter) => out.text(slow(item)) });
 
   const shapes = new Map<number, Shape | null>();
   const shapeFor = (item: Record<string, unknown>, key: number): Shape | null => {
@@ -76,28 +135,60 @@ export function compileFragment<T extends object>(liquid: Liquid, source: string
     }
     literals.push(out.slice(last));
     // A stray sentinel byte means the engine transformed a value: not safe to specialise.
-    const shape = literals.some((l) => l.includes("\u0001") || l.includes("\u0002"))
-      ? null
-      : { literals, fields: used };
+    const shape = literals.some((l) => l.includes("\u0001") || l.includes("\u0002")) ? null : makeShape(literals, used);
     shapes.set(key, shape);
     return shape;
   };
 
-  return (item) => {
-    const rec = item as Record<string, Scalar>;
-    let key = 0;
-    for (const f of fields) {
-      const v = rec[f];
-      if (typeof v === "object" && v !== null) return slow(item);
-      // false prints "false" but null prints "": falsy values of different kinds are different shapes.
-      key = key * 3 + (v === false ? 1 : v === null || v === undefined ? 2 : 0);
-    }
-    const shape = shapes.has(key) ? shapes.get(key)! : shapeFor(rec, key);
+  // false prints "false" but null prints "": falsy values of different kinds are different shapes.
+  const keyOf = compileKey(fields);
+  /** The item's shape, or null when liquidjs must render it. */
+  const shapeOf = (rec: Record<string, unknown>): Shape | null => {
+    const key = keyOf(rec);
+    if (key < 0) return null;
+    const shape = shapes.get(key);
+    return shape !== undefined ? shape : shapeFor(rec, key);
+  };
+
+  const text = (item: T): string => {
+    const rec = item as Record<string, unknown>;
+    const shape = shapeOf(rec);
     if (shape === null) return slow(item);
     // Values are joined as they are: sentinels only ever mark the probe's own placeholders.
     const { literals, fields: used } = shape;
     let out = literals[0]!;
-    for (let i = 0; i < used.length; i++) out += String(rec[used[i]!]) + literals[i + 1]!;
+    for (let i = 0; i < used.length; i++) {
+      const v = rec[used[i]!];
+      out += (v instanceof Inline ? v.text() : String(v as Scalar)) + literals[i + 1]!;
+    }
     return out;
   };
+  const write = (item: T, out: ByteWriter): void => {
+    const rec = item as Record<string, unknown>;
+    const shape = shapeOf(rec);
+    if (shape === null) {
+      out.text(slow(item));
+      return;
+    }
+    shape.write(rec, out, shape.bytes);
+  };
+  return Object.assign(text, { write });
+}
+
+function makeShape(literals: string[], fields: string[]): Shape {
+  const bytes = literals.map((l) => Buffer.from(l, "utf8"));
+  return { literals, fields, bytes, write: compileWriter(fields, bytes) };
+}
+
+/** The item as liquidjs reads it: inline fields as their text. */
+function plain<T>(item: T): T {
+  const rec = item as Record<string, unknown>;
+  let copy: Record<string, unknown> | undefined;
+  for (const k of Object.keys(rec)) {
+    const v = rec[k];
+    if (!(v instanceof Inline)) continue;
+    copy ??= { ...rec };
+    copy[k] = v.text();
+  }
+  return (copy ?? rec) as T;
 }

@@ -81,4 +81,6 @@ export interface Model {
   defaultPage: { status: number; body: string };
   warnings: Warning[];
   skipped: Skipped[];
+  /** Server slots that hold an endpoint, over all backends. */
+  readyServers: number;
 }

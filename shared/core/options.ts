@@ -68,7 +68,7 @@ const tcpServices = z.string().transform((text, ctx) => {
     if (entry === "") continue;
     const m = /^([^:]+):([0-9]{1,5})$/.exec(entry);
     const p = m ? Number(m[2]) : 0;
-    if (!m || !m[1] || p < 1 || p > 65535 || !parseServiceRef(m[1], "default")) {
+    if (!m?.[1] || p < 1 || p > 65535 || !parseServiceRef(m[1], "default")) {
       ctx.addIssue({ code: "custom", message: `"${entry}" is not name:port or namespace/name:port` });
       return z.NEVER;
     }

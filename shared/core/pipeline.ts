@@ -1,14 +1,21 @@
 import { roundMs } from "./milliseconds.js";
 import { buildModel, type BuildInputs, type ModelCache } from "./build-model.js";
+import type { ConfigChunks } from "./chunks.js";
 import type { Skipped, Warning } from "./model.js";
 import type { RenderOptions } from "./options.js";
 import type { Renderer } from "./render.js";
 import { scopeReport } from "./scope-report.js";
+import { ChunkedSha256 } from "./sha256.js";
 import type { Snapshot } from "./snapshot.js";
 
-export interface RenderResult {
-  /** The config as published: what is hashed, uploaded and compared. */
-  bytes: Buffer;
+export interface RenderResult extends ConfigChunks {
+  /** The config as published, as the chunks it was rendered in: what is hashed and uploaded. */
+  readonly chunks: readonly Buffer[];
+  readonly byteLength: number;
+  /** Hex sha256 of the config, computed when first read. */
+  readonly sha256: string;
+  /** The config in one buffer, joined when first read (a dry run's answer, `haproxy -c`). */
+  readonly bytes: Buffer;
   /** The same config as text, decoded when first read (dry runs, diffs). */
   readonly config: string;
   revision: string;
@@ -24,21 +31,32 @@ export function renderSnapshot(
   renderer: Renderer,
   inputs: BuildInputs = {},
   cache?: ModelCache,
+  hasher: ChunkedSha256 = new ChunkedSha256(),
 ): RenderResult {
   const t0 = performance.now();
   const model = buildModel(snapshot, options, inputs, cache);
   const t1 = performance.now();
-  const bytes = renderer.renderBytes(model);
+  const { chunks, byteLength } = renderer.renderChunks(model);
   const t2 = performance.now();
-  let servers = 0;
-  for (const b of model.backends) for (const s of b.servers) if (s.address !== null) servers++;
   // Beside the model, not in it: the model (and a warm cache's copy of it) stays the same.
   const scope = scopeReport(snapshot, options);
+  let bytes: Buffer | undefined;
   let text: string | undefined;
+  let sha: string | undefined;
   return {
-    bytes,
+    chunks,
+    byteLength,
+    get sha256() {
+      sha ??= hasher.digest(chunks);
+      return sha;
+    },
+    get bytes() {
+      bytes ??= Buffer.concat(chunks, byteLength);
+      return bytes;
+    },
     get config() {
-      return (text ??= bytes.toString("utf8"));
+      text ??= this.bytes.toString("utf8");
+      return text;
     },
     revision: model.revision,
     warnings: scope.warnings.length > 0 ? [...scope.warnings, ...model.warnings] : model.warnings,
@@ -46,8 +64,8 @@ export function renderSnapshot(
     stats: {
       services: snapshot.services.length,
       backends: model.backends.length,
-      servers,
-      bytes: bytes.length,
+      servers: model.readyServers,
+      bytes: byteLength,
       buildMs: roundMs(t1 - t0),
       renderMs: roundMs(t2 - t1),
     },

@@ -1,7 +1,8 @@
 import { Liquid } from "liquidjs";
 import type { HostMatch } from "./host-match.js";
 import type { BackendSettings, RedirectCode } from "./backend-settings.js";
-import { compileFragment, type Fragment } from "./fragment.js";
+import { type ByteWriter, ChunkList, type ConfigChunks, SlabWriter } from "./chunks.js";
+import { compileFragment, type Fragment, Inline } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
 import { CRT_LIST_PREFIX } from "./options.js";
@@ -43,7 +44,8 @@ export interface BackendView {
   strip_regex: string | null;
   strip_prefix: string | null;
   strip_unless: string | null;
-  servers: string;
+  /** The server lines, written by the server fragment straight into the output. */
+  servers: Inline;
   namespace: string;
   service: string;
   port: number;
@@ -203,6 +205,51 @@ function patternFiles(model: Model): PatternFile[] {
   return [...files].map(([path, entries]) => ({ path, entries }));
 }
 
+/**
+ * A backend's server lines as the backend fragment's `servers`. One per renderer, pointed at each
+ * backend in turn: a fragment reads its item's fields while it renders and keeps none, so neither
+ * this nor the view of its lines is allocated 10,000 times a render.
+ */
+class ServerLines extends Inline {
+  private backend: Backend | undefined;
+  private readonly view: ServerView = { name: "", address: "", disabled: false, inter: "", cookie: null };
+
+  constructor(private readonly fragment: Fragment<ServerView>) {
+    super();
+  }
+
+  /** These lines, now those of `backend`. */
+  of(backend: Backend, inter: string): this {
+    this.backend = backend;
+    this.view.inter = inter;
+    return this;
+  }
+
+  write(out: ByteWriter): void {
+    const { view, fragment } = this;
+    for (const s of this.backend!.servers as ServerSlot[]) {
+      view.name = s.name;
+      view.address = s.address ?? FREE_SLOT_ADDRESS;
+      view.disabled = s.address === null;
+      view.cookie = s.cookie;
+      fragment.write(view, out);
+    }
+  }
+
+  text(): string {
+    const { view, fragment } = this;
+    let text = "";
+    for (const s of this.backend!.servers as ServerSlot[]) {
+      view.name = s.name;
+      view.address = s.address ?? FREE_SLOT_ADDRESS;
+      view.disabled = s.address === null;
+      view.cookie = s.cookie;
+      text += fragment(view);
+    }
+    return text;
+  }
+}
+
 export class Renderer {
   private readonly liquid: Liquid;
   private readonly main;
@@ -221,55 +268,102 @@ export class Renderer {
     this.server = compileFragment(this.liquid, templates.server, "server");
     this.rule = compileFragment(this.liquid, templates.httpRule, "rule");
     this.tcp = compileFragment(this.liquid, templates.tcpFrontend, "tcp");
+    this.lines = new ServerLines(this.server);
   }
 
-  private serversText(b: Backend, inter: string): string {
-    // One view object for every line: 100,000 server lines should not mean 100,000 allocations.
-    const view: ServerView = { name: "", address: "", disabled: false, inter, cookie: null };
-    let out = "";
-    for (const s of b.servers as ServerSlot[]) {
-      view.name = s.name;
-      view.address = s.address ?? FREE_SLOT_ADDRESS;
-      view.disabled = s.address === null;
-      view.cookie = s.cookie;
-      out += this.server(view);
-    }
-    return out;
-  }
+  private readonly lines: ServerLines;
 
   /**
-   * Bytes of backends and of the rule list by object identity. The model builder hands out the
-   * same objects for what did not change, so a warm instance re-renders only what changed and
-   * copies the rest. Bytes rather than strings: the config leaves as bytes (hash, upload), and
-   * joining 10,000 cached buffers is one copy where a joined string must be flattened first.
+   * Where each backend of the last render was written, by its position in that render's
+   * backends: the model builder hands out the same objects for what did not change, so a warm
+   * instance re-renders only what changed and points at the bytes of the rest. Typed arrays and
+   * one array of slabs rather than an object per backend: a cold render leaves no per-backend
+   * garbage for the collector to trace.
    */
-  private readonly backendBytes = new WeakMap<Backend, { inter: string; bytes: Buffer }>();
+  private last: { backends: readonly Backend[]; inter: string; slabs: Buffer[]; starts: Int32Array; ends: Int32Array } =
+    { backends: [], inter: "", slabs: [], starts: new Int32Array(0), ends: new Int32Array(0) };
   private readonly ruleBytes = new WeakMap<readonly HttpRoute[], Buffer>();
+  private tcpBytes: { frontends: readonly TcpFrontend[]; key: string; bytes: Buffer } | undefined;
+  private readonly writer = new SlabWriter();
   /** The main template split at its sections, for the last view it was rendered with (see mainParts). */
   private lastMain: { key: string; parts: Array<Buffer | Slot> } | undefined;
 
-  private backendChunk(b: Backend, inter: string): Buffer {
-    const cached = this.backendBytes.get(b);
-    if (cached?.inter === inter) return cached.bytes;
-    const bytes = Buffer.from(this.renderBackend(b, inter), "utf8");
-    this.backendBytes.set(b, { inter, bytes });
+  /**
+   * The backends' bytes, in order, as ranges of slabs. Both lists are sorted by name (the model
+   * builder sorts them), so old and new are walked side by side; a backend is reused only when it
+   * is the very object rendered before, so an unsorted list costs re-renders, never wrong bytes.
+   */
+  private backendChunks(backends: readonly Backend[], inter: string, out: ChunkList): void {
+    const before = this.last.inter === inter ? this.last : undefined;
+    const n = backends.length;
+    const slabs: Buffer[] = new Array(n);
+    const starts = new Int32Array(n);
+    const ends = new Int32Array(n);
+    let j = 0;
+    for (let i = 0; i < n; i++) {
+      const b = backends[i]!;
+      let reused = false;
+      if (before) {
+        const old = before.backends;
+        // Names are compared only where the lists part: most backends sit where they sat.
+        if (old[j] !== b) while (j < old.length && old[j]!.name < b.name) j++;
+        if (j < old.length && old[j] === b) {
+          slabs[i] = before.slabs[j]!;
+          starts[i] = before.starts[j]!;
+          ends[i] = before.ends[j]!;
+          j++;
+          reused = true;
+        }
+      }
+      if (!reused) {
+        this.writer.begin();
+        this.backend.write(this.backendView(b, inter), this.writer);
+        slabs[i] = this.writer.end();
+        starts[i] = this.writer.start;
+        ends[i] = this.writer.stop;
+      }
+      out.add(slabs[i]!, starts[i]!, ends[i]!);
+    }
+    this.last = { backends, inter, slabs, starts, ends };
+  }
+
+  /** The same chunk while the frontends are the same objects: a warm render hashes from its first new chunk on. */
+  private tcpChunk(frontends: readonly TcpFrontend[], bind: string, acceptProxy: string | null): Buffer {
+    const key = `${bind} ${acceptProxy}`;
+    const cached = this.tcpBytes;
+    if (cached?.frontends === frontends && cached.key === key) return cached.bytes;
+    this.writer.begin();
+    for (const t of frontends)
+      this.tcp.write(
+        {
+          name: t.name,
+          bind,
+          port: t.port,
+          backend: t.backend,
+          timeout_client: t.timeoutClient,
+          accept_proxy: acceptProxy,
+        },
+        this.writer,
+      );
+    const bytes = this.writer.end().subarray(this.writer.start, this.writer.stop);
+    this.tcpBytes = { frontends, key, bytes };
     return bytes;
   }
 
   private rulesChunk(routes: readonly HttpRoute[]): Buffer {
     let bytes = this.ruleBytes.get(routes);
     if (bytes === undefined) {
-      let text = "";
-      for (const r of routes) text += this.rule(ruleView(r));
-      bytes = Buffer.from(text, "utf8");
+      this.writer.begin();
+      for (const r of routes) this.rule.write(ruleView(r), this.writer);
+      bytes = this.writer.end().subarray(this.writer.start, this.writer.stop);
       this.ruleBytes.set(routes, bytes);
     }
     return bytes;
   }
 
-  private renderBackend(b: Backend, inter: string): string {
+  private backendView(b: Backend, inter: string): BackendView {
     const s = b.settings;
-    return this.backend({
+    return {
       name: b.name,
       defaults: b.mode === "tcp" ? "tcp_defaults" : "http_defaults",
       algorithm: b.algorithm,
@@ -278,7 +372,7 @@ export class Renderer {
       strip_regex: b.strip ? prefixRegex(b.strip.prefix) : null,
       strip_prefix: b.strip ? b.strip.prefix : null,
       strip_unless: b.strip?.unlessHost ? hostCondition(b.strip.unlessHost) : null,
-      servers: this.serversText(b, inter),
+      servers: this.lines.of(b, inter),
       namespace: b.namespace,
       service: b.service,
       port: b.servicePort,
@@ -296,7 +390,7 @@ export class Renderer {
       rate_limit: s.rateLimit?.rps ?? null,
       rate_limit_status: s.rateLimit?.status ?? null,
       server_params: serverParams(s),
-    });
+    };
   }
 
   /**
@@ -311,19 +405,30 @@ export class Renderer {
     const slots = Object.fromEntries(SLOTS.map((slot, i) => [slot, `\u0000${i}\u0000`]));
     const text = this.liquid.renderSync(this.main, { o: view, ...slots }) as string;
     const parts: Array<Buffer | Slot> = [];
-    text
-      .split(/\u0000(\d)\u0000/)
-      .forEach((piece, i) => parts.push(i % 2 === 1 ? SLOTS[Number(piece)]! : Buffer.from(piece, "utf8")));
+    for (const [i, piece] of text.split(/\u0000(\d)\u0000/).entries()) {
+      parts.push(i % 2 === 1 ? SLOTS[Number(piece)]! : Buffer.from(piece, "utf8"));
+    }
     this.lastMain = { key, parts };
     return parts;
   }
 
-  /** The config text; for tests and tools that read it. The pipeline uses the bytes. */
+  /** The config text; for tests and tools that read it. The pipeline uses the chunks. */
   render(model: Model): string {
     return this.renderBytes(model).toString("utf8");
   }
 
+  /** The config in one buffer: one copy of every chunk, for callers that need it whole. */
   renderBytes(model: Model): Buffer {
+    const { chunks, byteLength } = this.renderChunks(model);
+    return Buffer.concat(chunks, byteLength);
+  }
+
+  /**
+   * The config as a list of chunks, mostly ranges of large slabs: nothing is joined, so a render
+   * costs no copy of the whole config, and a warm render after a small change writes only the
+   * changed backends' bytes.
+   */
+  renderChunks(model: Model): ConfigChunks {
     const o = model.options;
     const https = o.sslCert !== undefined;
     const codes = new Set<RedirectCode>();
@@ -366,22 +471,12 @@ export class Renderer {
       check_interval: o.checkInterval,
     };
     const files = patternFiles(model);
-    const section = (slot: Slot, chunks: Buffer[]): void => {
+    const section = (slot: Slot, chunks: ChunkList): void => {
       if (slot === "backends") {
         if (files.length > 0) chunks.push(PATTERN_PATHS_BYTES);
-        for (const b of model.backends) chunks.push(this.backendChunk(b, o.checkInterval));
+        this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
-        let text = "";
-        for (const t of model.tcpFrontends as TcpFrontend[])
-          text += this.tcp({
-            name: t.name,
-            bind: o.bindAddress,
-            port: t.port,
-            backend: t.backend,
-            timeout_client: t.timeoutClient,
-            accept_proxy: view.accept_proxy,
-          });
-        chunks.push(Buffer.from(text, "utf8"));
+        chunks.push(this.tcpChunk(model.tcpFrontends, o.bindAddress, view.accept_proxy));
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));
       }
@@ -390,20 +485,21 @@ export class Renderer {
     if (parts === null) {
       const sections: Record<string, string> = {};
       for (const slot of SLOTS) {
-        const chunks: Buffer[] = [];
-        section(slot, chunks);
-        sections[slot] = Buffer.concat(chunks).toString("utf8");
+        const list = new ChunkList();
+        section(slot, list);
+        sections[slot] = Buffer.concat(list.chunks, list.byteLength).toString("utf8");
       }
       const text = this.liquid.renderSync(this.main, { o: view, ...sections }) as string;
-      return Buffer.from(text + renderPatternSection(files), "utf8");
+      const whole = Buffer.from(text + renderPatternSection(files), "utf8");
+      return { chunks: [whole], byteLength: whole.length };
     }
-    const chunks: Buffer[] = [];
+    const list = new ChunkList();
     for (const part of parts) {
-      if (typeof part === "string") section(part, chunks);
-      else chunks.push(part);
+      if (typeof part === "string") section(part, list);
+      else list.push(part);
     }
     // Last, so that a list's length never shifts the lines the agent's slot diff compares.
-    if (files.length > 0) chunks.push(Buffer.from(renderPatternSection(files), "utf8"));
-    return Buffer.concat(chunks);
+    if (files.length > 0) list.push(Buffer.from(renderPatternSection(files), "utf8"));
+    return list;
   }
 }

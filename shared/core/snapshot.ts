@@ -11,6 +11,7 @@ import { z } from "zod";
 import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "./k8s-names.js";
 import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } from "./k8s-validation.js";
 import { compareRevisions, decimalRevision } from "./revision.js";
+import { entryOf } from "./map-entry.js";
 
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
@@ -216,10 +217,11 @@ export class ParsedItems {
   }
 
   put(kind: string, namespace: string, name: string, resourceVersion: string, item: Item): void {
-    let inKind = this.byKind.get(kind);
-    if (!inKind) this.byKind.set(kind, (inKind = new Map()));
-    let inNamespace = inKind.get(namespace);
-    if (!inNamespace) inKind.set(namespace, (inNamespace = new Map()));
+    const inNamespace = entryOf(
+      entryOf(this.byKind, kind, () => new Map()),
+      namespace,
+      () => new Map(),
+    );
     const entry = inNamespace.get(name);
     if (!entry) this.size++;
     if (entry?.generation !== this.generation) this.seen++;
@@ -345,9 +347,9 @@ export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Sna
     if (typeof obj.kind === "string" && LIST_KINDS.has(obj.kind)) {
       if (!Array.isArray(obj.items)) throw new SnapshotError(`document ${d + 1} (${obj.kind}) has no items array`);
       listRevisions.push(obj.metadata?.resourceVersion);
-      obj.items.forEach((item, i) =>
-        items.push(validateItem(item, ITEM_KINDS[obj.kind as string], `items[${i}]`, reuse)),
-      );
+      for (const [i, item] of obj.items.entries()) {
+        items.push(validateItem(item, ITEM_KINDS[obj.kind as string], `items[${i}]`, reuse));
+      }
     } else if (obj.kind === "Service" || obj.kind === "EndpointSlice" || obj.kind === "Endpoints") {
       items.push(validateItem(obj, undefined, `document ${d + 1}`, reuse));
     } else {

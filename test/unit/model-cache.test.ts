@@ -4,6 +4,7 @@ import { buildModel, ModelCache } from "../../shared/core/build-model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
+import { ChunkedSha256, sha256 } from "../../shared/core/sha256.js";
 import { ParsedItems, snapshotFromDocuments, type Snapshot } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice, type KubeFixture } from "../support/fixtures.js";
@@ -106,24 +107,30 @@ function apply(state: State, c: Change, rv: number): void {
   }
 }
 
-function snapshot(state: State, rv: number, reuse?: ParsedItems): Snapshot {
-  return { ...snapshotFromDocuments([list([...state.values()], String(rv))], reuse), trustedRevisions: true };
+/** The objects in the order of their writes, or as the API server lists them (by namespace and name). */
+function snapshot(state: State, rv: number, reuse?: ParsedItems, listOrder = false): Snapshot {
+  const items = [...state.values()];
+  if (listOrder)
+    items.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+  return { ...snapshotFromDocuments([list(items, String(rv))], reuse), trustedRevisions: true };
 }
 
 describe("the warm-instance cache", () => {
-  it("renders exactly what a cold render gives, after any sequence of changes", () => {
+  it("renders exactly what a cold render gives, with the same sha256, after any sequence of changes", () => {
     fc.assert(
-      fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), (changes) => {
+      fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), fc.boolean(), (changes, listOrder) => {
         const warm = new Renderer(templates);
         const cache = new ModelCache();
         const reuse = new ParsedItems();
+        const hasher = new ChunkedSha256();
         const state: State = new Map();
         let rv = 1;
         for (const c of changes) {
           apply(state, c, ++rv);
-          const cached = renderSnapshot(snapshot(state, rv, reuse), options, warm, {}, cache);
-          const cold = renderSnapshot(snapshot(state, rv), options, new Renderer(templates));
-          expect(cached.config).toBe(cold.config);
+          const cached = renderSnapshot(snapshot(state, rv, reuse, listOrder), options, warm, {}, cache, hasher);
+          const cold = renderSnapshot(snapshot(state, rv, undefined, listOrder), options, new Renderer(templates));
+          expect(cached.bytes.equals(cold.bytes)).toBe(true);
+          expect(cached.sha256).toBe(sha256(cold.bytes));
           expect(cached.warnings).toEqual(cold.warnings);
           expect(cached.skipped).toEqual(cold.skipped);
         }
@@ -166,6 +173,7 @@ describe("the warm-instance cache", () => {
                 setting: "lb.maxconn=10",
               },
             ],
+            false,
           ],
         ],
       },
@@ -184,6 +192,80 @@ describe("the warm-instance cache", () => {
     renderSnapshot(v1, options, renderer, {}, cache);
     expect(renderSnapshot(v2, options, renderer, {}, cache).config).toContain("10.0.0.2:80");
     expect(cache.size).toBe(0);
+  });
+
+  it("plans only what changed, and renders what a cold render gives, while the list keeps its objects in place", () => {
+    const step = fc.record({
+      name: fc.constantFrom(...NAMES),
+      op: fc.constantFrom("endpoints", "host", "relabel"),
+      ips: fc.array(fc.ipV4(), { maxLength: 4 }),
+      host: fc.constantFrom(...HOSTS),
+      owner: fc.constantFrom(...NAMES, "gone"),
+    });
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 20 }), (steps) => {
+        const warm = new Renderer(templates);
+        const cache = new ModelCache();
+        const reuse = new ParsedItems();
+        const hasher = new ChunkedSha256();
+        const state: State = new Map();
+        const port = [{ name: "p", port: 8080 }];
+        for (const name of NAMES) {
+          state.set(`svc/${name}`, service(name, [{ port: 80, name: "p" }], { resourceVersion: "1" }));
+          state.set(`slice/${name}`, slice(name, port, ["10.0.0.1"], { name: `${name}-s`, resourceVersion: "1" }));
+        }
+        renderSnapshot(snapshot(state, 1, reuse, true), options, warm, {}, cache, hasher);
+        let rv = 1;
+        let full = 0;
+        for (const s of steps) {
+          rv++;
+          const owned = (owner: string, ips: string[]) =>
+            slice(owner, port, ips, { name: `${s.name}-s`, resourceVersion: String(rv) });
+          if (s.op === "endpoints") state.set(`slice/${s.name}`, owned(s.name, s.ips));
+          else if (s.op === "relabel") state.set(`slice/${s.name}`, owned(s.owner, s.ips));
+          else
+            state.set(
+              `svc/${s.name}`,
+              service(s.name, [{ port: 80, name: "p" }], {
+                resourceVersion: String(rv),
+                annotations: { "serviceloadbalancer/lb.host": s.host },
+              }),
+            );
+          const generation = cache.generation;
+          const cached = renderSnapshot(snapshot(state, rv, reuse, true), options, warm, {}, cache, hasher);
+          if (cache.generation !== generation) full++;
+          const cold = renderSnapshot(snapshot(state, rv, undefined, true), options, new Renderer(templates));
+          expect(cached.bytes.equals(cold.bytes)).toBe(true);
+          expect(cached.sha256).toBe(sha256(cold.bytes));
+          expect(cached.stats).toMatchObject({ servers: cold.stats.servers, backends: cold.stats.backends });
+          expect(cached.warnings).toEqual(cold.warnings);
+        }
+        // Every step replaces objects in place: no step needs a pass over every Service.
+        expect(full).toBe(0);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it("plans only the Services whose objects were replaced when the list is the last one with a few objects changed", () => {
+    const cache = new ModelCache();
+    const reuse = new ParsedItems();
+    const state: State = new Map();
+    for (const name of NAMES) {
+      state.set(`svc/${name}`, service(name, [{ port: 80, name: "p" }], { resourceVersion: "2" }));
+      state.set(`slice/${name}`, slice(name, [{ name: "p", port: 8080 }], ["10.0.0.1"], { resourceVersion: "2" }));
+    }
+    const first = buildModel(snapshot(state, 2, reuse, true), options, {}, cache);
+    const generation = cache.generation;
+    state.set(`slice/db`, slice("db", [{ name: "p", port: 8080 }], ["10.0.0.2"], { resourceVersion: "3" }));
+    const moved = buildModel(snapshot(state, 3, reuse, true), options, {}, cache);
+    // A full pass over every Service starts a new generation of the plan cache; this one did not.
+    expect(cache.generation).toBe(generation);
+    expect(moved.backends.filter((b, i) => b !== first.backends[i]).map((b) => b.name)).toEqual(["default_db_80"]);
+    expect(new Renderer(templates).render(moved)).toBe(
+      new Renderer(templates).render(buildModel(snapshot(state, 3), options)),
+    );
+    expect(moved.readyServers).toBe(NAMES.length);
   });
 
   it("swaps in the changed backend without settling routes again when only endpoints moved", () => {
