@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import { fleetStatus, formatFleet, notConverged } from "../../../shared/app/status-command.js";
+
+const newest = {
+  key: "p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg",
+  revision: "120",
+  sha256: "a".repeat(64),
+  generator: "g",
+  epoch: 0,
+  seq: 0,
+  settingsDigest: null,
+};
+const now = Date.parse("2026-11-30T12:00:00Z");
+const report = (node: string, key: string | null, extra: Record<string, unknown> = {}) => ({
+  node,
+  applied:
+    key === null
+      ? null
+      : {
+          key,
+          sha256: "b".repeat(64),
+          revision: key.match(/(\d{20})/)![1]!.replace(/^0+/, ""),
+          appliedAt: "2026-11-30T11:00:00Z",
+          how: "reload",
+        },
+  lastError: null,
+  backoff: null,
+  haproxy: { running: true },
+  reportIntervalSeconds: 60,
+  reportedAt: "2026-11-30T11:59:30Z",
+  agent: "servicelb/0.1.0",
+  ...extra,
+});
+
+describe("fleetStatus", () => {
+  it("marks nodes behind the newest config, without one, or with stale reports, sorted by name", () => {
+    const f = fleetStatus(
+      newest,
+      [
+        report("node-c", "p/configs/00000000000000000110-cccccccccccccccc.cfg", {
+          lastError: {
+            stage: "check",
+            key: newest.key,
+            message: "haproxy -c rejected the config: boom\nmore",
+            at: "2026-11-30T11:59:00Z",
+          },
+        }),
+        report("node-a", newest.key),
+        report("node-b", null, { reportedAt: "2026-11-30T11:50:00Z", haproxy: { running: false } }),
+        { not: "a status" },
+      ],
+      now,
+    );
+    expect(f.newest).toEqual({ key: newest.key, revision: "120" });
+    expect(f.nodes.map((n) => [n.node, n.behind, n.stale, n.ageSeconds])).toEqual([
+      ["node-a", false, false, 30],
+      ["node-b", true, true, 600],
+      ["node-c", true, false, 30],
+    ]);
+    expect(f.unreadable).toHaveLength(1);
+    const text = formatFleet(f);
+    expect(text.split("\n")).toEqual([
+      `newest: ${newest.key} (revision 120)`,
+      expect.stringMatching(/^NODE\s+REVISION\s+STATE\s+HAPROXY\s+REPORTED\s+CONFIG\s+LAST ERROR$/),
+      expect.stringMatching(/^node-a\s+120\s+current\s+running\s+30s ago\s+0+120-a{16}\.cfg\s+-$/),
+      expect.stringMatching(/^node-b\s+-\s+behind\s+down\s+10m ago \(stale\)\s+-\s+-$/),
+      expect.stringMatching(
+        /^node-c\s+110\s+behind\s+running\s+30s ago\s+0+110-c{16}\.cfg\s+check: haproxy -c rejected the config: boom$/,
+      ),
+      'unreadable status report: {"not":"a status"}',
+      "",
+    ]);
+  });
+
+  it("has nobody behind when nothing is published", () => {
+    const f = fleetStatus(null, [report("node-a", null)], now);
+    expect(f.nodes[0]!.behind).toBe(false);
+    expect(formatFleet(f)).toMatch(/^newest: no config published\n/);
+  });
+});
+
+describe("notConverged", () => {
+  it("names each node behind, with HAProxy down or a stale report; nothing when all serve the newest", () => {
+    const f = fleetStatus(
+      newest,
+      [
+        report("node-a", newest.key),
+        report("node-b", "p/configs/00000000000000000110-cccccccccccccccc.cfg"),
+        report("node-c", newest.key, { haproxy: { running: false } }),
+        report("node-d", newest.key, { reportedAt: "2026-11-30T11:50:00Z" }),
+      ],
+      now,
+    );
+    expect(notConverged(f)).toEqual([
+      "node-b: behind the newest config",
+      "node-c: HAProxy down",
+      "node-d: report stale (agent gone or cut off from the store)",
+    ]);
+    expect(notConverged(fleetStatus(newest, [report("node-a", newest.key)], now))).toEqual([]);
+  });
+
+  it("is not converged while no agent has reported", () => {
+    expect(notConverged(fleetStatus(newest, [], now))).toEqual(["no agent has reported to the store"]);
+  });
+});
