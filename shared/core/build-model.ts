@@ -5,13 +5,13 @@ import { hostText, hostWithin, type HostMatch } from "./host-match.js";
 import { oldestFirst, PathSpaces } from "./ownership.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
-import { entryOf } from "./map-entry.js";
 import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from "./model.js";
 import { compareStrings } from "./compare.js";
 import type { RenderOptions } from "./options.js";
 import { OptionsError } from "./settings.js";
 import { assignSlots } from "./slots.js";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
+import { SweptMap } from "./swept-map.js";
 
 /** HAProxy answers from one buffer; a page larger than this would be cut (measured on 2.6). */
 export const MAX_ERROR_PAGE_BYTES = 8192;
@@ -61,10 +61,15 @@ interface ServicePlan {
  * One cache serves one set of options.
  */
 export class ModelCache {
-  /** namespace → name → plan. */
-  readonly plans = new Map<string, Map<string, CachedPlan>>();
-  size = 0;
-  generation = 0;
+  /** Plans by namespace and name; a full pass forgets the Services it no longer lists. */
+  readonly plans = new SweptMap<CachedPlan>();
+  /** Counts full passes (a warm pass over replaced objects only does not start one). */
+  get generation(): number {
+    return this.plans.generation;
+  }
+  get size(): number {
+    return this.plans.size;
+  }
   last: AssembledModel | undefined;
   /** What each plan claims (see `claims`), computed once per plan. */
   readonly claims = new WeakMap<ServicePlan, string>();
@@ -144,7 +149,6 @@ interface CachedPlan {
   /** The Service's resourceVersion, then name and resourceVersion of each endpoint object. */
   versions: string[];
   plan: ServicePlan;
-  generation: number;
 }
 
 /** A model with what it was assembled from. */
@@ -406,60 +410,33 @@ export function buildModel(
     }
   }
 
-  /** Plans the Service at position i with the warm cache; false when it was counted this generation already. */
-  const planWarm = (w: ModelCache, plans: ServicePlan[], i: number, generation: number): boolean => {
+  /** Plans the Service at position i with the warm cache, and marks it seen by this pass. */
+  const planWarm = (w: ModelCache, plans: ServicePlan[], i: number): void => {
     const svc = services[i]!;
     const { namespace, name } = svc.metadata;
     const source = index.sourceOf(svc);
-    const inNamespace = w.plans.get(namespace);
-    const entry = inNamespace?.get(name);
+    const entry = w.plans.get(namespace, name);
     if (entry && sameVersions(entry.versions, svc, source)) {
       plans[i] = entry.plan;
-    } else {
-      const plan = planService(svc, context);
-      plans[i] = plan;
-      const versions = versionsOf(svc, source);
-      if (versions === null) {
-        if (entry) {
-          inNamespace!.delete(name);
-          w.size--;
-        }
-        return false;
-      }
-      if (!entry) {
-        entryOf(w.plans, namespace, () => new Map()).set(name, { versions, plan, generation });
-        w.size++;
-        return true;
-      }
-      entry.versions = versions;
-      entry.plan = plan;
+      w.plans.touch(namespace, name);
+      return;
     }
-    // A duplicate Service in the list must not count twice.
-    const counts = entry.generation !== generation;
-    entry.generation = generation;
-    return counts;
+    const plan = planService(svc, context);
+    plans[i] = plan;
+    const versions = versionsOf(svc, source);
+    if (versions === null) w.plans.delete(namespace, name);
+    else w.plans.set(namespace, name, { versions, plan });
   };
 
   let plans: ServicePlan[];
   if (warm && changed) {
     plans = lists!.plans!.slice();
-    for (const i of changed) planWarm(warm, plans, i, warm.generation);
+    for (const i of changed) planWarm(warm, plans, i);
   } else if (warm) {
     plans = new Array(services.length);
-    const generation = ++warm.generation;
-    let kept = 0;
-    for (let i = 0; i < services.length; i++) if (planWarm(warm, plans, i, generation)) kept++;
-    // Forget Services that are gone; only walk the map when something is.
-    if (warm.size !== kept) {
-      for (const [namespace, inNamespace] of warm.plans) {
-        for (const [name, entry] of inNamespace) {
-          if (entry.generation === generation) continue;
-          inNamespace.delete(name);
-          warm.size--;
-        }
-        if (inNamespace.size === 0) warm.plans.delete(namespace);
-      }
-    }
+    warm.plans.begin();
+    for (let i = 0; i < services.length; i++) planWarm(warm, plans, i);
+    warm.plans.sweep();
   } else {
     plans = new Array(services.length);
     for (let i = 0; i < services.length; i++) plans[i] = planService(services[i]!, context);

@@ -12,6 +12,7 @@ import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "./k8s-names.js"
 import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } from "./k8s-validation.js";
 import { compareRevisions, decimalRevision } from "./revision.js";
 import { entryOf } from "./map-entry.js";
+import { SweptMap } from "./swept-map.js";
 
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
@@ -185,7 +186,6 @@ type Item = Service | EndpointSlice | Endpoints;
 interface ParsedItem {
   resourceVersion: string;
   item: Item;
-  generation: number;
 }
 
 /**
@@ -198,48 +198,26 @@ interface ParsedItem {
  * resourceVersion it was validated at.
  */
 export class ParsedItems {
-  private readonly byKind = new Map<string, Map<string, Map<string, ParsedItem>>>();
-  private generation = 0;
-  private size = 0;
-  private seen = 0;
+  private readonly byKind = new Map<string, SweptMap<ParsedItem>>();
 
   begin(): void {
-    this.generation++;
-    this.seen = 0;
+    for (const items of this.byKind.values()) items.begin();
   }
 
   take(kind: string, namespace: string, name: string, resourceVersion: string): Item | undefined {
-    const entry = this.byKind.get(kind)?.get(namespace)?.get(name);
+    const items = this.byKind.get(kind);
+    const entry = items?.get(namespace, name);
     if (entry?.resourceVersion !== resourceVersion) return undefined;
-    if (entry.generation !== this.generation) this.seen++;
-    entry.generation = this.generation;
+    items!.touch(namespace, name);
     return entry.item;
   }
 
   put(kind: string, namespace: string, name: string, resourceVersion: string, item: Item): void {
-    const inNamespace = entryOf(
-      entryOf(this.byKind, kind, () => new Map()),
-      namespace,
-      () => new Map(),
-    );
-    const entry = inNamespace.get(name);
-    if (!entry) this.size++;
-    if (entry?.generation !== this.generation) this.seen++;
-    inNamespace.set(name, { resourceVersion, item, generation: this.generation });
+    entryOf(this.byKind, kind, () => new SweptMap<ParsedItem>()).set(namespace, name, { resourceVersion, item });
   }
 
   end(): void {
-    if (this.size === this.seen) return;
-    for (const inKind of this.byKind.values()) {
-      for (const [namespace, inNamespace] of inKind) {
-        for (const [name, entry] of inNamespace) {
-          if (entry.generation === this.generation) continue;
-          inNamespace.delete(name);
-          this.size--;
-        }
-        if (inNamespace.size === 0) inKind.delete(namespace);
-      }
-    }
+    for (const items of this.byKind.values()) items.sweep();
   }
 }
 
