@@ -1,3 +1,10 @@
+/*
+ * bench/pattern-swap: how long the agent takes to replace an allow list through HAProxy's
+ * runtime API (prepare acl, batched add acl @<version>, read back, commit acl), by list length:
+ * what bounds MAX_SOURCE_RANGES. One real HAProxy on loopback with one list.
+ *   node dist/dev/bench/pattern-swap.js [--rounds 9]
+ */
+
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,12 +13,6 @@ import { renderPatternSection } from "../shared/core/pattern-files.js";
 import { runHaproxy } from "../test/support/haproxy.js";
 import { arg, machine, percentile, table } from "./machine.js";
 
-/**
- * bench/pattern-swap: how long the agent takes to replace an allow list through HAProxy's
- * runtime API (prepare acl, batched add acl @<version>, read back, commit acl), by list length:
- * what bounds MAX_SOURCE_RANGES. One real HAProxy on loopback with one list.
- *   node dist/dev/bench/pattern-swap.js [--rounds 9]
- */
 const rounds = arg("--rounds", 9);
 const SIZES = [10, 100, 1000, 10_000];
 const PATH = "patterns/default.web.allow";

@@ -1,12 +1,12 @@
-import { appendFileSync } from "node:fs";
-
-/**
+/*
  * Stage timing, an optional port: the applier, a reconcile pass and the local stack's parts take
  * a StageTrace where they are constructed and call it at the stages bench/e2e measures. Nothing is
  * traced unless an entry point wires a tracer; the entry points wire the file tracer when
  * SERVICELB_TRACE_FILE is set (bench/e2e sets it for the whole local stack, and child processes
  * inherit it).
  */
+
+import { appendFileSync } from "node:fs";
 
 /** Records that `event` happened now, with fields that tie it to a change (a key, a revision). */
 export type StageTrace = (event: string, fields?: Record<string, unknown>) => void;

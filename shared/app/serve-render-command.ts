@@ -1,19 +1,20 @@
+/*
+ * `servicelb serve-render`: the `render` HTTP function on a local port, as functions-framework
+ * serves it, for a dry run on a workstation. The deployed bundle is loaded: it registers the
+ * function with the one functions-framework in node_modules, which it leaves external. The
+ * framework's launcher has no way to report a port that is taken (its listen has no error
+ * handler: Node's EADDRINUSE stack trace is what an operator sees) and functions-framework 5
+ * exports no other way to start its server than
+ * `getTestServer`, which builds the launcher's very server (`getServer` with the registered
+ * function and its signature type) without listening. So the listen, and its failure, are ours.
+ */
+
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { getTestServer } from "@google-cloud/functions-framework/testing";
 import { OptionsError } from "../core/settings.js";
 import { packageRoot } from "../adapters/templates.js";
 import { describePortInUse, portHolder } from "../adapters/port-holder.js";
-
-/**
- * `servicelb serve-render`: the `render` HTTP function on a local port, as functions-framework
- * serves it, for a dry run on a workstation. The deployed bundle is loaded: it registers the
- * function with the one functions-framework in node_modules, which it leaves external. The
- * framework's launcher has no way to report a port that is taken (its listen has no error handler: Node's EADDRINUSE stack trace is what an
- * operator sees) and functions-framework 5 exports no other way to start its server than
- * `getTestServer`, which builds the launcher's very server (`getServer` with the registered
- * function and its signature type) without listening. So the listen, and its failure, are ours.
- */
 
 export const DEFAULT_SERVE_PORT = 8090;
 

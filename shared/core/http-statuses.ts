@@ -1,4 +1,4 @@
-/**
+/*
  * The HTTP statuses a setting may choose, in a module of their own: both the option table and
  * the annotation grammars check against them, and options.ts cannot import backend-settings.ts
  * (which imports options.ts through annotations.ts).

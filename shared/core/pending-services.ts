@@ -1,7 +1,4 @@
-import { SERVICE_NAME_LABEL } from "./k8s-names.js";
-import type { Snapshot } from "./snapshot.js";
-
-/**
+/*
  * Services whose endpoints are on their way. Kubernetes writes a new Service's EndpointSlice (a
  * placeholder when no pod matches its selector) right after the Service, so the Service's own
  * event is followed by its slice's. A pass for the first would publish a backend without
@@ -13,6 +10,10 @@ import type { Snapshot } from "./snapshot.js";
  * the caller holds nothing on a resync, so a slice that never comes delays a Service by at most
  * one resync period.
  */
+
+import { SERVICE_NAME_LABEL } from "./k8s-names.js";
+import type { Snapshot } from "./snapshot.js";
+
 export function holdPendingServices(
   snapshot: Snapshot,
   rendered: ReadonlySet<string>,

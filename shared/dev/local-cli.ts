@@ -1,12 +1,13 @@
+/*
+ * The flags of `npm start` (`npm start -- --help`), parsed for runLocal. Exit codes as the
+ * servicelb CLI's: 0 success, 2 bad flags, 1 runtime failure.
+ */
+
 import { Command, CommanderError, Option } from "commander";
 import { packageVersion } from "../adapters/package-version.js";
 import { OptionsError } from "../core/settings.js";
 import { type LocalWiring, runLocal } from "./local-command.js";
 
-/**
- * The flags of `npm start` (`npm start -- --help`), parsed for runLocal. Exit codes as the
- * servicelb CLI's: 0 success, 2 bad flags, 1 runtime failure.
- */
 export async function localCli(argv: readonly string[], wiring: LocalWiring = {}): Promise<number> {
   let code = 0;
   const program = new Command("servicelb-local")
