@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Logger } from "../adapters/log.js";
-import { isPatternFilePath, PATTERN_DIR, patternFileText, splitConfig } from "../core/pattern-files.js";
+import { isPatternFilePath, PATTERN_DIRS, patternFileText, splitConfig } from "../core/pattern-files.js";
 import { serverStateFileOf } from "../core/config-facts.js";
 import { NotDurableError, readIfExists, writeFileAtomic } from "./files.js";
 import { EMPTY_SERVER_STATE } from "./server-state.js";
@@ -40,7 +40,8 @@ export class ConfigFiles {
   }
 
   private async writePatternFiles(files: ReadonlyMap<string, readonly string[]>): Promise<void> {
-    if (files.size > 0) await mkdir(join(dirname(this.configPath), PATTERN_DIR), { recursive: true });
+    const dirs = new Set([...files.keys()].map((path) => dirname(path)));
+    for (const dir of dirs) await mkdir(join(dirname(this.configPath), dir), { recursive: true });
     for (const [path, entries] of files) {
       const text = patternFileText(entries);
       const full = join(dirname(this.configPath), path);
@@ -56,15 +57,17 @@ export class ConfigFiles {
 
   /** Only names a config could give: anything else in the directory is not ours to remove. */
   private async prunePatternFiles(keep: ReadonlyMap<string, readonly string[]>): Promise<void> {
-    const dir = join(dirname(this.configPath), PATTERN_DIR);
-    const names = await readdir(dir).catch(() => [] as string[]);
-    for (const name of names) {
-      const path = `${PATTERN_DIR}/${name}`;
-      if (keep.has(path) || !isPatternFilePath(path)) continue;
-      this.patterns.delete(path);
-      await rm(join(dir, name), { force: true }).catch((err: unknown) =>
-        this.log.warn({ path, err: err instanceof Error ? err.message : String(err) }, "cannot remove a pattern file"),
-      );
+    for (const sub of PATTERN_DIRS) {
+      const dir = join(dirname(this.configPath), sub);
+      const names = await readdir(dir).catch(() => [] as string[]);
+      for (const name of names) {
+        const path = `${sub}/${name}`;
+        if (keep.has(path) || !isPatternFilePath(path)) continue;
+        this.patterns.delete(path);
+        await rm(join(dir, name), { force: true }).catch((err: unknown) =>
+          this.log.warn({ path, err: err instanceof Error ? err.message : String(err) }, "cannot remove a pattern file"),
+        );
+      }
     }
   }
 

@@ -33,6 +33,11 @@ export interface Backend {
   strip: { prefix: string; unlessHost: HostMatch | null } | null;
   /** Timeouts, checks, access control, limits and protocols from the Service's annotations. */
   settings: BackendSettings;
+  /**
+   * A spare (backend-layout.ts): it learns which Service it serves from the route, so it strips
+   * the path segments the route says (`txn.strip`) instead of a prefix of its own.
+   */
+  stripByRoute?: boolean;
 }
 
 export type RouteMatch = { kind: "host"; host: HostMatch } | { kind: "path"; prefix: string };
@@ -46,6 +51,8 @@ export interface HttpRoute {
    */
   action: "route" | "https-redirect" | "route-and-https";
   redirectCode?: RedirectCode;
+  /** A route to a spare by the Service's own path: the leading path segments the spare removes. */
+  stripSegments?: 1 | 2;
 }
 
 export interface TcpFrontend {

@@ -222,6 +222,10 @@ export const optionSpecs = {
     schema: z.coerce.number().int().min(1).max(1024).default(4),
     help: "server slots per backend (rounded up to a power of two) so endpoint changes apply without a reload",
   },
+  spareBackends: {
+    schema: z.coerce.number().int().min(0).max(10_000).default(16),
+    help: "empty backends kept ready so that a Service added (or removed) needs no reload; 0: none",
+  },
   statsSocket: { schema: path.default("/var/run/haproxy/admin.sock"), help: "HAProxy runtime API socket path" },
   serverStateFile: {
     schema: path.default("/var/lib/haproxy/server-state"),

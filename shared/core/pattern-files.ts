@@ -1,11 +1,14 @@
 /*
- * Pattern files (HAProxy `acl … -f <file>`) carried inside the published config. The config is
+ * Pattern files (HAProxy `acl … -f <file>`) and route maps (`map_str(<file>)`, route-maps.ts)
+ * carried inside the published config. The config is
  * one object in the store, so the files travel as a section at its very end, in comment lines
  * HAProxy skips:
  *
  *   # servicelb pattern files: …            (PATTERN_SECTION, once)
  *   #> patterns/default.web.allow           (a file, by its path relative to haproxy.cfg)
  *   #| 10.0.0.0/8                            (one line of that file)
+ *   #> maps/http.paths.map
+ *   #| /web/ default_web_80
  *
  * The agent writes each file beside haproxy.cfg before `haproxy -c` and HAProxy read them
  * (PATTERN_PATHS, placed before the backends, makes `-f patterns/…` relative to the config
@@ -17,6 +20,7 @@
  */
 
 import { compareStrings } from "./compare.js";
+import { isRouteMapPath, parseMapLine, ROUTE_MAP_DIR } from "./route-maps.js";
 import { MAX_SOURCE_RANGES, parseSource } from "./source-ranges.js";
 
 export const PATTERN_SECTION =
@@ -36,6 +40,11 @@ export const PATTERN_PATHS = `global
 
 /** Directory of the pattern files, relative to haproxy.cfg. */
 export const PATTERN_DIR = "patterns";
+/** A route map holds a line per route: a few per Service, for clusters far beyond 50,000 Services. */
+export const MAX_MAP_LINES = 1_000_000;
+
+/** Every directory a config's files go to, relative to haproxy.cfg. */
+export const PATTERN_DIRS = [PATTERN_DIR, ROUTE_MAP_DIR] as const;
 
 /** A file's path: `patterns/<namespace>.<service>.<allow|deny>`; namespaces and Service names hold no dot. */
 const PATH = /^patterns\/[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.(allow|deny)$/;
@@ -62,7 +71,21 @@ export function patternFilePath(namespace: string, service: string, kind: Patter
 }
 
 export function isPatternFilePath(path: string): boolean {
-  return PATH.test(path);
+  return PATH.test(path) || isRouteMapPath(path);
+}
+
+/** How HAProxy's runtime API knows the file: `acl` lists addresses, `map` holds `<key> <value>` lines. */
+export function patternFileKind(path: string): "acl" | "map" {
+  return isRouteMapPath(path) ? "map" : "acl";
+}
+
+/** Why `line` cannot be a line of the file at `path`, or null when it can. */
+export function patternLineError(path: string, line: string): string | null {
+  if (isRouteMapPath(path)) {
+    const entry = parseMapLine(path, line);
+    return typeof entry === "string" ? `${JSON.stringify(line.slice(0, 60))}: ${entry}` : null;
+  }
+  return parseSource(line) === line ? null : `${JSON.stringify(line.slice(0, 60))} is not an address or CIDR`;
 }
 
 /** A file's bytes on disk: one entry per line. */
@@ -72,8 +95,12 @@ export function patternFileText(entries: readonly string[]): string {
 
 /** The section appended to a rendered config; "" when there are no files. Files sorted by path. */
 export function renderPatternSection(files: readonly PatternFile[]): string {
-  if (files.length === 0) return "";
-  let out = `${PATTERN_SECTION}\n`;
+  return files.length === 0 ? "" : `${PATTERN_SECTION}\n${renderPatternFiles(files)}`;
+}
+
+/** The files' part of the section, sorted by path. */
+export function renderPatternFiles(files: readonly PatternFile[]): string {
+  let out = "";
   for (const f of [...files].sort((a, b) => compareStrings(a.path, b.path))) {
     out += `#> ${f.path}\n`;
     for (const e of f.entries) out += `#| ${e}\n`;
@@ -99,25 +126,27 @@ export function splitConfig(text: string): SplitConfig | { error: string } {
   if (lines.pop() !== "") return { error: "the pattern section does not end with a newline" };
   const files = new Map<string, string[]>();
   let current: string[] | undefined;
+  let currentPath = "";
   // HAProxy would hold a repeated line twice, and the agent's read-back of a swap counts them.
   let seen = new Set<string>();
   for (const [i, line] of lines.entries()) {
     const where = `pattern section line ${i + 1}`;
     if (line.startsWith("#> ")) {
       const path = line.slice(3);
-      if (!PATH.test(path)) return { error: `${where}: ${JSON.stringify(path)} is not a pattern file path` };
+      if (!isPatternFilePath(path)) return { error: `${where}: ${JSON.stringify(path)} is not a pattern file path` };
       if (files.has(path)) return { error: `${where}: ${path} appears twice` };
       current = [];
+      currentPath = path;
       seen = new Set();
       files.set(path, current);
     } else if (line.startsWith("#| ") && current) {
       const entry = line.slice(3);
-      if (parseSource(entry) !== entry)
-        return { error: `${where}: ${JSON.stringify(entry.slice(0, 60))} is not an address or CIDR` };
+      const bad = patternLineError(currentPath, entry);
+      if (bad !== null) return { error: `${where}: ${bad}` };
       if (seen.has(entry)) return { error: `${where}: ${entry} appears twice in one file` };
       seen.add(entry);
-      if (current.length === MAX_SOURCE_RANGES)
-        return { error: `${where}: more than ${MAX_SOURCE_RANGES} lines in one pattern file` };
+      const most = patternFileKind(currentPath) === "map" ? MAX_MAP_LINES : MAX_SOURCE_RANGES;
+      if (current.length === most) return { error: `${where}: more than ${most} lines in ${currentPath}` };
       current.push(entry);
     } else {
       return { error: `${where}: ${JSON.stringify(line.slice(0, 60))} is neither "#> <path>" nor "#| <line>"` };

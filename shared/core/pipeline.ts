@@ -1,5 +1,6 @@
 import { roundMs } from "./milliseconds.js";
 import { buildModel, type BuildInputs, type ModelCache } from "./build-model.js";
+import { type BackendLayout, type LayoutState, placeBackends } from "./backend-layout.js";
 import type { ConfigChunks } from "./chunks.js";
 import type { Skipped, Warning } from "./model.js";
 import type { RenderOptions } from "./options.js";
@@ -22,6 +23,10 @@ export interface RenderResult extends ConfigChunks {
   warnings: Warning[];
   skipped: Skipped[];
   stats: { services: number; backends: number; servers: number; bytes: number; buildMs: number; renderMs: number };
+  /** Where each Service port is served (backend-layout.ts); null when the template routes by rules, not maps. */
+  layout: BackendLayout | null;
+  /** Why the layout started afresh (a reload on the nodes), or null when it absorbed the change. */
+  layoutFresh: string | null;
 }
 
 /** Snapshot → model → config: the one path every way in (CLI, render, reconcile) goes through. */
@@ -32,9 +37,13 @@ export function renderSnapshot(
   inputs: BuildInputs = {},
   cache?: ModelCache,
   hasher: ChunkedSha256 = new ChunkedSha256(),
+  layout?: LayoutState,
 ): RenderResult {
   const t0 = performance.now();
-  const model = buildModel(snapshot, options, inputs, cache);
+  const built = buildModel(snapshot, options, inputs, cache);
+  // A dry run without a previous layout gets a fresh one: every Service in its own backend.
+  const placement = renderer.routesByMap ? placeBackends(built, layout) : null;
+  const model = placement?.model ?? built;
   const t1 = performance.now();
   const { chunks, byteLength } = renderer.renderChunks(model);
   const t2 = performance.now();
@@ -69,5 +78,7 @@ export function renderSnapshot(
       buildMs: roundMs(t1 - t0),
       renderMs: roundMs(t2 - t1),
     },
+    layout: placement?.layout ?? null,
+    layoutFresh: placement?.fresh ?? null,
   };
 }

@@ -6,7 +6,14 @@ import { compileFragment, type Fragment, Inline } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
 import { CRT_LIST_PREFIX } from "./options.js";
-import { PATTERN_PATHS, type PatternFile, patternFilePath, renderPatternSection } from "./pattern-files.js";
+import {
+  PATTERN_PATHS,
+  PATTERN_SECTION,
+  type PatternFile,
+  patternFilePath,
+  renderPatternFiles,
+} from "./pattern-files.js";
+import { ROUTE_LOOKUP, routeMapLines } from "./route-maps.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
 export interface TemplateSet {
@@ -69,6 +76,8 @@ export interface BackendView {
   rate_limit_status: number | null;
   /** Parameters every server of the backend takes (its `default-server` line): maxconn, protocol, PROXY protocol. */
   server_params: string | null;
+  /** A spare: it strips the leading path segments the route says (`txn.strip`, route-maps.ts). */
+  strip_by_route: boolean;
 }
 
 export interface ServerView {
@@ -96,7 +105,7 @@ export interface TcpView {
 }
 
 /** The repeated sections of the main template, filled in from cached per-item bytes. */
-const SLOTS = ["http_rules", "https_rules", "tcp_frontends", "backends"] as const;
+const SLOTS = ["http_rules", "http_route_maps", "https_rules", "tcp_frontends", "backends"] as const;
 type Slot = (typeof SLOTS)[number];
 
 interface MainView {
@@ -149,6 +158,11 @@ function slotsArePlain(source: string): boolean {
   });
 }
 
+/** Whether the main template places a section at all: one it does not print is not rendered. */
+function printsSlot(source: string, slot: Slot): boolean {
+  return new RegExp(`\\b${slot}\\b`).test(source);
+}
+
 function hostCondition(h: HostMatch): string {
   return h.wildcard ? `{ var(txn.host) -m end .${h.name} }` : `{ var(txn.host) -m str ${h.name} }`;
 }
@@ -157,6 +171,8 @@ function hostCondition(h: HostMatch): string {
 function redirectBackend(code: RedirectCode): string {
   return code === 301 ? "https_redirect" : `https_redirect_${code}`;
 }
+
+const routeRedirect = (r: HttpRoute): string => redirectBackend(r.redirectCode ?? 301);
 
 /**
  * The backend's `default-server` parameters. Said once per backend rather than on each server
@@ -180,7 +196,7 @@ function serverParams(s: BackendSettings): string | null {
 }
 
 function ruleView(r: HttpRoute): RuleView {
-  const backend = r.action === "https-redirect" ? redirectBackend(r.redirectCode ?? 301) : r.backend;
+  const backend = r.action === "https-redirect" ? routeRedirect(r) : r.backend;
   if (r.match.kind === "host") return { backend, condition: hostCondition(r.match.host) };
   const p = r.match.prefix;
   // Segment-bound prefix: /foo and /foo/… match, /foobar does not.
@@ -193,6 +209,8 @@ function prefixRegex(prefix: string): string {
 }
 
 const PATTERN_PATHS_BYTES = Buffer.from(PATTERN_PATHS, "utf8");
+const PATTERN_SECTION_BYTES = Buffer.from(`${PATTERN_SECTION}\n`, "utf8");
+const ROUTE_LOOKUP_BYTES = Buffer.from(ROUTE_LOOKUP, "utf8");
 
 /** One file per list and Service: the backends of a Service's ports share its annotations, hence its lists. */
 function patternFiles(model: Model): PatternFile[] {
@@ -264,6 +282,8 @@ export class Renderer {
     this.liquid = new Liquid({ templates: {}, strictFilters: true, greedy: false });
     this.main = this.liquid.parse(templates.main);
     this.slotsArePlain = slotsArePlain(templates.main);
+    this.printed = new Set(SLOTS.filter((slot) => printsSlot(templates.main, slot)));
+    this.routesByMap = this.printed.has("http_route_maps");
     this.backend = compileFragment(this.liquid, templates.backend, "backend");
     this.server = compileFragment(this.liquid, templates.server, "server");
     this.rule = compileFragment(this.liquid, templates.httpRule, "rule");
@@ -272,6 +292,15 @@ export class Renderer {
   }
 
   private readonly lines: ServerLines;
+  /** The sections the main template places. */
+  private readonly printed: ReadonlySet<Slot>;
+  /**
+   * The main template routes HTTP by maps (it places `http_route_maps`): the maps travel in the
+   * config's file section, and spare backends (backend-layout.ts) can take new Services.
+   */
+  readonly routesByMap: boolean;
+  /** The route maps' part of the file section, while the routes are the same array. */
+  private readonly mapBytes = new WeakMap<readonly HttpRoute[], Buffer>();
 
   /**
    * Where each backend of the last render was written, by its position in that render's
@@ -390,7 +419,18 @@ export class Renderer {
       rate_limit: s.rateLimit?.rps ?? null,
       rate_limit_status: s.rateLimit?.status ?? null,
       server_params: serverParams(s),
+      strip_by_route: b.stripByRoute === true,
     };
+  }
+
+  private mapChunk(routes: readonly HttpRoute[]): Buffer {
+    let bytes = this.mapBytes.get(routes);
+    if (bytes === undefined) {
+      const files = [...routeMapLines(routes, routeRedirect)].map(([path, entries]) => ({ path, entries }));
+      bytes = Buffer.from(renderPatternFiles(files), "utf8");
+      this.mapBytes.set(routes, bytes);
+    }
+    return bytes;
   }
 
   /**
@@ -471,15 +511,28 @@ export class Renderer {
       check_interval: o.checkInterval,
     };
     const files = patternFiles(model);
+    const maps = this.routesByMap ? this.mapChunk(model.httpRoutes) : null;
     const section = (slot: Slot, chunks: ChunkList): void => {
+      if (!this.printed.has(slot)) return;
       if (slot === "backends") {
-        if (files.length > 0) chunks.push(PATTERN_PATHS_BYTES);
+        // A template that routes by maps reads its files beside itself from before the frontend on.
+        if (files.length > 0 && !this.routesByMap) chunks.push(PATTERN_PATHS_BYTES);
         this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
         chunks.push(this.tcpChunk(model.tcpFrontends, o.bindAddress, view.accept_proxy));
+      } else if (slot === "http_route_maps") {
+        chunks.push(ROUTE_LOOKUP_BYTES);
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));
       }
+    };
+    // Last, so that a list's length never shifts the lines the agent's slot diff compares. The
+    // maps sort before the pattern files ("maps/" < "patterns/").
+    const fileSection = (chunks: ChunkList): void => {
+      if (files.length === 0 && maps === null) return;
+      chunks.push(PATTERN_SECTION_BYTES);
+      if (maps !== null) chunks.push(maps);
+      if (files.length > 0) chunks.push(Buffer.from(renderPatternFiles(files), "utf8"));
     };
     const parts = this.mainParts(view);
     if (parts === null) {
@@ -490,7 +543,10 @@ export class Renderer {
         sections[slot] = Buffer.concat(list.chunks, list.byteLength).toString("utf8");
       }
       const text = this.liquid.renderSync(this.main, { o: view, ...sections }) as string;
-      const whole = Buffer.from(text + renderPatternSection(files), "utf8");
+      const list = new ChunkList();
+      list.push(Buffer.from(text, "utf8"));
+      fileSection(list);
+      const whole = Buffer.concat(list.chunks, list.byteLength);
       return { chunks: [whole], byteLength: whole.length };
     }
     const list = new ChunkList();
@@ -498,8 +554,7 @@ export class Renderer {
       if (typeof part === "string") section(part, list);
       else list.push(part);
     }
-    // Last, so that a list's length never shifts the lines the agent's slot diff compares.
-    if (files.length > 0) list.push(Buffer.from(renderPatternSection(files), "utf8"));
+    fileSection(list);
     return list;
   }
 }

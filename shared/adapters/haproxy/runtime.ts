@@ -1,7 +1,6 @@
 import { isIP } from "node:net";
-import { isPatternFilePath, type PatternFile } from "../../core/pattern-files.js";
+import { isPatternFilePath, type PatternFile, patternFileKind, patternLineError } from "../../core/pattern-files.js";
 import type { RuntimeCommand } from "../../core/runtime-plan.js";
-import { parseSource } from "../../core/source-ranges.js";
 import { cliBatch, cliCommand, type CliOptions } from "./cli.js";
 
 /** HAProxy answered a runtime command with an error message instead of doing it. */
@@ -76,40 +75,48 @@ export function runRuntimeCommand(socketPath: string, c: RuntimeCommand, opts?: 
     : setServerState(socketPath, c.backend, c.server, c.state, opts);
 }
 
-/** `add acl` commands per connection: ~50 bytes each keeps a batch far below HAProxy's 16 KiB line. */
+/** `add acl`/`add map` commands per connection: ~50–100 bytes each keeps a batch far below HAProxy's 16 KiB line. */
 const ADD_BATCH = 150;
 
 /**
- * Replaces the lines of a pattern file HAProxy loaded (`acl … -f <path>`) atomically: a new
- * version is prepared beside the live one (`prepare acl`), filled (`add acl @<ver>`, one entry
- * per command: 2.6 takes no payload for ACLs), read back and compared, and only then committed.
- * Traffic sees the old list until the commit and the whole new one after it, never a part. A
- * failure before the commit leaves the live list as it was (the abandoned version is purged by
- * the next commit). Every path and entry is checked again here: nothing unvalidated is sent.
+ * Replaces the lines of a pattern file or route map HAProxy loaded (`acl … -f <path>`,
+ * `map_str(<path>)`) atomically: a new version is prepared beside the live one (`prepare
+ * acl|map`), filled (`add acl|map @<ver>`, one entry per command: 2.6 takes no payload for
+ * these), read back and compared, and only then committed. Traffic sees the old lines until the
+ * commit and the whole new set after it, never a part; a map keeps the order it was filled in,
+ * which `map_end` lookups depend on. A failure before the commit leaves the live lines as they
+ * were (the abandoned version is purged by the next commit). Every path and line is checked
+ * again here: nothing unvalidated is sent.
  */
 export async function swapPatternFile(socketPath: string, file: PatternFile, opts?: CliOptions): Promise<void> {
   if (!isPatternFilePath(file.path)) throw new Error(`not a pattern file path: ${JSON.stringify(file.path)}`);
-  const bad = file.entries.find((e) => parseSource(e) !== e);
-  if (bad !== undefined) throw new Error(`not an address or CIDR: ${JSON.stringify(bad)}`);
-  const prepare = `prepare acl ${file.path}`;
+  for (const e of file.entries) {
+    const bad = patternLineError(file.path, e);
+    if (bad !== null) throw new Error(`not a line of ${file.path}: ${bad}`);
+  }
+  const kind = patternFileKind(file.path);
+  const prepare = `prepare ${kind} ${file.path}`;
   const prepared = await runtimeCommand(socketPath, prepare, opts);
   const version = /^New version created: (\d+)$/.exec(prepared)?.[1];
   if (version === undefined) throw new RuntimeApiError(prepare, prepared);
   for (let i = 0; i < file.entries.length; i += ADD_BATCH) {
-    const adds = file.entries.slice(i, i + ADD_BATCH).map((e) => `add acl @${version} ${file.path} ${e}`);
+    const adds = file.entries.slice(i, i + ADD_BATCH).map((e) => `add ${kind} @${version} ${file.path} ${e}`);
     // Each `add` answers an empty line when it succeeds.
     const answer = await cliBatch(socketPath, adds, opts);
     if (answer.trim() !== "") throw new RuntimeApiError(adds[0]!, answer.trim());
   }
-  const show = `show acl @${version} ${file.path}`;
+  const show = `show ${kind} @${version} ${file.path}`;
   const listed = (await runtimeCommand(socketPath, show, opts))
     .split("\n")
     .filter((l) => l !== "")
-    .map((l) => /^0x[0-9a-f]+ (\S+)$/.exec(l)?.[1] ?? `?${l}`);
+    .map((l) => /^0x[0-9a-f]+ (.+)$/.exec(l)?.[1] ?? `?${l}`);
+  // A map in order (the order it was filled in is the order it matches in); a list as a set.
   const want = new Set(file.entries);
-  if (listed.length !== want.size || listed.some((e) => !want.has(e)))
-    throw new RuntimeApiError(show, `version ${version} holds ${listed.length} entries, not the ${want.size} sent`);
-  const commit = `commit acl @${version} ${file.path}`;
+  const differs =
+    kind === "map" ? listed.some((e, i) => e !== file.entries[i]) : listed.some((e) => !want.has(e));
+  if (listed.length !== file.entries.length || differs)
+    throw new RuntimeApiError(show, `version ${version} holds ${listed.length} entries, not the ${file.entries.length} sent`);
+  const commit = `commit ${kind} @${version} ${file.path}`;
   const committed = await runtimeCommand(socketPath, commit, opts);
   if (committed !== "") throw new RuntimeApiError(commit, committed);
 }

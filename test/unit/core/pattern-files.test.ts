@@ -72,7 +72,7 @@ describe("pattern files in the published config", () => {
   it("refuses a file longer than the bound", () => {
     const entries = Array.from({ length: 10_001 }, (_, i) => `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`);
     const split = splitConfig(HEAD + renderPatternSection([{ path: "patterns/a.b.allow", entries }]));
-    expect(split).toEqual({ error: "pattern section line 10002: more than 10000 lines in one pattern file" });
+    expect(split).toEqual({ error: "pattern section line 10002: more than 10000 lines in patterns/a.b.allow" });
   });
 
   it("diff: changed files only; a file added or removed is a reload", () => {

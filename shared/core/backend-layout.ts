@@ -1,0 +1,344 @@
+/*
+ * Which backend each Service port is served by, kept from one render to the next so that a
+ * Service added or removed is a change of map lines and server slots, which the agent applies
+ * through the runtime API, rather than a new backend section, which needs a reload.
+ *
+ * A config carries `spare_<n>` backends: plain HTTP backends with free slots whose path strip
+ * is told by the route (route-maps.ts). A new Service port that a spare can serve — HTTP, no
+ * per-Service settings, the default algorithm, no affinity, plain HTTP routes, as many slots as
+ * a spare has — is placed into the lowest free spare; a removed one leaves its backend behind
+ * with every slot free (vacated), or frees its spare. Anything a spare cannot absorb (a Service
+ * that needs its own backend, no spare left, a held Service that outgrew its spare) starts a
+ * fresh layout: every Service in a backend of its own name and a new set of free spares. The
+ * config then differs in its backends anyway, which is a reload; that reload provisions the
+ * spares. Correctness never rests on the layout: the agent compares configs and reloads for any
+ * change outside slots and maps (agent/decide.ts). The layout only decides how often it must.
+ *
+ * Pure. The previous layout is an input (a warm instance's memory, or the record published with
+ * the newest config), which is what keeps a stateless function's placements stable.
+ */
+
+import { z } from "zod";
+import type { Backend, HttpRoute, Model, ServerSlot } from "./model.js";
+import { compareStrings } from "./compare.js";
+import { settingDefaults } from "./backend-settings.js";
+import { sha256 } from "./sha256.js";
+
+const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
+const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
+const hostMatchSchema = z.object({ name: z.string().max(253), wildcard: z.boolean() });
+
+const vacatedSchema = z.object({
+  name: BACKEND_NAME,
+  namespace: z.string().max(63),
+  service: z.string().max(63),
+  servicePort: z.number().int().min(1).max(65535),
+  slots: z.number().int().min(1).max(1 << 16),
+  strip: z.object({ prefix: z.string().max(300), unlessHost: hostMatchSchema.nullable() }).nullable(),
+});
+
+export const backendLayoutSchema = z.object({
+  version: z.literal(1),
+  /** Server slots of each spare. */
+  spareSlots: z.number().int().min(1).max(1 << 16),
+  /** Backends named after the Service port they serve, sorted. */
+  named: z.array(BACKEND_NAME),
+  /** The spares and the Service port each holds (by its own backend's name), in order. */
+  spares: z.array(z.object({ name: SPARE_NAME, holds: BACKEND_NAME.nullable() })),
+  /** Backends whose Service port is gone, kept with every slot free. */
+  vacated: z.array(vacatedSchema),
+});
+
+export type BackendLayout = z.infer<typeof backendLayoutSchema>;
+export type VacatedBackend = z.infer<typeof vacatedSchema>;
+
+/** 16 hex digits of the record's sha256: its name in the store. */
+export function layoutDigest(layout: BackendLayout): string {
+  return sha256(JSON.stringify(layout)).slice(0, 16);
+}
+
+/** What placement keeps between renders of one instance: the record, and objects reused by identity. */
+export class LayoutState {
+  layout: BackendLayout | null = null;
+  /** A held Service's spare, by the canonical backend object it was made from (renderer caches by identity). */
+  readonly heldAs = new WeakMap<Backend, Backend>();
+  /** Free spares and vacated backends, by name, for as long as their options stay the same. */
+  readonly freeBackends = new Map<string, Backend>();
+  freeKey = "";
+  /** Input and output of the last placement, reused while the input is the same model. */
+  last: { input: Model; layout: BackendLayout | null; output: Model } | undefined;
+
+  constructor(layout: BackendLayout | null = null) {
+    this.layout = layout;
+  }
+}
+
+export interface Placement {
+  model: Model;
+  layout: BackendLayout;
+  /** Why the layout started afresh, or null when the previous one absorbed the change. */
+  fresh: string | null;
+}
+
+function nextPowerOfTwo(n: number): number {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+function freeSlots(count: number): ServerSlot[] {
+  return Array.from({ length: count }, (_, i) => ({ name: `s${i + 1}`, address: null, cookie: null }));
+}
+
+function stripSegments(prefix: string): 1 | 2 {
+  return prefix.split("/").length - 1 === 1 ? 1 : 2;
+}
+
+/**
+ * Whether a spare can serve this Service port: a spare is an HTTP backend with the default
+ * algorithm, no affinity, the default settings and `slots` slots, reached by plain HTTP routes.
+ */
+function spareCanServe(b: Backend, model: Model, slots: number, tlsBackends: ReadonlySet<string>): boolean {
+  const defaults = settingDefaults(model.options).settings;
+  return (
+    b.mode === "http" &&
+    b.algorithm === model.options.balanceAlgorithm &&
+    b.affinity.kind === "none" &&
+    b.servers.length === slots &&
+    JSON.stringify(b.settings) === JSON.stringify(defaults) &&
+    !tlsBackends.has(b.name) &&
+    (b.strip === null || b.strip.prefix.split("/").length - 1 <= 2)
+  );
+}
+
+/** A removed backend can stay, slots freed, when it can be rendered again from the record alone. */
+function vacatable(b: Backend, model: Model, tlsBackends: ReadonlySet<string>): VacatedBackend | null {
+  if (!spareCanServe(b, model, b.servers.length, tlsBackends)) return null;
+  return {
+    name: b.name,
+    namespace: b.namespace,
+    service: b.service,
+    servicePort: b.servicePort,
+    slots: b.servers.length,
+    strip: b.strip ? { prefix: b.strip.prefix, unlessHost: b.strip.unlessHost } : null,
+  };
+}
+
+export function spareSlotsFor(model: Model): number {
+  return model.options.forwardServices ? 1 : nextPowerOfTwo(model.options.minServerSlots);
+}
+
+/** Spares need a backend that names no Service's files: global source lists give every backend its own. */
+function sparesPossible(model: Model): boolean {
+  const d = settingDefaults(model.options).settings;
+  return d.allowSources === null && d.denySources === null;
+}
+
+/**
+ * Places the model's backends (each under its Service port's own name, as build-model.ts makes
+ * them) into the previous layout when it can absorb the change, else into a fresh one.
+ */
+export function placeBackends(model: Model, state: LayoutState = new LayoutState()): Placement {
+  const previous = state.layout;
+  const last = state.last;
+  if (last && last.input === model && last.layout === previous && previous !== null)
+    return { model: last.output, layout: previous, fresh: null };
+  const slots = spareSlotsFor(model);
+  const spares = sparesPossible(model) ? model.options.spareBackends : 0;
+  const tls = new Set<string>();
+  for (const r of model.httpRoutes) if (r.action !== "route") tls.add(r.backend);
+  let result = !previous
+    ? "no previous layout"
+    : previous.spares.length !== spares
+      ? `${spares} spare backends wanted, the layout has ${previous.spares.length}`
+      : absorb(model, previous, slots, tls, state);
+  if (typeof result === "string") {
+    const fresh: BackendLayout = {
+      version: 1,
+      spareSlots: slots,
+      named: model.backends.map((b) => b.name),
+      spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
+      vacated: [],
+    };
+    const reason = result;
+    result = fresh;
+    const placed = build(model, fresh, slots, state);
+    remember(state, model, fresh, placed);
+    return { model: placed, layout: fresh, fresh: reason };
+  }
+  const placed = build(model, result, slots, state);
+  remember(state, model, result, placed);
+  return { model: placed, layout: result, fresh: null };
+}
+
+function remember(state: LayoutState, input: Model, layout: BackendLayout, output: Model): void {
+  state.layout = layout;
+  state.last = { input, layout, output };
+}
+
+/** The backend of that name in a list sorted by name. */
+function findBackend(backends: readonly Backend[], name: string): Backend | undefined {
+  let lo = 0;
+  let hi = backends.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const c = compareStrings(backends[mid]!.name, name);
+    if (c === 0) return backends[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return undefined;
+}
+
+/** The previous layout with this model's Services placed in it, or why it cannot hold them. */
+function absorb(
+  model: Model,
+  previous: BackendLayout,
+  slots: number,
+  tls: ReadonlySet<string>,
+  state: LayoutState,
+): BackendLayout | string {
+  if (previous.spareSlots !== slots) return `spares have ${previous.spareSlots} slots, now ${slots}`;
+  const heldIn = new Map<string, string>();
+  for (const s of previous.spares) if (s.holds !== null) heldIn.set(s.holds, s.name);
+  const vacated = new Map(previous.vacated.map((v) => [v.name, v]));
+  const spares = previous.spares.map((s) => ({ ...s }));
+  const named: string[] = [];
+  const removed: string[] = [];
+  const canonical = model.backends;
+  const prev = previous.named;
+  let j = 0;
+  for (const b of canonical) {
+    while (j < prev.length && compareStrings(prev[j]!, b.name) < 0) removed.push(prev[j++]!);
+    if (j < prev.length && prev[j] === b.name) {
+      named.push(b.name);
+      j++;
+      continue;
+    }
+    const spare = heldIn.get(b.name);
+    if (spare !== undefined) {
+      if (!spareCanServe(b, model, slots, tls)) return `${b.name} outgrew ${spare}`;
+      heldIn.delete(b.name);
+      continue;
+    }
+    const v = vacated.get(b.name);
+    if (v !== undefined) {
+      const again = vacatable(b, model, tls);
+      if (!again || JSON.stringify(again) !== JSON.stringify(v)) return `${b.name} came back other than it left`;
+      vacated.delete(b.name);
+      named.push(b.name);
+      continue;
+    }
+    if (!spareCanServe(b, model, slots, tls)) return `${b.name} needs a backend of its own`;
+    const free = spares.find((s) => s.holds === null);
+    if (!free) return `no spare backend left for ${b.name}`;
+    free.holds = b.name;
+  }
+  while (j < prev.length) removed.push(prev[j++]!);
+  // Spares whose Service is gone are free again.
+  for (const name of heldIn.keys()) spares.find((s) => s.holds === name)!.holds = null;
+  for (const name of removed) {
+    // A warm instance's last input; a cold one has none, and starts afresh.
+    const before = state.last ? findBackend(state.last.input.backends, name) : undefined;
+    const v = before ? vacatable(before, model, tls) : null;
+    if (!v) return `${name} was removed and cannot stay behind empty`;
+    vacated.set(name, v);
+  }
+  return {
+    version: 1,
+    spareSlots: slots,
+    named,
+    spares,
+    vacated: [...vacated.values()].sort((a, b) => compareStrings(a.name, b.name)),
+  };
+}
+
+/** The model with held Services moved into their spares, and the free spares and vacated backends added. */
+function build(model: Model, layout: BackendLayout, slots: number, state: LayoutState): Model {
+  const key = `${model.options.balanceAlgorithm} ${slots} ${JSON.stringify(settingDefaults(model.options).settings)}`;
+  if (state.freeKey !== key) {
+    state.freeBackends.clear();
+    state.freeKey = key;
+  }
+  const settings = settingDefaults(model.options).settings;
+  const free = (name: string, make: () => Backend): Backend => {
+    let b = state.freeBackends.get(name);
+    if (!b) {
+      b = make();
+      state.freeBackends.set(name, b);
+    }
+    return b;
+  };
+  const spareOf = new Map<string, string>();
+  for (const s of layout.spares) if (s.holds !== null) spareOf.set(s.holds, s.name);
+  const extras: Backend[] = [];
+  const held = new Map<string, { canonical: Backend; moved: Backend }>();
+  for (const b of model.backends) {
+    const spare = spareOf.get(b.name);
+    if (spare === undefined) continue;
+    let moved = state.heldAs.get(b);
+    if (!moved || moved.name !== spare) {
+      moved = { ...b, name: spare, namespace: "", service: "", servicePort: 0, strip: null, stripByRoute: true };
+      state.heldAs.set(b, moved);
+    }
+    held.set(b.name, { canonical: b, moved });
+    extras.push(moved);
+  }
+  for (const s of layout.spares) {
+    if (s.holds !== null) continue;
+    extras.push(
+      free(s.name, () => ({
+        name: s.name,
+        namespace: "",
+        service: "",
+        servicePort: 0,
+        mode: "http",
+        algorithm: model.options.balanceAlgorithm,
+        affinity: { kind: "none" },
+        servers: freeSlots(slots),
+        strip: null,
+        settings,
+        stripByRoute: true,
+      })),
+    );
+  }
+  for (const v of layout.vacated) {
+    extras.push(
+      free(`${v.name} ${JSON.stringify(v)}`, () => ({
+        name: v.name,
+        namespace: v.namespace,
+        service: v.service,
+        servicePort: v.servicePort,
+        mode: "http",
+        algorithm: model.options.balanceAlgorithm,
+        affinity: { kind: "none" },
+        servers: freeSlots(v.slots),
+        strip: v.strip,
+        settings,
+      })),
+    );
+  }
+  if (extras.length === 0) return model;
+  extras.sort((a, b) => compareStrings(a.name, b.name));
+  const backends: Backend[] = [];
+  let k = 0;
+  for (const b of model.backends) {
+    if (held.has(b.name)) continue;
+    while (k < extras.length && compareStrings(extras[k]!.name, b.name) < 0) backends.push(extras[k++]!);
+    backends.push(b);
+  }
+  while (k < extras.length) backends.push(extras[k++]!);
+  const httpRoutes = held.size === 0 ? model.httpRoutes : model.httpRoutes.map((r) => movedRoute(r, held));
+  return { ...model, backends, httpRoutes };
+}
+
+/** A held Service's route, to its spare; its own path tells the spare how many segments to strip. */
+function movedRoute(r: HttpRoute, held: ReadonlyMap<string, { canonical: Backend; moved: Backend }>): HttpRoute {
+  const h = held.get(r.backend);
+  if (!h) return r;
+  const own = h.canonical.strip;
+  const strips = own !== null && r.match.kind === "path" && r.match.prefix === own.prefix;
+  return strips
+    ? { ...r, backend: h.moved.name, stripSegments: stripSegments(own.prefix) }
+    : { ...r, backend: h.moved.name };
+}
