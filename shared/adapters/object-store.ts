@@ -25,6 +25,7 @@ import { decidePublish, pickView, storeMark } from "../core/publish-order.js";
 import type { ConfigChunks } from "../core/chunks.js";
 import { parseRevision } from "../core/revision.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
+import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/backend-layout.js";
 import { SHA256_HEX, sha256, sha256Schema } from "../core/sha256.js";
 import { parseStoreUrl } from "../core/store-url.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
@@ -39,6 +40,7 @@ import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyText } from "./store-l
  * reason to stop publishing. Beside the configs:
  *   views/<epoch>-<revision>   a pass that found nothing to change saw this view (no config)
  *   settings/<digest>.json     the settings a config was rendered with (content-addressed)
+ *   layouts/<digest>.json      which backend serves which Service port in a config (content-addressed)
  *   pin.json                   the config every agent runs until unpinned
  *   status/<node>.json         what each agent runs
  * Nothing depends on conditional writes, which S3-compatible stores (and our test server) may
@@ -48,6 +50,7 @@ import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyText } from "./store-l
 const CONFIGS = "configs/";
 const VIEWS = "views/";
 const SETTINGS = "settings/";
+const LAYOUTS = "layouts/";
 const STATUS = "status/";
 const PIN = "pin.json";
 const DELETE_BATCH = 10;
@@ -101,6 +104,8 @@ export interface ConfigHead extends ConfigRef {
   seq: number;
   /** Digest of the settings it was rendered with (settings/<digest>.json); null when not recorded. */
   settingsDigest: string | null;
+  /** Digest of its backend layout (layouts/<digest>.json); null when not recorded. */
+  layoutDigest: string | null;
 }
 
 export interface StoredConfig extends ConfigRef {
@@ -132,6 +137,8 @@ export interface PublishInput {
   generator: string;
   /** Recorded beside the config (settings/<digest>.json). */
   settings?: SettingsRecord;
+  /** Recorded beside the config (layouts/<digest>.json): where a cold instance places Services from. */
+  layout?: BackendLayout;
   /**
    * The live cluster's revision, by a fresh list. Without it a snapshot below the store's mark is
    * simply stale; with it, a cluster that went back is told apart (status `regressed`).
@@ -212,6 +219,7 @@ export interface ObjectStore {
    */
   prune(options?: { keep?: number }): Promise<string[]>;
   readSettings(digest: string): Promise<SettingsRecord>;
+  readLayout(digest: string): Promise<BackendLayout>;
   /** The pin, or null; a StoreError (not transient) when pin.json is not a pin. */
   getPin(): Promise<Pin | null>;
   putPin(pin: Pin): Promise<void>;
@@ -240,6 +248,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   const configsPrefix = `${prefix}${CONFIGS}`;
   const viewsPrefix = `${prefix}${VIEWS}`;
   const settingsPrefix = `${prefix}${SETTINGS}`;
+  const layoutPrefix = `${prefix}${LAYOUTS}`;
   const statusPrefix = `${prefix}${STATUS}`;
   const pinKey = `${prefix}${PIN}`;
 
@@ -360,6 +369,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     if (metadata.bytes !== undefined && size !== undefined && Number(metadata.bytes) !== size)
       throw corrupt(key, `${size} bytes but the metadata says ${metadata.bytes}`);
     const digest = metadata.settings;
+    const layout = metadata.layout;
     return {
       key,
       sha256: sha,
@@ -368,6 +378,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       epoch: name.epoch,
       seq: name.seq,
       settingsDigest: digest && SETTINGS_DIGEST.test(digest) ? digest : null,
+      layoutDigest: layout && SETTINGS_DIGEST.test(layout) ? layout : null,
     };
   }
 
@@ -617,6 +628,12 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       // Content-addressed: written when the newest config was made with other settings, else already there.
       if (newestHead?.settingsDigest !== digest) await putJson(`${settingsPrefix}${digest}.json`, input.settings);
     }
+    if (input.layout) {
+      const digest = layoutDigest(input.layout);
+      metadata.layout = digest;
+      // Changes only when a Service is added or removed: endpoint changes write no record.
+      if (newestHead?.layoutDigest !== digest) await putJson(`${layoutPrefix}${digest}.json`, input.layout);
+    }
     await storeCall("put", key, () =>
       client.send(
         new PutObjectCommand({
@@ -634,6 +651,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       epoch: decision.epoch,
       seq: decision.seq,
       settingsDigest: metadata.settings ?? null,
+      layoutDigest: metadata.layout ?? null,
     });
     lastNewestSha = sha;
 
@@ -702,6 +720,25 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       })();
       if (!parsed?.success || settingsDigest(parsed.data) !== digest)
         throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} are corrupt`, { transient: false });
+      return parsed.data;
+    },
+
+    async readLayout(digest) {
+      if (!SETTINGS_DIGEST.test(digest))
+        throw new Error(`layout digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
+      const key = `${layoutPrefix}${digest}.json`;
+      const text = await getText(key);
+      if (text === null)
+        throw new StoreError(`layout s3://${bucket}/${key} at ${endpoint} does not exist`, { transient: false });
+      const parsed = (() => {
+        try {
+          return backendLayoutSchema.safeParse(JSON.parse(text));
+        } catch {
+          return null;
+        }
+      })();
+      if (!parsed?.success || layoutDigest(parsed.data) !== digest)
+        throw new StoreError(`layout s3://${bucket}/${key} at ${endpoint} is corrupt`, { transient: false });
       return parsed.data;
     },
 

@@ -6,6 +6,7 @@
 
 import type { CloudEvent } from "@google-cloud/functions-framework";
 import type { Snapshot } from "../core/snapshot.js";
+import type { RenderResult } from "../core/pipeline.js";
 import { envName, OptionsError } from "../core/settings.js";
 import { holdPendingServices, serviceKey } from "../core/pending-services.js";
 import { msSince } from "../core/milliseconds.js";
@@ -14,7 +15,6 @@ import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/c
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import {
-  type HashedConfig,
   StoreError,
   type ObjectStore,
   type PublishResult,
@@ -144,6 +144,21 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   }
 
   /**
+   * A cold instance places Services where the newest config has them, so that one that starts
+   * while Services sit in spare backends does not move them back (a reload on every node). Without
+   * a record (an older config, a store that fails now) the layout starts afresh: one reload.
+   */
+  async function loadLayout(plog: Logger): Promise<void> {
+    try {
+      const digest = (await store.latest())?.layoutDigest;
+      if (digest) ctx.useLayout(await store.readLayout(digest));
+    } catch (err) {
+      if (!(err instanceof StoreError)) throw err;
+      plog.warn({ err: err.message }, "cannot read the newest config's backend layout; placing Services afresh");
+    }
+  }
+
+  /**
    * The Services the last pass rendered; undefined on a cold instance, which holds nothing back
    * (it cannot tell a new Service from one the newest config already serves).
    */
@@ -180,6 +195,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         const snapshot: LiveSnapshot = { ...pending.snapshot, listWarnings: listed.listWarnings };
         if (pending.held.length > 0)
           plog.info({ held: pending.held }, "new Services held back until their EndpointSlices arrive");
+        if (!ctx.hasLayout && ctx.renderer.routesByMap) await loadLayout(plog);
         const rendered = ctx.render(snapshot);
         durationsMs.build = rendered.stats.buildMs;
         durationsMs.render = rendered.stats.renderMs;
@@ -197,7 +213,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         return { snapshot, rendered, held: pending.held };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
-      const publish = async (revision: string, config: HashedConfig, restore: boolean): Promise<PublishResult> => {
+      const publish = async (revision: string, config: RenderResult, restore: boolean): Promise<PublishResult> => {
         stage = "publish";
         const t = performance.now();
         const result = await guard(
@@ -206,6 +222,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             revision,
             generator,
             settings: recorded,
+            ...(config.layout ? { layout: config.layout } : {}),
             liveRevision: () => guard(liveRevision(deadline)),
             restore,
           }),

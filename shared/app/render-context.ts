@@ -1,4 +1,5 @@
 import { ModelCache, type BuildInputs } from "../core/build-model.js";
+import { type BackendLayout, LayoutState } from "../core/backend-layout.js";
 import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
 import { Renderer } from "../core/render.js";
@@ -23,6 +24,8 @@ export class RenderContext {
   private items = new ParsedItems();
   /** The last config's hash states: a warm pass hashes only from its first changed chunk on. */
   private readonly hasher = new ChunkedSha256();
+  /** Which backend serves which Service port in the last config (backend-layout.ts). */
+  private layout = new LayoutState();
 
   constructor(
     readonly options: RenderOptions,
@@ -48,8 +51,18 @@ export class RenderContext {
     this.items = new ParsedItems();
   }
 
+  /** Whether renders place Services into a previous layout (a warm instance's, or one read from the store). */
+  get hasLayout(): boolean {
+    return this.layout.layout !== null;
+  }
+
+  /** The layout the newest published config was rendered with: a cold instance places Services into it. */
+  useLayout(layout: BackendLayout): void {
+    this.layout = new LayoutState(layout);
+  }
+
   render(snapshot: Snapshot): RenderResult {
-    return renderSnapshot(snapshot, this.options, this.renderer, this.inputs, this.cache, this.hasher);
+    return renderSnapshot(snapshot, this.options, this.renderer, this.inputs, this.cache, this.hasher, this.layout);
   }
 }
 

@@ -107,7 +107,7 @@ describe("publish, latest, get", () => {
       generator: GENERATOR,
       epoch: 0,
       seq: 0,
-      settingsDigest: null,
+      settingsDigest: null, layoutDigest: null,
     });
     expect(await store.get(key)).toEqual({ key, config, sha256: sha, revision: "42" });
 

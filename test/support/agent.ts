@@ -43,6 +43,10 @@ export interface Node {
   reloads(): Promise<number>;
   /** GET path through this node's HAProxy HTTP frontend, one connection per request. */
   get(path: string): Promise<{ status: number; body: string }>;
+  /** GET with a Host header. */
+  getHost(host: string, path: string): Promise<{ status: number; body: string }>;
+  /** The config the last `publish` rendered. */
+  lastConfig(): string;
   cleanup(): void;
 }
 
@@ -62,6 +66,7 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
   const tokenFile = join(dir, "token");
   writeFileSync(tokenFile, `${TOKEN}\n`);
   const renderContext = new RenderContext(lb.options);
+  let lastConfig = "";
   const masterSocket = join(dir, "master.sock");
   const configPath = join(dir, "etc", "haproxy.cfg");
   const options = (extra: Record<string, unknown> = {}) =>
@@ -103,7 +108,13 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
       }),
     async publish(items, revision) {
       const rendered = renderContext.render(snapshotFromDocuments([list(items, String(revision))]));
-      return store.publish({ config: rendered.config, revision: String(revision), generator: "servicelb/test" });
+      lastConfig = rendered.config;
+      return store.publish({
+        config: rendered.config,
+        revision: String(revision),
+        generator: "servicelb/test",
+        ...(rendered.layout ? { layout: rendered.layout } : {}),
+      });
     },
     async notify(agent, published, token = TOKEN) {
       const revision = parseConfigKey(published.key)?.revision.toString() ?? "0";
@@ -119,6 +130,8 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
     },
     reloads: async () => (await showProc(masterSocket)).master.reloads,
     get: (path) => httpGet(lb.options.httpPort, path),
+    getHost: (host, path) => httpGet(lb.options.httpPort, path, false, { host }),
+    lastConfig: () => lastConfig,
     cleanup() {
       store.close();
       lb.cleanup();
@@ -183,9 +196,10 @@ export function httpGet(
   port: number,
   path: string,
   agent: HttpAgent | false = false,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, path, agent }, (res) => {
+    const req = request({ host: "127.0.0.1", port, path, agent, headers }, (res) => {
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (c: string) => (body += c));
