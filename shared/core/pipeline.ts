@@ -22,7 +22,17 @@ export interface RenderResult extends ConfigChunks {
   revision: string;
   warnings: Warning[];
   skipped: Skipped[];
-  stats: { services: number; backends: number; servers: number; bytes: number; buildMs: number; renderMs: number };
+  stats: {
+    services: number;
+    /** Backends that serve a Service port (its own or a spare it holds). */
+    backends: number;
+    /** Spare backends free for Services to come. */
+    spares: number;
+    servers: number;
+    bytes: number;
+    buildMs: number;
+    renderMs: number;
+  };
   /** Where each Service port is served (backend-layout.ts); null when the template routes by rules, not maps. */
   layout: BackendLayout | null;
   /** Why the layout started afresh (a reload on the nodes), or null when it absorbed the change. */
@@ -72,7 +82,8 @@ export function renderSnapshot(
     skipped: scope.skipped.length > 0 ? [...model.skipped, ...scope.skipped] : model.skipped,
     stats: {
       services: snapshot.services.length,
-      backends: model.backends.length,
+      backends: built.backends.length,
+      spares: placement ? placement.layout.spares.filter((s) => s.holds === null).length : 0,
       servers: model.readyServers,
       bytes: byteLength,
       buildMs: roundMs(t1 - t0),

@@ -172,7 +172,8 @@ function redirectBackend(code: RedirectCode): string {
   return code === 301 ? "https_redirect" : `https_redirect_${code}`;
 }
 
-const routeRedirect = (r: HttpRoute): string => redirectBackend(r.redirectCode ?? 301);
+/** The backend an HTTP route to an HTTPS-only Service sends plain requests to. */
+export const routeRedirect = (r: HttpRoute): string => redirectBackend(r.redirectCode ?? 301);
 
 /**
  * The backend's `default-server` parameters. Said once per backend rather than on each server

@@ -1,6 +1,7 @@
 import { Agent as HttpAgent } from "node:http";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { echoPods, httpGet, testNode, web, type Echo, type Node } from "../support/agent.js";
+import { service, slice } from "../support/fixtures.js";
 import { requireHaproxy } from "../support/haproxy.js";
 import { waitFor } from "../support/net.js";
 import { startS3, type TestS3 } from "../support/s3.js";
@@ -61,9 +62,17 @@ it(`loses no request over ${RELOADS} reloads under keep-alive and non-keep-alive
     ];
     const okAt: number[] = [];
     for (let i = 1; i <= RELOADS; i++) {
-      // A Service appears or disappears each time: a new backend and routing rule, so a reload.
-      const extra = i % 2 === 1 ? web(`extra-${i}`, pods.port, ["127.0.0.2"]) : [];
-      const published = await n.publish([...web("web", pods.port, ["127.0.0.2"]), ...extra], 100 + i);
+      // The balance algorithm flips each time: a changed backend line, which only a reload applies.
+      const algorithm = i % 2 === 1 ? "leastconn" : "roundrobin";
+      const published = await n.publish(
+        [
+          service("web", [{ port: 80, targetPort: pods.port }], {
+            annotations: { "serviceloadbalancer/lb.algorithm": algorithm },
+          }),
+          slice("web", [{ port: pods.port }], ["127.0.0.2"]),
+        ],
+        100 + i,
+      );
       expect((await n.notify(agent, published)).status).toBe(202);
       await waitFor(`config ${i} applied`, async () =>
         agent.status().applied?.key === published.key ? true : undefined,

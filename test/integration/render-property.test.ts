@@ -6,7 +6,9 @@ import type { Model } from "../../shared/core/model.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { PATTERN_PATHS, splitConfig } from "../../shared/core/pattern-files.js";
-import { Renderer } from "../../shared/core/render.js";
+import { placeBackends } from "../../shared/core/backend-layout.js";
+import { ROUTE_LOOKUP, routeMapLines } from "../../shared/core/route-maps.js";
+import { Renderer, routeRedirect } from "../../shared/core/render.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
@@ -47,7 +49,7 @@ function linePattern(line: string): RegExp | null {
   });
   return new RegExp(`^${re}${")?".repeat(open)}$`);
 }
-const patterns = Object.values(templates).flatMap((source) =>
+const patterns = [...Object.values(templates), ROUTE_LOOKUP].flatMap((source) =>
   source.split("\n").flatMap((l: string) => linePattern(l) ?? []),
 );
 
@@ -287,14 +289,18 @@ describe("hostile input never breaks the config", () => {
           .split("\n")
           .filter((line) => line !== "" && !patterns.some((p) => p.test(line)));
         expect(stray).toEqual([]);
-        const model = buildModel(snapshot, options);
+        // The model as rendered: spares in, held Services moved (a fresh layout holds none).
+        const model = placeBackends(buildModel(snapshot, options)).model;
         const lists = new Map<string, readonly string[]>();
         for (const b of model.backends) {
           const id = `patterns/${b.namespace}.${b.service}`;
           if (b.settings.allowSources) lists.set(`${id}.allow`, b.settings.allowSources);
           if (b.settings.denySources) lists.set(`${id}.deny`, b.settings.denySources);
         }
-        expect(new Map([...split.files].sort())).toEqual(new Map([...lists].sort()));
+        const files = [...split.files].filter(([path]) => path.startsWith("patterns/"));
+        expect(new Map(files.sort())).toEqual(new Map([...lists].sort()));
+        const maps = [...split.files].filter(([path]) => path.startsWith("maps/"));
+        expect(new Map(maps)).toEqual(routeMapLines(model.httpRoutes, routeRedirect));
         expect(strayServers(config, model)).toEqual([]);
         for (const b of model.backends)
           if (JSON.stringify(b.settings) !== JSON.stringify(DEFAULT_BACKEND_SETTINGS)) accepted++;

@@ -69,6 +69,30 @@ describe("pattern files in the published config", () => {
     expect((split as { error: string }).error).toContain(error);
   });
 
+  it("carries route maps beside the lists, each line checked against its map's grammar", () => {
+    const files = [
+      { path: "maps/http.paths.map", entries: ["/web/ default_web_80", "/shop/cart/ spare_2|2"] },
+      { path: "maps/http.hosts.map", entries: [] },
+      { path: "patterns/shop.api.allow", entries: ["10.0.0.0/8"] },
+    ];
+    const split = splitConfig(HEAD + renderPatternSection(files));
+    expect(split).toEqual({
+      head: HEAD,
+      files: new Map([
+        ["maps/http.hosts.map", []],
+        ["maps/http.paths.map", ["/web/ default_web_80", "/shop/cart/ spare_2|2"]],
+        ["patterns/shop.api.allow", ["10.0.0.0/8"]],
+      ]),
+    });
+    const bad = splitConfig(`${HEAD}${PATTERN_SECTION}\n#> maps/http.paths.map\n#| /web/ %[req.hdr(x)]\n`);
+    expect(bad).toEqual({
+      error: 'pattern section line 2: "/web/ %[req.hdr(x)]": value "%[req.hdr(x)]" is not a backend name',
+    });
+    expect(splitConfig(`${HEAD}${PATTERN_SECTION}\n#> maps/other.map\n`)).toEqual({
+      error: 'pattern section line 1: "maps/other.map" is not a pattern file path',
+    });
+  });
+
   it("refuses a file longer than the bound", () => {
     const entries = Array.from({ length: 10_001 }, (_, i) => `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`);
     const split = splitConfig(HEAD + renderPatternSection([{ path: "patterns/a.b.allow", entries }]));

@@ -1,0 +1,172 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { decideApply } from "../../../shared/agent/decide.js";
+import { RenderContext } from "../../../shared/app/render-context.js";
+import { backendLayoutSchema, layoutDigest } from "../../../shared/core/backend-layout.js";
+import { parseRenderOptions } from "../../../shared/core/options.js";
+import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
+import { list, service, slice } from "../../support/fixtures.js";
+
+const OPTIONS = { statsSocket: "/tmp/servicelb-test.sock", spareBackends: 3 };
+
+/** Service `name` in `namespace` on port 80 with one endpoint per address. */
+function svc(
+  name: string,
+  addresses: string[],
+  opts: { namespace?: string; annotations?: Record<string, string> } = {},
+) {
+  const { namespace = "default", annotations } = opts;
+  return [
+    service(name, [{ port: 80, targetPort: 8080 }], { namespace, annotations }),
+    slice(name, [{ port: 8080 }], addresses, { namespace }),
+  ];
+}
+
+function renderer(extra: Record<string, unknown> = {}) {
+  const ctx = new RenderContext(parseRenderOptions({ ...OPTIONS, ...extra }));
+  let revision = 100;
+  return (items: unknown[]) => ctx.render(snapshotFromDocuments([list(items, String(++revision))]));
+}
+
+const backendsOf = (config: string) => [...config.matchAll(/^backend (\S+)/gm)].map((m) => m[1]);
+const paths = (config: string) => [...config.matchAll(/^#\| (\/\S* \S+)$/gm)].map((m) => m[1]);
+
+describe("placeBackends", () => {
+  it("a fresh layout gives every Service its own backend and provisions the spares", () => {
+    const r = renderer()([...svc("web", ["10.0.0.1"]), ...svc("api", ["10.0.0.2"], { namespace: "shop" })]);
+    expect(r.layoutFresh).toBe("no previous layout");
+    expect(r.layout).toEqual({
+      version: 1,
+      spareSlots: 4,
+      named: ["default_web_80", "shop_api_80"],
+      spares: [
+        { name: "spare_1", holds: null },
+        { name: "spare_2", holds: null },
+        { name: "spare_3", holds: null },
+      ],
+      vacated: [],
+    });
+    expect(backendsOf(r.config)).toEqual([
+      "default_page",
+      "default_web_80",
+      "shop_api_80",
+      "spare_1",
+      "spare_2",
+      "spare_3",
+    ]);
+  });
+
+  it("puts a new Service into the lowest free spare and routes its own path there with the segments to strip", () => {
+    const render = renderer();
+    const web = svc("web", ["10.0.0.1"]);
+    render(web);
+    const r = render([...web, ...svc("cart", ["10.0.0.3"], { namespace: "shop" }), ...svc("api", ["10.0.0.2"])]);
+    expect(r.layoutFresh).toBeNull();
+    expect(r.layout!.spares).toEqual([
+      { name: "spare_1", holds: "default_api_80" },
+      { name: "spare_2", holds: "shop_cart_80" },
+      { name: "spare_3", holds: null },
+    ]);
+    expect(paths(r.config)).toEqual(["/api/ spare_1|1", "/shop/cart/ spare_2|2", "/web/ default_web_80"]);
+    expect(r.config).toMatch(/^backend spare_1 from http_defaults\n(.*\n)*? {4}server s\d 10\.0\.0\.2:8080\n/m);
+    expect(r.config).not.toContain("backend default_api_80");
+  });
+
+  it("frees a spare when its Service goes, and keeps a removed Service's own backend empty", () => {
+    const render = renderer();
+    const web = svc("web", ["10.0.0.1"]);
+    const api = svc("api", ["10.0.0.2"]);
+    render(web);
+    render([...web, ...api]);
+    const r = render([]);
+    expect(r.layoutFresh).toBeNull();
+    expect(r.layout!.spares[0]).toEqual({ name: "spare_1", holds: null });
+    expect(r.layout!.vacated).toEqual([
+      {
+        name: "default_web_80",
+        namespace: "default",
+        service: "web",
+        servicePort: 80,
+        slots: 4,
+        strip: { prefix: "/web", unlessHost: null },
+      },
+    ]);
+    expect(r.config).toContain("backend default_web_80 ");
+    expect(paths(r.config)).toEqual([]);
+    // Back again as it was: its own backend once more.
+    const again = render(web);
+    expect(again.layoutFresh).toBeNull();
+    expect(again.layout!.named).toEqual(["default_web_80"]);
+    expect(again.layout!.vacated).toEqual([]);
+  });
+
+  it("starts afresh, saying why, when a spare cannot take the change", () => {
+    const render = renderer({ spareBackends: 1 });
+    const web = svc("web", ["10.0.0.1"]);
+    render(web);
+    expect(render([...web, ...svc("a", ["10.0.0.2"])]).layoutFresh).toBeNull();
+    expect(render([...web, ...svc("a", ["10.0.0.2"]), ...svc("b", ["10.0.0.3"])]).layoutFresh).toBe(
+      "no spare backend left for default_b_80",
+    );
+    const custom = svc("c", ["10.0.0.4"], { annotations: { "serviceloadbalancer/lb.algorithm": "leastconn" } });
+    expect(render([...web, ...custom]).layoutFresh).toBe("default_c_80 needs a backend of its own");
+    const many = svc("d", ["10.0.0.5"]);
+    render([...web, ...custom, ...many]);
+    const grown = svc("d", ["10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8", "10.0.0.9"]);
+    expect(render([...web, ...custom, ...grown]).layoutFresh).toBe("default_d_80 outgrew spare_1");
+  });
+
+  it("has no spares when a global source list gives every backend its own pattern file", () => {
+    const r = renderer({ allowSourceRange: "10.0.0.0/8" })(svc("web", ["10.0.0.1"]));
+    expect(r.layout!.spares).toEqual([]);
+  });
+
+  it("the record survives its schema and digest unchanged (what a cold instance reads back)", () => {
+    const render = renderer();
+    const web = svc("web", ["10.0.0.1"], { annotations: { "serviceloadbalancer/lb.host": "web.example.com" } });
+    render(web);
+    const r = render(svc("api", ["10.0.0.2"]));
+    const parsed = backendLayoutSchema.parse(JSON.parse(JSON.stringify(r.layout)));
+    expect(layoutDigest(parsed)).toBe(layoutDigest(r.layout!));
+    expect(parsed.vacated[0]!.strip).toEqual({
+      prefix: "/web",
+      unlessHost: { name: "web.example.com", wildcard: false },
+    });
+  });
+
+  it("whenever the layout absorbs Services added and removed, the agent applies it without a reload (property)", () => {
+    const names = ["a", "b", "c", "d", "e", "f"];
+    // Each Service keeps its definition (a and d claim a host, d lives in another namespace);
+    // what changes is which Services exist and their endpoints, within the slots they have.
+    const define = (name: string, endpoints: number) =>
+      svc(
+        name,
+        Array.from({ length: endpoints }, (_, k) => `10.1.${name.charCodeAt(0)}.${k + 1}`),
+        {
+          ...(name === "d" ? { namespace: "shop" } : {}),
+          ...(name === "a" || name === "d"
+            ? { annotations: { "serviceloadbalancer/lb.host": `${name}.example.com` } }
+            : {}),
+        },
+      );
+    const state = fc.record({ present: fc.subarray(names), endpoints: fc.integer({ min: 0, max: 4 }) });
+    let absorbed = 0;
+    fc.assert(
+      fc.property(fc.array(state, { minLength: 2, maxLength: 8 }), (states) => {
+        const render = renderer({ spareBackends: 2 });
+        let before: string | null = null;
+        for (const s of states) {
+          const r = render(s.present.flatMap((name, i) => define(name, (s.endpoints + i) % 5)));
+          if (before !== null && r.layoutFresh === null) {
+            absorbed++;
+            expect(decideApply({ text: before, known: true }, r.config).kind).not.toBe("reload");
+          }
+          before = r.config;
+        }
+      }),
+      { numRuns: 60 },
+    );
+    // The property says something only if most changes were absorbed rather than started afresh.
+    expect(absorbed).toBeGreaterThan(120);
+  });
+});
