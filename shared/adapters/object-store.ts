@@ -499,12 +499,27 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   async function prune({ keep = retain }: { keep?: number } = {}): Promise<string[]> {
     assertKeep(keep, "keep");
     const pinned = await getPin().catch(() => null);
-    const doomed = (await listConfigs())
+    const configs = await listConfigs();
+    const doomed = configs
       .slice(0, -keep)
       .map((entry) => entry.key)
       .filter((key) => key !== pinned?.key);
     await deleteKeys(doomed);
+    await pruneLayouts(configs.slice(-keep));
     return doomed;
+  }
+
+  /**
+   * Only a cold function instance reads a layout, and only the newest config's: older records
+   * (one per Service added or removed) are deleted. One that a racing publish wrote a moment ago
+   * may go too; its instance holds it in memory, and another would start afresh (one reload).
+   */
+  async function pruneLayouts(retained: ConfigEntry[]): Promise<void> {
+    const keep = (await findNewest(retained)).head?.layoutDigest;
+    const doomed = (await listObjects(layoutPrefix))
+      .map((o) => o.Key ?? "")
+      .filter((key) => key !== "" && key !== `${layoutPrefix}${keep}.json`);
+    await deleteKeys(doomed);
   }
 
   /** The newest config's sha256 as the last publish saw or left it (see expectUnchanged). */

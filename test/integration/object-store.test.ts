@@ -8,6 +8,7 @@ import {
   type ObjectStoreOptions,
 } from "../../shared/adapters/object-store.js";
 import { parseStoreUrl } from "../../shared/core/store-url.js";
+import { type BackendLayout, layoutDigest } from "../../shared/core/backend-layout.js";
 import { dripProxy } from "../support/drip.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
@@ -107,7 +108,8 @@ describe("publish, latest, get", () => {
       generator: GENERATOR,
       epoch: 0,
       seq: 0,
-      settingsDigest: null, layoutDigest: null,
+      settingsDigest: null,
+      layoutDigest: null,
     });
     expect(await store.get(key)).toEqual({ key, config, sha256: sha, revision: "42" });
 
@@ -523,6 +525,60 @@ describe("history and retention", () => {
     expect(await store.prune()).toEqual([keys[0]]);
     expect(await keysUnder(prefix)).toEqual(keys.slice(1));
     expect(() => openStore(newPrefix(), { retain: 0 })).toThrow(/retain/);
+  });
+});
+
+describe("backend layouts", () => {
+  const layout = (holds: string | null): BackendLayout => ({
+    version: 1,
+    spareSlots: 4,
+    named: ["default_web_80"],
+    spares: [{ name: "spare_1", holds }],
+    vacated: [],
+  });
+
+  it("records a config's layout beside it when it changed, reads it back, and refuses a tampered one", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const first = await store.publish({ config: cfg(1), revision: "1", generator: GENERATOR, layout: layout(null) });
+    const digest = layoutDigest(layout(null));
+    expect((await store.head(first.key)).layoutDigest).toBe(digest);
+    expect(await store.readLayout(digest)).toEqual(layout(null));
+    // An endpoint change keeps the layout: no second record.
+    await store.publish({ config: cfg(2), revision: "2", generator: GENERATOR, layout: layout(null) });
+    expect((await keysUnder(`${prefix}layouts/`)).length).toBe(1);
+    // A Service added into the spare: a new record.
+    const third = await store.publish({
+      config: cfg(3),
+      revision: "3",
+      generator: GENERATOR,
+      layout: layout("default_api_80"),
+    });
+    expect((await store.latest())?.layoutDigest).toBe(layoutDigest(layout("default_api_80")));
+    expect(third.status).toBe("published");
+    expect((await keysUnder(`${prefix}layouts/`)).length).toBe(2);
+
+    await s3.client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: `${prefix}layouts/${digest}.json`,
+        Body: JSON.stringify(layout("default_evil_80")),
+      }),
+    );
+    await expect(store.readLayout(digest)).rejects.toThrow(/is corrupt/);
+    await expect(store.readLayout("0123456789abcdef")).rejects.toThrow(/does not exist/);
+  });
+
+  it("prune keeps the newest config's layout only", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    await store.publish({ config: cfg(1), revision: "1", generator: GENERATOR, layout: layout(null) });
+    await store.publish({ config: cfg(2), revision: "2", generator: GENERATOR, layout: layout("default_api_80") });
+    expect((await keysUnder(`${prefix}layouts/`)).length).toBe(2);
+    await store.prune({ keep: 2 });
+    expect(await keysUnder(`${prefix}layouts/`)).toEqual([
+      `${prefix}layouts/${layoutDigest(layout("default_api_80"))}.json`,
+    ]);
   });
 });
 

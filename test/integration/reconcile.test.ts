@@ -441,6 +441,31 @@ describe("reconcile function", () => {
       expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: published" });
     });
 
+    it("stays in its spare when a cold instance takes over: the layout is read back from the store", async () => {
+      const h = await harness();
+      await h.send(pingEvent());
+      api.upsert("Service", shop());
+      api.upsert("EndpointSlice", shopSlice());
+      await h.send(pingEvent());
+      const placed = await newestConfig(h);
+      expect(shopBackend(placed)).toMatch(/^spare_\d+$/);
+
+      const { log, lines } = memoryLog();
+      const cold = createReconciler(h.settings, { log });
+      try {
+        const result = await cold.reconcileNow({ id: "cold", type: "test" });
+        // The same bytes: nothing for the agents to do. Placed afresh, shop would move to a
+        // backend of its own, which every node would have to reload for.
+        expect(result.status).toBe("unchanged");
+        expect(shopBackend(await newestConfig(h))).toBe(shopBackend(placed));
+        expect(
+          lines.some((l) => l.msg === "cannot read the newest config's backend layout; placing Services afresh"),
+        ).toBe(false);
+      } finally {
+        cold.close();
+      }
+    });
+
     it("is published at once by a cold instance, which cannot tell it from one already served", async () => {
       const h = await harness();
       await h.send(apiServerEvent("ref", "add", api.upsert("Service", shop())));
