@@ -65,7 +65,10 @@ export class ConfigFiles {
         if (keep.has(path) || !isPatternFilePath(path)) continue;
         this.patterns.delete(path);
         await rm(join(dir, name), { force: true }).catch((err: unknown) =>
-          this.log.warn({ path, err: err instanceof Error ? err.message : String(err) }, "cannot remove a pattern file"),
+          this.log.warn(
+            { path, err: err instanceof Error ? err.message : String(err) },
+            "cannot remove a pattern file",
+          ),
         );
       }
     }

@@ -14,12 +14,7 @@ import { settingsRecord } from "../core/settings-record.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
-import {
-  StoreError,
-  type ObjectStore,
-  type PublishResult,
-  type SkippedKey,
-} from "../adapters/object-store.js";
+import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import { packageVersion } from "../adapters/package-version.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
@@ -47,7 +42,8 @@ export interface ReconcileDeps {
   trace?: StageTrace;
 }
 
-export type Stage = "list" | "render" | "publish" | "notify";
+/** Where a pass is; "layout" is a cold instance reading the newest config's backend layout from the store. */
+export type Stage = "list" | "layout" | "render" | "publish" | "notify";
 
 export interface ReconcileResult {
   eventId: string;
@@ -195,7 +191,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         const snapshot: LiveSnapshot = { ...pending.snapshot, listWarnings: listed.listWarnings };
         if (pending.held.length > 0)
           plog.info({ held: pending.held }, "new Services held back until their EndpointSlices arrive");
-        if (!ctx.hasLayout && ctx.renderer.routesByMap) await loadLayout(plog);
+        if (!ctx.hasLayout && ctx.renderer.routesByMap) {
+          stage = "layout";
+          await guard(loadLayout(plog));
+          stage = "render";
+        }
         const rendered = ctx.render(snapshot);
         durationsMs.build = rendered.stats.buildMs;
         durationsMs.render = rendered.stats.renderMs;

@@ -23,6 +23,7 @@ import type { Backend, HttpRoute, Model, ServerSlot } from "./model.js";
 import { compareStrings } from "./compare.js";
 import { settingDefaults } from "./backend-settings.js";
 import { sha256 } from "./sha256.js";
+import { assignSlots } from "./slots.js";
 
 const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
 const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
@@ -33,14 +34,22 @@ const vacatedSchema = z.object({
   namespace: z.string().max(63),
   service: z.string().max(63),
   servicePort: z.number().int().min(1).max(65535),
-  slots: z.number().int().min(1).max(1 << 16),
+  slots: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 16),
   strip: z.object({ prefix: z.string().max(300), unlessHost: hostMatchSchema.nullable() }).nullable(),
 });
 
 export const backendLayoutSchema = z.object({
   version: z.literal(1),
   /** Server slots of each spare. */
-  spareSlots: z.number().int().min(1).max(1 << 16),
+  spareSlots: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 16),
   /** Backends named after the Service port they serve, sorted. */
   named: z.array(BACKEND_NAME),
   /** The spares and the Service port each holds (by its own backend's name), in order. */
@@ -67,6 +76,8 @@ export class LayoutState {
   freeKey = "";
   /** Input and output of the last placement, reused while the input is the same model. */
   last: { input: Model; layout: BackendLayout | null; output: Model } | undefined;
+  /** The routes moved to spares, reused while routes and layout stay the same (the renderer caches the maps by identity). */
+  moved: { input: readonly HttpRoute[]; layout: BackendLayout; output: HttpRoute[] } | undefined;
 
   constructor(layout: BackendLayout | null = null) {
     this.layout = layout;
@@ -95,25 +106,35 @@ function stripSegments(prefix: string): 1 | 2 {
 }
 
 /**
- * Whether a spare can serve this Service port: a spare is an HTTP backend with the default
- * algorithm, no affinity, the default settings and `slots` slots, reached by plain HTTP routes.
+ * Whether the backend has a spare's shape: HTTP, the default algorithm, no affinity, the default
+ * settings, reached by plain HTTP routes, stripping at most two path segments.
  */
-function spareCanServe(b: Backend, model: Model, slots: number, tlsBackends: ReadonlySet<string>): boolean {
+function plainHttp(b: Backend, model: Model, tlsBackends: ReadonlySet<string>): boolean {
   const defaults = settingDefaults(model.options).settings;
   return (
     b.mode === "http" &&
     b.algorithm === model.options.balanceAlgorithm &&
     b.affinity.kind === "none" &&
-    b.servers.length === slots &&
     JSON.stringify(b.settings) === JSON.stringify(defaults) &&
     !tlsBackends.has(b.name) &&
     (b.strip === null || b.strip.prefix.split("/").length - 1 <= 2)
   );
 }
 
+function endpointsOf(b: Backend): string[] {
+  const addresses: string[] = [];
+  for (const s of b.servers) if (s.address !== null) addresses.push(s.address);
+  return addresses.sort(compareStrings);
+}
+
+/** Whether a spare of `slots` slots can serve this Service port: a spare's shape, and room for its endpoints. */
+function spareCanServe(b: Backend, model: Model, slots: number, tlsBackends: ReadonlySet<string>): boolean {
+  return plainHttp(b, model, tlsBackends) && endpointsOf(b).length <= slots;
+}
+
 /** A removed backend can stay, slots freed, when it can be rendered again from the record alone. */
 function vacatable(b: Backend, model: Model, tlsBackends: ReadonlySet<string>): VacatedBackend | null {
-  if (!spareCanServe(b, model, b.servers.length, tlsBackends)) return null;
+  if (!plainHttp(b, model, tlsBackends)) return null;
   return {
     name: b.name,
     namespace: b.namespace,
@@ -124,7 +145,23 @@ function vacatable(b: Backend, model: Model, tlsBackends: ReadonlySet<string>): 
   };
 }
 
+/** A spare's slots at most: a Service with more endpoints gets a backend of its own. */
+const MAX_SPARE_SLOTS = 64;
+
+/**
+ * Slots of the spares a fresh layout provisions: as many as the largest HTTP backend has (so a
+ * new Service the size of those already there fits), at least --min-server-slots, at most
+ * MAX_SPARE_SLOTS. An absorbed change keeps the spares' size: it changes with a reload only.
+ */
 export function spareSlotsFor(model: Model): number {
+  const least = spareFloor(model);
+  let most = least;
+  for (const b of model.backends) if (b.mode === "http" && b.servers.length > most) most = b.servers.length;
+  return Math.min(Math.max(least, most), Math.max(least, MAX_SPARE_SLOTS));
+}
+
+/** The fewest slots any backend has: --min-server-slots (1 with --forward-services). */
+function spareFloor(model: Model): number {
   return model.options.forwardServices ? 1 : nextPowerOfTwo(model.options.minServerSlots);
 }
 
@@ -143,30 +180,29 @@ export function placeBackends(model: Model, state: LayoutState = new LayoutState
   const last = state.last;
   if (last && last.input === model && last.layout === previous && previous !== null)
     return { model: last.output, layout: previous, fresh: null };
-  const slots = spareSlotsFor(model);
   const spares = sparesPossible(model) ? model.options.spareBackends : 0;
   const tls = new Set<string>();
   for (const r of model.httpRoutes) if (r.action !== "route") tls.add(r.backend);
-  let result = !previous
+  const result = !previous
     ? "no previous layout"
     : previous.spares.length !== spares
       ? `${spares} spare backends wanted, the layout has ${previous.spares.length}`
-      : absorb(model, previous, slots, tls, state);
+      : previous.spareSlots < spareFloor(model)
+        ? `spares have ${previous.spareSlots} slots, fewer than --min-server-slots`
+        : absorb(model, previous, tls, state);
   if (typeof result === "string") {
     const fresh: BackendLayout = {
       version: 1,
-      spareSlots: slots,
+      spareSlots: spareSlotsFor(model),
       named: model.backends.map((b) => b.name),
       spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
       vacated: [],
     };
-    const reason = result;
-    result = fresh;
-    const placed = build(model, fresh, slots, state);
+    const placed = build(model, fresh, state);
     remember(state, model, fresh, placed);
-    return { model: placed, layout: fresh, fresh: reason };
+    return { model: placed, layout: fresh, fresh: result };
   }
-  const placed = build(model, result, slots, state);
+  const placed = build(model, result, state);
   remember(state, model, result, placed);
   return { model: placed, layout: result, fresh: null };
 }
@@ -194,11 +230,10 @@ function findBackend(backends: readonly Backend[], name: string): Backend | unde
 function absorb(
   model: Model,
   previous: BackendLayout,
-  slots: number,
   tls: ReadonlySet<string>,
   state: LayoutState,
 ): BackendLayout | string {
-  if (previous.spareSlots !== slots) return `spares have ${previous.spareSlots} slots, now ${slots}`;
+  const slots = previous.spareSlots;
   const heldIn = new Map<string, string>();
   for (const s of previous.spares) if (s.holds !== null) heldIn.set(s.holds, s.name);
   const vacated = new Map(previous.vacated.map((v) => [v.name, v]));
@@ -254,7 +289,8 @@ function absorb(
 }
 
 /** The model with held Services moved into their spares, and the free spares and vacated backends added. */
-function build(model: Model, layout: BackendLayout, slots: number, state: LayoutState): Model {
+function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
+  const slots = layout.spareSlots;
   const key = `${model.options.balanceAlgorithm} ${slots} ${JSON.stringify(settingDefaults(model.options).settings)}`;
   if (state.freeKey !== key) {
     state.freeBackends.clear();
@@ -277,8 +313,10 @@ function build(model: Model, layout: BackendLayout, slots: number, state: Layout
     const spare = spareOf.get(b.name);
     if (spare === undefined) continue;
     let moved = state.heldAs.get(b);
-    if (!moved || moved.name !== spare) {
-      moved = { ...b, name: spare, namespace: "", service: "", servicePort: 0, strip: null, stripByRoute: true };
+    if (!moved || moved.name !== spare || moved.servers.length !== slots) {
+      // The spare's own slot count: its endpoints hashed into that many slots, as a backend of that size does.
+      const servers = assignSlots(endpointsOf(b), slots, false);
+      moved = { ...b, name: spare, namespace: "", service: "", servicePort: 0, strip: null, servers, stripByRoute: true };
       state.heldAs.set(b, moved);
     }
     held.set(b.name, { canonical: b, moved });
@@ -328,8 +366,20 @@ function build(model: Model, layout: BackendLayout, slots: number, state: Layout
     backends.push(b);
   }
   while (k < extras.length) backends.push(extras[k++]!);
-  const httpRoutes = held.size === 0 ? model.httpRoutes : model.httpRoutes.map((r) => movedRoute(r, held));
+  let httpRoutes = model.httpRoutes;
+  if (held.size > 0) {
+    const m = state.moved;
+    if (m && m.input === model.httpRoutes && sameHolds(m.layout, layout)) httpRoutes = m.output;
+    else {
+      httpRoutes = model.httpRoutes.map((r) => movedRoute(r, held));
+      state.moved = { input: model.httpRoutes, layout, output: httpRoutes };
+    }
+  }
   return { ...model, backends, httpRoutes };
+}
+
+function sameHolds(a: BackendLayout, b: BackendLayout): boolean {
+  return a === b || (a.spares.length === b.spares.length && a.spares.every((s, i) => s.holds === b.spares[i]!.holds));
 }
 
 /** A held Service's route, to its spare; its own path tells the spare how many segments to strip. */

@@ -79,7 +79,10 @@ function routeValue(r: HttpRoute, redirect: (r: HttpRoute) => string): string {
  * The three maps' lines for the HTTP frontend's routes, in the order the agent loads them:
  * hosts and paths sorted by key (their lookups do not depend on order), domains longest first.
  */
-export function routeMapLines(routes: readonly HttpRoute[], redirect: (r: HttpRoute) => string): Map<RouteMapPath, string[]> {
+export function routeMapLines(
+  routes: readonly HttpRoute[],
+  redirect: (r: HttpRoute) => string,
+): Map<RouteMapPath, string[]> {
   const hosts: MapEntry[] = [];
   const domains: MapEntry[] = [];
   const paths: MapEntry[] = [];

@@ -36,7 +36,7 @@ async function apply(n: Node, agent: Agent, items: unknown[], revision: number) 
 
 describe("Services added and removed through spare backends", () => {
   it("a Service added is routed by its own path and host with 0 reloads; removed, it answers 404 with 0 reloads", async () => {
-    const n = await node();
+    const n = await node({ spareBackends: 16 });
     const web = svc("web", [A]);
     await n.publish(web, 100);
     const agent = await start(n);

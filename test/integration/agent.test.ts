@@ -7,6 +7,9 @@ import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { processAlive } from "../../shared/adapters/haproxy/process.js";
 import { createObjectStore } from "../../shared/adapters/object-store.js";
 import { stateFilePath } from "../../shared/agent/options.js";
+import { ConfigFiles } from "../../shared/agent/config-files.js";
+import { createLogger } from "../../shared/adapters/log.js";
+import { PATTERN_SECTION } from "../../shared/core/pattern-files.js";
 import { runStatus, type FleetStatus } from "../../shared/app/status-command.js";
 import { A, agentWorld, B, C, count, echoPods, TOKEN, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";
@@ -105,9 +108,12 @@ describe("applying configs", () => {
     const agent = await start(n);
     const before = await n.reloads();
     const goodText = readFileSync(n.configPath, "utf8");
-    // Correct sha256 and key, broken body: only haproxy -c can tell.
+    // Correct sha256 and key, broken body: only haproxy -c can tell. Before the file section, which is comments.
     const broken = await n.store.publish({
-      config: `${goodText}\nbackend broken\n    nosuchdirective on\n`,
+      config: goodText.replace(
+        `${PATTERN_SECTION}\n`,
+        `backend broken\n    nosuchdirective on\n\n${PATTERN_SECTION}\n`,
+      ),
       revision: "110",
       generator: "servicelb/test",
     });
@@ -295,7 +301,8 @@ describe("converging and recovering", () => {
     await import("node:fs/promises").then((fs) =>
       Promise.all([fs.mkdir(options.stateDir, { recursive: true }), fs.mkdir(join(n.dir, "etc"), { recursive: true })]),
     );
-    writeFileSync(n.configPath, v1Text);
+    // With the route maps beside it, as the agent writes them.
+    await new ConfigFiles(n.configPath, createLogger("test", "silent")).writeConfig(v1Text);
     const orphan = spawn("haproxy", ["-W", "-S", n.masterSocket, "-f", n.configPath], { stdio: "ignore" });
     cleanups.push(() => void (processAlive(orphan.pid!) && orphan.kill("SIGKILL")));
     await waitFor("the orphan HAProxy", async () =>

@@ -74,7 +74,7 @@ describe("servicelb history", () => {
     expect(entries[0]!.key).toMatch(/^history\/configs\/000000-0+130-0000000001-[0-9a-f]{16}\.cfg$/);
     expect(entries[0]).toMatchObject({
       producer: "servicelb/test",
-      settingsDigest: null, layoutDigest: null,
+      settingsDigest: null,
       problem: null,
       pinned: false,
     });

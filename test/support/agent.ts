@@ -53,7 +53,8 @@ export interface Node {
 let nodes = 0;
 
 export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> = {}): Promise<Node> {
-  const lb = await loopbackOptions({ hardStopAfter: "10s", ...renderExtra });
+  // No spare backends unless a test asks: agent tests add a Service to make a change that needs a reload.
+  const lb = await loopbackOptions({ hardStopAfter: "10s", spareBackends: 0, ...renderExtra });
   const dir = mkdtempSync(join(tmpdir(), "servicelb-agent-"));
   const prefix = `node-${process.pid}-${++nodes}`;
   const store = createObjectStore({

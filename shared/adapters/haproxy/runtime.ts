@@ -112,10 +112,12 @@ export async function swapPatternFile(socketPath: string, file: PatternFile, opt
     .map((l) => /^0x[0-9a-f]+ (.+)$/.exec(l)?.[1] ?? `?${l}`);
   // A map in order (the order it was filled in is the order it matches in); a list as a set.
   const want = new Set(file.entries);
-  const differs =
-    kind === "map" ? listed.some((e, i) => e !== file.entries[i]) : listed.some((e) => !want.has(e));
+  const differs = kind === "map" ? listed.some((e, i) => e !== file.entries[i]) : listed.some((e) => !want.has(e));
   if (listed.length !== file.entries.length || differs)
-    throw new RuntimeApiError(show, `version ${version} holds ${listed.length} entries, not the ${file.entries.length} sent`);
+    throw new RuntimeApiError(
+      show,
+      `version ${version} holds ${listed.length} entries, not the ${file.entries.length} sent`,
+    );
   const commit = `commit ${kind} @${version} ${file.path}`;
   const committed = await runtimeCommand(socketPath, commit, opts);
   if (committed !== "") throw new RuntimeApiError(commit, committed);

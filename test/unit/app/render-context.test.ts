@@ -36,6 +36,21 @@ describe("--template", () => {
     expect(config).toContain("backend default_web_80 from http_defaults");
   });
 
+  it("routes by rule lines, with no maps and no spare backends, for a main template that places http_rules", () => {
+    const own = mkdtempSync(join(dir, "rules-"));
+    const main = join(own, "haproxy.cfg.liquid");
+    const builtin = readFileSync(join(BUILTIN_TEMPLATE_DIR(), "haproxy.cfg.liquid"), "utf8");
+    writeFileSync(main, builtin.replace("{{ http_route_maps }}", "{{ http_rules }}"));
+    const result = new RenderContext(parseRenderOptions({}), { template: main }).render(demo);
+    expect(result.config).toContain(
+      "    use_backend default_web_80 if { path -m str /web } || { path -m beg /web/ }\n",
+    );
+    expect(result.config).not.toContain("map_beg(");
+    expect(result.config).not.toContain(PATTERN_SECTION);
+    expect(result.config).not.toContain("backend spare_");
+    expect(result.layout).toBeNull();
+  });
+
   it("gives a main template that tests or filters a section the section's text", () => {
     const builtin = readFileSync(join(BUILTIN_TEMPLATE_DIR(), "haproxy.cfg.liquid"), "utf8");
     // The test older templates used, and a filter: both must see the text, not a placeholder.

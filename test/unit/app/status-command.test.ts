@@ -8,7 +8,8 @@ const newest = {
   generator: "g",
   epoch: 0,
   seq: 0,
-  settingsDigest: null, layoutDigest: null,
+  settingsDigest: null,
+  layoutDigest: null,
 };
 const now = Date.parse("2026-11-30T12:00:00Z");
 const report = (node: string, key: string | null, extra: Record<string, unknown> = {}) => ({
