@@ -4,9 +4,10 @@
  * through the runtime API, rather than a new backend section, which needs a reload.
  *
  * A config carries `spare_<n>` backends: plain HTTP backends with free slots whose path strip
- * is told by the route (route-maps.ts). A new Service port that a spare can serve — HTTP, no
- * per-Service settings, the default algorithm, no affinity, plain HTTP routes, as many slots as
- * a spare has — is placed into the lowest free spare; a removed one leaves its backend behind
+ * is told by the route (route-maps.ts), as many slots as the largest backend when they were
+ * provisioned. A new Service port that a spare can serve — HTTP, no per-Service settings, the
+ * default algorithm, no affinity, plain HTTP routes, no more endpoints than a spare has slots —
+ * is placed into the lowest free spare, its endpoints hashed into the spare's slots; a removed one leaves its backend behind
  * with every slot free (vacated), or frees its spare. Anything a spare cannot absorb (a Service
  * that needs its own backend, no spare left, a held Service that outgrew its spare) starts a
  * fresh layout: every Service in a backend of its own name and a new set of free spares. The
@@ -316,7 +317,16 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
     if (!moved || moved.name !== spare || moved.servers.length !== slots) {
       // The spare's own slot count: its endpoints hashed into that many slots, as a backend of that size does.
       const servers = assignSlots(endpointsOf(b), slots, false);
-      moved = { ...b, name: spare, namespace: "", service: "", servicePort: 0, strip: null, servers, stripByRoute: true };
+      moved = {
+        ...b,
+        name: spare,
+        namespace: "",
+        service: "",
+        servicePort: 0,
+        strip: null,
+        servers,
+        stripByRoute: true,
+      };
       state.heldAs.set(b, moved);
     }
     held.set(b.name, { canonical: b, moved });

@@ -72,6 +72,19 @@ describe("placeBackends", () => {
     expect(r.config).not.toContain("backend default_api_80");
   });
 
+  it("sizes the spares like the largest backend, so a new Service of that size fits one", () => {
+    const render = renderer();
+    const ten = (prefix: string) => Array.from({ length: 10 }, (_, i) => `${prefix}.${i + 1}`);
+    const web = svc("web", ten("10.0.0"));
+    expect(render(web).layout!.spareSlots).toBe(16);
+    const r = render([...web, ...svc("api", ten("10.0.1"))]);
+    expect(r.layoutFresh).toBeNull();
+    expect(r.layout!.spares[0]).toEqual({ name: "spare_1", holds: "default_api_80" });
+    const spare = /^backend spare_1 [^\n]*\n((?: {4}[^\n]*\n)*)/m.exec(r.config)![1]!;
+    expect(spare.match(/^ {4}server s\d+ /gm)).toHaveLength(16);
+    expect(spare.match(/^ {4}server s\d+ 10\.0\.1\.\d+:8080$/gm)).toHaveLength(10);
+  });
+
   it("frees a spare when its Service goes, and keeps a removed Service's own backend empty", () => {
     const render = renderer();
     const web = svc("web", ["10.0.0.1"]);
