@@ -20,6 +20,8 @@ import { arg, machine, table, percentile } from "./machine.js";
  */
 const services = arg("--services", 1000);
 const changes = arg("--changes", 30);
+/** Spares for every Service the run adds: the Service-added row measures the path without a reload. */
+const SPARE_BACKENDS = changes + 16;
 /** Changes of each kind per policy in the side by side (the peers' periods make these slow). */
 const peerChanges = arg("--peer-changes", 20);
 const GAP_MS = 5000;
@@ -149,6 +151,8 @@ async function main(): Promise<void> {
         env: {
           ...process.env,
           SERVICELB_TRACE_FILE: policy === "servicelb" ? traceFile : "",
+          // The peers have no spare backends: a Service added is a reload for them.
+          SERVICELB_SPARE_BACKENDS: String(policy === "servicelb" ? SPARE_BACKENDS : 0),
         },
       },
     );
@@ -227,6 +231,7 @@ async function main(): Promise<void> {
   const allowChange: number[] = [];
   let endpointReloads: number;
   let allowReloads: number;
+  let addReloads: number;
   const reloads = async (agentUrl: string) =>
     Number(
       /^servicelb_agent_reloads_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN,
@@ -285,6 +290,8 @@ async function main(): Promise<void> {
     }
     endpointReloads = (await reloads(own.agentUrl)) - reloadsBefore;
 
+    // Each Service goes into a spare backend (enough of them: SPARE_BACKENDS), routed by map lines.
+    const addReloadsBefore = await reloads(own.agentUrl);
     for (let i = 0; i < changes; i++) {
       const name = `new-${i}`;
       const t0 = performance.now();
@@ -292,6 +299,7 @@ async function main(): Promise<void> {
       await waitUntil(`${name} routed`, async () => (await httpGet(httpPort, `/${name}/`)).status === 200);
       added.push(performance.now() - t0);
     }
+    addReloads = (await reloads(own.agentUrl)) - addReloadsBefore;
     // An allow list changed (a Service PUT with another lb.allow-source-range): the Service
     // "spare" first gets a list without the client (a new pattern file: one reload), then lists
     // that let the client (127.0.0.1) in and out in turn, each applied through the runtime API.
@@ -388,7 +396,7 @@ async function main(): Promise<void> {
     changes,
     endpointChange: { ...stats(endpointChange), reloads: endpointReloads },
     endpointChangeByFileEdit: stats(byFile),
-    serviceAdded: stats(added),
+    serviceAdded: { ...stats(added), reloads: addReloads, spareBackends: SPARE_BACKENDS },
     allowListChanged: { ...stats(allowChange), reloads: allowReloads },
     stages: traced,
     sideBySide: { changes: peerChanges, maxGapMs: GAP_MS, policies: sideBySide },
@@ -419,7 +427,11 @@ async function main(): Promise<void> {
           result.endpointChange,
           `${endpointReloads} HAProxy reloads`,
         ),
-        row("Service added (Service and its slice POSTed)", result.serviceAdded, "one reload each"),
+        row(
+          "Service added (Service and its slice POSTed)",
+          result.serviceAdded,
+          `${addReloads} HAProxy reloads (--spare-backends ${SPARE_BACKENDS})`,
+        ),
         row(
           "allow list changed (Service PUT, client let in or out)",
           result.allowListChanged,
