@@ -13,6 +13,7 @@ import { snapshotFromDocuments, type Snapshot } from "../shared/core/snapshot.js
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import { machine, mib, percentile, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
+import { TreeDigestProjection } from "./tree-digest.js";
 
 /**
  * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
@@ -44,6 +45,8 @@ interface CaseResult {
    * the total's), the collector's pauses within a pass, and the chunks the config was left in.
    */
   stagesMs?: { build: Spread; render: Spread; sha256: Spread; gc: Spread };
+  /** Warm case: what a tree digest would take in place of sha256 (bench/tree-digest.ts), timed apart. */
+  treeDigestMs?: Spread;
   chunks?: Spread;
 }
 
@@ -136,7 +139,10 @@ function warmReRender(
   const cache = new ModelCache();
   const hasher = new ChunkedSha256();
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
-  let bytes = renderSnapshot(current, options, renderer, {}, cache, hasher).byteLength;
+  const tree = new TreeDigestProjection();
+  const first = renderSnapshot(current, options, renderer, {}, cache, hasher);
+  let bytes = first.byteLength;
+  tree.digest(first.chunks, first.stats.backends + 1);
   const totals: number[] = [];
   const cpuTotals: number[] = [];
   const builds: number[] = [];
@@ -147,6 +153,7 @@ function warmReRender(
   // The collector's pauses are read per pass: a pass's own garbage, and the bench's, are collected
   // in whichever pass the young generation fills up.
   const gc = new GCProfiler();
+  const trees: number[] = [];
   for (let i = 0; i < iters; i++) {
     const k = (i * 7919) % current.endpointSlices.length;
     const slices = [...current.endpointSlices];
@@ -177,6 +184,9 @@ function warmReRender(
     pauses.push((collected?.statistics ?? []).reduce((sum, g) => sum + g.cost, 0) / 1000);
     chunks.push(result.chunks.length);
     bytes = result.byteLength;
+    const t3 = performance.now();
+    tree.digest(result.chunks, result.stats.backends + 1);
+    trees.push(performance.now() - t3);
   }
   return {
     engine: WARM,
@@ -192,6 +202,7 @@ function warmReRender(
     totalCpuMs: spreadOf(cpuTotals),
     stagesMs: { build: spreadOf(builds), render: spreadOf(renders), sha256: spreadOf(hashes), gc: spreadOf(pauses) },
     chunks: spreadOf(chunks),
+    treeDigestMs: spreadOf(trees),
   };
 }
 
@@ -409,6 +420,10 @@ function printSection(
     if (r.stagesMs && r.chunks)
       console.log(
         `  by stage, ms p50 / p99: build ${at(r.stagesMs.build)}, render ${at(r.stagesMs.render)}, sha256 ${at(r.stagesMs.sha256)}, GC pauses ${at(r.stagesMs.gc)}; chunks ${at(r.chunks)} (max ${r.chunks.max})`,
+      );
+    if (r.treeDigestMs)
+      console.log(
+        `  a tree digest in place of sha256 (projection, not published): ${at(r.treeDigestMs)} ms p50 / p99, ${r.treeDigestMs.max} ms max`,
       );
   }
   console.log(`after: ${s.loadAfter}`);
