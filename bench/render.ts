@@ -22,6 +22,10 @@ import { TreeDigestProjection } from "./tree-digest.js";
  *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
  *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
  *     [--warm]         the warm case only, once per round (no full renders, no anchor)
+ *     [--changes 200]  changes of the warm case: a long-lived instance has made many
+ *     [--projections]  the warm case also times, apart from its passes, one sha256 of the whole
+ *                      config and a tree digest (bench/tree-digest.ts); off by default, as their
+ *                      work between passes changes what the passes measure
  */
 interface CaseResult {
   engine: string;
@@ -37,6 +41,8 @@ interface CaseResult {
   cpuMsPerRender: number;
   bytes: number;
   peakRssMiB: number;
+  /** Warm case: how many changes it made. */
+  changes?: number;
   /** Warm case: build + render + sha256 per change, p50, p99 (nearest rank) and max. */
   totalMs?: Spread;
   /** Warm case: the same in CPU time (every thread of the process), which waiting for a core does not count. */
@@ -79,7 +85,7 @@ function naive(t: TemplateSet): TemplateSet {
   };
 }
 
-function runCase(services: number, engine: string, iters: number): CaseResult {
+function runCase(services: number, engine: string, iters: number, projections: boolean): CaseResult {
   // The synthetic List validated as the live list's items are, without a JSON text of it: the
   // text would double the process's peak, and it is the list stage's, not the render's.
   const t0 = performance.now();
@@ -87,7 +93,7 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
   const t1 = performance.now();
   // Loopback-free options as the anchor renders: one HTTP frontend, default algorithm.
   const options = parseRenderOptions({ minServerSlots: 1 });
-  if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0));
+  if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0), projections);
   const model = buildModel(snapshot, options);
   const t2 = performance.now();
   const templates = engine === "liquid-per-item" ? naive(loadTemplates()) : loadTemplates();
@@ -118,6 +124,7 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
 const WARM = "servicelb warm, 1 Service changed";
 /** The same cluster with a mix of per-Service settings (more config than the anchor renders). */
 const SETTINGS = "servicelb, per-Service settings mix";
+/** Changes of the warm case, unless --changes says otherwise. */
 const WARM_CHANGES = 200;
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
@@ -137,6 +144,7 @@ function warmReRender(
   options: RenderOptions,
   iters: number,
   parseMs: number,
+  projections: boolean,
 ): CaseResult {
   const renderer = new Renderer(loadTemplates());
   const cache = new ModelCache();
@@ -145,7 +153,7 @@ function warmReRender(
   const tree = new TreeDigestProjection();
   const first = renderSnapshot(current, options, renderer, {}, cache, hasher);
   let bytes = first.byteLength;
-  tree.digest(first.chunks, first.stats.backends + 1);
+  if (projections) tree.digest(first.chunks, first.stats.backends + 1);
   const totals: number[] = [];
   const cpuTotals: number[] = [];
   const builds: number[] = [];
@@ -188,12 +196,14 @@ function warmReRender(
     pauses.push((collected?.statistics ?? []).reduce((sum, g) => sum + g.cost, 0) / 1000);
     chunks.push(result.chunks.length);
     bytes = result.byteLength;
-    const t3 = performance.now();
-    tree.digest(result.chunks, result.stats.backends + 1);
-    const t4 = performance.now();
-    sha256Of(result.chunks);
-    trees.push(t4 - t3);
-    fulls.push(performance.now() - t4);
+    if (projections) {
+      const t3 = performance.now();
+      tree.digest(result.chunks, result.stats.backends + 1);
+      const t4 = performance.now();
+      sha256Of(result.chunks);
+      trees.push(t4 - t3);
+      fulls.push(performance.now() - t4);
+    }
   }
   return {
     engine: WARM,
@@ -205,12 +215,12 @@ function warmReRender(
     cpuMsPerRender: Number.NaN,
     bytes,
     peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
+    changes: iters,
     totalMs: spreadOf(totals),
     totalCpuMs: spreadOf(cpuTotals),
     stagesMs: { build: spreadOf(builds), render: spreadOf(renders), sha256: spreadOf(hashes), gc: spreadOf(pauses) },
     chunks: spreadOf(chunks),
-    treeDigestMs: spreadOf(trees),
-    fullSha256Ms: spreadOf(fulls),
+    ...(projections ? { treeDigestMs: spreadOf(trees), fullSha256Ms: spreadOf(fulls) } : {}),
   };
 }
 
@@ -292,7 +302,14 @@ function main(): void {
   const child = arg("--child");
   if (child) {
     process.stdout.write(
-      JSON.stringify(runCase(Number(child), arg("--engine") ?? "servicelb", Number(arg("--iters") ?? 5))),
+      JSON.stringify(
+        runCase(
+          Number(child),
+          arg("--engine") ?? "servicelb",
+          Number(arg("--iters") ?? 5),
+          args.includes("--projections"),
+        ),
+      ),
     );
     return;
   }
@@ -304,6 +321,7 @@ function main(): void {
   const self = fileURLToPath(import.meta.url);
   const json = args.includes("--json");
   const warmOnly = args.includes("--warm");
+  const changes = Number(arg("--changes") ?? WARM_CHANGES);
   const anchor = warmOnly ? "--warm: the warm case only, no anchor" : buildAnchor(anchorDir);
   const notes: string[] = [];
   if (typeof anchor === "string") notes.push(anchor);
@@ -330,10 +348,19 @@ function main(): void {
       for (const engine of engines) {
         // liquidjs for every item takes seconds at 10,000 Services and minutes at 50,000.
         if (engine === "liquid-per-item" && n > 10_000) continue;
-        const caseIters = engine === "liquid-per-item" ? 1 : engine === WARM ? WARM_CHANGES : iters;
+        const caseIters = engine === "liquid-per-item" ? 1 : engine === WARM ? changes : iters;
         const out = execFileSync(
           process.execPath,
-          [self, "--child", String(n), "--engine", engine, "--iters", String(caseIters)],
+          [
+            self,
+            "--child",
+            String(n),
+            "--engine",
+            engine,
+            "--iters",
+            String(caseIters),
+            ...(args.includes("--projections") ? ["--projections"] : []),
+          ],
           { encoding: "utf8", maxBuffer: 1 << 20 },
         );
         results.push({ ...(JSON.parse(out) as CaseResult), round });
@@ -425,7 +452,7 @@ function printSection(
   for (const r of s.results) {
     if (r.totalMs)
       console.log(
-        `warm instance, 1 Service changed: build + render + sha256 ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${WARM_CHANGES} changes`,
+        `warm instance, 1 Service changed: build + render + sha256 ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${r.changes} changes`,
       );
     if (r.totalCpuMs)
       console.log(
