@@ -1,8 +1,10 @@
 import { execFileSync, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdtempSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { GCProfiler } from "node:v8";
 import { buildModel, ModelCache } from "../shared/core/build-model.js";
 import { parseRenderOptions, type RenderOptions } from "../shared/core/options.js";
 import { renderSnapshot } from "../shared/core/pipeline.js";
@@ -12,12 +14,18 @@ import { snapshotFromDocuments, type Snapshot } from "../shared/core/snapshot.js
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import { machine, mib, percentile, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
+import { TreeDigestProjection } from "./tree-digest.js";
 
 /**
  * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
  * Go text/template anchor, in one run. Each case runs in its own process so peak RSS is its own.
  *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
  *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
+ *     [--warm]         the warm case only, once per round (no full renders, no anchor)
+ *     [--changes 200]  changes of the warm case: a long-lived instance has made many
+ *     [--projections]  the warm case also times, apart from its passes, one sha256 of the whole
+ *                      config and a tree digest (bench/tree-digest.ts); off by default, as their
+ *                      work between passes changes what the passes measure
  */
 interface CaseResult {
   engine: string;
@@ -33,9 +41,35 @@ interface CaseResult {
   cpuMsPerRender: number;
   bytes: number;
   peakRssMiB: number;
+  /** Warm case: how many changes it made. */
+  changes?: number;
   /** Warm case: build + render + sha256 per change, p50, p99 (nearest rank) and max. */
-  totalMs?: { p50: number; p99: number; max: number };
+  totalMs?: Spread;
+  /** Warm case: the same in CPU time (every thread of the process), which waiting for a core does not count. */
+  totalCpuMs?: Spread;
+  /**
+   * Warm case: the same passes by stage (each stage's own p50 and p99, so they do not add up to
+   * the total's), the collector's pauses within a pass, and the chunks the config was left in.
+   */
+  stagesMs?: { build: Spread; render: Spread; sha256: Spread; gc: Spread };
+  /** Warm case: what a tree digest would take in place of sha256 (bench/tree-digest.ts), timed apart. */
+  treeDigestMs?: Spread;
+  /** Warm case: one sha256 of the whole config, the least a pass pays when the first backend changed. */
+  fullSha256Ms?: Spread;
+  chunks?: Spread;
 }
+
+interface Spread {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+const spreadOf = (xs: number[]): Spread => ({
+  p50: round2(percentile(xs, 50)),
+  p99: round2(percentile(xs, 99)),
+  max: round2(Math.max(...xs)),
+});
 
 const ENDPOINTS = 10;
 
@@ -51,7 +85,7 @@ function naive(t: TemplateSet): TemplateSet {
   };
 }
 
-function runCase(services: number, engine: string, iters: number): CaseResult {
+function runCase(services: number, engine: string, iters: number, projections: boolean): CaseResult {
   // The synthetic List validated as the live list's items are, without a JSON text of it: the
   // text would double the process's peak, and it is the list stage's, not the render's.
   const t0 = performance.now();
@@ -59,7 +93,7 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
   const t1 = performance.now();
   // Loopback-free options as the anchor renders: one HTTP frontend, default algorithm.
   const options = parseRenderOptions({ minServerSlots: 1 });
-  if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0));
+  if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0), projections);
   const model = buildModel(snapshot, options);
   const t2 = performance.now();
   const templates = engine === "liquid-per-item" ? naive(loadTemplates()) : loadTemplates();
@@ -90,10 +124,13 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
 const WARM = "servicelb warm, 1 Service changed";
 /** The same cluster with a mix of per-Service settings (more config than the anchor renders). */
 const SETTINGS = "servicelb, per-Service settings mix";
+/** Changes of the warm case, unless --changes says otherwise. */
 const WARM_CHANGES = 200;
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
+const round2 = (x: number) => Math.round(x * 100) / 100;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const mean = (xs: number[]) => xs.reduce((sum, x) => sum + x, 0) / xs.length;
 
 /**
  * A warm function instance re-rendering after one Service changed (its EndpointSlice moved a
@@ -107,15 +144,28 @@ function warmReRender(
   options: RenderOptions,
   iters: number,
   parseMs: number,
+  projections: boolean,
 ): CaseResult {
   const renderer = new Renderer(loadTemplates());
   const cache = new ModelCache();
   const hasher = new ChunkedSha256();
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
-  let bytes = renderSnapshot(current, options, renderer, {}, cache, hasher).byteLength;
-  let build = 0;
-  let render = 0;
+  const tree = new TreeDigestProjection();
+  const first = renderSnapshot(current, options, renderer, {}, cache, hasher);
+  let bytes = first.byteLength;
+  if (projections) tree.digest(first.chunks, first.stats.backends + 1);
   const totals: number[] = [];
+  const cpuTotals: number[] = [];
+  const builds: number[] = [];
+  const renders: number[] = [];
+  const hashes: number[] = [];
+  const pauses: number[] = [];
+  const chunks: number[] = [];
+  // The collector's pauses are read per pass: a pass's own garbage, and the bench's, are collected
+  // in whichever pass the young generation fills up.
+  const gc = new GCProfiler();
+  const trees: number[] = [];
+  const fulls: number[] = [];
   for (let i = 0; i < iters; i++) {
     const k = (i * 7919) % current.endpointSlices.length;
     const slices = [...current.endpointSlices];
@@ -129,30 +179,55 @@ function warmReRender(
       ],
     };
     current = { ...current, endpointSlices: slices };
+    gc.start();
+    const cpu = process.cpuUsage();
     const t0 = performance.now();
     const result = renderSnapshot(current, options, renderer, {}, cache, hasher);
+    const t1 = performance.now();
     if (result.sha256.length !== 64) throw new Error("no sha256");
-    totals.push(performance.now() - t0);
-    build += result.stats.buildMs;
-    render += result.stats.renderMs;
+    const t2 = performance.now();
+    const used = process.cpuUsage(cpu);
+    const collected = gc.stop();
+    totals.push(t2 - t0);
+    cpuTotals.push((used.user + used.system) / 1000);
+    builds.push(result.stats.buildMs);
+    renders.push(result.stats.renderMs);
+    hashes.push(t2 - t1);
+    pauses.push((collected?.statistics ?? []).reduce((sum, g) => sum + g.cost, 0) / 1000);
+    chunks.push(result.chunks.length);
     bytes = result.byteLength;
+    if (projections) {
+      const t3 = performance.now();
+      tree.digest(result.chunks, result.stats.backends + 1);
+      const t4 = performance.now();
+      sha256Of(result.chunks);
+      trees.push(t4 - t3);
+      fulls.push(performance.now() - t4);
+    }
   }
   return {
     engine: WARM,
     services,
     endpoints: ENDPOINTS,
     parseMs,
-    buildMs: round1(build / iters),
-    msPerRender: round1(render / iters),
+    buildMs: round1(mean(builds)),
+    msPerRender: round1(mean(renders)),
     cpuMsPerRender: Number.NaN,
     bytes,
     peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
-    totalMs: {
-      p50: round1(percentile(totals, 50)),
-      p99: round1(percentile(totals, 99)),
-      max: round1(Math.max(...totals)),
-    },
+    changes: iters,
+    totalMs: spreadOf(totals),
+    totalCpuMs: spreadOf(cpuTotals),
+    stagesMs: { build: spreadOf(builds), render: spreadOf(renders), sha256: spreadOf(hashes), gc: spreadOf(pauses) },
+    chunks: spreadOf(chunks),
+    ...(projections ? { treeDigestMs: spreadOf(trees), fullSha256Ms: spreadOf(fulls) } : {}),
   };
+}
+
+function sha256Of(chunks: readonly Buffer[]): string {
+  const hash = createHash("sha256");
+  for (const c of chunks) hash.update(c);
+  return hash.digest("hex");
 }
 
 /** The Go anchor built once per run, or why it cannot run. */
@@ -227,7 +302,14 @@ function main(): void {
   const child = arg("--child");
   if (child) {
     process.stdout.write(
-      JSON.stringify(runCase(Number(child), arg("--engine") ?? "servicelb", Number(arg("--iters") ?? 5))),
+      JSON.stringify(
+        runCase(
+          Number(child),
+          arg("--engine") ?? "servicelb",
+          Number(arg("--iters") ?? 5),
+          args.includes("--projections"),
+        ),
+      ),
     );
     return;
   }
@@ -238,14 +320,16 @@ function main(): void {
   const anchorDir = resolve(arg("--anchor") ?? join(packageRoot(), "..", "shared", "anchors", "go-render"));
   const self = fileURLToPath(import.meta.url);
   const json = args.includes("--json");
-  const anchor = buildAnchor(anchorDir);
+  const warmOnly = args.includes("--warm");
+  const changes = Number(arg("--changes") ?? WARM_CHANGES);
+  const anchor = warmOnly ? "--warm: the warm case only, no anchor" : buildAnchor(anchorDir);
   const notes: string[] = [];
   if (typeof anchor === "string") notes.push(anchor);
   else if (!existsSync(TIME)) notes.push(`${TIME} not found (apt-get install -y time): Go's peak RSS is not measured`);
   if (!json) {
     console.log(`bench/render — ${machine()}`);
     console.log(
-      `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ms/render is the median of the timed renders after one warm-up; Go anchor: ${typeof anchor === "string" ? "MISSING" : anchorDir}`,
+      `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ms/render is the median of the timed renders after one warm-up; Go anchor: ${typeof anchor !== "string" ? anchorDir : warmOnly ? "not run" : "MISSING"}`,
     );
     for (const n of notes) console.log(`NOTE: ${n}`);
   }
@@ -256,14 +340,27 @@ function main(): void {
     const loadBefore = loadLine();
     const results: Row[] = [];
     for (let round = 1; round <= rounds; round++) {
-      const engines = round === 1 ? ["servicelb", SETTINGS, "liquid-per-item", WARM] : ["servicelb", SETTINGS];
+      const engines = warmOnly
+        ? [WARM]
+        : round === 1
+          ? ["servicelb", SETTINGS, "liquid-per-item", WARM]
+          : ["servicelb", SETTINGS];
       for (const engine of engines) {
         // liquidjs for every item takes seconds at 10,000 Services and minutes at 50,000.
         if (engine === "liquid-per-item" && n > 10_000) continue;
-        const caseIters = engine === "liquid-per-item" ? 1 : engine === WARM ? WARM_CHANGES : iters;
+        const caseIters = engine === "liquid-per-item" ? 1 : engine === WARM ? changes : iters;
         const out = execFileSync(
           process.execPath,
-          [self, "--child", String(n), "--engine", engine, "--iters", String(caseIters)],
+          [
+            self,
+            "--child",
+            String(n),
+            "--engine",
+            engine,
+            "--iters",
+            String(caseIters),
+            ...(args.includes("--projections") ? ["--projections"] : []),
+          ],
           { encoding: "utf8", maxBuffer: 1 << 20 },
         );
         results.push({ ...(JSON.parse(out) as CaseResult), round });
@@ -344,16 +441,30 @@ function printSection(
       .map((r) => of(r) / of(go(r)!));
   const listed = (xs: number[]) => `${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`;
   for (const engine of ["go text/template (anchor)", "servicelb", SETTINGS]) {
+    if (!s.results.some((r) => r.engine === engine)) continue;
     const wall = ratios(engine, (r) => r.msPerRender);
     const cpu = ratios(engine, (r) => r.cpuMsPerRender);
     console.log(
       `${engine}: min / median / max ${spread(engine)}, median peak RSS ${rss(engine)}${wall.length > 0 ? `; vs Go, median of ${wall.length} rounds: ${listed(wall)}; CPU time vs Go: ${cpu.length > 0 ? listed(cpu) : "-"}` : ""}`,
     );
   }
+  const at = (x: Spread) => `${x.p50} / ${x.p99}`;
   for (const r of s.results) {
     if (r.totalMs)
       console.log(
-        `warm instance, 1 Service changed: build + render + sha256 ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${WARM_CHANGES} changes`,
+        `warm instance, 1 Service changed: build + render + sha256 ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${r.changes} changes`,
+      );
+    if (r.totalCpuMs)
+      console.log(
+        `  CPU time ${r.totalCpuMs.p50} ms p50, ${r.totalCpuMs.p99} ms p99, ${r.totalCpuMs.max} ms max (every thread)`,
+      );
+    if (r.stagesMs && r.chunks)
+      console.log(
+        `  by stage, ms p50 / p99: build ${at(r.stagesMs.build)}, render ${at(r.stagesMs.render)}, sha256 ${at(r.stagesMs.sha256)}, GC pauses ${at(r.stagesMs.gc)}; chunks ${at(r.chunks)} (max ${r.chunks.max})`,
+      );
+    if (r.treeDigestMs && r.fullSha256Ms)
+      console.log(
+        `  timed apart: one sha256 of the whole config ${at(r.fullSha256Ms)} ms p50 / p99; a tree digest in place of sha256 (projection, not published) ${at(r.treeDigestMs)} ms p50 / p99, ${r.treeDigestMs.max} ms max`,
       );
   }
   console.log(`after: ${s.loadAfter}`);

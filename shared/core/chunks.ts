@@ -104,6 +104,19 @@ export class SlabWriter implements ByteWriter {
     this.pos = p;
   }
 
+  /** Bytes written of the item so far. */
+  written(): number {
+    return this.pos - this.first;
+  }
+
+  /** Bytes `start`..`end` of `from`, a slab written before. */
+  range(from: Buffer, start: number, end: number): void {
+    const n = end - start;
+    if (n > this.slab.length - this.pos) this.room(n);
+    from.copy(this.slab, this.pos, start, end);
+    this.pos += n;
+  }
+
   bytes(u: Uint8Array): void {
     const n = u.length;
     if (n > this.slab.length - this.pos) this.room(n);

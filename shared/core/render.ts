@@ -104,6 +104,22 @@ export interface TcpView {
   accept_proxy: string | null;
 }
 
+/** Backends written, reused and hashed as one range (see Renderer.backendChunks). */
+const BLOCK = 64;
+
+/** Where each backend of a render was written: bytes `starts[i]`..`ends[i]` of `slabs[i]`. */
+interface Placement {
+  backends: readonly Backend[];
+  inter: string;
+  slabs: Buffer[];
+  starts: Int32Array;
+  ends: Int32Array;
+}
+
+function placement(backends: readonly Backend[], inter: string, n: number): Placement {
+  return { backends, inter, slabs: new Array(n), starts: new Int32Array(n), ends: new Int32Array(n) };
+}
+
 /** The repeated sections of the main template, filled in from cached per-item bytes. */
 const SLOTS = ["http_rules", "http_route_maps", "https_rules", "tcp_frontends", "backends"] as const;
 type Slot = (typeof SLOTS)[number];
@@ -307,11 +323,13 @@ export class Renderer {
    * Where each backend of the last render was written, by its position in that render's
    * backends: the model builder hands out the same objects for what did not change, so a warm
    * instance re-renders only what changed and points at the bytes of the rest. Typed arrays and
-   * one array of slabs rather than an object per backend: a cold render leaves no per-backend
-   * garbage for the collector to trace.
+   * one array of slabs rather than an object per backend, and two sets of them used in turn (the
+   * last render's and the one being written): a render leaves no per-backend garbage.
    */
-  private last: { backends: readonly Backend[]; inter: string; slabs: Buffer[]; starts: Int32Array; ends: Int32Array } =
-    { backends: [], inter: "", slabs: [], starts: new Int32Array(0), ends: new Int32Array(0) };
+  private last: Placement = placement([], "", 0);
+  private spare: Placement = placement([], "", 0);
+  /** Where each backend of the block being written sat in the last render (-1: not there). */
+  private readonly from = new Int32Array(BLOCK);
   private readonly ruleBytes = new WeakMap<readonly HttpRoute[], Buffer>();
   private tcpBytes: { frontends: readonly TcpFrontend[]; key: string; bytes: Buffer } | undefined;
   private readonly writer = new SlabWriter();
@@ -319,42 +337,78 @@ export class Renderer {
   private lastMain: { key: string; parts: Array<Buffer | Slot> } | undefined;
 
   /**
-   * The backends' bytes, in order, as ranges of slabs. Both lists are sorted by name (the model
-   * builder sorts them), so old and new are walked side by side; a backend is reused only when it
-   * is the very object rendered before, so an unsorted list costs re-renders, never wrong bytes.
+   * The backends' bytes, in order, as ranges of slabs, a block of BLOCK backends at a time. A block
+   * whose backends are the very objects rendered before, still side by side in one range, is that
+   * range again; any other block is written anew, its unchanged backends copied from where they
+   * sat. So every block is one range, and the config at most a chunk per block however many
+   * renders a warm instance has made (a range per changed backend would split it into ever more
+   * pieces, each one more step for the hash and the upload).
+   *
+   * Both lists are sorted by name (the model builder sorts them), so old and new are walked side by
+   * side; a backend is reused only when it is the very object rendered before, so an unsorted list
+   * costs re-renders, never wrong bytes.
    */
   private backendChunks(backends: readonly Backend[], inter: string, out: ChunkList): void {
     const before = this.last.inter === inter ? this.last : undefined;
     const n = backends.length;
-    const slabs: Buffer[] = new Array(n);
-    const starts = new Int32Array(n);
-    const ends = new Int32Array(n);
+    const next = this.spare.slabs.length === n ? this.spare : placement(backends, inter, n);
+    const { slabs, starts, ends } = next;
+    const from = this.from;
     let j = 0;
-    for (let i = 0; i < n; i++) {
-      const b = backends[i]!;
-      let reused = false;
-      if (before) {
-        const old = before.backends;
-        // Names are compared only where the lists part: most backends sit where they sat.
-        if (old[j] !== b) while (j < old.length && old[j]!.name < b.name) j++;
-        if (j < old.length && old[j] === b) {
-          slabs[i] = before.slabs[j]!;
-          starts[i] = before.starts[j]!;
-          ends[i] = before.ends[j]!;
-          j++;
-          reused = true;
+    for (let first = 0; first < n; first += BLOCK) {
+      const stop = Math.min(n, first + BLOCK);
+      // Whether the block is one range of the last render, as it was.
+      let whole = before !== undefined;
+      for (let i = first; i < stop; i++) {
+        const b = backends[i]!;
+        let at = -1;
+        if (before) {
+          const old = before.backends;
+          // Names are compared only where the lists part: most backends sit where they sat.
+          if (old[j] !== b) while (j < old.length && old[j]!.name < b.name) j++;
+          if (j < old.length && old[j] === b) at = j++;
+        }
+        from[i - first] = at;
+        if (at < 0) whole = false;
+        else if (whole && i > first) {
+          const prev = from[i - first - 1]!;
+          whole = before!.slabs[at] === before!.slabs[prev] && before!.starts[at] === before!.ends[prev];
         }
       }
-      if (!reused) {
-        this.writer.begin();
-        this.backend.write(this.backendView(b, inter), this.writer);
-        slabs[i] = this.writer.end();
-        starts[i] = this.writer.start;
-        ends[i] = this.writer.stop;
+      if (whole) {
+        for (let i = first; i < stop; i++) {
+          const at = from[i - first]!;
+          slabs[i] = before!.slabs[at]!;
+          starts[i] = before!.starts[at]!;
+          ends[i] = before!.ends[at]!;
+        }
+        out.add(slabs[first]!, starts[first]!, ends[stop - 1]!);
+        continue;
       }
-      out.add(slabs[i]!, starts[i]!, ends[i]!);
+      // Offsets within the block while it is written: a new slab may move it on the way.
+      this.writer.begin();
+      for (let i = first; i < stop; i++) {
+        const at = from[i - first]!;
+        starts[i] = this.writer.written();
+        if (at >= 0) this.writer.range(before!.slabs[at]!, before!.starts[at]!, before!.ends[at]!);
+        else this.backend.write(this.backendView(backends[i]!, inter), this.writer);
+        ends[i] = this.writer.written();
+      }
+      const slab = this.writer.end();
+      const base = this.writer.start;
+      for (let i = first; i < stop; i++) {
+        slabs[i] = slab;
+        starts[i] = starts[i]! + base;
+        ends[i] = ends[i]! + base;
+      }
+      out.add(slab, base, this.writer.stop);
     }
-    this.last = { backends, inter, slabs, starts, ends };
+    next.backends = backends;
+    next.inter = inter;
+    // Kept for its arrays only: not the backends of two renders ago.
+    this.last.backends = [];
+    this.spare = this.last;
+    this.last = next;
   }
 
   /** The same chunk while the frontends are the same objects: a warm render hashes from its first new chunk on. */
