@@ -12,8 +12,10 @@ export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */
   | { kind: "identical" }
   /**
-   * Only server slots and the lines of pattern files changed: these slot commands, in
-   * make-before-break order, and these files swapped whole (each atomically), on `socket`.
+   * Only server slots and the lines of pattern files and route maps changed (a Service added into
+   * a spare backend is such a change): these slot commands, in make-before-break order, then these
+   * files swapped whole (each atomically), on `socket`. Slots first, so a new Service's endpoints
+   * are ready before its routes point at them.
    */
   | { kind: "runtime"; socket: string; commands: RuntimeCommand[]; slots: number; files: PatternFile[] }
   | { kind: "reload"; reason: string };
