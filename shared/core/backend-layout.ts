@@ -24,7 +24,7 @@ import type { Backend, HttpRoute, Model, ServerSlot } from "./model.js";
 import { compareStrings } from "./compare.js";
 import { settingDefaults } from "./backend-settings.js";
 import { sha256 } from "./sha256.js";
-import { assignSlots } from "./slots.js";
+import { assignSlots, nextPowerOfTwo } from "./slots.js";
 
 const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
 const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
@@ -92,14 +92,8 @@ export interface Placement {
   fresh: string | null;
 }
 
-function nextPowerOfTwo(n: number): number {
-  let p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
 function freeSlots(count: number): ServerSlot[] {
-  return Array.from({ length: count }, (_, i) => ({ name: `s${i + 1}`, address: null, cookie: null }));
+  return assignSlots([], count, false);
 }
 
 function stripSegments(prefix: string): 1 | 2 {
@@ -298,7 +292,9 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
     state.freeKey = key;
   }
   const settings = settingDefaults(model.options).settings;
+  const used = new Set<string>();
   const free = (name: string, make: () => Backend): Backend => {
+    used.add(name);
     let b = state.freeBackends.get(name);
     if (!b) {
       b = make();
@@ -366,6 +362,9 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
       })),
     );
   }
+  // Backends of Services gone long ago, or of spares a fresh layout renamed, are not kept.
+  if (state.freeBackends.size > used.size)
+    for (const name of state.freeBackends.keys()) if (!used.has(name)) state.freeBackends.delete(name);
   if (extras.length === 0) return model;
   extras.sort((a, b) => compareStrings(a.name, b.name));
   const backends: Backend[] = [];

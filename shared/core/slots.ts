@@ -10,7 +10,7 @@ export function fnv1a(text: string): number {
   return h >>> 0;
 }
 
-function nextPowerOfTwo(n: number): number {
+export function nextPowerOfTwo(n: number): number {
   let p = 1;
   while (p < n) p *= 2;
   return p;
