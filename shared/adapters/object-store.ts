@@ -477,6 +477,33 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     }
   }
 
+  /**
+   * A content-addressed record beside the configs (settings/, layouts/): read, parsed and checked
+   * against the digest it is stored under.
+   */
+  async function readRecord<T>(
+    digest: string,
+    record: { what: string; prefix: string; schema: z.ZodType<T>; digestOf: (value: T) => string },
+  ): Promise<T> {
+    const { what, prefix: at, schema, digestOf } = record;
+    if (!SETTINGS_DIGEST.test(digest))
+      throw new Error(`${what} digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
+    const key = `${at}${digest}.json`;
+    const text = await getText(key);
+    if (text === null)
+      throw new StoreError(`${what} s3://${bucket}/${key} at ${endpoint} does not exist`, { transient: false });
+    const parsed = (() => {
+      try {
+        return schema.safeParse(JSON.parse(text));
+      } catch {
+        return null;
+      }
+    })();
+    if (!parsed?.success || digestOf(parsed.data) !== digest)
+      throw new StoreError(`${what} s3://${bucket}/${key} at ${endpoint} is corrupt`, { transient: false });
+    return parsed.data;
+  }
+
   async function getPin(): Promise<Pin | null> {
     const text = await getText(pinKey);
     if (text === null) return null;
@@ -719,43 +746,16 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       }));
     },
 
-    async readSettings(digest) {
-      if (!SETTINGS_DIGEST.test(digest))
-        throw new Error(`settings digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
-      const key = `${settingsPrefix}${digest}.json`;
-      const text = await getText(key);
-      if (text === null)
-        throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} do not exist`, { transient: false });
-      const parsed = (() => {
-        try {
-          return settingsRecordSchema.safeParse(JSON.parse(text));
-        } catch {
-          return null;
-        }
-      })();
-      if (!parsed?.success || settingsDigest(parsed.data) !== digest)
-        throw new StoreError(`settings s3://${bucket}/${key} at ${endpoint} are corrupt`, { transient: false });
-      return parsed.data;
-    },
+    readSettings: (digest) =>
+      readRecord(digest, {
+        what: "settings",
+        prefix: settingsPrefix,
+        schema: settingsRecordSchema,
+        digestOf: settingsDigest,
+      }),
 
-    async readLayout(digest) {
-      if (!SETTINGS_DIGEST.test(digest))
-        throw new Error(`layout digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
-      const key = `${layoutPrefix}${digest}.json`;
-      const text = await getText(key);
-      if (text === null)
-        throw new StoreError(`layout s3://${bucket}/${key} at ${endpoint} does not exist`, { transient: false });
-      const parsed = (() => {
-        try {
-          return backendLayoutSchema.safeParse(JSON.parse(text));
-        } catch {
-          return null;
-        }
-      })();
-      if (!parsed?.success || layoutDigest(parsed.data) !== digest)
-        throw new StoreError(`layout s3://${bucket}/${key} at ${endpoint} is corrupt`, { transient: false });
-      return parsed.data;
-    },
+    readLayout: (digest) =>
+      readRecord(digest, { what: "layout", prefix: layoutPrefix, schema: backendLayoutSchema, digestOf: layoutDigest }),
 
     async putPin(pin) {
       await putJson(pinKey, pinSchema.parse(pin));
