@@ -287,6 +287,7 @@ export class Activation {
         how = "start";
         await haproxy.start();
         this.node.started = true;
+        this.trace("start.end", { key: config.key });
       } else {
         how = "reload";
         this.lastReloadAt = performance.now();

@@ -199,6 +199,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         const rendered = ctx.render(snapshot);
         durationsMs.build = rendered.stats.buildMs;
         durationsMs.render = rendered.stats.renderMs;
+        trace("pass.rendered", { n, buildMs: durationsMs.build, renderMs: durationsMs.render });
         if (rendered.warnings.length > 0) {
           // One line per pass rather than per warning: a resync repeats them every period.
           plog.warn(

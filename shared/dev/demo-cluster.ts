@@ -82,6 +82,7 @@ export class DemoCluster {
 
   /** Applies the file to the emulator: changed objects are written, vanished ones deleted. */
   async load(): Promise<{ written: number; removed: number }> {
+    this.trace("load.start");
     const objects = objectsOf(readFileSync(this.file, "utf8"));
     let written = 0;
     let removed = 0;
@@ -100,6 +101,7 @@ export class DemoCluster {
       removed++;
     }
     for (const { host, port } of loopbackEndpoints(objects.values())) await this.startBackend(host, port);
+    this.trace("load.end", { written, removed });
     return { written, removed };
   }
 
@@ -112,7 +114,6 @@ export class DemoCluster {
       clearTimeout(this.timer);
       this.timer = setTimeout(() => {
         this.timer = undefined;
-        this.trace("load.start");
         this.load().then(
           ({ written, removed }) => {
             if (written + removed > 0) this.log.info({ file: this.file, written, removed }, "demo cluster changed");

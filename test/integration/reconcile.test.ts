@@ -289,11 +289,16 @@ describe("reconcile function", () => {
       "event",
       "pass.start",
       "pass.listed",
+      "pass.rendered",
       "pass.published",
       "pass.notified",
       "pass.end",
     ]);
     expect(events.find((e) => e.event === "pass.published")!.fields).toMatchObject({ key: latest!.key });
+    expect(events.find((e) => e.event === "pass.rendered")!.fields).toMatchObject({
+      buildMs: expect.any(Number),
+      renderMs: expect.any(Number),
+    });
   });
 
   it("writes nothing and pings nobody when the cluster has not changed (ref event in structured mode, then a resync)", async () => {

@@ -143,6 +143,7 @@ describe("Applier with faked HAProxy ports", () => {
       "pull.start",
       `pull.end ${first.key}`,
       `check.done ${first.key}`,
+      `start.end ${first.key}`,
       `applied ${first.key}`,
       "pull.start",
       `pull.end ${moved.key}`,
