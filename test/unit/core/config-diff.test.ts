@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { loadTemplates } from "../../../shared/adapters/templates.js";
 import { diffConfigs, parseServer, sectionOf } from "../../../shared/core/config-diff.js";
@@ -230,5 +231,171 @@ describe("the contract between the built-in templates and the agent", () => {
         ? diff.changes.filter((c) => c.to.enabled).map((c) => `${c.backend} ${c.to.address}`)
         : [];
     expect(added.sort()).toEqual(["shop_api_80 10.0.2.9", "shop_legacy_80 10.0.4.7"]);
+  });
+});
+
+/**
+ * The walk over every line of both configs that diffConfigs did before it walked only the sections
+ * that differ: the oracle of the tests below, which must agree with it on every verdict, change,
+ * spare slot and reason.
+ */
+function wholeTextWalk(oldText: string, newText: string) {
+  if (oldText === newText) return { kind: "identical" };
+  const a = oldText.split("\n");
+  const b = newText.split("\n");
+  const changes: unknown[] = [];
+  const spare = new Map<string, unknown[]>();
+  let backend: string | null = null;
+  let spareHere: Array<{ server: string; address: string; port: number; enabled: boolean }> = [];
+  let changesBefore = 0;
+  const show = (line: string, max = 100) => JSON.stringify(line.length > max ? `${line.slice(0, max)}…` : line);
+  const closeSection = () => {
+    if (backend !== null && changes.length > changesBefore) spare.set(backend, spareHere);
+    spareHere = [];
+    changesBefore = changes.length;
+  };
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const [oldLine, newLine, n] = [a[i], b[i], i + 1];
+    if (oldLine === undefined) return { kind: "reload", reason: `line ${n} added: ${show(newLine!)}` };
+    if (newLine === undefined) return { kind: "reload", reason: `line ${n} removed: ${show(oldLine)}` };
+    if (oldLine === newLine) {
+      const s = sectionOf(oldLine);
+      if (s !== undefined) {
+        closeSection();
+        backend = s;
+      } else if (backend !== null) {
+        const p = parseServer(oldLine);
+        if (p && !p.enabled && p.params === "")
+          spareHere.push({ server: p.server, address: p.address, port: p.port, enabled: false });
+      }
+      continue;
+    }
+    const before = parseServer(oldLine);
+    const after = parseServer(newLine);
+    if (backend === null || !before || !after)
+      return { kind: "reload", reason: `line ${n} differs: ${show(oldLine)} -> ${show(newLine)}` };
+    if (before.server !== after.server)
+      return { kind: "reload", reason: `line ${n}: server ${backend}/${before.server} replaced by ${after.server}` };
+    if (before.params !== after.params)
+      return {
+        kind: "reload",
+        reason: `line ${n}: server ${backend}/${before.server} parameters changed: ${show(before.params.trim(), 60)} -> ${show(after.params.trim(), 60)}`,
+      };
+    changes.push({
+      backend,
+      server: after.server,
+      from: { address: before.address, port: before.port, enabled: before.enabled },
+      to: { address: after.address, port: after.port, enabled: after.enabled },
+    });
+  }
+  closeSection();
+  return { kind: "runtime", changes, spare };
+}
+
+describe("diffConfigs walks only the sections that differ", () => {
+  /** A config of `n` backends of four slots each, the last of every backend free; large enough for the block compares. */
+  const big = (n: number) => {
+    let text = base.slice(0, base.indexOf("backend "));
+    for (let i = 0; i < n; i++) {
+      text += `backend svc_${i}_80 from http_defaults\n    balance roundrobin\n`;
+      for (let s = 1; s <= 3; s++) text += `    server s${s} 10.${i >> 8}.${i & 255}.${s}:8080\n`;
+      text += "    server s4 127.0.0.1:1 disabled\n\n";
+    }
+    return text;
+  };
+  const config = big(3000);
+  const at = (text: string, needle: string, by: string) => {
+    expect(text).toContain(needle);
+    return text.replace(needle, by);
+  };
+
+  const cases: Array<[string, string]> = [
+    ["a slot of the first backend", at(config, "server s1 10.0.0.1:8080", "server s1 10.9.9.9:8080")],
+    ["a slot of the last backend", at(config, "server s3 10.11.183.3:8080", "server s3 10.9.9.9:81")],
+    [
+      "the last slot of the config freed",
+      at(config, "server s3 10.11.183.3:8080\n", "server s3 10.11.183.3:8080 disabled\n"),
+    ],
+    [
+      "slots of two distant backends",
+      at(
+        at(config, "server s2 10.0.7.2:8080", "server s2 10.9.9.9:8080"),
+        "server s1 10.10.0.1:8080",
+        "server s1 10.9.9.8:80",
+      ),
+    ],
+    [
+      "a free slot taken",
+      at(
+        config,
+        "backend svc_1500_80 from http_defaults\n    balance roundrobin\n    server s1 10.5.220.1:8080\n    server s2 10.5.220.2:8080\n    server s3 10.5.220.3:8080\n    server s4 127.0.0.1:1 disabled",
+        "backend svc_1500_80 from http_defaults\n    balance roundrobin\n    server s1 10.5.220.1:8080\n    server s2 10.5.220.2:8080\n    server s3 10.5.220.3:8080\n    server s4 10.9.9.9:8080",
+      ),
+    ],
+    ["a backend renamed", at(config, "backend svc_2000_80 ", "backend svc_2000_81 ")],
+    [
+      "a line added in a backend",
+      at(
+        config,
+        "    server s4 127.0.0.1:1 disabled\n\nbackend svc_9_80",
+        "    server s4 127.0.0.1:1 disabled\n    server s5 127.0.0.1:1 disabled\n\nbackend svc_9_80",
+      ),
+    ],
+    [
+      "a line removed",
+      at(config, "    balance roundrobin\n    server s1 10.0.42.1:8080\n", "    server s1 10.0.42.1:8080\n"),
+    ],
+    ["a global line changed", at(config, "    master-worker\n", "    master-worker\n    nbthread 2\n")],
+    ["the first character", `G${config.slice(1)}`],
+    ["the last line, without a newline after it", `${config}    server s9 10.0.0.1:1`],
+    [
+      "a blank line between backends removed",
+      at(config, "disabled\n\nbackend svc_700_80", "disabled\nbackend svc_700_80"),
+    ],
+    ["server parameters changed", at(config, "server s2 10.3.0.2:8080", "server s2 10.3.0.2:8080 weight 5")],
+    ["a whole backend appended", `${config}backend extra from http_defaults\n    server s1 10.0.0.1:80\n`],
+    ["identical", config],
+  ];
+  it.each(cases)("%s: the same verdict as a walk over every line", (_, next) => {
+    expect(diffConfigs(config, next)).toEqual(wholeTextWalk(config, next));
+    expect(diffConfigs(next, config)).toEqual(wholeTextWalk(next, config));
+  });
+
+  it("any edits of lines anywhere: the same verdict as a walk over every line (property)", () => {
+    const small = big(40);
+    const lines = small.split("\n");
+    const edit = fc.record({
+      line: fc.nat({ max: lines.length - 1 }),
+      how: fc.constantFrom("address", "free", "take", "params", "delete", "insert", "header", "blank"),
+    });
+    const apply = (text: string[], { line, how }: { line: number; how: string }) => {
+      const out = [...text];
+      const l = out[line] ?? "";
+      if (how === "address") out[line] = l.replace(/ 10\.\d+\.\d+\.\d+:/, " 10.200.200.200:");
+      else if (how === "free") out[line] = l.replace(/ 10\.\d+\.\d+\.\d+:\d+$/, " 127.0.0.1:1 disabled");
+      else if (how === "take") out[line] = l.replace(" 127.0.0.1:1 disabled", " 10.1.2.3:8080");
+      else if (how === "params") out[line] = `${l} weight 2`;
+      else if (how === "delete") out.splice(line, 1);
+      else if (how === "insert") out.splice(line, 0, "    server s9 10.0.0.9:80");
+      else if (how === "header") out[line] = l.startsWith("backend ") ? l.replace("_80 ", "_81 ") : l;
+      else out[line] = "";
+      return out;
+    };
+    fc.assert(
+      fc.property(fc.array(edit, { minLength: 1, maxLength: 4 }), (edits) => {
+        const next = edits.reduce(apply, lines).join("\n");
+        expect(diffConfigs(small, next)).toEqual(wholeTextWalk(small, next));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("a runtime change in one backend of thousands reports that backend's changes and free slots only", () => {
+    const next = at(config, "server s2 10.3.0.2:8080", "server s2 10.9.9.9:8080");
+    expect(diffConfigs(config, next)).toEqual({
+      kind: "runtime",
+      changes: [{ backend: "svc_768_80", server: "s2", from: on("10.3.0.2", 8080), to: on("10.9.9.9", 8080) }],
+      spare: new Map([["svc_768_80", [free("s4")]]]),
+    });
   });
 });
