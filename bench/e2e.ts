@@ -1,13 +1,14 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { parse } from "yaml";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createObjectStore } from "../shared/adapters/object-store.js";
 import { freePort } from "../shared/dev/ports.js";
 import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
+import { busyCoreFromArgs, describeBusyCore } from "./busy-core.js";
 import { arg, machine, table, percentile } from "./machine.js";
 
 /**
@@ -16,19 +17,38 @@ import { arg, machine, table, percentile } from "./machine.js";
  * loopback. A change is written to the Kubernetes API (or, for one row, made in the demo cluster
  * file); a client polls through HAProxy until the change is served. Then the same changes
  * through the same pipeline with each peer's published update policy in front of reconcile.
- *   node dist/dev/bench/e2e.js [--services 1000] [--changes 30] [--peer-changes 20] [--json]
+ * With --busy-core (or --busy-core-pin CPU) a spinning process keeps one core busy meanwhile.
+ *   node dist/dev/bench/e2e.js [--services 1000] [--changes 30] [--endpoint-changes N] [--peer-changes 20]
+ *     [--burst 10] [--busy-core | --busy-core-pin CPU] [--json]
  */
 const services = arg("--services", 1000);
 const changes = arg("--changes", 30);
-/** Spares for every Service the run adds: the Service-added row measures the path without a reload. */
-const SPARE_BACKENDS = changes + 16;
+/** Endpoint moves through the API (the row of issue 14 §4); as many as --changes unless given. */
+const endpointChanges = arg("--endpoint-changes", changes);
+/** Services added and endpoints moved back to back per policy, to count the reloads each policy makes. */
+const burstSize = arg("--burst", 10);
 /** Changes of each kind per policy in the side by side (the peers' periods make these slow). */
 const peerChanges = arg("--peer-changes", 20);
+/**
+ * Spares for every Service the run adds (the Service-added row, the side by side and the burst):
+ * the rows of servicelb's own stack measure the path without a reload.
+ */
+const SPARE_BACKENDS = changes + peerChanges + burstSize + 16;
 const GAP_MS = 5000;
 const PEERS = ["haproxy-ingress", "haproxytech"] as const;
 const ENDPOINTS_PER_SERVICE = 10;
 const STORM_EVENTS = 1000;
 const STORM_SECONDS = 10;
+
+interface Burst {
+  changes: number;
+  /** From the first write sent to the last stored. */
+  writtenMs: number;
+  /** From the first write sent until every change is served. */
+  servedMs: number;
+  configs: number;
+  reloads: number;
+}
 
 interface Item {
   kind: string;
@@ -94,6 +114,15 @@ async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs 
 }
 
 async function main(): Promise<void> {
+  const busy = busyCoreFromArgs(process.argv);
+  try {
+    await measure(busy);
+  } finally {
+    await busy?.stop();
+  }
+}
+
+async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void> {
   const root = mkdtempSync(join(tmpdir(), "bench-e2e-"));
   const traceFile = join(root, "trace.ndjson");
   const [httpPort, statsPort] = [await freePort(), await freePort()];
@@ -198,12 +227,19 @@ async function main(): Promise<void> {
 
   const servedBy = async (path: string, host: string) =>
     (await httpGet(httpPort, path)).body.includes(`${host}:${port} `);
-  /** Any of its 10 endpoints may answer: true once the one on `host` does (or, `gone`, once none of them does). */
+  /**
+   * Any of its endpoints may answer: true once the one on `host` does (or, `gone`, once none of
+   * them does). Round robin: as many requests at once as the Service has slots in use (its 10
+   * endpoints and, during a move, a spare slot) reach every one of them; one request after the
+   * other, the probe itself took up to 11 request times to notice a change.
+   */
   const endpointSeen =
     (name: string, host: string, gone = false) =>
     async () => {
-      for (let k = 0; k < ENDPOINTS_PER_SERVICE; k++) if (await servedBy(`/${name}/`, host)) return !gone;
-      return gone;
+      const seen = await Promise.all(
+        Array.from({ length: ENDPOINTS_PER_SERVICE + 1 }, () => servedBy(`/${name}/`, host)),
+      );
+      return seen.some(Boolean) !== gone;
     };
   /** The Service's slice with its first endpoint moved to `host`. */
   const sliceOf = (name: string, host: string) => endpoints(name, [host, ...baseHosts.slice(1)], port)[0]!;
@@ -236,8 +272,61 @@ async function main(): Promise<void> {
     Number(
       /^servicelb_agent_reloads_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN,
     );
-  const sideBySide: Record<string, { endpoint: ReturnType<typeof stats>; added: ReturnType<typeof stats> }> = {};
-  const schedule = (stack: Stack, tag: string) => runSchedule(stack, tag);
+  const sideBySide: Record<
+    string,
+    { endpoint: ReturnType<typeof stats>; added: ReturnType<typeof stats>; reloads: number; burst: Burst }
+  > = {};
+  const schedule = async (stack: Stack, tag: string) => {
+    const reloadsBefore = await reloads(stack.agentUrl);
+    const spaced = await runSchedule(stack, tag);
+    const spacedReloads = (await reloads(stack.agentUrl)) - reloadsBefore;
+    return { ...spaced, reloads: spacedReloads, burst: await runBurst(stack, tag) };
+  };
+  /** The newest config's seq: each publish is the newest's seq + 1, so a difference counts publishes (pruning aside). */
+  const newestSeq = async (stack: Stack) => {
+    const store = createObjectStore({
+      url: "s3://servicelb/local",
+      endpoint: stack.s3Endpoint,
+      forcePathStyle: true,
+      credentials: S3RVER_CREDENTIALS,
+    });
+    try {
+      return (await store.history({ limit: 1 }))[0]?.seq ?? 0;
+    } finally {
+      store.close();
+    }
+  };
+  /**
+   * A burst: --burst endpoints moved and as many Services added, each write sent as soon as the
+   * API server stored the one before, then the time until all of them are served, and what the
+   * burst cost: configs published and HAProxy reloads (counted after a settle longer than the
+   * longest policy period, so a policy's last update is in). This is what a peer's batching buys.
+   */
+  async function runBurst(stack: Stack, tag: string): Promise<Burst> {
+    await sleep(GAP_MS + 1000);
+    const seqBefore = await newestSeq(stack);
+    const reloadsBefore = await reloads(stack.agentUrl);
+    const moved = Array.from({ length: burstSize }, (_, i) => `svc-${(i * 71 + 23) % services}`);
+    const add = Array.from({ length: burstSize }, (_, i) => `${tag}-burst-${i}`);
+    const t0 = performance.now();
+    for (let i = 0; i < burstSize; i++) {
+      await stack.apiWrite("PUT", slicePath(moved[i]!), sliceOf(moved[i]!, spare[1]!));
+      await addThroughApi(stack, add[i]!);
+    }
+    const writtenMs = performance.now() - t0;
+    for (const name of moved) await waitUntil(`${name} on ${spare[1]}`, endpointSeen(name, spare[1]!), 60_000);
+    for (const name of add)
+      await waitUntil(`${name} routed`, async () => (await httpGet(httpPort, `/${name}/`)).status === 200, 60_000);
+    const servedMs = performance.now() - t0;
+    await sleep(GAP_MS + 1000);
+    return {
+      changes: 2 * burstSize,
+      writtenMs,
+      servedMs,
+      configs: (await newestSeq(stack)) - seqBefore,
+      reloads: (await reloads(stack.agentUrl)) - reloadsBefore,
+    };
+  }
   async function runSchedule(stack: Stack, tag: string) {
     // Changes arrive at random moments (uniform gaps up to the longest peer period), the same for every policy.
     const random = seeded(6);
@@ -276,7 +365,7 @@ async function main(): Promise<void> {
 
     // The API path, as a cluster receives a change: one write to the API server.
     const reloadsBefore = await reloads(own.agentUrl);
-    for (let i = 0; i < changes; i++) {
+    for (let i = 0; i < endpointChanges; i++) {
       const name = `svc-${(i * 37 + 5) % services}`;
       const target = spare[i % 2]!;
       const t0 = performance.now();
@@ -328,7 +417,7 @@ async function main(): Promise<void> {
       forcePathStyle: true,
       credentials: S3RVER_CREDENTIALS,
     });
-    const configsBefore = (await store.history()).length;
+    const seqBefore = await newestSeq(own);
     const stormReloadsBefore = await reloads(own.agentUrl);
     const runtimeUpdates = async () =>
       Number(
@@ -368,7 +457,7 @@ async function main(): Promise<void> {
       events: STORM_EVENTS,
       seconds: Math.round(stormSeconds * 10) / 10,
       failedDeliveries: statuses.filter((st) => st < 200 || st >= 300).length,
-      configsWritten: (await store.history()).length - configsBefore,
+      configsWritten: (await newestSeq(own)) - seqBefore,
       reloads: (await reloads(own.agentUrl)) - stormReloadsBefore,
       runtimeUpdates: (await runtimeUpdates()) - runtimeBefore,
     };
@@ -391,6 +480,8 @@ async function main(): Promise<void> {
 
   const result = {
     machine: machine(),
+    busyCore: busy ? { cpu: busy.cpu, share: Math.round(busy.share() * 100) / 100 } : null,
+    load: loadavg().map((l) => Math.round(l * 100) / 100),
     services,
     endpointsPerService: ENDPOINTS_PER_SERVICE,
     changes,
@@ -399,7 +490,7 @@ async function main(): Promise<void> {
     serviceAdded: { ...stats(added), reloads: addReloads, spareBackends: SPARE_BACKENDS },
     allowListChanged: { ...stats(allowChange), reloads: allowReloads },
     stages: traced,
-    sideBySide: { changes: peerChanges, maxGapMs: GAP_MS, policies: sideBySide },
+    sideBySide: { changes: peerChanges, maxGapMs: GAP_MS, burst: burstSize, policies: sideBySide },
     storm,
   };
   if (process.argv.includes("--json")) {
@@ -415,8 +506,9 @@ async function main(): Promise<void> {
     note,
   ];
   console.log(`bench/e2e — ${result.machine}`);
+  console.log(`${describeBusyCore(busy)}; load average at the end ${result.load.join(", ")} (1, 5, 15 min)`);
   console.log(
-    `${services} Services × ${ENDPOINTS_PER_SERVICE} endpoints through npm start's pipeline; ${changes} changes of each kind\n`,
+    `${services} Services × ${ENDPOINTS_PER_SERVICE} endpoints through npm start's pipeline; ${changes} changes of each kind (${endpointChanges} endpoint moves through the API)\n`,
   );
   console.log(
     table(
@@ -462,10 +554,25 @@ async function main(): Promise<void> {
   };
   console.log(
     table(
-      ["policy", "change", "p50", "p90", "p99"],
+      ["policy", "change", "p50", "p90", "p99", "HAProxy reloads over both kinds"],
       Object.entries(sideBySide).flatMap(([name, r]) => [
-        [label[name] ?? name, "endpoint moved", ms(r.endpoint.p50), ms(r.endpoint.p90), ms(r.endpoint.p99)],
-        ["", "Service added", ms(r.added.p50), ms(r.added.p90), ms(r.added.p99)],
+        [label[name] ?? name, "endpoint moved", ms(r.endpoint.p50), ms(r.endpoint.p90), ms(r.endpoint.p99), r.reloads],
+        ["", "Service added", ms(r.added.p50), ms(r.added.p90), ms(r.added.p99), ""],
+      ]),
+    ),
+  );
+  console.log(
+    `\nThe same burst for every policy: ${burstSize} endpoints moved and ${burstSize} Services added, each write sent when the one before was stored:\n`,
+  );
+  console.log(
+    table(
+      ["policy", "writes took", "all served after", "configs published", "HAProxy reloads"],
+      Object.entries(sideBySide).map(([name, r]) => [
+        label[name] ?? name,
+        ms(r.burst.writtenMs),
+        ms(r.burst.servedMs),
+        r.burst.configs,
+        r.burst.reloads,
       ]),
     ),
   );

@@ -158,7 +158,8 @@ async function runSize(services: number): Promise<{
   stages: StageRow[];
   warm: StageRow[];
   hwmMiB: Record<string, number>;
-  counts: { watchEvents: number; passes: number };
+  counts: { watchEvents: number; passes: number; passesAbandoned: number };
+  failure: string | undefined;
 }> {
   const root = mkdtempSync(join(tmpdir(), "bench-scale-"));
   const traceFile = join(root, "trace.ndjson");
@@ -195,20 +196,30 @@ async function runSize(services: number): Promise<{
   const sampler = sampleTree(stack.pid!);
   let served = NaN;
   let moved = { edit: NaN, served: NaN };
+  /** The agent's error when HAProxy could not run the config (then nothing after `haproxy -c` is timed). */
+  let failure: string | undefined;
   try {
     const deadline = Date.now() + 30 * 60_000;
     const last = `/svc-${services - 1}/`;
+    let asked = 0;
     for (;;) {
       if (stack.exitCode !== null) throw new Error(`the stack exited (${stack.exitCode}):\n${out.slice(-4000)}`);
       if (Date.now() > deadline) throw new Error(`svc-${services - 1} not routed after 30 min:\n${out.slice(-4000)}`);
       const r = await httpGet(httpPort, last).catch(() => ({ status: 0 }));
       if (r.status === 200) break;
+      if (Date.now() - asked > 1000) {
+        asked = Date.now();
+        failure = await applyFailure(out);
+        if (failure) break;
+      }
       await sleep(20);
     }
-    served = performance.timeOrigin + performance.now();
-    // The warm change: once the passes the start's events asked for are over, one endpoint moved through the API.
-    await waitQuiet(traceFile);
-    moved = await moveEndpoint(root, services, port, httpPort);
+    if (!failure) {
+      served = performance.timeOrigin + performance.now();
+      // The warm change: once the passes the start's events asked for are over, one endpoint moved through the API.
+      await waitQuiet(traceFile);
+      moved = await moveEndpoint(root, services, port, httpPort);
+    }
     // One more sample after the last stage.
     await sleep(2 * SAMPLE_MS);
   } finally {
@@ -217,13 +228,14 @@ async function runSize(services: number): Promise<{
       stack.kill("SIGINT");
       await new Promise((r) => stack.once("exit", r));
     }
+    writeFileSync(logFile(services), out);
   }
   const records = readTrace(traceFile);
   rmSync(root, { recursive: true, force: true });
 
   const first = (ev: string, pred: (r: TraceRecord) => boolean = () => true) => {
     const r = records.find((x) => x.ev === ev && pred(x));
-    if (!r) throw new Error(`no "${ev}" in the trace of ${services} Services:\n${out.slice(-4000)}`);
+    if (!r) throw new Error(`no "${ev}" in the trace of ${services} Services: see ${logFile(services)}`);
     return r;
   };
   const loadStart = first("load.start");
@@ -238,7 +250,7 @@ async function runSize(services: number): Promise<{
   const pullEnd = first("pull.end", (r) => r.key === key);
   const pullStart = [...records].reverse().find((r) => r.ev === "pull.start" && r.at <= pullEnd.at)!;
   const checked = first("check.done", (r) => r.key === key);
-  const started = first("start.end", (r) => r.key === key);
+  const started = failure ? { at: NaN } : first("start.end", (r) => r.key === key);
   const buildMs = Number(rendered.buildMs);
   const renderMs = Number(rendered.renderMs);
   const row = (stage: string, part: Part, from: number, to: number, ms = to - from): StageRow => ({
@@ -263,6 +275,14 @@ async function runSize(services: number): Promise<{
     row("total: pass start → last Service routed", "reconcile", passStart.at, served),
     row("whole run: stack start → last Service routed", "stack", t0, served),
   ];
+  const counts = {
+    watchEvents: records.filter((r) => r.proc === "bridge" && r.ev === "event" && r.at <= served).length,
+    passes: records.filter((r) => r.ev === "pass.start" && r.at <= served).length,
+    passesAbandoned: out.split("exceeded its deadline").length - 1,
+  };
+  const hwmMiB: Record<string, number> = {};
+  for (const { part, hwmKiB } of sampler.peaks.values()) hwmMiB[part] = Math.max(hwmMiB[part] ?? 0, mib(hwmKiB * 1024));
+  if (failure) return { stages, warm: [], hwmMiB, counts, failure };
   const write = first("write", (r) => r.proc === "emulator" && r.at >= moved.edit);
   const rv = Number(write.rv);
   const warmListed = first("pass.listed", (r) => r.at >= moved.edit && Number(r.revision) >= rv);
@@ -286,13 +306,21 @@ async function runSize(services: number): Promise<{
     row("runtime API done → client sees it", "haproxy", warmRuntime.at, moved.served),
     row("total: PUT → served", "reconcile", moved.edit, moved.served),
   ];
-  const counts = {
-    watchEvents: records.filter((r) => r.proc === "bridge" && r.ev === "event" && r.at <= served).length,
-    passes: records.filter((r) => r.ev === "pass.start" && r.at <= served).length,
-  };
-  const hwmMiB: Record<string, number> = {};
-  for (const { part, hwmKiB } of sampler.peaks.values()) hwmMiB[part] = Math.max(hwmMiB[part] ?? 0, mib(hwmKiB * 1024));
-  return { stages, warm, hwmMiB, counts };
+  return { stages, warm, hwmMiB, counts, failure };
+}
+
+/** Where the stack's console output of a size is kept. */
+const logFile = (services: number) => join(tmpdir(), `bench-scale-${services}.log`);
+
+/** The agent's last error if it is about running the config (HAProxy did not start or reload), from its /status. */
+async function applyFailure(out: string): Promise<string | undefined> {
+  const url = /agent (http:\/\/127\.0\.0\.1:\d+\/status)/.exec(out)?.[1];
+  if (!url) return undefined;
+  const status = (await fetch(url)
+    .then((r) => r.json())
+    .catch(() => ({}))) as { lastError?: { stage?: string; message?: string } | null };
+  const error = status.lastError;
+  return error?.stage === "apply" ? error.message : undefined;
 }
 
 /** Waits until no pass has started for a second (each pass.start has had its pass.end). */
@@ -362,7 +390,6 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return;
   }
-  const [base] = runs;
   console.log(`bench/scale — ${result.machine}`);
   console.log(
     `Services × ${endpointsPerService} endpoints through the local stack, first pass from a cold start; health checks every ${checkInterval}`,
@@ -373,40 +400,43 @@ async function main(): Promise<void> {
   const ratio = (a: number, b: number) => (Number.isFinite(a / b) && b > 0 ? `${(a / b).toFixed(1)}×` : "-");
   const headers = ["stage", "process"];
   for (const r of runs) headers.push(`${r.services}: ms`, `${r.services}: peak RSS MiB`);
-  for (const r of runs.slice(1))
-    headers.push(`time ${r.services}/${base!.services} (size ${ratio(r.services, base!.services)})`, "RSS ratio");
-  console.log(
-    table(
+  // Each size against the one before it: a linear stage's time ratio is the size ratio.
+  for (let k = 1; k < runs.length; k++) {
+    const [r, before] = [runs[k]!, runs[k - 1]!];
+    headers.push(`time ${r.services}/${before.services} (size ${ratio(r.services, before.services)})`, "RSS ratio");
+  }
+  const cell = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? "-" : v);
+  /** One table of stages, a column pair per size; a size whose stack got no further has "-" (and warm rows only if it got there). */
+  const stageTable = (of: (r: (typeof runs)[number]) => StageRow[]) => {
+    const template = runs.map(of).find((rows) => rows.length > 0) ?? [];
+    return table(
       headers,
-      base!.stages.map((st, i) => {
+      template.map((st, i) => {
         const cells: Array<string | number> = [st.stage, st.part];
-        for (const r of runs)
-          cells.push(r.stages[i]!.ms, Number.isNaN(r.stages[i]!.peakRssMiB) ? "-" : r.stages[i]!.peakRssMiB);
-        for (const r of runs.slice(1))
-          cells.push(ratio(r.stages[i]!.ms, st.ms), ratio(r.stages[i]!.peakRssMiB, st.peakRssMiB));
+        for (const r of runs) cells.push(cell(of(r)[i]?.ms), cell(of(r)[i]?.peakRssMiB));
+        runs.slice(1).forEach((r, k) => {
+          const before = of(runs[k]!)[i];
+          cells.push(
+            ratio(of(r)[i]?.ms ?? NaN, before?.ms ?? NaN),
+            ratio(of(r)[i]?.peakRssMiB ?? NaN, before?.peakRssMiB ?? NaN),
+          );
+        });
         return cells;
       }),
-    ),
-  );
+    );
+  };
+  console.log(stageTable((r) => r.stages));
+  for (const r of runs)
+    if (r.failure)
+      console.log(`\n${r.services}: HAProxy did not run the config; the agent says: ${r.failure.split("\n").at(-1)}`);
   console.log(
     "\nThen one endpoint moved (an EndpointSlice PUT to the API), on the warm stack, until a client is answered from it:\n",
   );
+  console.log(stageTable((r) => r.warm));
   console.log(
-    table(
-      headers,
-      base!.warm.map((st, i) => {
-        const cells: Array<string | number> = [st.stage, st.part];
-        for (const r of runs)
-          cells.push(r.warm[i]!.ms, Number.isNaN(r.warm[i]!.peakRssMiB) ? "-" : r.warm[i]!.peakRssMiB);
-        for (const r of runs.slice(1))
-          cells.push(ratio(r.warm[i]!.ms, st.ms), ratio(r.warm[i]!.peakRssMiB, st.peakRssMiB));
-        return cells;
-      }),
-    ),
+    `\nUntil the last Service was routed (or HAProxy failed): ${runs.map((r) => `${r.services}: ${r.counts.passes} passes started, ${r.counts.passesAbandoned} abandoned at their deadline, ${r.counts.watchEvents} watch events delivered`).join("; ")}`,
   );
-  console.log(
-    `\nUntil the last Service was routed: ${runs.map((r) => `${r.services}: ${r.counts.passes} passes, ${r.counts.watchEvents} watch events delivered`).join("; ")}`,
-  );
+  console.log(`The stacks' console output: ${runs.map((r) => logFile(r.services)).join(", ")}`);
   console.log(`\nPeak RSS of each process over the whole run (VmHWM, MiB; HAProxy: its largest process):\n`);
   const parts = [...new Set(runs.flatMap((r) => Object.keys(r.hwmMiB)))];
   console.log(
