@@ -249,7 +249,7 @@ async function runSize(services: number): Promise<{
   const key = published.key;
   const pullEnd = first("pull.end", (r) => r.key === key);
   const pullStart = [...records].reverse().find((r) => r.ev === "pull.start" && r.at <= pullEnd.at)!;
-  const checked = first("check.done", (r) => r.key === key);
+  const checked = failure?.startsWith("check") ? { at: NaN } : first("check.done", (r) => r.key === key);
   const started = failure ? { at: NaN } : first("start.end", (r) => r.key === key);
   const buildMs = Number(rendered.buildMs);
   const renderMs = Number(rendered.renderMs);
@@ -312,7 +312,7 @@ async function runSize(services: number): Promise<{
 /** Where the stack's console output of a size is kept. */
 const logFile = (services: number) => join(tmpdir(), `bench-scale-${services}.log`);
 
-/** The agent's last error if it is about running the config (HAProxy did not start or reload), from its /status. */
+/** The agent's last error if it is about checking or running the config (`haproxy -c`, HAProxy's start), from its /status. */
 async function applyFailure(out: string): Promise<string | undefined> {
   const url = /agent (http:\/\/127\.0\.0\.1:\d+\/status)/.exec(out)?.[1];
   if (!url) return undefined;
@@ -320,7 +320,7 @@ async function applyFailure(out: string): Promise<string | undefined> {
     .then((r) => r.json())
     .catch(() => ({}))) as { lastError?: { stage?: string; message?: string } | null };
   const error = status.lastError;
-  return error?.stage === "apply" ? error.message : undefined;
+  return error?.stage === "apply" || error?.stage === "check" ? `${error.stage}: ${error.message}` : undefined;
 }
 
 /** Waits until no pass has started for a second (each pass.start has had its pass.end). */
@@ -428,7 +428,9 @@ async function main(): Promise<void> {
   console.log(stageTable((r) => r.stages));
   for (const r of runs)
     if (r.failure)
-      console.log(`\n${r.services}: HAProxy did not run the config; the agent says: ${r.failure.split("\n").at(-1)}`);
+      console.log(
+        `\n${r.services}: HAProxy does not run the config; the agent's last error: ${r.failure.split("\n").at(-1)}`,
+      );
   console.log(
     "\nThen one endpoint moved (an EndpointSlice PUT to the API), on the warm stack, until a client is answered from it:\n",
   );
