@@ -378,6 +378,8 @@ async function main(): Promise<void> {
   for (const services of sizes) {
     const r = await runSize(services);
     runs.push({ services, ...r, load: loadavg().map((l) => Math.round(l * 100) / 100) });
+    // A size takes minutes: what it measured is kept even if a later size never finishes.
+    writeFileSync(join(tmpdir(), `bench-scale-${services}.json`), `${JSON.stringify(runs.at(-1), null, 2)}\n`);
   }
   const result = {
     machine: machine(),
@@ -438,7 +440,9 @@ async function main(): Promise<void> {
   console.log(
     `\nUntil the last Service was routed (or HAProxy failed): ${runs.map((r) => `${r.services}: ${r.counts.passes} passes started, ${r.counts.passesAbandoned} abandoned at their deadline, ${r.counts.watchEvents} watch events delivered`).join("; ")}`,
   );
-  console.log(`The stacks' console output: ${runs.map((r) => logFile(r.services)).join(", ")}`);
+  console.log(
+    `The stacks' console output and each size's figures: ${runs.map((r) => `${logFile(r.services)}, .json`).join("; ")}`,
+  );
   console.log(`\nPeak RSS of each process over the whole run (VmHWM, MiB; HAProxy: its largest process):\n`);
   const parts = [...new Set(runs.flatMap((r) => Object.keys(r.hwmMiB)))];
   console.log(
