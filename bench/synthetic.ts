@@ -11,13 +11,30 @@ export function syntheticCluster(
   revision = 1000,
   settings = false,
 ): Record<string, unknown> {
-  const items: unknown[] = [];
+  return {
+    apiVersion: "v1",
+    kind: "List",
+    metadata: { resourceVersion: String(revision) },
+    items: [...syntheticItems(services, endpoints, revision, settings)],
+  };
+}
+
+/**
+ * The items of syntheticCluster one at a time, as the pages of a live list hand them out: a caller
+ * that keeps only what it makes of each (a validated copy) never holds the raw objects side by side.
+ */
+export function* syntheticItems(
+  services: number,
+  endpoints: number,
+  revision = 1000,
+  settings = false,
+): Generator<Record<string, unknown>> {
   const byName = Array.from({ length: services }, (_, i) => i).sort((a, b) =>
     `svc-${a}` < `svc-${b}` ? -1 : `svc-${a}` > `svc-${b}` ? 1 : 0,
   );
   for (const i of byName) {
     const name = `svc-${i}`;
-    items.push({
+    yield {
       apiVersion: "v1",
       kind: "Service",
       metadata: {
@@ -32,11 +49,11 @@ export function syntheticCluster(
         sessionAffinity: i % 3 === 0 ? "ClientIP" : "None",
         ports: [{ name: "http", port: 80, targetPort: 8080, protocol: "TCP" }],
       },
-    });
+    };
     const eps = [];
     for (let j = 0; j < endpoints; j++)
       eps.push({ addresses: [`10.${Math.floor(i / 256) % 256}.${i % 256}.${j}`], conditions: { ready: true } });
-    items.push({
+    yield {
       apiVersion: "discovery.k8s.io/v1",
       kind: "EndpointSlice",
       metadata: {
@@ -48,9 +65,8 @@ export function syntheticCluster(
       addressType: "IPv4",
       ports: [{ name: "http", port: 8080, protocol: "TCP" }],
       endpoints: eps,
-    });
+    };
   }
-  return { apiVersion: "v1", kind: "List", metadata: { resourceVersion: String(revision) }, items };
 }
 
 /**
