@@ -20,7 +20,7 @@
  */
 
 import { z } from "zod";
-import type { Backend, HttpRoute, Model, ServerSlot } from "./model.js";
+import type { Backend, HttpRoute, Model } from "./model.js";
 import { compareStrings } from "./compare.js";
 import { settingDefaults } from "./backend-settings.js";
 import { sha256 } from "./sha256.js";
@@ -92,8 +92,8 @@ export interface Placement {
   fresh: string | null;
 }
 
-function freeSlots(count: number): ServerSlot[] {
-  return assignSlots([], count, false);
+function freeSlots(count: number): Array<string | null> {
+  return assignSlots([], count);
 }
 
 function stripSegments(prefix: string): 1 | 2 {
@@ -118,7 +118,7 @@ function plainHttp(b: Backend, model: Model, tlsBackends: ReadonlySet<string>): 
 
 function endpointsOf(b: Backend): string[] {
   const addresses: string[] = [];
-  for (const s of b.servers) if (s.address !== null) addresses.push(s.address);
+  for (const address of b.servers) if (address !== null) addresses.push(address);
   return addresses.sort(compareStrings);
 }
 
@@ -312,7 +312,7 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
     let moved = state.heldAs.get(b);
     if (!moved || moved.name !== spare || moved.servers.length !== slots) {
       // The spare's own slot count: its endpoints hashed into that many slots, as a backend of that size does.
-      const servers = assignSlots(endpointsOf(b), slots, false);
+      const servers = assignSlots(endpointsOf(b), slots);
       moved = {
         ...b,
         name: spare,
@@ -340,6 +340,7 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
         algorithm: model.options.balanceAlgorithm,
         affinity: { kind: "none" },
         servers: freeSlots(slots),
+        cookies: null,
         strip: null,
         settings,
         stripByRoute: true,
@@ -357,6 +358,7 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
         algorithm: model.options.balanceAlgorithm,
         affinity: { kind: "none" },
         servers: freeSlots(v.slots),
+        cookies: null,
         strip: v.strip,
         settings,
       })),

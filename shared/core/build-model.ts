@@ -9,7 +9,7 @@ import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from ".
 import { compareStrings } from "./compare.js";
 import type { RenderOptions } from "./options.js";
 import { OptionsError } from "./settings.js";
-import { assignSlots } from "./slots.js";
+import { assignSlots, slotCookies } from "./slots.js";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
 import { SweptMap } from "./swept-map.js";
 
@@ -292,6 +292,7 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
             timeoutSeconds: svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT,
           }
         : { kind: "none" };
+    const servers = assignSlots(addresses, options.forwardServices ? 1 : options.minServerSlots);
     const backend: Backend = {
       name: backendName,
       namespace,
@@ -300,7 +301,8 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       mode: isTcp ? "tcp" : "http",
       algorithm: ann.algorithm ?? options.balanceAlgorithm,
       affinity,
-      servers: assignSlots(addresses, options.forwardServices ? 1 : options.minServerSlots, affinity.kind === "cookie"),
+      servers,
+      cookies: affinity.kind === "cookie" ? slotCookies(servers) : null,
       strip: null,
       settings,
     };
@@ -676,6 +678,6 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
 
 function ready(b: Backend): number {
   let n = 0;
-  for (const s of b.servers) if (s.address !== null) n++;
+  for (const address of b.servers) if (address !== null) n++;
   return n;
 }

@@ -9,15 +9,6 @@ import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import type { HostMatch } from "./host-match.js";
 import type { RenderOptions } from "./options.js";
 
-export interface ServerSlot {
-  /** Stable slot name within its backend (s1…sN). */
-  name: string;
-  /** `ip:port` / `[ipv6]:port`, or null for a free slot kept for runtime additions. */
-  address: string | null;
-  /** Cookie value for cookie stickiness: derived from the endpoint address, so it follows the pod. */
-  cookie: string | null;
-}
-
 export type Affinity = { kind: "none" } | { kind: "source"; timeoutSeconds: number } | { kind: "cookie" };
 
 export interface Backend {
@@ -28,7 +19,17 @@ export interface Backend {
   mode: "http" | "tcp";
   algorithm: Algorithm;
   affinity: Affinity;
-  servers: ServerSlot[];
+  /**
+   * The server slots, s1…sN by position (slotName): the `ip:port` / `[ipv6]:port` each holds, or
+   * null for a free slot kept for runtime additions. Addresses in an array rather than an object
+   * per slot: slots outnumber every other object of a model, and a major GC traces each of them.
+   */
+  servers: Array<string | null>;
+  /**
+   * The cookie of each slot for cookie stickiness (null for a free one), derived from its address
+   * so that it follows the pod; null when the backend has no cookie affinity.
+   */
+  cookies: Array<string | null> | null;
   /** Path prefix removed before the request reaches the pod; not for requests routed by host. */
   strip: { prefix: string; unlessHost: HostMatch | null } | null;
   /** Timeouts, checks, access control, limits and protocols from the Service's annotations. */

@@ -4,7 +4,7 @@ import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import { type ByteWriter, ChunkList, type ConfigChunks, SlabWriter } from "./chunks.js";
 import { compileFragment, type Fragment, Inline } from "./fragment.js";
 import { haproxyQuote } from "./haproxy-quote.js";
-import type { Backend, HttpRoute, Model, ServerSlot, TcpFrontend } from "./model.js";
+import type { Backend, HttpRoute, Model, TcpFrontend } from "./model.js";
 import { CRT_LIST_PREFIX } from "./options.js";
 import {
   PATTERN_PATHS,
@@ -14,6 +14,7 @@ import {
   renderPatternFiles,
 } from "./pattern-files.js";
 import { ROUTE_LOOKUP, routeMapLines } from "./route-maps.js";
+import { slotName } from "./slots.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
 export interface TemplateSet {
@@ -260,27 +261,27 @@ class ServerLines extends Inline {
     return this;
   }
 
+  /** The view of the slot at position i. */
+  private at(i: number): ServerView {
+    const { view } = this;
+    const { servers, cookies } = this.backend!;
+    const address = servers[i]!;
+    view.name = slotName(i);
+    view.address = address ?? FREE_SLOT_ADDRESS;
+    view.disabled = address === null;
+    view.cookie = cookies === null ? null : cookies[i]!;
+    return view;
+  }
+
   write(out: ByteWriter): void {
-    const { view, fragment } = this;
-    for (const s of this.backend!.servers as ServerSlot[]) {
-      view.name = s.name;
-      view.address = s.address ?? FREE_SLOT_ADDRESS;
-      view.disabled = s.address === null;
-      view.cookie = s.cookie;
-      fragment.write(view, out);
-    }
+    const n = this.backend!.servers.length;
+    for (let i = 0; i < n; i++) this.fragment.write(this.at(i), out);
   }
 
   text(): string {
-    const { view, fragment } = this;
+    const n = this.backend!.servers.length;
     let text = "";
-    for (const s of this.backend!.servers as ServerSlot[]) {
-      view.name = s.name;
-      view.address = s.address ?? FREE_SLOT_ADDRESS;
-      view.disabled = s.address === null;
-      view.cookie = s.cookie;
-      text += fragment(view);
-    }
+    for (let i = 0; i < n; i++) text += this.fragment(this.at(i));
     return text;
   }
 }

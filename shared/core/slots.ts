@@ -1,5 +1,3 @@
-import type { ServerSlot } from "./model.js";
-
 /** FNV-1a, 32 bit: cheap, stable across processes and versions, good enough to spread a few addresses. */
 export function fnv1a(text: string): number {
   let h = 0x811c9dc5;
@@ -17,28 +15,40 @@ export function nextPowerOfTwo(n: number): number {
 }
 
 /**
- * Places endpoints into a power-of-two number of server slots by hashing their address. An
- * endpoint keeps its slot while others come and go (unless the slot count changes), so the agent
- * can apply scale-ups and scale-downs through the runtime API, and stick tables that remember a
- * server keep pointing at the same pod.
+ * Places endpoints into a power-of-two number of server slots by hashing their address: the
+ * address of each slot, null for a free one. An endpoint keeps its slot while others come and go
+ * (unless the slot count changes), so the agent can apply scale-ups and scale-downs through the
+ * runtime API, and stick tables that remember a server keep pointing at the same pod.
  */
-export function assignSlots(addresses: readonly string[], minSlots: number, withCookies: boolean): ServerSlot[] {
+export function assignSlots(addresses: readonly string[], minSlots: number): Array<string | null> {
   const count = Math.max(nextPowerOfTwo(minSlots), nextPowerOfTwo(addresses.length));
-  const taken: Array<string | null> = new Array<string | null>(count).fill(null);
+  const slots: Array<string | null> = new Array<string | null>(count).fill(null);
   for (const address of addresses) {
     let i = fnv1a(address) % count;
-    while (taken[i] !== null) i = (i + 1) % count;
-    taken[i] = address;
+    while (slots[i] !== null) i = (i + 1) % count;
+    slots[i] = address;
   }
-  const cookies = new Set<string>();
-  return taken.map((address, i) => {
-    let cookie: string | null = null;
-    if (withCookies && address !== null) {
-      cookie = fnv1a(address).toString(16).padStart(8, "0");
-      // Two addresses hashing alike would share a cookie; the slot suffix keeps them apart.
-      if (cookies.has(cookie)) cookie = `${cookie}-${i + 1}`;
-      cookies.add(cookie);
-    }
-    return { name: `s${i + 1}`, address, cookie };
+  return slots;
+}
+
+/** The cookie of each slot for cookie stickiness: a hash of its address, so it follows the pod; null for a free slot. */
+export function slotCookies(slots: ReadonlyArray<string | null>): Array<string | null> {
+  const seen = new Set<string>();
+  return slots.map((address, i) => {
+    if (address === null) return null;
+    let cookie = fnv1a(address).toString(16).padStart(8, "0");
+    // Two addresses hashing alike would share a cookie; the slot suffix keeps them apart.
+    if (seen.has(cookie)) cookie = `${cookie}-${i + 1}`;
+    seen.add(cookie);
+    return cookie;
   });
+}
+
+/** One string per slot name for every backend and render, rather than a new one per server line. */
+const names: string[] = [];
+
+/** The name of the slot at position i: s1…sN, stable within its backend. */
+export function slotName(i: number): string {
+  while (names.length <= i) names.push(`s${names.length + 1}`);
+  return names[i]!;
 }

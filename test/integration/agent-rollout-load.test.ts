@@ -70,7 +70,7 @@ it("drops no request, answers from no stale pod and reloads nothing over 100 end
 it("a keep-alive client whose request was in flight on a slot moved in place reaches the new pod next, not the old one", async () => {
   // HAProxy 2.6 reuses a client's server connection by slot, not by address: with idle server
   // connections kept, every later request of this client went to the old pod (measured).
-  const home = (ip: string) => assignSlots([`${ip}:${pods.port}`], 4, false).findIndex((s) => s.address !== null);
+  const home = (ip: string) => assignSlots([`${ip}:${pods.port}`], 4).findIndex((address) => address !== null);
   const old = ROLLOUT_PODS[0]!;
   const next = ROLLOUT_PODS.find((ip) => ip !== old && home(ip) === home(old))!;
   const first = await n.publish(web("web", pods.port, [old]), 5000);

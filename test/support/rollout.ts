@@ -23,7 +23,7 @@ export interface RolloutStep {
 
 /** The pods' slot when each is a Service's only endpoint in a backend of `minSlots` slots. */
 function slotOf(ip: string, port: number, minSlots: number): number {
-  return assignSlots([`${ip}:${port}`], minSlots, false).findIndex((s) => s.address !== null);
+  return assignSlots([`${ip}:${port}`], minSlots).findIndex((address) => address !== null);
 }
 
 function pairBy(pred: (a: string, b: string) => boolean): [string, string] {

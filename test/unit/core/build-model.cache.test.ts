@@ -299,7 +299,7 @@ describe("the warm-instance cache", () => {
     });
     const empty = buildModel(noEndpoints(), options, {}, cache);
     expect(empty.httpRoutes).toBe(moved.httpRoutes);
-    expect(empty.backends[1]!.servers.every((s) => s.address === null)).toBe(true);
+    expect(empty.backends[1]!.servers.every((address) => address === null)).toBe(true);
     expect(new Renderer(templates).render(empty)).toBe(
       new Renderer(templates).render(buildModel(noEndpoints(), options)),
     );

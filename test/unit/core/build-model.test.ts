@@ -3,6 +3,7 @@ import { buildModel } from "../../../shared/core/build-model.js";
 import type { Model } from "../../../shared/core/model.js";
 import { parseRenderOptions, type RenderOptionsInput } from "../../../shared/core/options.js";
 import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
+import { slotName } from "../../../shared/core/slots.js";
 import { list, service, slice } from "../../support/fixtures.js";
 
 function build(items: unknown[], options: RenderOptionsInput = {}): Model {
@@ -24,7 +25,7 @@ function routes(m: Model): string[] {
 function liveAddresses(m: Model, backend: string): string[] {
   return m.backends
     .find((b) => b.name === backend)!
-    .servers.flatMap((s) => (s.address ? [s.address] : []))
+    .servers.flatMap((address) => (address ? [address] : []))
     .sort();
 }
 
@@ -127,7 +128,7 @@ describe("endpoints", () => {
 
   it("keeps each endpoint in its slot when others come and go", () => {
     const slotOf = (m: Model) =>
-      new Map(m.backends[0]!.servers.filter((s) => s.address).map((s) => [s.address, s.name]));
+      new Map(m.backends[0]!.servers.flatMap((address, i) => (address ? [[address, slotName(i)]] : [])));
     const ips = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
     const before = slotOf(build([service("web", [{ port: 80 }]), slice("web", [{ port: 80 }], ips)]));
     const after = slotOf(
@@ -156,9 +157,7 @@ describe("exposure", () => {
   it("keeps a Service with no ready endpoint, every slot free: it answers 503 and scales back up without a reload", () => {
     const m = build([service("empty", [{ port: 80 }])]);
     expect(m.skipped).toEqual([]);
-    expect(m.backends.map((b) => [b.name, b.servers.map((s) => s.address)])).toEqual([
-      ["default_empty_80", [null, null, null, null]],
-    ]);
+    expect(m.backends.map((b) => [b.name, b.servers])).toEqual([["default_empty_80", [null, null, null, null]]]);
     expect(m.httpRoutes.map((r) => r.backend)).toEqual(["default_empty_80"]);
   });
 
@@ -244,15 +243,13 @@ describe("annotations", () => {
   });
 
   it("cookie stickiness gives each endpoint a cookie derived from its address", () => {
-    const cookies = (ips: string[]) =>
-      new Map(
-        build([
-          service("web", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.cookie-sticky-session": "true" } }),
-          slice("web", [{ port: 80 }], ips),
-        ])
-          .backends[0]!.servers.filter((s) => s.address)
-          .map((s) => [s.address, s.cookie]),
-      );
+    const cookies = (ips: string[]) => {
+      const { servers, cookies } = build([
+        service("web", [{ port: 80 }], { annotations: { "serviceloadbalancer/lb.cookie-sticky-session": "true" } }),
+        slice("web", [{ port: 80 }], ips),
+      ]).backends[0]!;
+      return new Map(servers.flatMap((address, i) => (address ? [[address, cookies![i]]] : [])));
+    };
     const a = cookies(["10.0.0.1", "10.0.0.2"]);
     const b = cookies(["10.0.0.9", "10.0.0.2", "10.0.0.1"]);
     expect(a.get("10.0.0.1:80")).toMatch(/^[0-9a-f]{8}$/);

@@ -5,7 +5,7 @@ import type { Backend, Model } from "../../../shared/core/model.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { Renderer } from "../../../shared/core/render.js";
 import { ChunkedSha256, sha256 } from "../../../shared/core/sha256.js";
-import { assignSlots } from "../../../shared/core/slots.js";
+import { assignSlots, slotCookies } from "../../../shared/core/slots.js";
 import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
 import { loadTemplates } from "../../../shared/adapters/templates.js";
 import { list, service, slice } from "../../support/fixtures.js";
@@ -43,7 +43,8 @@ function next(m: Model, s: Step, n: number): Model {
   const at = s.at % backends.length;
   const b = backends[at]!;
   if (s.op === "endpoints") {
-    backends[at] = { ...b, servers: assignSlots([`${s.address}:8080`], options.minServerSlots, false) };
+    const servers = assignSlots([`${s.address}:8080`], options.minServerSlots);
+    backends[at] = { ...b, servers, cookies: b.cookies && slotCookies(servers) };
   } else if (s.op === "add") {
     // Sorts right after `b`, as the model builder sorts backends by name.
     const added: Backend = { ...b, name: `${b.name}-${n}`, service: `${b.service}-${n}` };

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { assignSlots, fnv1a } from "../../../shared/core/slots.js";
+import { assignSlots, fnv1a, slotCookies, slotName } from "../../../shared/core/slots.js";
 
 // What the agent's runtime updates rely on: an endpoint keeps its slot while others come and go.
 
@@ -10,26 +10,22 @@ const endpoint = fc
 
 describe("assignSlots", () => {
   it("makes a power-of-two number of slots, at least the minimum and enough for every endpoint", () => {
-    expect(assignSlots([], 4, false)).toHaveLength(4);
-    expect(assignSlots(["10.0.0.1:80"], 3, false)).toHaveLength(4);
+    expect(assignSlots([], 4)).toHaveLength(4);
+    expect(assignSlots(["10.0.0.1:80"], 3)).toHaveLength(4);
     expect(
       assignSlots(
         Array.from({ length: 5 }, (_, i) => `10.0.0.${i + 1}:80`),
         4,
-        false,
       ),
     ).toHaveLength(8);
-    expect(assignSlots(["10.0.0.1:80"], 1, false)).toHaveLength(1);
+    expect(assignSlots(["10.0.0.1:80"], 1)).toHaveLength(1);
   });
 
-  it("places every endpoint once and names slots s1…sN", () => {
+  it("places every endpoint once", () => {
     fc.assert(
       fc.property(fc.uniqueArray(endpoint, { maxLength: 20 }), fc.constantFrom(1, 2, 4, 8), (eps, min) => {
-        const slots = assignSlots(eps, min, false);
-        expect(slots.map((s) => s.name)).toEqual(slots.map((_, i) => `s${i + 1}`));
         expect(
-          slots
-            .map((s) => s.address)
+          assignSlots(eps, min)
             .filter((a) => a !== null)
             .sort(),
         ).toEqual([...eps].sort());
@@ -49,25 +45,41 @@ describe("assignSlots", () => {
           // Distinct home slots: no endpoint probes into another's (a newcomer that does may displace
           // one, and that change then costs a slot move, still a runtime change).
           fc.pre(new Set([...kept, ...newcomers].map(home)).size === kept.length + newcomers.length);
-          const before = assignSlots(kept, count, false);
-          const after = assignSlots([...newcomers, ...kept].sort(), count, false);
+          const before = assignSlots(kept, count);
+          const after = assignSlots([...newcomers, ...kept].sort(), count);
           for (const ep of kept) {
-            expect(before[home(ep)]!.address).toBe(ep);
-            expect(after[home(ep)]!.address).toBe(ep);
+            expect(before[home(ep)]).toBe(ep);
+            expect(after[home(ep)]).toBe(ep);
           }
         },
       ),
     );
   });
+});
 
+describe("slotCookies", () => {
   it("gives cookies that follow the endpoint, not its position, and never share one", () => {
-    const a = assignSlots(["10.0.0.1:80", "10.0.0.2:80"], 4, true);
-    const b = assignSlots(["10.0.0.2:80", "10.0.0.9:80", "10.0.0.1:80"], 4, true);
-    const cookieOf = (slots: typeof a, ep: string) => slots.find((s) => s.address === ep)!.cookie;
+    const cookieOf = (slots: Array<string | null>, ep: string) => slotCookies(slots)[slots.indexOf(ep)];
+    const a = assignSlots(["10.0.0.1:80", "10.0.0.2:80"], 4);
+    const b = assignSlots(["10.0.0.2:80", "10.0.0.9:80", "10.0.0.1:80"], 4);
+    expect(cookieOf(a, "10.0.0.1:80")).toMatch(/^[0-9a-f]{8}$/);
     expect(cookieOf(b, "10.0.0.1:80")).toBe(cookieOf(a, "10.0.0.1:80"));
     expect(cookieOf(b, "10.0.0.2:80")).toBe(cookieOf(a, "10.0.0.2:80"));
-    const cookies = b.map((s) => s.cookie).filter((c) => c !== null);
-    expect(new Set(cookies).size).toBe(cookies.length);
-    expect(assignSlots(["10.0.0.1:80"], 4, false).every((s) => s.cookie === null)).toBe(true);
+    const cookies = slotCookies(b).filter((c) => c !== null);
+    expect(cookies).toHaveLength(3);
+    expect(new Set(cookies).size).toBe(3);
+  });
+
+  it("has no cookie for a free slot, and keeps two addresses that hash alike apart by the slot's number", () => {
+    // Two addresses FNV-1a hashes alike (found by a search over 10.0.0.0/14).
+    const [x, y] = ["10.0.107.237:80", "10.2.219.40:80"];
+    expect(fnv1a(x)).toBe(fnv1a(y));
+    expect(slotCookies([null, x, y, null])).toEqual([null, "458bf936", "458bf936-3", null]);
+  });
+});
+
+describe("slotName", () => {
+  it("names slots s1…sN by position, in any order of asking", () => {
+    expect([15, 0, 1023, 1].map(slotName)).toEqual(["s16", "s1", "s1024", "s2"]);
   });
 });
