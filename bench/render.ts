@@ -179,10 +179,7 @@ function warmReRender(
     slices[k] = {
       ...old,
       metadata: { ...old.metadata, resourceVersion: String(100_000 + i) },
-      endpoints: [
-        ...old.endpoints.slice(1),
-        { addresses: [`10.255.${i % 256}.${k % 256}`], conditions: { ready: true } },
-      ],
+      readyAddresses: [...old.readyAddresses.slice(1), `10.255.${i % 256}.${k % 256}`],
     };
     current = { ...current, endpointSlices: slices };
     gc.start();

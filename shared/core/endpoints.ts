@@ -109,11 +109,8 @@ export class EndpointIndex {
         if (slice.addressType !== "IPv4" && slice.addressType !== "IPv6") continue;
         const p = slice.ports.find((sp) => sp.name === port.name && sp.protocol === port.protocol);
         if (!p?.port) continue;
-        for (const ep of slice.endpoints) {
-          // A nil ready condition means ready (discovery.k8s.io/v1 API contract).
-          if (ep.conditions?.ready === false) continue;
-          const ip = ep.addresses[0];
-          const address = ip === undefined ? null : formatAddress(ip, p.port);
+        for (const ip of slice.readyAddresses) {
+          const address = formatAddress(ip, p.port);
           if (address) out.add(address);
         }
       }

@@ -1,6 +1,7 @@
 /*
- * A cluster snapshot: the Services and endpoints servicelb reads, in Kubernetes' own JSON shape,
- * exactly as `kubectl get services,endpointslices -A -o json` prints it. Items are validated one
+ * A cluster snapshot: the Services and endpoints servicelb reads, read in Kubernetes' own JSON
+ * shape, exactly as `kubectl get services,endpointslices -A -o json` prints it, and kept as the
+ * fields servicelb uses (an EndpointSlice's ready addresses, not its endpoints). Items are validated one
  * by one so that one malformed object is reported and skipped instead of failing the whole render.
  * Beyond their shape, objects must pass the API server's own checks on the fields servicelb
  * reads (k8s-validation.ts): what a real cluster could never hold is refused here too.
@@ -86,6 +87,30 @@ const endpointPort = z.object({
   port: z.number().int().min(1).max(65535).nullish(),
 });
 
+const sliceEndpoint = z.object({
+  addresses: z.array(z.string()),
+  conditions: z.object({ ready: z.boolean().nullish() }).nullish(),
+});
+
+/**
+ * The first address of each endpoint that is ready; a nil ready condition means ready
+ * (discovery.k8s.io/v1 API contract), and the addresses of one endpoint are fungible (the API
+ * docs: consumers use the first).
+ */
+function readyAddresses(endpoints: ReadonlyArray<z.output<typeof sliceEndpoint>>): string[] {
+  const out: string[] = [];
+  for (const ep of endpoints) {
+    const ip = ep.addresses[0];
+    if (ep.conditions?.ready !== false && ip !== undefined) out.push(ip);
+  }
+  return out;
+}
+
+/**
+ * Checked whole, kept lean: of its endpoints a slice keeps only the addresses a backend serves
+ * (`readyAddresses`). An object, an addresses array and a conditions object per endpoint were
+ * most of a snapshot's memory, and a warm instance holds its snapshot between passes.
+ */
 export const endpointSliceSchema = z
   .object({
     metadata: otherMeta,
@@ -95,16 +120,17 @@ export const endpointSliceSchema = z
       .nullish()
       .transform((v) => v ?? []),
     endpoints: z
-      .array(
-        z.object({
-          addresses: z.array(z.string()),
-          conditions: z.object({ ready: z.boolean().nullish() }).nullish(),
-        }),
-      )
+      .array(sliceEndpoint)
       .nullish()
       .transform((v) => v ?? []),
   })
-  .superRefine((slice, ctx) => addIssues(ctx, endpointSliceIssues(slice)));
+  .superRefine((slice, ctx) => addIssues(ctx, endpointSliceIssues(slice)))
+  .transform(({ metadata, addressType, ports, endpoints }) => ({
+    metadata,
+    addressType,
+    ports,
+    readyAddresses: readyAddresses(endpoints),
+  }));
 
 export const endpointsSchema = z
   .object({

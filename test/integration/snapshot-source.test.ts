@@ -70,6 +70,6 @@ describe("readLiveSnapshot", () => {
     for (const [i, s] of second.services.entries()) expect(s).toBe(first.services[i]);
     const changed = second.endpointSlices.find((s) => s.metadata.name === "c-x")!;
     expect(changed).not.toBe(first.endpointSlices.find((s) => s.metadata.name === "c-x"));
-    expect(changed.endpoints[0]!.addresses).toEqual(["10.1.0.9"]);
+    expect(changed.readyAddresses).toEqual(["10.1.0.9"]);
   });
 });

@@ -34,6 +34,22 @@ describe("snapshot parsing", () => {
     expect(() => parseSnapshot(text)).toThrow(needle);
   });
 
+  it("keeps of a slice's endpoints the first address of each ready one, after checking every address", () => {
+    const endpoints = [
+      { addresses: ["10.0.0.1"], conditions: { ready: true } },
+      { addresses: ["10.0.0.2", "10.0.0.3"] },
+      { addresses: ["10.0.0.4"], conditions: { ready: false } },
+      { addresses: ["10.0.0.5"], conditions: { ready: null } },
+    ];
+    const snap = parseSnapshot(JSON.stringify(list([{ ...slice("a", [{ port: 80 }], []), endpoints }])));
+    expect(snap.endpointSlices[0]!.readyAddresses).toEqual(["10.0.0.1", "10.0.0.2", "10.0.0.5"]);
+    expect(snap.endpointSlices[0]).not.toHaveProperty("endpoints");
+    const unready = [...endpoints, { addresses: ["10.0.0.6", "fd00::1"], conditions: { ready: false } }];
+    const refused = parseSnapshot(JSON.stringify(list([{ ...slice("a", [{ port: 80 }], []), endpoints: unready }])));
+    expect(refused.endpointSlices).toEqual([]);
+    expect(refused.problems[0]).toMatch(/endpoints\.4\.addresses\.1: Invalid value/);
+  });
+
   it("reports a malformed item and keeps the others", () => {
     const snap = parseSnapshot(
       JSON.stringify(
@@ -219,7 +235,7 @@ describe("snapshot parsing", () => {
       expect(again.endpointSlices[0]).toBe(first.endpointSlices[0]);
       const moved = snapshotFromDocuments([list([api, web("6", "10.0.0.2")])], reuse);
       expect(moved.endpointSlices[0]).not.toBe(first.endpointSlices[0]);
-      expect(moved.endpointSlices[0]!.endpoints[0]!.addresses).toEqual(["10.0.0.2"]);
+      expect(moved.endpointSlices[0]!.readyAddresses).toEqual(["10.0.0.2"]);
       expect(moved.services[0]).toBe(first.services[0]);
     });
 
