@@ -10,6 +10,7 @@ import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { busyCoreFromArgs, describeBusyCore } from "./busy-core.js";
 import { arg, machine, table, percentile } from "./machine.js";
+import { readTrace, type TraceRecord } from "./trace-file.js";
 
 /**
  * bench/e2e: the whole pipeline as `npm start` runs it (Kubernetes API emulator → event bridge →
@@ -588,27 +589,6 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
       ],
     ),
   );
-}
-
-interface TraceRecord {
-  at: number;
-  proc: string;
-  ev: string;
-  [k: string]: unknown;
-}
-
-function readTrace(path: string): TraceRecord[] {
-  let text = "";
-  try {
-    text = readFileSync(path, "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as TraceRecord)
-    .sort((a, b) => a.at - b.at);
 }
 
 const revOfKey = (key: unknown) => Number(/(\d{20})-/.exec(String(key))?.[1] ?? NaN);

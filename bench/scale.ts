@@ -24,6 +24,7 @@ import { freePort } from "../shared/dev/ports.js";
 import { list, service, slice } from "../test/support/fixtures.js";
 import { httpGet } from "../test/support/net.js";
 import { machine, mib, table } from "./machine.js";
+import { readTrace, type TraceRecord } from "./trace-file.js";
 
 const argValue = (name: string, fallback: string) => {
   const i = process.argv.indexOf(name);
@@ -109,21 +110,6 @@ function sampleTree(root: number) {
       return max === 0 ? NaN : mib(max * 1024);
     },
   };
-}
-
-interface TraceRecord {
-  at: number;
-  proc: string;
-  ev: string;
-  [k: string]: unknown;
-}
-
-function readTrace(path: string): TraceRecord[] {
-  return readOr(path)
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as TraceRecord)
-    .sort((a, b) => a.at - b.at);
 }
 
 const hostsOf = (endpoints: number) =>
