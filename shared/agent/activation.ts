@@ -60,6 +60,8 @@ export interface ActivationOptions {
   haproxy: HaproxyControl;
   configPath: string;
   haproxyBin: string;
+  /** Longest `haproxy -c` (--check-timeout). */
+  checkTimeoutMs: number;
   minReloadIntervalMs: number;
   /** Wait before checking again live changes whose check could not run: initialMs, doubling up to maxMs. */
   backoff: Backoff;
@@ -144,8 +146,12 @@ export class Activation {
   }
 
   private verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
-    const { configPath, haproxyBin, log, check = checkConfig } = this.options;
-    return configVerdict(config, { check, haproxyBin, workDir: dirname(configPath), log }, signal);
+    const { configPath, haproxyBin, checkTimeoutMs, log, check = checkConfig } = this.options;
+    return configVerdict(
+      config,
+      { check, haproxyBin, timeoutMs: checkTimeoutMs, workDir: dirname(configPath), log },
+      signal,
+    );
   }
 
   /**

@@ -106,6 +106,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     masterSocket: options.masterSocket,
     haproxyBin: options.haproxyBin,
     stopGraceMs: options.stopGrace,
+    startTimeoutMs: options.startTimeout,
+    reloadTimeoutMs: options.startTimeout,
     onOutput: (line, stream) => (stream === "stdout" ? haproxyLog(line) : haproxyDiagnostic(log, line)),
     onRestart: (info) => {
       metrics.haproxyRestarts.inc({ cause: info.cause });
@@ -150,6 +152,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     configPath: options.configPath,
     stateFile,
     haproxyBin: options.haproxyBin,
+    checkTimeoutMs: options.checkTimeout,
     minReloadIntervalMs: options.minReloadInterval,
     backoff: deps.backoff ?? { initialMs: 10_000, maxMs: 300_000 },
     metrics,

@@ -112,6 +112,14 @@ export const agentOptionSpecs = {
     schema: durationMs(100).default(60_000),
     help: "how often to write status/<node>.json (default 60s, and after every apply)",
   },
+  checkTimeout: {
+    schema: durationMs(1000).default(30_000),
+    help: "longest haproxy -c may take before the config counts as not checked (default 30s; it parses the whole config: about 30s at 50,000 Services on a small node)",
+  },
+  startTimeout: {
+    schema: durationMs(1000).default(15_000),
+    help: "longest HAProxy may take to start or reload and serve (default 15s; it parses the whole config, as haproxy -c does)",
+  },
   stopGrace: {
     schema: durationMs(0).default(330_000),
     help: "on SIGTERM, how long HAProxy's open connections may take to finish before it is killed (default 330s: past the default hard-stop-after of 5m)",

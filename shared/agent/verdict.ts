@@ -16,6 +16,8 @@ export type ConfigChecker = (text: string, opts: CheckOptions) => Promise<CheckR
 export interface VerdictOptions {
   check: ConfigChecker;
   haproxyBin: string;
+  /** Longest the check may take. */
+  timeoutMs: number;
   /** Where the check's temporary config goes: beside the live one, so relative paths resolve alike. */
   workDir: string;
   log: Logger;
@@ -40,7 +42,12 @@ export async function configVerdict(
   }
   let check: CheckResult;
   try {
-    check = await options.check(config.config, { haproxyBin: options.haproxyBin, workDir: options.workDir, signal });
+    check = await options.check(config.config, {
+      haproxyBin: options.haproxyBin,
+      timeoutMs: options.timeoutMs,
+      workDir: options.workDir,
+      signal,
+    });
   } catch (err) {
     return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${message(err)}` };
   }

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { CheckResult } from "../../../shared/adapters/haproxy/check.js";
+import type { CheckOptions, CheckResult } from "../../../shared/adapters/haproxy/check.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { StageTrace } from "../../../shared/adapters/stage-trace.js";
 import type { StoredConfig } from "../../../shared/adapters/object-store.js";
@@ -36,12 +36,16 @@ const stored = (n: number, text: string): StoredConfig => ({
 function gatedCheck() {
   const waiting: Array<(r: CheckResult) => void> = [];
   let calls = 0;
+  /** The timeout each check was given (--check-timeout). */
+  const timeouts: Array<number | undefined> = [];
   return {
     get calls() {
       return calls;
     },
-    check: () => {
+    timeouts,
+    check: (_text: string, opts: CheckOptions) => {
       calls++;
+      timeouts.push(opts.timeoutMs);
       return new Promise<CheckResult>((resolve) => waiting.push(resolve));
     },
     async next(result: CheckResult) {
@@ -104,6 +108,7 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
     configPath,
     stateFile: join(dir, "state.json"),
     haproxyBin: "haproxy",
+    checkTimeoutMs: 4321,
     minReloadIntervalMs: 0,
     backoff: { initialMs: 60_000, maxMs: 60_000 },
     metrics: createAgentMetrics(),
@@ -150,6 +155,8 @@ describe("Applier with faked HAProxy ports", () => {
       `runtime.done ${moved.key}`,
       `applied ${moved.key}`,
     ]);
+    // The one haproxy -c (the start's) ran with the agent's --check-timeout.
+    expect(w.gate.timeouts).toEqual([4321]);
   });
 
   it("an in-place move goes live make before break and is written at once, with no haproxy -c", async () => {
