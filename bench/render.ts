@@ -8,6 +8,7 @@ import { GCProfiler } from "node:v8";
 import { buildModel, ModelCache } from "../shared/core/build-model.js";
 import { parseRenderOptions, type RenderOptions } from "../shared/core/options.js";
 import { renderSnapshot } from "../shared/core/pipeline.js";
+import { LayoutState } from "../shared/core/backend-layout.js";
 import { Renderer, type TemplateSet } from "../shared/core/render.js";
 import { ChunkedSha256 } from "../shared/core/sha256.js";
 import { type Snapshot, snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
@@ -155,9 +156,11 @@ function warmReRender(
   const renderer = new Renderer(loadTemplates());
   const cache = new ModelCache();
   const hasher = new ChunkedSha256();
+  // A warm instance keeps its backend layout too (RenderContext): placement reuses it.
+  const layout = new LayoutState();
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
   const tree = new TreeDigestProjection();
-  const first = renderSnapshot(current, options, renderer, {}, cache, hasher);
+  const first = renderSnapshot(current, options, renderer, {}, cache, hasher, layout);
   let bytes = first.byteLength;
   if (projections) tree.digest(first.chunks, first.stats.backends + 1);
   const totals: number[] = [];
@@ -185,7 +188,7 @@ function warmReRender(
     gc.start();
     const cpu = process.cpuUsage();
     const t0 = performance.now();
-    const result = renderSnapshot(current, options, renderer, {}, cache, hasher);
+    const result = renderSnapshot(current, options, renderer, {}, cache, hasher, layout);
     const t1 = performance.now();
     if (result.sha256.length !== 64) throw new Error("no sha256");
     const t2 = performance.now();
