@@ -660,7 +660,7 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
     st("pass: notify (ping answered)", "published", "notified"),
     st("publish done → agent has the ping", "published", "pinged"),
     st("ping → pull starts", "pinged", "pullStart", `${agentBusy} of ${rows.length} pings found the agent busy`),
-    st("agent pull (list + get)", "pullStart", "pulled"),
+    st("agent pull (the pin and the pinged key, a GET each)", "pullStart", "pulled"),
     st("pulled → runtime API done", "pulled", "runtime"),
     st("runtime API done → client sees it", "runtime", "served"),
     st("total: edit → served", "edit", "served", `${rows.length} of ${marks.length} changes fully traced`),
