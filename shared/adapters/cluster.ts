@@ -20,6 +20,7 @@ import { Watch } from "@kubernetes/client-node/dist/watch.js";
 import { OptionsError } from "../core/settings.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { newerRevision } from "../core/revision.js";
+import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 export type ClusterErrorKind = "unauthorized" | "forbidden" | "not-found" | "timeout" | "unavailable" | "bad-response";
@@ -117,8 +118,10 @@ const RESOURCES: Record<ResourceName, ResourceInfo> = {
 /** What a failed call was doing, so that its error message can say what to fix. */
 interface Target {
   resource: ResourceName;
-  verb: "list" | "watch";
+  verb: "get" | "list" | "watch";
   namespace: string | undefined;
+  /** The object a get reads. */
+  name?: string;
   server: string;
   user: string;
   context: string;
@@ -180,7 +183,7 @@ export async function listClusterItems<T>(
   kc: KubeConfig,
   options: ListClusterOptions,
   keep: (item: KubeItem) => T,
-): Promise<Omit<ClusterSnapshot, "list"> & { items: T[] }> {
+): Promise<Omit<ClusterSnapshot, "list"> & { items: T[]; endpointKind: "EndpointSlice" | "Endpoints" }> {
   const started = performance.now();
   const limit = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -208,6 +211,7 @@ export async function listClusterItems<T>(
     );
 
   const services = list("services", labelSelector);
+  let endpointKind: "EndpointSlice" | "Endpoints" = "EndpointSlice";
   const endpoints = (async () => {
     try {
       return await list("endpointslices");
@@ -217,6 +221,7 @@ export async function listClusterItems<T>(
         `the API server at ${kc.getCurrentCluster()?.server} does not serve EndpointSlices (discovery.k8s.io/v1 answered 404); ` +
           `using the deprecated v1 Endpoints API instead`,
       );
+      endpointKind = "Endpoints";
       return list("endpoints");
     }
   })();
@@ -232,9 +237,87 @@ export async function listClusterItems<T>(
   return {
     items: [...svc.items, ...eps.items],
     revision,
+    endpointKind,
     warnings,
     stats,
   };
+}
+
+/** An object an event named: a warm reconcile reads it again instead of the whole cluster. */
+export interface ObjectRef {
+  kind: "Service" | "EndpointSlice";
+  namespace: string;
+  name: string;
+}
+
+export interface ObjectReads<T> {
+  /** Per ref, in order: the object as the API server has it now, or null when it has none. */
+  objects: Array<{ ref: ObjectRef; item: T | null }>;
+  /** Per Service ref: every EndpointSlice labelled as the Service's, as a list of them returns. */
+  slicesOf: Array<{ namespace: string; service: string; items: T[] }>;
+}
+
+/**
+ * Each named object by a GET of its own and, for a Service, its EndpointSlices by their label: a
+ * few small reads where a full list reads every object. Every read goes to the API server, never
+ * to the event that named the object: events are hints, and whoever can post one to the Broker
+ * must not be able to route traffic. Refs must be valid names (the caller checks them).
+ */
+export async function readObjects<T>(
+  kc: KubeConfig,
+  refs: readonly ObjectRef[],
+  options: Pick<ListClusterOptions, "timeoutMs" | "signal">,
+  keep: (item: KubeItem) => T,
+): Promise<ObjectReads<T>> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const cancel = new AbortController();
+  const signal = () =>
+    AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
+  const target = (resource: ResourceName, namespace: string, verb: Target["verb"]): Target => ({
+    ...targetOf(kc),
+    resource,
+    verb,
+    namespace,
+    timeoutMs,
+  });
+  const resourceOf = (kind: ObjectRef["kind"]): ResourceName => (kind === "Service" ? "services" : "endpointslices");
+  const getOne = async (ref: ObjectRef) => {
+    const resource = resourceOf(ref.kind);
+    const path = `${pathOf({ resource, namespace: ref.namespace })}/${encodeURIComponent(ref.name)}`;
+    try {
+      const obj = (await getRaw(kc, path, {}, signal())) as Record<string, unknown>;
+      return { ref, item: keep(withTypeMeta(obj, RESOURCES[resource])) };
+    } catch (err) {
+      if (err instanceof ApiException && err.code === 404) return { ref, item: null };
+      throw toClusterError(err, { ...target(resource, ref.namespace, "get"), name: ref.name });
+    }
+  };
+  const slicesOf = async (ref: ObjectRef) => {
+    const { items } = await listAll(
+      (p) =>
+        rawListPage(
+          kc,
+          pathOf({ resource: "endpointslices", namespace: ref.namespace }),
+          { ...p, labelSelector: `${SERVICE_NAME_LABEL}=${ref.name}` },
+          signal(),
+        ),
+      DEFAULT_PAGE_SIZE,
+      target("endpointslices", ref.namespace, "list"),
+      { pages: 0 },
+      keep,
+    );
+    return { namespace: ref.namespace, service: ref.name, items };
+  };
+  const failFast = <R>(p: Promise<R>) =>
+    p.catch((err: unknown) => {
+      cancel.abort();
+      throw err;
+    });
+  const [objects, slices] = await Promise.all([
+    Promise.all(refs.map((ref) => failFast(getOne(ref)))),
+    Promise.all(refs.filter((r) => r.kind === "Service").map((ref) => failFast(slicesOf(ref)))),
+  ]);
+  return { objects, slicesOf: slices };
 }
 
 /**
@@ -477,7 +560,7 @@ function pathOf(t: Pick<Target, "resource" | "namespace">): string {
 
 function toClusterError(err: unknown, t: Target): ClusterError {
   if (err instanceof ClusterError) return err;
-  const request = `${t.verb} ${t.server}${pathOf(t)}`;
+  const request = `${t.verb} ${t.server}${pathOf(t)}${t.name === undefined ? "" : `/${t.name}`}`;
   // ApiException from the generated API; failures of a Watch carry statusCode instead.
   const status = err instanceof ApiException ? err.code : (err as { statusCode?: unknown })?.statusCode;
   if (typeof status === "number") {

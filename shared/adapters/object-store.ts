@@ -146,6 +146,12 @@ export interface PublishInput {
   liveRevision?: () => Promise<string>;
   /** The snapshot was listed after a regression was seen: below the store's mark, it starts the next epoch. */
   restore?: boolean;
+  /**
+   * Publish only over this newest key: when another config has become the newest since (another
+   * instance published), nothing is written and the status is stale. A warm instance's head start
+   * publishes so (app/reconcile.ts).
+   */
+  expectedNewest?: string;
 }
 
 export interface PublishResult {
@@ -589,6 +595,18 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const keyAt = (epoch: number, seq: number) =>
       `${configsPrefix}${formatConfigName({ epoch, revision: ours, seq, shaPrefix: sha.slice(0, KEY_SHA_CHARS) })}`;
     const seq = newestEntry ? newestEntry.name.seq + 1 : 0;
+
+    if (input.expectedNewest !== undefined && newestHead?.key !== input.expectedNewest) {
+      const key = keyAt(storeMark(state)?.epoch ?? 0, seq);
+      return {
+        status: "stale",
+        key,
+        sha256: sha,
+        epoch: storeMark(state)?.epoch ?? 0,
+        newest: newest({ key, sha256: sha, revision: "" }),
+        skipped,
+      };
+    }
 
     if (decision.kind === "unchanged") {
       const result: PublishResult = {

@@ -15,16 +15,21 @@ import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/c
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
-import { readLiveSnapshot } from "../adapters/snapshot-source.js";
+import { readFreshObjects, readLiveSnapshot } from "../adapters/snapshot-source.js";
+import type { ObjectRef } from "../adapters/cluster.js";
+import { overlaySnapshot, type FreshReads } from "../core/snapshot-overlay.js";
 import { packageVersion } from "../adapters/package-version.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
-import { classifyEvent, type Verdict } from "./cloudevents.js";
+import { classifyEvent, type EventObject, type Verdict } from "./cloudevents.js";
+import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
+import { newerRevision } from "../core/revision.js";
 import { DeadlineError, withDeadline } from "./deadline.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
 import { openStore } from "../adapters/open-store.js";
 import { RenderContext } from "./render-context.js";
 
-export type LiveSnapshot = Snapshot & { listWarnings: string[] };
+/** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
+export type LiveSnapshot = Snapshot & { listWarnings: string[]; endpointKind?: "EndpointSlice" | "Endpoints" };
 
 export interface ReconcileDeps {
   log: Logger;
@@ -34,6 +39,8 @@ export interface ReconcileDeps {
   notifier?: Notifier;
   /** Default: the live cluster, scoped like the render. `signal` is the pass's deadline. */
   readSnapshot?: (signal: AbortSignal) => Promise<LiveSnapshot>;
+  /** The named objects as the live cluster has them now (a warm head start). Default: a GET each. */
+  readObjects?: (refs: readonly ObjectRef[], signal: AbortSignal) => Promise<FreshReads>;
   /** The live cluster's revision by a fresh, cheap list. Default: a one-item list of Services. */
   liveRevision?: (signal: AbortSignal) => Promise<string>;
   /** Recorded with each published config. Default "servicelb/<package version>". */
@@ -73,8 +80,31 @@ export interface ReconcileResult {
   held?: string[];
   /** How many old configs this pass deleted (after notifying), when it pruned. */
   pruned?: number;
+  /** A warm instance's head start (see HeadStart), before the pass's full list. */
+  headStart?: HeadStart;
   durationsMs?: { list: number; build: number; render: number; publish: number; notify: number };
 }
+
+/**
+ * What a warm instance did before its full list: the objects the events named, read again from the
+ * API server and laid over its last list (core/snapshot-overlay.ts), rendered and published, so
+ * that a change reaches the agents without waiting for a list of the whole cluster. The full list
+ * follows in the same pass whatever happened here: it is what makes the pass level-triggered.
+ */
+export interface HeadStart {
+  /** skipped: nothing was read (reason says why); failed: a read or the publish failed (reason). */
+  status: PublishResult["status"] | "skipped" | "failed";
+  reason?: string;
+  key?: string;
+  /** Objects named by the events. */
+  objects: number;
+  /** The pings of what it published. */
+  notify?: ReconcileResult["notify"];
+  ms: number;
+}
+
+/** More objects than this named by the events one pass serves, and the pass only lists. */
+const MOST_HINTED = 32;
 
 export interface Reconciler {
   /** Classifies a CloudEvent and, when it may change the config, runs a full pass. */
@@ -109,6 +139,10 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   const readSnapshot =
     deps.readSnapshot ??
     ((signal: AbortSignal) => readLiveSnapshot(settings.options, { ...kube, signal }, ctx.liveItems));
+  const readObjects =
+    deps.readObjects ??
+    ((refs: readonly ObjectRef[], signal: AbortSignal) =>
+      readFreshObjects(settings.options, { ...kube, signal }, refs, ctx.liveItems));
   const liveRevision =
     deps.liveRevision ??
     ((signal: AbortSignal) =>
@@ -159,8 +193,85 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
    * (it cannot tell a new Service from one the newest config already serves).
    */
   let renderedServices: Set<string> | undefined;
+  /**
+   * The last full list (before any Service was held back), with what was read over it since, and
+   * the newest config the store had after it: a head start builds on it only while that config is
+   * still the newest, i.e. while no other instance has published over this one's view.
+   */
+  let base: { snapshot: LiveSnapshot; newestKey: string } | undefined;
+  /** The head start's publish left more configs than the store retains: the pass prunes at its end. */
+  let headStartPruneDue = false;
   let passes = 0;
-  async function pass(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
+
+  /**
+   * A head start (see HeadStart). It never fails the pass: whatever goes wrong here, the full list
+   * that follows decides. It publishes at the base's revision, so any config from a newer full
+   * list, this instance's or another's, wins over it.
+   */
+  async function headStart(
+    n: number,
+    refs: readonly ObjectRef[],
+    plog: Logger,
+    guard: <T>(work: Promise<T>) => Promise<T>,
+    deadline: AbortSignal,
+  ): Promise<HeadStart> {
+    const t = performance.now();
+    const done = (status: HeadStart["status"], more: Partial<HeadStart> = {}): HeadStart => ({
+      status,
+      objects: refs.length,
+      ms: msSince(t),
+      ...more,
+    });
+    const from = base;
+    if (!from || !renderedServices) return done("skipped", { reason: "no full list on this instance yet" });
+    if (refs.length > MOST_HINTED) return done("skipped", { reason: `more than ${MOST_HINTED} objects changed` });
+    if (from.snapshot.endpointKind === "Endpoints" || from.snapshot.endpoints.length > 0)
+      return done("skipped", { reason: "the cluster serves v1 Endpoints, not EndpointSlices" });
+    try {
+      const fresh = await guard(readObjects(refs, deadline));
+      const snapshot: LiveSnapshot = { ...overlaySnapshot(from.snapshot, fresh), listWarnings: [] };
+      trace("pass.read", { n, revision: highestRead(fresh) });
+      const pending = settings.options.forwardServices
+        ? { snapshot, held: [] }
+        : holdPendingServices(snapshot, renderedServices);
+      const rendered = ctx.render(pending.snapshot);
+      const published = await guard(
+        store.publish({
+          config: rendered,
+          revision: snapshot.revision,
+          generator,
+          settings: recorded,
+          ...(rendered.layout ? { layout: rendered.layout } : {}),
+          liveRevision: () => guard(liveRevision(deadline)),
+          expectedNewest: from.newestKey,
+        }),
+      );
+      trace("pass.published", { n, status: published.status, key: published.key, step: "head-start" });
+      if (published.status === "published" || published.status === "unchanged") {
+        base = { snapshot, newestKey: published.newest.key };
+        renderedServices = new Set(pending.snapshot.services.map(serviceKey));
+      } else base = undefined;
+      if (published.status !== "published") return done(published.status, { key: published.key });
+      if (published.pruneDue) headStartPruneDue = true;
+      const report = await guard(
+        notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
+      );
+      trace("pass.notified", { n, step: "head-start" });
+      return done("published", {
+        key: published.key,
+        notify: { agents: report.agents, ok: report.ok, failed: report.failed },
+      });
+    } catch (err) {
+      plog.warn({ err, refs: refs.length }, "head start failed; the full list decides");
+      return done("failed", { reason: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  async function pass(
+    trigger: { id: string; type: string },
+    verdict: Verdict,
+    refs: readonly ObjectRef[],
+  ): Promise<ReconcileResult> {
     const plog = log.child({ eventId: trigger.id, eventType: trigger.type });
     const n = ++passes;
     trace("pass.start", { n });
@@ -211,7 +322,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             "render warnings",
           );
         }
-        return { snapshot, rendered, held: pending.held };
+        return { listed, snapshot, rendered, held: pending.held };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
       const publish = async (revision: string, config: RenderResult, restore: boolean): Promise<PublishResult> => {
@@ -232,7 +343,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         return result;
       };
 
-      let { snapshot, rendered, held } = await listAndRender();
+      const early = refs.length > 0 ? await headStart(n, refs, plog, guard, deadline) : undefined;
+      let { listed, snapshot, rendered, held } = await listAndRender();
       let published = await publish(snapshot.revision, rendered, false);
       const regression = published.regression;
       if (published.status === "regressed") {
@@ -245,7 +357,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         );
         ctx.forgetLiveState();
         renderedServices = undefined;
-        ({ snapshot, rendered, held } = await listAndRender());
+        base = undefined;
+        ({ listed, snapshot, rendered, held } = await listAndRender());
         published = await publish(snapshot.revision, rendered, true);
         // A restore publish never asks for another one (see core/publish-order.ts).
         if (published.status === "regressed")
@@ -278,13 +391,18 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         notify = { agents: report.agents, ok: report.ok, failed: report.failed };
       }
       // After the pings, not before: deleting old configs must not delay the new one's arrival.
-      const pruned = published.pruneDue ? await prune(plog) : undefined;
+      const pruneDue = published.pruneDue === true || headStartPruneDue;
+      headStartPruneDue = false;
+      const pruned = pruneDue ? await prune(plog) : undefined;
 
+      // The head start published what the full list confirms: this pass published it.
+      const confirmed =
+        published.status === "unchanged" && early?.status === "published" && early.key === published.key;
       const result: ReconcileResult = {
         eventId: trigger.id,
         eventType: trigger.type,
         verdict,
-        status: published.status,
+        status: confirmed ? "published" : published.status,
         epoch: published.epoch,
         ...(published.newEpoch && regression ? { restored: regression } : {}),
         ...(published.skipped.length > 0 ? { skipped: published.skipped } : {}),
@@ -301,14 +419,16 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           warnings: rendered.warnings.length,
           skipped: rendered.skipped.length,
         },
-        notify,
+        notify: notify ?? (confirmed ? early.notify : undefined),
         ...(held.length > 0 ? { held } : {}),
         ...(pruned !== undefined ? { pruned } : {}),
+        ...(early ? { headStart: early } : {}),
         durationsMs,
       };
       renderedServices = new Set(snapshot.services.map(serviceKey));
+      base = published.status === "stale" ? undefined : { snapshot: listed, newestKey: published.newest.key };
       const { eventId: _id, eventType: _type, ...fields } = result;
-      plog.info(fields, `reconciled: ${published.status}`);
+      plog.info(fields, `reconciled: ${result.status}`);
       trace("pass.end", { n });
       return result;
     } catch (err) {
@@ -341,15 +461,22 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   let inFlight: Promise<ReconcileResult> | undefined;
   let queued: Promise<ReconcileResult> | undefined;
   let queuedResync = false;
-  function coalesced(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
+  /** The objects the coalesced events named, for the follow-up's head start. */
+  let queuedRefs = new Map<string, ObjectRef>();
+  function coalesced(
+    trigger: { id: string; type: string },
+    verdict: Verdict,
+    refs: readonly ObjectRef[],
+  ): Promise<ReconcileResult> {
     if (!inFlight) {
-      inFlight = pass(trigger, verdict).finally(() => {
+      inFlight = pass(trigger, verdict, refs).finally(() => {
         inFlight = undefined;
       });
       return inFlight;
     }
     // A resync among the coalesced events makes the follow-up a resync: it holds nothing back.
     if (verdict === "resync") queuedResync = true;
+    for (const ref of refs) queuedRefs.set(`${ref.kind} ${ref.namespace}/${ref.name}`, ref);
     queued ??= inFlight
       .then(
         () => undefined,
@@ -358,8 +485,10 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       .then(() => {
         queued = undefined;
         const followUp = queuedResync ? "resync" : verdict;
+        const named = [...queuedRefs.values()];
         queuedResync = false;
-        return coalesced(trigger, followUp);
+        queuedRefs = new Map();
+        return coalesced(trigger, followUp, named);
       });
     return queued;
   }
@@ -374,7 +503,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       });
       const id = c.id ?? "(none)";
       const type = c.type ?? "(none)";
-      if (c.verdict === "resync" || c.verdict === "relevant") return coalesced({ id, type }, c.verdict);
+      if (c.verdict === "resync") return coalesced({ id, type }, c.verdict, []);
+      if (c.verdict === "relevant") return coalesced({ id, type }, c.verdict, refOf(c.object));
       const fields = {
         eventId: id,
         eventType: type,
@@ -388,9 +518,33 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       else log.warn(fields, "event ignored: not understood");
       return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
     },
-    reconcileNow: (trigger) => coalesced(trigger, "resync"),
+    reconcileNow: (trigger) => coalesced(trigger, "resync", []),
     close: () => store.close(),
   };
+}
+
+/**
+ * The object an event named, when a head start can read it: a Service or an EndpointSlice with
+ * names the API server could hold (they go into a request path).
+ */
+function refOf(object: EventObject | undefined): ObjectRef[] {
+  if (!object?.namespace || !DNS1123_LABEL.test(object.namespace)) return [];
+  const { kind, namespace, name } = object;
+  if (kind === "Service" && DNS1035_LABEL.test(name)) return [{ kind, namespace, name }];
+  if (kind === "EndpointSlice" && name.length <= 253 && DNS1123_SUBDOMAIN.test(name))
+    return [{ kind, namespace, name }];
+  return [];
+}
+
+/** The highest resourceVersion of the objects read (the trace's mark of what a head start saw). */
+function highestRead(fresh: FreshReads): string {
+  let highest = "0";
+  const see = (rv: string | undefined) => {
+    if (rv) highest = newerRevision(highest, rv);
+  };
+  for (const r of [...fresh.services, ...fresh.endpointSlices]) see(r.item?.metadata.resourceVersion);
+  for (const s of fresh.slicesOf) for (const slice of s.items) see(slice.metadata.resourceVersion);
+  return highest;
 }
 
 /**

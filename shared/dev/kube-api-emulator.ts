@@ -382,7 +382,11 @@ export class KubeApiEmulator {
       return;
     }
     const route = this.parseListPath(info.path);
-    if (!route || route.name !== undefined) throw notFound();
+    if (!route) throw notFound();
+    if (route.name !== undefined) {
+      this.get(route, res);
+      return;
+    }
     const verb = info.query.watch === "true" || info.query.watch === "1" ? "watch" : "list";
     const selector = parseSelector(info.query.labelSelector ?? "");
     if (verb === "watch") this.watch(route, selector, info.query, res);
@@ -546,6 +550,23 @@ export class KubeApiEmulator {
       default:
         return undefined;
     }
+  }
+
+  /** One object, as `kubectl get <kind> <name> -o json` reads it; 404 with the API server's Status when there is none. */
+  private get(route: Route, res: http.ServerResponse): void {
+    const obj = this.current.get(route.kind)!.get(`${route.namespace}/${route.name}`);
+    if (!obj) {
+      const { resource, group } = KINDS[route.kind];
+      throw new KubeStatusError(
+        404,
+        "NotFound",
+        `${group ? `${resource}.${group}` : resource} "${route.name}" not found`,
+        {
+          details: { name: route.name, group, kind: resource },
+        },
+      );
+    }
+    json(res, 200, obj);
   }
 
   private list(route: Route, selector: LabelSelector, query: Record<string, string>, res: http.ServerResponse): void {

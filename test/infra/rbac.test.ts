@@ -110,6 +110,18 @@ async function accessesOfOnePass(
     const reconciler = createReconciler(settings, { log });
     try {
       await reconciler.reconcileNow({ id: "rbac", type: "test" });
+      // A warm instance's head start reads the objects events name, one by one.
+      for (const obj of [
+        service("web", [{ port: 80, targetPort: 8080 }], { namespace: "shop" }),
+        slice("web", [{ port: 8080 }], ["10.0.0.1"], { namespace: "shop" }),
+      ])
+        await reconciler.reconcile({
+          specversion: "1.0",
+          id: `rbac-${obj.kind}`,
+          type: "dev.knative.apiserver.resource.update",
+          source: "https://kube",
+          data: obj,
+        });
     } finally {
       reconciler.close();
     }
@@ -143,6 +155,8 @@ describe("RBAC", () => {
     expect(calls).toContain("/services:list");
     expect(calls).toContain("discovery.k8s.io/endpointslices:list");
     expect(calls).toContain("/endpoints:list");
+    expect(calls).toContain("/services:get");
+    expect(calls).toContain("discovery.k8s.io/endpointslices:get");
     const account = podSpecOf(findObject(OBJECTS, "Service", "reconcile", "serving.knative.dev"))!.serviceAccountName!;
     expect(podSpecOf(findObject(OBJECTS, "Service", "render", "serving.knative.dev"))!.serviceAccountName).toBe(
       account,

@@ -5,7 +5,7 @@ import { KubeApiEmulator, type Refusal, type RequestInfo, type Resource } from "
  * through the emulator's `refuse` hook. The local stack runs the plain emulator.
  */
 
-export type Verb = "list" | "watch" | "create" | "update" | "delete";
+export type Verb = "get" | "list" | "watch" | "create" | "update" | "delete";
 export type RequestMatch = (req: RequestInfo) => boolean;
 
 export interface FailRule {
@@ -27,7 +27,7 @@ export interface DelayRule {
 type Counted<R> = R & { times: number };
 
 const RESOURCE_PATH =
-  /^\/(?:api\/v1|apis\/(discovery\.k8s\.io)\/v1)\/(?:namespaces\/([^/]+)\/)?(services|endpoints|endpointslices)(?:\/[^/]+)?$/;
+  /^\/(?:api\/v1|apis\/(discovery\.k8s\.io)\/v1)\/(?:namespaces\/([^/]+)\/)?(services|endpoints|endpointslices)(?:\/([^/]+))?$/;
 
 export class TestKubeApi extends KubeApiEmulator {
   private failRules: Array<Counted<FailRule>> = [];
@@ -75,13 +75,14 @@ export class TestKubeApi extends KubeApiEmulator {
   private denial(req: RequestInfo): Refusal | undefined {
     const m = RESOURCE_PATH.exec(req.path);
     if (!m) return undefined;
-    const [, group = "", namespace, resource] = m as unknown as [
+    const [, group = "", namespace, resource, name] = m as unknown as [
       string,
       string | undefined,
       string | undefined,
       Resource,
+      string | undefined,
     ];
-    const verb = verbOf(req);
+    const verb = verbOf(req, name !== undefined);
     if (!this.forbidden.get(resource)?.has(verb)) return undefined;
     const scope = namespace === undefined ? "at the cluster scope" : `in the namespace "${namespace}"`;
     return {
@@ -93,10 +94,11 @@ export class TestKubeApi extends KubeApiEmulator {
   }
 }
 
-function verbOf(req: RequestInfo): Verb {
+function verbOf(req: RequestInfo, named: boolean): Verb {
   if (req.method === "POST") return "create";
   if (req.method === "PUT") return "update";
   if (req.method === "DELETE") return "delete";
+  if (named) return "get";
   return req.query.watch === "true" || req.query.watch === "1" ? "watch" : "list";
 }
 

@@ -1,0 +1,255 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createLogger } from "../../shared/adapters/log.js";
+import type { Notifier, NotifyPayload } from "../../shared/adapters/notifier.js";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { loadFunctionSettings } from "../../shared/app/function-options.js";
+import { createReconciler, type Reconciler } from "../../shared/app/reconcile.js";
+import type { KubeObject, RequestInfo } from "../../shared/dev/kube-api-emulator.js";
+import { service, slice } from "../support/fixtures.js";
+import { TestKubeApi } from "../support/kube-api.js";
+import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
+
+// A warm instance's head start (shared/app/reconcile.ts): the objects an event names are read
+// again from the API server and laid over the instance's last list, and that config is published
+// before the full list of the same pass. Real client reads against the Kubernetes API emulator,
+// s3rver as the store.
+
+let s3: TestS3;
+let api: TestKubeApi;
+let dir: string;
+let kubeconfig: string;
+let prefixes = 0;
+const opened: Array<{ close(): void }> = [];
+
+beforeAll(async () => {
+  s3 = await startS3();
+  dir = await mkdtemp(join(tmpdir(), "servicelb-head-start-"));
+});
+afterAll(async () => {
+  await s3.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+beforeEach(async () => {
+  api = await new TestKubeApi().start();
+  kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
+  api.upsert("Service", webService() as unknown as KubeObject);
+  api.upsert("EndpointSlice", webSlice(["10.1.0.1", "10.1.0.2"]));
+});
+afterEach(async () => {
+  for (const o of opened.splice(0)) o.close();
+  await api.stop();
+});
+
+const webService = (labels?: Record<string, string>) =>
+  service("web", [{ name: "http", port: 80, targetPort: 8080 }], { labels, selector: { app: "web" } });
+const webSlice = (ips: string[], name = "web-a") =>
+  slice("web", [{ name: "http", port: 8080 }], ips, { name }) as unknown as KubeObject;
+
+/** A CloudEvent as Knative's ApiServerSource sends it (resource mode: data is the whole object). */
+function event(verb: "add" | "update" | "delete", obj: object, id = "e") {
+  return { specversion: "1.0", id, type: `dev.knative.apiserver.resource.${verb}`, source: "https://kube", data: obj };
+}
+
+interface Instance {
+  reconciler: Reconciler;
+  pings: NotifyPayload[];
+}
+
+/** A function instance on its own (its own caches), publishing under the test's prefix. */
+function instance(prefix: string, env: Record<string, string> = {}): Instance {
+  const pings: NotifyPayload[] = [];
+  const notifier: Notifier = {
+    discover: async () => ({ agents: ["http://agent"] }),
+    notify: async (payload) => {
+      pings.push(payload);
+      return { agents: 1, ok: 1, failed: 0, results: [] } as unknown as Awaited<ReturnType<Notifier["notify"]>>;
+    },
+  };
+  const settings = loadFunctionSettings({
+    SERVICELB_STORE: `s3://${s3.bucket}/${prefix}`,
+    SERVICELB_STORE_ENDPOINT: s3.endpoint,
+    SERVICELB_STORE_PATH_STYLE: "true",
+    SERVICELB_KUBECONFIG: kubeconfig,
+    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+    ...env,
+  });
+  const store = createObjectStore({
+    url: `s3://${s3.bucket}/${prefix}`,
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+  });
+  const reconciler = createReconciler(settings, { log: createLogger("head-start-test", "silent"), store, notifier });
+  opened.push(reconciler);
+  return { reconciler, pings };
+}
+
+function storeView(prefix: string): ObjectStore {
+  const store = createObjectStore({
+    url: `s3://${s3.bucket}/${prefix}`,
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+  });
+  opened.push(store);
+  return store;
+}
+
+async function newestConfig(store: ObjectStore): Promise<string> {
+  const latest = await store.latest();
+  return latest ? (await store.get(latest.key)).config : "";
+}
+
+/** The full list of EndpointSlices (every namespace, no selector): what a head start runs before. */
+const fullSliceList = (r: RequestInfo) =>
+  r.method === "GET" && r.path === "/apis/discovery.k8s.io/v1/endpointslices" && r.query.watch === undefined;
+/** A read of one named object. */
+const namedRead = (r: RequestInfo) => r.method === "GET" && /\/(services|endpointslices)\/[^/]+$/.test(r.path);
+
+describe("a warm instance's head start", () => {
+  let prefix: string;
+  beforeEach(() => {
+    prefix = `hs${++prefixes}/`;
+  });
+
+  it("publishes an endpoint change before the full list of the cluster answers", async () => {
+    const { reconciler, pings } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const store = storeView(prefix);
+
+    const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
+    api.delay({ ms: 3000, match: fullSliceList, times: 1 });
+    let passDone = false;
+    const pass = reconciler.reconcile(event("update", changed)).finally(() => {
+      passDone = true;
+    });
+    const deadline = Date.now() + 2500;
+    while (!(await newestConfig(store)).includes("10.1.0.9:8080") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    // Published and pinged while the full list is still held by the API server.
+    expect(await newestConfig(store)).toContain("10.1.0.9:8080");
+    expect(passDone).toBe(false);
+    expect(pings.at(-1)?.key).toBe((await store.latest())!.key);
+
+    const result = await pass;
+    expect(result.headStart).toMatchObject({ status: "published", objects: 1 });
+    // The full list found the same bytes: one config, one ping, and the pass says it published.
+    expect(result).toMatchObject({ status: "published", key: result.headStart!.key });
+    expect(pings.filter((p) => p.key === result.key)).toHaveLength(1);
+  });
+
+  it("reads the object from the API server, never from the event: a forged event changes nothing", async () => {
+    const { reconciler } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const store = storeView(prefix);
+    const before = (await store.latest())!.key;
+
+    const forged = webSlice(["6.6.6.6"]) as unknown as { metadata: Record<string, unknown> };
+    forged.metadata.resourceVersion = "99999999";
+    const result = await reconciler.reconcile(event("update", forged));
+    expect(result.headStart?.status).toBe("unchanged");
+    expect(result.status).toBe("unchanged");
+    expect((await store.latest())!.key).toBe(before);
+    expect(await newestConfig(store)).not.toContain("6.6.6.6");
+
+    // A forged object the API server does not have reads as gone: nothing to lay over.
+    const nowhere = webSlice(["6.6.6.7"], "web-forged");
+    expect((await reconciler.reconcile(event("add", nowhere))).headStart?.status).toBe("unchanged");
+    expect(await newestConfig(store)).not.toContain("6.6.6.7");
+  });
+
+  it("takes an object the API server no longer has out of the config", async () => {
+    api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
+    const { reconciler } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const store = storeView(prefix);
+    expect(await newestConfig(store)).toContain("10.1.0.7:8080");
+
+    const gone = api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
+    api.remove("EndpointSlice", "default", "web-b");
+    api.delay({ ms: 3000, match: fullSliceList, times: 1 });
+    const pass = reconciler.reconcile(event("delete", gone));
+    const deadline = Date.now() + 2500;
+    while ((await newestConfig(store)).includes("10.1.0.7:8080") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(await newestConfig(store)).not.toContain("10.1.0.7:8080");
+    expect((await pass).headStart?.status).toBe("published");
+  });
+
+  it("publishes a new Service with its EndpointSlice from the Service's own event", async () => {
+    const { reconciler } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const shop = api.upsert(
+      "Service",
+      service("shop", [{ name: "http", port: 80, targetPort: 8080 }], {
+        selector: { app: "shop" },
+      }) as unknown as KubeObject,
+    );
+    api.upsert(
+      "EndpointSlice",
+      slice("shop", [{ name: "http", port: 8080 }], ["10.2.0.1"], { name: "shop-a" }) as unknown as KubeObject,
+    );
+    const result = await reconciler.reconcile(event("add", shop));
+    expect(result.headStart).toMatchObject({ status: "published" });
+    expect(result.held).toBeUndefined();
+    expect(await newestConfig(storeView(prefix))).toContain("10.2.0.1:8080");
+  });
+
+  it("takes a Service that stopped matching --selector out of the config", async () => {
+    api.upsert("Service", webService({ expose: "yes" }) as unknown as KubeObject);
+    const { reconciler } = instance(prefix, { SERVICELB_SELECTOR: "expose=yes" });
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const store = storeView(prefix);
+    expect(await newestConfig(store)).toContain("10.1.0.1:8080");
+
+    const relabelled = api.upsert("Service", webService({ expose: "no" }) as unknown as KubeObject);
+    const result = await reconciler.reconcile(event("update", relabelled));
+    expect(result.headStart?.status).toBe("published");
+    expect(await newestConfig(store)).not.toContain("10.1.0.1:8080");
+  });
+
+  it("writes nothing when another instance published since its list, and the full list publishes both changes", async () => {
+    const a = instance(prefix);
+    const b = instance(prefix);
+    await a.reconciler.reconcileNow({ id: "warm-a", type: "test" });
+    await b.reconciler.reconcileNow({ id: "warm-b", type: "test" });
+
+    api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
+    const first = await b.reconciler.reconcile(event("add", webSlice(["10.1.0.7"], "web-b")));
+    expect(first.headStart?.status).toBe("published");
+
+    // Instance a's last list predates b's publish: laying a read over it would take 10.1.0.7 away.
+    const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
+    const second = await a.reconciler.reconcile(event("update", changed));
+    expect(second.headStart?.status).toBe("stale");
+    expect(second.status).toBe("published");
+    const config = await newestConfig(storeView(prefix));
+    expect(config).toContain("10.1.0.7:8080");
+    expect(config).toContain("10.1.0.9:8080");
+  });
+
+  it("leaves the decision to the full list when a read fails", async () => {
+    const { reconciler } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
+    api.failNext({ status: 500, match: namedRead });
+    const result = await reconciler.reconcile(event("update", changed));
+    expect(result.headStart).toMatchObject({ status: "failed", reason: expect.stringContaining("500") });
+    expect(result.status).toBe("published");
+    expect(await newestConfig(storeView(prefix))).toContain("10.1.0.9:8080");
+  });
+
+  it("is not tried by a cold instance, nor for a resync", async () => {
+    const { reconciler } = instance(prefix);
+    const cold = await reconciler.reconcile(event("update", webSlice(["10.1.0.1", "10.1.0.2"])));
+    expect(cold.headStart).toMatchObject({ status: "skipped", reason: "no full list on this instance yet" });
+    expect(cold.status).toBe("published");
+    const resync = await reconciler.reconcileNow({ id: "resync", type: "test" });
+    expect(resync.headStart).toBeUndefined();
+    expect(api.requests.filter(namedRead)).toHaveLength(0);
+  });
+});
