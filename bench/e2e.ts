@@ -602,6 +602,7 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
   const rows: Array<Record<string, number>> = [];
   let coalesced = 0;
   let agentBusy = 0;
+  let headStarts = 0;
   for (const { edit, served } of marks) {
     const after = (ev: string, from: number, pred: (r: TraceRecord) => boolean = () => true) =>
       records.find((r) => r.ev === ev && r.at >= from && r.at <= served && pred(r));
@@ -610,12 +611,19 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
     const R = Number(write.rv);
     const bridged = after("event", edit, (r) => r.proc === "bridge" && Number(r.rv) === R);
     const received = after("event", edit, (r) => r.proc === "reconcile" && Number(r.rv) === R);
-    const listed = after("pass.listed", edit, (r) => Number(r.revision) >= R);
+    // A warm pass reads the named objects first (pass.read, its head start), then lists.
+    const listed = records.find(
+      (r) =>
+        (r.ev === "pass.read" || r.ev === "pass.listed") && r.at >= edit && r.at <= served && Number(r.revision) >= R,
+    );
     const n = listed?.n;
     const start = records.find((r) => r.ev === "pass.start" && r.n === n && r.at <= served);
-    const published = after("pass.published", edit, (r) => r.n === n);
-    const notified = after("pass.notified", edit, (r) => r.n === n);
-    const mine = (r: TraceRecord) => revOfKey(r.key) >= R;
+    const published =
+      after("pass.published", listed?.at ?? edit, (r) => r.n === n && r.status === "published") ??
+      after("pass.published", edit, (r) => r.n === n);
+    const notified = after("pass.notified", published?.at ?? edit, (r) => r.n === n);
+    // A head start publishes at the revision of the instance's last list, below R: its key is named.
+    const mine = (r: TraceRecord) => r.key === published?.key || revOfKey(r.key) >= R;
     const pinged = after("notify", edit, (r) => r.proc === "agent" && mine(r));
     const pulled = after("pull.end", edit, mine);
     const pullStart = [...records].reverse().find((r) => r.ev === "pull.start" && pulled && r.at <= pulled.at);
@@ -638,6 +646,7 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
       served,
     };
     if (Object.values(t).some((v) => v === undefined)) continue;
+    if (published?.step === "head-start") headStarts++;
     rows.push(t as Record<string, number>);
   }
   const span = (from: string, to: string) => rows.map((r) => r[to]! - r[from]!);
@@ -655,7 +664,12 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
       "start",
       `${coalesced} of ${rows.length} arrived during a pass (coalesced)`,
     ),
-    st("pass: list", "start", "listed"),
+    st(
+      "pass: read the named objects (head start) or list",
+      "start",
+      "listed",
+      `${headStarts} of ${rows.length} published by the head start`,
+    ),
     st("pass: build + render + publish", "listed", "published"),
     st("pass: notify (ping answered)", "published", "notified"),
     st("publish done → agent has the ping", "published", "pinged"),

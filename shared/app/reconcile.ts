@@ -17,7 +17,8 @@ import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
 import { readFreshObjects, readLiveSnapshot } from "../adapters/snapshot-source.js";
 import type { ObjectRef } from "../adapters/cluster.js";
-import { overlaySnapshot, type FreshReads } from "../core/snapshot-overlay.js";
+import type { FreshReads } from "../core/snapshot-overlay.js";
+import { LiveView } from "../core/live-view.js";
 import { packageVersion } from "../adapters/package-version.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { classifyEvent, type EventObject, type Verdict } from "./cloudevents.js";
@@ -189,32 +190,53 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   }
 
   /**
-   * The Services the last pass rendered; undefined on a cold instance, which holds nothing back
+   * The Services the last render rendered; undefined on a cold instance, which holds nothing back
    * (it cannot tell a new Service from one the newest config already serves).
    */
   let renderedServices: Set<string> | undefined;
+  /** The last full list, with the objects head starts read since (core/live-view.ts). */
+  const view = new LiveView<LiveSnapshot>();
   /**
-   * The last full list (before any Service was held back), with what was read over it since, and
-   * the newest config the store had after it: a head start builds on it only while that config is
-   * still the newest, i.e. while no other instance has published over this one's view.
+   * The newest config in the store after this instance's last publish or pass. A head start builds
+   * on the view only while that config is still the newest, i.e. while no other instance has
+   * published over it; undefined when another one has.
    */
-  let base: { snapshot: LiveSnapshot; newestKey: string } | undefined;
-  /** The head start's publish left more configs than the store retains: the pass prunes at its end. */
-  let headStartPruneDue = false;
+  let newestKey: string | undefined;
+  /** A head start's publish left more configs than the store retains: the next pass prunes. */
+  let pruneDue = false;
   let passes = 0;
 
   /**
-   * A head start (see HeadStart). It never fails the pass: whatever goes wrong here, the full list
-   * that follows decides. It publishes at the base's revision, so any config from a newer full
-   * list, this instance's or another's, wins over it.
+   * Renders and publishes run one at a time (head starts and full passes alike): each renders from
+   * the view as the one before left it, with the render context's caches to itself, and publishes
+   * in that order. Reads and lists run outside, so that a head start need not wait for a full list.
    */
-  async function headStart(
-    n: number,
-    refs: readonly ObjectRef[],
-    plog: Logger,
-    guard: <T>(work: Promise<T>) => Promise<T>,
-    deadline: AbortSignal,
-  ): Promise<HeadStart> {
+  let exclusive: Promise<unknown> = Promise.resolve();
+  function exclusively<T>(work: () => Promise<T>): Promise<T> {
+    const run = exclusive.then(work, work);
+    exclusive = run.catch(() => undefined);
+    return run;
+  }
+
+  function deadlineOf(stage: () => string) {
+    const deadline = AbortSignal.timeout(settings.passTimeoutMs);
+    const guard = <T>(work: Promise<T>) =>
+      withDeadline(
+        deadline,
+        () =>
+          `the reconcile pass exceeded its deadline of ${settings.passTimeoutMs} ms (${envName("passTimeoutMs")}) at ${stage()}; it was abandoned`,
+        work,
+      );
+    return { deadline, guard };
+  }
+
+  /**
+   * A head start (see HeadStart). It never fails the event's delivery: whatever goes wrong here,
+   * the full pass that follows decides. It publishes at the view's list revision and only over the
+   * newest config this instance last saw, so any config from a newer full list, this instance's or
+   * another's, wins over it.
+   */
+  async function headStart(refs: readonly ObjectRef[]): Promise<HeadStart> {
     const t = performance.now();
     const done = (status: HeadStart["status"], more: Partial<HeadStart> = {}): HeadStart => ({
       status,
@@ -222,84 +244,95 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       ms: msSince(t),
       ...more,
     });
-    const from = base;
+    const from = view.snapshot;
     if (!from || !renderedServices) return done("skipped", { reason: "no full list on this instance yet" });
+    if (newestKey === undefined)
+      return done("skipped", { reason: "another instance published since this instance's last list" });
     if (refs.length > MOST_HINTED) return done("skipped", { reason: `more than ${MOST_HINTED} objects changed` });
-    if (from.snapshot.endpointKind === "Endpoints" || from.snapshot.endpoints.length > 0)
+    if (from.endpointKind === "Endpoints" || from.endpoints.length > 0)
       return done("skipped", { reason: "the cluster serves v1 Endpoints, not EndpointSlices" });
+    const n = ++passes;
+    const plog = log.child({ headStart: n });
+    trace("pass.start", { n, step: "head-start" });
+    let stage = "read";
+    const { deadline, guard } = deadlineOf(() => stage);
     try {
+      const ticket = view.ticket();
       const fresh = await guard(readObjects(refs, deadline));
-      const snapshot: LiveSnapshot = { ...overlaySnapshot(from.snapshot, fresh), listWarnings: [] };
       trace("pass.read", { n, revision: highestRead(fresh) });
-      const pending = settings.options.forwardServices
-        ? { snapshot, held: [] }
-        : holdPendingServices(snapshot, renderedServices);
-      const rendered = ctx.render(pending.snapshot);
-      const published = await guard(
-        store.publish({
-          config: rendered,
-          revision: snapshot.revision,
-          generator,
-          settings: recorded,
-          ...(rendered.layout ? { layout: rendered.layout } : {}),
-          liveRevision: () => guard(liveRevision(deadline)),
-          expectedNewest: from.newestKey,
-        }),
-      );
-      trace("pass.published", { n, status: published.status, key: published.key, step: "head-start" });
-      if (published.status === "published" || published.status === "unchanged") {
-        base = { snapshot, newestKey: published.newest.key };
+      const report = await exclusively(async () => {
+        const snapshot = view.read(ticket, fresh);
+        const expected = newestKey;
+        if (!snapshot || !renderedServices || expected === undefined)
+          return done("skipped", { reason: "the view was reset meanwhile" });
+        stage = "publish";
+        const pending = settings.options.forwardServices
+          ? { snapshot, held: [] }
+          : holdPendingServices(snapshot, renderedServices);
+        const rendered = ctx.render(pending.snapshot);
+        const published = await guard(
+          store.publish({
+            config: rendered,
+            revision: snapshot.revision,
+            generator,
+            settings: recorded,
+            ...(rendered.layout ? { layout: rendered.layout } : {}),
+            liveRevision: () => guard(liveRevision(deadline)),
+            expectedNewest: expected,
+          }),
+        );
+        trace("pass.published", { n, status: published.status, key: published.key, step: "head-start" });
+        if (published.status !== "published" && published.status !== "unchanged") {
+          newestKey = undefined;
+          return done(published.status, { key: published.key });
+        }
+        newestKey = published.newest.key;
         renderedServices = new Set(pending.snapshot.services.map(serviceKey));
-      } else base = undefined;
-      if (published.status !== "published") return done(published.status, { key: published.key });
-      if (published.pruneDue) headStartPruneDue = true;
-      const report = await guard(
-        notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
-      );
-      trace("pass.notified", { n, step: "head-start" });
-      return done("published", {
-        key: published.key,
-        notify: { agents: report.agents, ok: report.ok, failed: report.failed },
+        if (published.status === "unchanged") return done("unchanged", { key: published.key });
+        if (published.pruneDue) pruneDue = true;
+        stage = "notify";
+        const pinged = await guard(
+          notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
+        );
+        trace("pass.notified", { n, step: "head-start" });
+        return done("published", {
+          key: published.key,
+          notify: { agents: pinged.agents, ok: pinged.ok, failed: pinged.failed },
+        });
       });
+      if (report.status === "published") plog.info({ ...report }, "head start: published");
+      return report;
     } catch (err) {
-      plog.warn({ err, refs: refs.length }, "head start failed; the full list decides");
+      plog.warn({ err, stage, refs: refs.length }, "head start failed; the full pass decides");
       return done("failed", { reason: err instanceof Error ? err.message : String(err) });
     }
   }
 
-  async function pass(
-    trigger: { id: string; type: string },
-    verdict: Verdict,
-    refs: readonly ObjectRef[],
-  ): Promise<ReconcileResult> {
+  async function pass(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
     const plog = log.child({ eventId: trigger.id, eventType: trigger.type });
     const n = ++passes;
     trace("pass.start", { n });
     const durationsMs = { list: 0, build: 0, render: 0, publish: 0, notify: 0 };
     let stage: Stage = "list";
-    const deadline = AbortSignal.timeout(settings.passTimeoutMs);
-    const guard = <T>(work: Promise<T>) =>
-      withDeadline(
-        deadline,
-        () =>
-          `the reconcile pass exceeded its deadline of ${settings.passTimeoutMs} ms (${envName("passTimeoutMs")}) at ${stage}; it was abandoned`,
-        work,
-      );
+    const { deadline, guard } = deadlineOf(() => stage);
     try {
-      const listAndRender = async () => {
+      const list = async () => {
         stage = "list";
         const t = performance.now();
+        const ticket = view.ticket();
         const listed = await guard(readSnapshot(deadline));
         durationsMs.list = msSince(t);
         trace("pass.listed", { n, revision: listed.revision });
         for (const warning of listed.listWarnings) plog.warn({ warning }, "cluster list warning");
-
+        return { ticket, listed };
+      };
+      const render = async (live: LiveSnapshot) => {
         stage = "render";
         const pending =
           verdict === "relevant" && renderedServices && !settings.options.forwardServices
-            ? holdPendingServices(listed, renderedServices)
-            : { snapshot: listed, held: [] };
-        const snapshot: LiveSnapshot = { ...pending.snapshot, listWarnings: listed.listWarnings };
+            ? holdPendingServices(live, renderedServices)
+            : { snapshot: live, held: [] };
+        const snapshot: LiveSnapshot = { ...pending.snapshot, listWarnings: live.listWarnings };
         if (pending.held.length > 0)
           plog.info({ held: pending.held }, "new Services held back until their EndpointSlices arrive");
         if (!ctx.hasLayout && ctx.renderer.routesByMap) {
@@ -322,7 +355,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             "render warnings",
           );
         }
-        return { listed, snapshot, rendered, held: pending.held };
+        return { snapshot, rendered, held: pending.held };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.
       const publish = async (revision: string, config: RenderResult, restore: boolean): Promise<PublishResult> => {
@@ -343,30 +376,49 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         return result;
       };
 
-      const early = refs.length > 0 ? await headStart(n, refs, plog, guard, deadline) : undefined;
-      let { listed, snapshot, rendered, held } = await listAndRender();
-      let published = await publish(snapshot.revision, rendered, false);
-      const regression = published.regression;
-      if (published.status === "regressed") {
-        // Evidence from a fresh list: the live cluster is behind what the store recorded (etcd
-        // restore, a new cluster behind this store, a restarted local stack), or this snapshot
-        // was listed before the cluster went back. Start again from a list taken now.
-        plog.warn(
-          { ...regression },
-          "the cluster's revision is behind the newest view recorded in the store: listing it again to publish into a new epoch",
-        );
-        ctx.forgetLiveState();
-        renderedServices = undefined;
-        base = undefined;
-        ({ listed, snapshot, rendered, held } = await listAndRender());
-        published = await publish(snapshot.revision, rendered, true);
+      const first = await list();
+      const outcome = await exclusively(async () => {
+        let { snapshot, rendered, held } = await render(view.listed(first.ticket, first.listed));
+        let published = await publish(snapshot.revision, rendered, false);
+        const regression = published.regression;
+        if (published.status === "regressed") {
+          // Evidence from a fresh list: the live cluster is behind what the store recorded (etcd
+          // restore, a new cluster behind this store, a restarted local stack), or this snapshot
+          // was listed before the cluster went back. Start again from a list taken now.
+          plog.warn(
+            { ...regression },
+            "the cluster's revision is behind the newest view recorded in the store: listing it again to publish into a new epoch",
+          );
+          ctx.forgetLiveState();
+          view.forget();
+          renderedServices = undefined;
+          newestKey = undefined;
+          const again = await list();
+          ({ snapshot, rendered, held } = await render(view.listed(again.ticket, again.listed)));
+          published = await publish(snapshot.revision, rendered, true);
+        }
         // A restore publish never asks for another one (see core/publish-order.ts).
         if (published.status === "regressed")
           throw new Error(
             `publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`,
           );
-      }
-      trace("pass.published", { n, status: published.status, key: published.key });
+        trace("pass.published", { n, status: published.status, key: published.key });
+        let notify: ReconcileResult["notify"];
+        if (published.status === "published") {
+          stage = "notify";
+          const t = performance.now();
+          const report = await guard(
+            notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
+          );
+          durationsMs.notify = msSince(t);
+          trace("pass.notified", { n });
+          notify = { agents: report.agents, ok: report.ok, failed: report.failed };
+        }
+        renderedServices = new Set(snapshot.services.map(serviceKey));
+        newestKey = published.status === "stale" ? undefined : published.newest.key;
+        return { snapshot, rendered, held, published, status: published.status, regression, notify };
+      });
+      const { snapshot, rendered, held, published, status, regression, notify } = outcome;
       if (published.newEpoch) {
         plog.warn(
           { epoch: published.epoch, key: published.key, ...regression },
@@ -379,30 +431,16 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           "newer config keys in the store do not verify and were skipped: delete them, and find out who wrote them",
         );
       }
-      let notify: ReconcileResult["notify"];
-      if (published.status === "published") {
-        stage = "notify";
-        const t = performance.now();
-        const report = await guard(
-          notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
-        );
-        durationsMs.notify = msSince(t);
-        trace("pass.notified", { n });
-        notify = { agents: report.agents, ok: report.ok, failed: report.failed };
-      }
       // After the pings, not before: deleting old configs must not delay the new one's arrival.
-      const pruneDue = published.pruneDue === true || headStartPruneDue;
-      headStartPruneDue = false;
-      const pruned = pruneDue ? await prune(plog) : undefined;
+      const due = published.pruneDue === true || pruneDue;
+      pruneDue = false;
+      const pruned = due ? await prune(plog) : undefined;
 
-      // The head start published what the full list confirms: this pass published it.
-      const confirmed =
-        published.status === "unchanged" && early?.status === "published" && early.key === published.key;
       const result: ReconcileResult = {
         eventId: trigger.id,
         eventType: trigger.type,
         verdict,
-        status: confirmed ? "published" : published.status,
+        status,
         epoch: published.epoch,
         ...(published.newEpoch && regression ? { restored: regression } : {}),
         ...(published.skipped.length > 0 ? { skipped: published.skipped } : {}),
@@ -419,14 +457,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           warnings: rendered.warnings.length,
           skipped: rendered.skipped.length,
         },
-        notify: notify ?? (confirmed ? early.notify : undefined),
+        notify,
         ...(held.length > 0 ? { held } : {}),
         ...(pruned !== undefined ? { pruned } : {}),
-        ...(early ? { headStart: early } : {}),
         durationsMs,
       };
-      renderedServices = new Set(snapshot.services.map(serviceKey));
-      base = published.status === "stale" ? undefined : { snapshot: listed, newestKey: published.newest.key };
       const { eventId: _id, eventType: _type, ...fields } = result;
       plog.info(fields, `reconciled: ${result.status}`);
       trace("pass.end", { n });
@@ -461,22 +496,15 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   let inFlight: Promise<ReconcileResult> | undefined;
   let queued: Promise<ReconcileResult> | undefined;
   let queuedResync = false;
-  /** The objects the coalesced events named, for the follow-up's head start. */
-  let queuedRefs = new Map<string, ObjectRef>();
-  function coalesced(
-    trigger: { id: string; type: string },
-    verdict: Verdict,
-    refs: readonly ObjectRef[],
-  ): Promise<ReconcileResult> {
+  function coalesced(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
     if (!inFlight) {
-      inFlight = pass(trigger, verdict, refs).finally(() => {
+      inFlight = pass(trigger, verdict).finally(() => {
         inFlight = undefined;
       });
       return inFlight;
     }
     // A resync among the coalesced events makes the follow-up a resync: it holds nothing back.
     if (verdict === "resync") queuedResync = true;
-    for (const ref of refs) queuedRefs.set(`${ref.kind} ${ref.namespace}/${ref.name}`, ref);
     queued ??= inFlight
       .then(
         () => undefined,
@@ -485,12 +513,49 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       .then(() => {
         queued = undefined;
         const followUp = queuedResync ? "resync" : verdict;
-        const named = [...queuedRefs.values()];
         queuedResync = false;
-        queuedRefs = new Map();
-        return coalesced(trigger, followUp, named);
+        return coalesced(trigger, followUp);
       });
     return queued;
+  }
+
+  /**
+   * Head starts the same way, apart from passes: one at a time, and the objects named meanwhile
+   * read together by the next one.
+   */
+  let reading: Promise<HeadStart> | undefined;
+  let readQueued: Promise<HeadStart> | undefined;
+  let queuedRefs = new Map<string, ObjectRef>();
+  function headStartSoon(refs: readonly ObjectRef[]): Promise<HeadStart> {
+    if (!reading) {
+      reading = headStart(refs).finally(() => {
+        reading = undefined;
+      });
+      return reading;
+    }
+    for (const ref of refs) queuedRefs.set(`${ref.kind} ${ref.namespace}/${ref.name}`, ref);
+    readQueued ??= reading.then(() => {
+      readQueued = undefined;
+      const named = [...queuedRefs.values()];
+      queuedRefs = new Map();
+      return headStartSoon(named);
+    });
+    return readQueued;
+  }
+
+  /** An event's pass after its head start: the result says published when the head start published what the pass confirms. */
+  async function withHeadStart(trigger: { id: string; type: string }, refs: readonly ObjectRef[]) {
+    const early = refs.length > 0 ? await headStartSoon(refs) : undefined;
+    const result = await coalesced(trigger, "relevant");
+    if (!early) return result;
+    const confirmed = result.status === "unchanged" && early.status === "published" && early.key === result.key;
+    return {
+      ...result,
+      eventId: trigger.id,
+      eventType: trigger.type,
+      headStart: early,
+      ...(confirmed ? { status: "published" as const, notify: early.notify } : {}),
+    };
   }
 
   return {
@@ -503,8 +568,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       });
       const id = c.id ?? "(none)";
       const type = c.type ?? "(none)";
-      if (c.verdict === "resync") return coalesced({ id, type }, c.verdict, []);
-      if (c.verdict === "relevant") return coalesced({ id, type }, c.verdict, refOf(c.object));
+      if (c.verdict === "resync") return coalesced({ id, type }, c.verdict);
+      if (c.verdict === "relevant") return withHeadStart({ id, type }, refOf(c.object));
       const fields = {
         eventId: id,
         eventType: type,
@@ -518,7 +583,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       else log.warn(fields, "event ignored: not understood");
       return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
     },
-    reconcileNow: (trigger) => coalesced(trigger, "resync", []),
+    reconcileNow: (trigger) => coalesced(trigger, "resync"),
     close: () => store.close(),
   };
 }

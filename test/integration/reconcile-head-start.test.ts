@@ -142,6 +142,38 @@ describe("a warm instance's head start", () => {
     expect(pings.filter((p) => p.key === result.key)).toHaveLength(1);
   });
 
+  it("does not wait for a full list already on its way: the next event's change is published meanwhile", async () => {
+    const { reconciler } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const store = storeView(prefix);
+
+    const first = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
+    api.delay({ ms: 3000, match: fullSliceList, times: 1 });
+    let firstDone = false;
+    const one = reconciler.reconcile(event("update", first, "one")).finally(() => {
+      firstDone = true;
+    });
+    const deadline = Date.now() + 2500;
+    while (!(await newestConfig(store)).includes("10.1.0.9:8080") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    // The first event's full list is still held; the second event's change must not wait for it.
+    api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
+    const two = reconciler.reconcile(event("add", webSlice(["10.1.0.7"], "web-b"), "two"));
+    while (!(await newestConfig(store)).includes("10.1.0.7:8080") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    const config = await newestConfig(store);
+    expect(config).toContain("10.1.0.7:8080");
+    expect(config).toContain("10.1.0.9:8080");
+    expect(firstDone).toBe(false);
+
+    const [a, b] = await Promise.all([one, two]);
+    expect(a.headStart?.status).toBe("published");
+    expect(b.headStart?.status).toBe("published");
+    // And the passes that followed kept both.
+    expect(await newestConfig(store)).toContain("10.1.0.7:8080");
+    expect(await newestConfig(store)).toContain("10.1.0.9:8080");
+  });
+
   it("reads the object from the API server, never from the event: a forged event changes nothing", async () => {
     const { reconciler } = instance(prefix);
     await reconciler.reconcileNow({ id: "warm", type: "test" });
@@ -239,6 +271,17 @@ describe("a warm instance's head start", () => {
     api.failNext({ status: 500, match: namedRead });
     const result = await reconciler.reconcile(event("update", changed));
     expect(result.headStart).toMatchObject({ status: "failed", reason: expect.stringContaining("500") });
+    expect(result.status).toBe("published");
+    expect(await newestConfig(storeView(prefix))).toContain("10.1.0.9:8080");
+  });
+
+  it("fails with the missing grant, and the full list still publishes, where RBAC grants no get (an old ClusterRole)", async () => {
+    const { reconciler } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    api.forbid("endpointslices", ["get"]);
+    const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
+    const result = await reconciler.reconcile(event("update", changed));
+    expect(result.headStart).toMatchObject({ status: "failed", reason: expect.stringContaining('grant "get"') });
     expect(result.status).toBe("published");
     expect(await newestConfig(storeView(prefix))).toContain("10.1.0.9:8080");
   });

@@ -241,6 +241,8 @@ const pings = () => agents.map((a) => a.calls.length);
 const reconciled = (lines: Array<Record<string, unknown>>) =>
   lines.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reconciled:"));
 const webService = () => service("web", [{ name: "http", port: 80, targetPort: 8080 }]);
+/** A warm instance's head starts that published (shared/app/reconcile.ts). */
+const headStarts = (lines: Array<Record<string, unknown>>) => lines.filter((l) => l.msg === "head start: published");
 
 describe("reconcile function", () => {
   it("publishes the config on an add event (binary mode) and pings every agent with key, sha256 and the bearer token", async () => {
@@ -331,10 +333,10 @@ describe("reconcile function", () => {
       // A warm instance's head start published it at its last list's revision; the full list
       // that followed found the same bytes and recorded its newer view beside them.
       expect(second.revision).toBe(first.revision);
+      expect(headStarts(h.lines)).toEqual([expect.objectContaining({ key: second.key, objects: 1 })]);
       expect(reconciled(h.lines).at(-1)).toMatchObject({
-        status: "published",
+        status: "unchanged",
         key: second.key,
-        headStart: { status: "published", key: second.key, objects: 1 },
         view: expect.stringContaining(`-${changed.metadata.resourceVersion!.padStart(20, "0")}`),
       });
       expect(agents[0]!.calls.map((c) => [c.body.key, c.authorization])).toEqual([
@@ -427,7 +429,9 @@ describe("reconcile function", () => {
       expect(pings()).toEqual(pinged);
 
       await h.send(apiServerEvent("ref", "add", api.upsert("EndpointSlice", shopSlice())));
-      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: published" });
+      // A warm instance: the slice's head start publishes it, and its full list confirms it.
+      expect(headStarts(h.lines)).toEqual([expect.objectContaining({ key: (await h.store.latest())!.key })]);
+      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: unchanged" });
       expect(reconciled(h.lines).at(-1)?.held).toBeUndefined();
       expect((await h.objects()).length).toBe(before.length + 1);
       const config = await newestConfig(h);
@@ -451,7 +455,8 @@ describe("reconcile function", () => {
         metadata: { ...shop().metadata, annotations: { "serviceloadbalancer/lb.algorithm": "leastconn" } },
       });
       await h.send(apiServerEvent("ref", "update", shop()));
-      expect(reconciled(h.lines).at(-1)).toMatchObject({ msg: "reconciled: published" });
+      expect(headStarts(h.lines)).toEqual([expect.objectContaining({ key: (await h.store.latest())!.key })]);
+      expect(shopBackend(await newestConfig(h))).not.toBeNull();
     });
 
     it("stays in its spare when a cold instance takes over: the layout is read back from the store", async () => {
