@@ -42,6 +42,8 @@ export interface FunctionSettings {
   store?: StoreSettings;
   /** Overall deadline of one reconcile pass: every API and store call in it. */
   passTimeoutMs: number;
+  /** How long the full list behind a head start that served its event waits for more events (0: not at all). */
+  confirmDelayMs: number;
   notify: NotifySettings;
 }
 
@@ -129,6 +131,10 @@ const functionOnlySpecs = {
     schema: wholeNumber("a whole number of milliseconds from 100 to 3600000", 100, 3_600_000).default(60_000),
     help: "overall deadline of one reconcile pass",
   },
+  confirmDelayMs: {
+    schema: wholeNumber("a whole number of milliseconds from 0 to 10000", 0, 10_000).default(200),
+    help: "how long the full list behind a head start that served its event waits for more events (at most 5 times this after the first)",
+  },
 } as const satisfies Record<string, SettingSpec>;
 
 /** The settings beyond the render options. */
@@ -165,6 +171,7 @@ export function loadFunctionSettings(
     context: extra.context,
     maxBodyBytes: extra.maxBodyBytes,
     passTimeoutMs: extra.passTimeoutMs,
+    confirmDelayMs: extra.confirmDelayMs,
     store: storeSettings(extra, env),
     notify: {
       agents: extra.agents,

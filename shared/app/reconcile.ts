@@ -106,6 +106,10 @@ export interface HeadStart {
 
 /** More objects than this named by the events one pass serves, and the pass only lists. */
 const MOST_HINTED = 32;
+/** The longest a full list behind served head starts waits, in confirmDelayMs. */
+const CONFIRM_WAIT_FACTOR = 5;
+/** How many head starts a full pass lets go first at each of its steps. */
+const GIVE_WAY = 3;
 
 export interface Reconciler {
   /** Classifies a CloudEvent and, when it may change the config, runs a full pass. */
@@ -376,7 +380,9 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         return result;
       };
 
+      await giveWay();
       const first = await list();
+      await giveWay();
       const outcome = await exclusively(async () => {
         let { snapshot, rendered, held } = await render(view.listed(first.ticket, first.listed));
         let published = await publish(snapshot.revision, rendered, false);
@@ -520,6 +526,15 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   }
 
   /**
+   * A full pass gives way to a head start under way, a few times at most: the head start carries a
+   * change to deliver, while the full list of a warm instance mostly confirms what head starts
+   * published. On a busy node the list's work would otherwise delay the change.
+   */
+  async function giveWay(): Promise<void> {
+    for (let i = 0; i < GIVE_WAY && reading; i++) await reading;
+  }
+
+  /**
    * Head starts the same way, apart from passes: one at a time, and the objects named meanwhile
    * read together by the next one.
    */
@@ -543,10 +558,42 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     return readQueued;
   }
 
+  /**
+   * The full pass behind head starts that served their events waits for more events: confirmDelayMs
+   * after the last of them, and at most CONFIRM_WAIT_FACTOR times that after the first. During a
+   * rollout one list then confirms many events, and its work (a list of every object, a render)
+   * stays out of the way of the changes on their way to the agents. An event whose change is not
+   * served yet never waits.
+   */
+  let settling:
+    | { first: number; timer?: NodeJS.Timeout; start: () => void; result: Promise<ReconcileResult> }
+    | undefined;
+  function confirmSoon(trigger: { id: string; type: string }): Promise<ReconcileResult> {
+    const delay = settings.confirmDelayMs;
+    if (delay === 0) return coalesced(trigger, "relevant");
+    const now = Date.now();
+    if (!settling) {
+      let start = () => {};
+      const begun = new Promise<void>((resolve) => {
+        start = resolve;
+      });
+      settling = { first: now, start: () => start(), result: begun.then(() => coalesced(trigger, "relevant")) };
+    }
+    const s = settling;
+    clearTimeout(s.timer);
+    const wait = Math.max(0, Math.min(delay, s.first + delay * CONFIRM_WAIT_FACTOR - now));
+    s.timer = setTimeout(() => {
+      if (settling === s) settling = undefined;
+      s.start();
+    }, wait);
+    return s.result;
+  }
+
   /** An event's pass after its head start: the result says published when the head start published what the pass confirms. */
   async function withHeadStart(trigger: { id: string; type: string }, refs: readonly ObjectRef[]) {
     const early = refs.length > 0 ? await headStartSoon(refs) : undefined;
-    const result = await coalesced(trigger, "relevant");
+    const served = early?.status === "published" || early?.status === "unchanged";
+    const result = await (served ? confirmSoon(trigger) : coalesced(trigger, "relevant"));
     if (!early) return result;
     const confirmed = result.status === "unchanged" && early.status === "published" && early.key === result.key;
     return {

@@ -72,6 +72,7 @@ function reconciler(
     kubeconfig,
     maxBodyBytes: 1 << 20,
     passTimeoutMs,
+    confirmDelayMs: 200,
     store: {
       url: `s3://${world.s3.bucket}/${n.prefix}`,
       endpoint: world.s3.endpoint,

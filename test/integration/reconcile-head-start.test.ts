@@ -174,6 +174,23 @@ describe("a warm instance's head start", () => {
     expect(await newestConfig(store)).toContain("10.1.0.9:8080");
   });
 
+  it("confirms a burst of events its head starts served with one full list", async () => {
+    const { reconciler } = instance(prefix, { SERVICELB_CONFIRM_DELAY_MS: "300" });
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const lists = () => api.requests.filter(fullSliceList).length;
+    const before = lists();
+    const passes: Array<Promise<unknown>> = [];
+    for (let i = 1; i <= 5; i++) {
+      const changed = api.upsert("EndpointSlice", webSlice([`10.1.0.${10 + i}`, "10.1.0.2"]));
+      passes.push(reconciler.reconcile(event("update", changed, `burst-${i}`)));
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    const results = (await Promise.all(passes)) as Array<{ headStart?: { status: string } }>;
+    expect(results.every((r) => r.headStart?.status === "published" || r.headStart?.status === "unchanged")).toBe(true);
+    expect(lists() - before).toBe(1);
+    expect(await newestConfig(storeView(prefix))).toContain("10.1.0.15:8080");
+  });
+
   it("reads the object from the API server, never from the event: a forged event changes nothing", async () => {
     const { reconciler } = instance(prefix);
     await reconciler.reconcileNow({ id: "warm", type: "test" });
