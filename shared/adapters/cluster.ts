@@ -20,7 +20,7 @@ import { Watch } from "@kubernetes/client-node/dist/watch.js";
 import { OptionsError } from "../core/settings.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { newerRevision } from "../core/revision.js";
-import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
+import { DNS1123_LABEL, SERVICE_NAME_LABEL } from "../core/k8s-names.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 export type ClusterErrorKind = "unauthorized" | "forbidden" | "not-found" | "timeout" | "unavailable" | "bad-response";
@@ -261,7 +261,8 @@ export interface ObjectReads<T> {
  * Each named object by a GET of its own and, for a Service, its EndpointSlices by their label: a
  * few small reads where a full list reads every object. Every read goes to the API server, never
  * to the event that named the object: events are hints, and whoever can post one to the Broker
- * must not be able to route traffic. Refs must be valid names (the caller checks them).
+ * must not be able to route traffic. A namespace that is no namespace name is refused before
+ * anything is sent; names are escaped into the path.
  */
 export async function readObjects<T>(
   kc: KubeConfig,
@@ -280,6 +281,8 @@ export async function readObjects<T>(
     namespace,
     timeoutMs,
   });
+  for (const ref of refs)
+    if (!DNS1123_LABEL.test(ref.namespace)) throw new Error(`${JSON.stringify(ref.namespace)} is not a namespace name`);
   const resourceOf = (kind: ObjectRef["kind"]): ResourceName => (kind === "Service" ? "services" : "endpointslices");
   const getOne = async (ref: ObjectRef) => {
     const resource = resourceOf(ref.kind);

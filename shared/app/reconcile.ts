@@ -17,13 +17,12 @@ import { createNotifier, type Notifier } from "../adapters/notifier.js";
 import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
 import { readFreshObjects, readLiveSnapshot } from "../adapters/snapshot-source.js";
 import type { ObjectRef } from "../adapters/cluster.js";
-import type { FreshReads } from "../core/snapshot-overlay.js";
+import { readRevision, type FreshReads } from "../core/snapshot-overlay.js";
 import { LiveView } from "../core/live-view.js";
 import { packageVersion } from "../adapters/package-version.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { classifyEvent, type EventObject, type Verdict } from "./cloudevents.js";
 import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
-import { newerRevision } from "../core/revision.js";
 import { DeadlineError, withDeadline } from "./deadline.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
 import { openStore } from "../adapters/open-store.js";
@@ -110,6 +109,11 @@ const MOST_HINTED = 32;
 const CONFIRM_WAIT_FACTOR = 5;
 /** How many head starts a full pass lets go first at each of its steps. */
 const GIVE_WAY = 3;
+/**
+ * Per read of a head start: a read is a small GET, and the event's full pass waits for its head
+ * start, so a throttled API server must not hold it for the list's 30 s.
+ */
+const HEAD_START_READ_TIMEOUT_MS = 2000;
 
 export interface Reconciler {
   /** Classifies a CloudEvent and, when it may change the config, runs a full pass. */
@@ -147,7 +151,12 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   const readObjects =
     deps.readObjects ??
     ((refs: readonly ObjectRef[], signal: AbortSignal) =>
-      readFreshObjects(settings.options, { ...kube, signal }, refs, ctx.liveItems));
+      readFreshObjects(
+        settings.options,
+        { ...kube, signal, timeoutMs: HEAD_START_READ_TIMEOUT_MS },
+        refs,
+        ctx.liveItems,
+      ));
   const liveRevision =
     deps.liveRevision ??
     ((signal: AbortSignal) =>
@@ -263,7 +272,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     try {
       const ticket = view.ticket();
       const fresh = await guard(readObjects(refs, deadline));
-      trace("pass.read", { n, revision: highestRead(fresh) });
+      trace("pass.read", { n, revision: readRevision(fresh) });
       const report = await exclusively(async () => {
         const snapshot = view.read(ticket, fresh);
         const expected = newestKey;
@@ -310,6 +319,12 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       plog.warn({ err, stage, refs: refs.length }, "head start failed; the full pass decides");
       return done("failed", { reason: err instanceof Error ? err.message : String(err) });
     }
+  }
+
+  /** What a head start that threw before it could report says (it never fails the event's delivery). */
+  function failedHeadStart(refs: readonly ObjectRef[], err: unknown): HeadStart {
+    log.warn({ err, refs: refs.length }, "head start failed; the full pass decides");
+    return { status: "failed", reason: err instanceof Error ? err.message : String(err), objects: refs.length, ms: 0 };
   }
 
   async function pass(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
@@ -543,9 +558,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   let queuedRefs = new Map<string, ObjectRef>();
   function headStartSoon(refs: readonly ObjectRef[]): Promise<HeadStart> {
     if (!reading) {
-      reading = headStart(refs).finally(() => {
-        reading = undefined;
-      });
+      reading = headStart(refs)
+        .catch((err: unknown) => failedHeadStart(refs, err))
+        .finally(() => {
+          reading = undefined;
+        });
       return reading;
     }
     for (const ref of refs) queuedRefs.set(`${ref.kind} ${ref.namespace}/${ref.name}`, ref);
@@ -646,17 +663,6 @@ function refOf(object: EventObject | undefined): ObjectRef[] {
   if (kind === "EndpointSlice" && name.length <= 253 && DNS1123_SUBDOMAIN.test(name))
     return [{ kind, namespace, name }];
   return [];
-}
-
-/** The highest resourceVersion of the objects read (the trace's mark of what a head start saw). */
-function highestRead(fresh: FreshReads): string {
-  let highest = "0";
-  const see = (rv: string | undefined) => {
-    if (rv) highest = newerRevision(highest, rv);
-  };
-  for (const r of [...fresh.services, ...fresh.endpointSlices]) see(r.item?.metadata.resourceVersion);
-  for (const s of fresh.slicesOf) for (const slice of s.items) see(slice.metadata.resourceVersion);
-  return highest;
 }
 
 /**

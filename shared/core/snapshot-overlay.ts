@@ -1,8 +1,13 @@
 /*
  * A warm instance's head start: the snapshot of its last full list with the objects an event named,
  * read again from the API server, laid over it (app/reconcile.ts). Pure: what was read comes from
- * the caller. The result keeps the base's revision, since it is a consistent view of no newer
- * revision than the base: a config rendered from it may win only where the base's would have won.
+ * the caller. Its revision is the highest of the base's and the objects read: the newest change it
+ * holds. So a list older than that change, another instance's finishing late, cannot publish over
+ * it and take the change back; the full list that follows a head start, which starts after the
+ * change, publishes at or past it. (An object read as gone carries no revision.)
+ *
+ * A read object older than the base's copy of it (a list answered after the read) is not laid
+ * over it.
  *
  * Unchanged objects keep their place and identity, and a replaced one takes the place of the one
  * it replaces, so a warm build sees the lists it saw with a few objects replaced (build-model.ts);
@@ -10,6 +15,7 @@
  */
 
 import { SERVICE_NAME_LABEL } from "./k8s-names.js";
+import { compareRevisions, decimalRevision, newerRevision } from "./revision.js";
 import type { EndpointSlice, Service, Snapshot } from "./snapshot.js";
 
 export interface ObjectRead<T> {
@@ -61,15 +67,36 @@ export function overlaySnapshot(base: Snapshot, fresh: FreshReads): Snapshot {
     ...base,
     services,
     endpointSlices,
-    problems: fresh.problems.length > 0 ? [...base.problems, ...fresh.problems] : base.problems,
+    revision: newerRevision(base.revision, readRevision(fresh)),
+    // Read again and again, an object that does not validate is one problem, not one per read.
+    problems: fresh.problems.length > 0 ? [...new Set([...base.problems, ...fresh.problems])] : base.problems,
   };
+}
+
+/** The highest resourceVersion among the objects read ("0" when none is decimal). */
+export function readRevision(fresh: FreshReads): string {
+  let highest = "0";
+  const see = (rv: string | undefined) => {
+    if (decimalRevision(rv) !== null) highest = newerRevision(highest, decimalRevision(rv)!);
+  };
+  for (const r of fresh.services) see(r.item?.metadata.resourceVersion);
+  for (const r of fresh.endpointSlices) see(r.item?.metadata.resourceVersion);
+  for (const s of fresh.slicesOf) for (const slice of s.items) see(slice.metadata.resourceVersion);
+  return highest;
+}
+
+/** Whether `fresh` is an older version of the object than `held` (both decimal resourceVersions). */
+function older(fresh: { metadata: { resourceVersion?: string } }, held: { metadata: { resourceVersion?: string } }) {
+  const a = decimalRevision(fresh.metadata.resourceVersion);
+  const b = decimalRevision(held.metadata.resourceVersion);
+  return a !== null && b !== null && compareRevisions(a, b) < 0;
 }
 
 /**
  * The base list with each object named in `replaced` swapped in place (or dropped, for null), the
  * objects `dropped` says go away left out, and the named objects the base lacked appended.
  */
-function overlay<T extends { metadata: { namespace: string; name: string } }>(
+function overlay<T extends { metadata: { namespace: string; name: string; resourceVersion?: string } }>(
   base: readonly T[],
   replaced: ByName<T | null>,
   dropped: (item: T) => boolean,
@@ -81,7 +108,7 @@ function overlay<T extends { metadata: { namespace: string; name: string } }>(
     if (inNamespace?.has(item.metadata.name)) {
       const fresh = inNamespace.get(item.metadata.name)!;
       placed.add(fresh);
-      if (fresh) out.push(fresh);
+      if (fresh) out.push(older(fresh, item) ? item : fresh);
     } else if (!dropped(item)) out.push(item);
   }
   for (const inNamespace of replaced.values())

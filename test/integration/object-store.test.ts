@@ -186,6 +186,31 @@ describe("publish, latest, get", () => {
     expect(await keysUnder(prefix)).toEqual([newer.key]);
   });
 
+  it("writes nothing under expectedNewest once another config has become the newest", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const mine = await store.publish({ config: cfg(1), revision: "100", generator: GENERATOR });
+    const over = await store.publish({
+      config: cfg(2),
+      revision: "110",
+      generator: GENERATOR,
+      expectedNewest: mine.key,
+    });
+    expect(over.status).toBe("published");
+    // Another instance publishes; a head start that last saw `over` newest must not write over it.
+    const theirs = await openStore(prefix).publish({ config: cfg(3), revision: "120", generator: GENERATOR });
+    const late = await store.publish({
+      config: cfg(4),
+      revision: "130",
+      generator: GENERATOR,
+      expectedNewest: over.key,
+    });
+    expect(late.status).toBe("stale");
+    expect(late.newest.key).toBe(theirs.key);
+    expect((await store.latest())?.key).toBe(theirs.key);
+    expect(await keysUnder(prefix)).toEqual([mine.key, over.key, theirs.key]);
+  });
+
   it("keeps the newer snapshot newest when an older publisher's write lands last", async () => {
     const prefix = newPrefix();
     const store = openStore(prefix);

@@ -6,7 +6,8 @@ import { createLogger } from "../../shared/adapters/log.js";
 import type { Notifier, NotifyPayload } from "../../shared/adapters/notifier.js";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
-import { createReconciler, type Reconciler } from "../../shared/app/reconcile.js";
+import { createReconciler, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
+import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import type { KubeObject, RequestInfo } from "../../shared/dev/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { TestKubeApi } from "../support/kube-api.js";
@@ -59,7 +60,7 @@ interface Instance {
 }
 
 /** A function instance on its own (its own caches), publishing under the test's prefix. */
-function instance(prefix: string, env: Record<string, string> = {}): Instance {
+function instance(prefix: string, env: Record<string, string> = {}, deps: Partial<ReconcileDeps> = {}): Instance {
   const pings: NotifyPayload[] = [];
   const notifier: Notifier = {
     discover: async () => ({ agents: ["http://agent"] }),
@@ -83,7 +84,12 @@ function instance(prefix: string, env: Record<string, string> = {}): Instance {
     forcePathStyle: true,
     credentials: S3RVER_CREDENTIALS,
   });
-  const reconciler = createReconciler(settings, { log: createLogger("head-start-test", "silent"), store, notifier });
+  const reconciler = createReconciler(settings, {
+    log: createLogger("head-start-test", "silent"),
+    store,
+    notifier,
+    ...deps,
+  });
   opened.push(reconciler);
   return { reconciler, pings };
 }
@@ -245,7 +251,7 @@ describe("a warm instance's head start", () => {
     const result = await reconciler.reconcile(event("add", shop));
     expect(result.headStart).toMatchObject({ status: "published" });
     expect(result.held).toBeUndefined();
-    expect(await newestConfig(storeView(prefix))).toContain("10.2.0.1:8080");
+    expect((await storeView(prefix).get(result.headStart!.key!)).config).toContain("10.2.0.1:8080");
   });
 
   it("takes a Service that stopped matching --selector out of the config", async () => {
@@ -258,7 +264,7 @@ describe("a warm instance's head start", () => {
     const relabelled = api.upsert("Service", webService({ expose: "no" }) as unknown as KubeObject);
     const result = await reconciler.reconcile(event("update", relabelled));
     expect(result.headStart?.status).toBe("published");
-    expect(await newestConfig(store)).not.toContain("10.1.0.1:8080");
+    expect((await store.get(result.headStart!.key!)).config).not.toContain("10.1.0.1:8080");
   });
 
   it("writes nothing when another instance published since its list, and the full list publishes both changes", async () => {
@@ -279,6 +285,32 @@ describe("a warm instance's head start", () => {
     const config = await newestConfig(storeView(prefix));
     expect(config).toContain("10.1.0.7:8080");
     expect(config).toContain("10.1.0.9:8080");
+  });
+
+  it("publishes at the revision of the change it read: another instance's older list cannot take the change back", async () => {
+    const a = instance(prefix, { SERVICELB_CONFIRM_DELAY_MS: "2000" });
+    await a.reconciler.reconcileNow({ id: "warm-a", type: "test" });
+    // Another instance listed here, after a change whose event went to it, and publishes late.
+    api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
+    const older = await readLiveSnapshot({}, { kubeconfig });
+    const b = instance(prefix, {}, { readSnapshot: async () => older });
+
+    const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
+    const store = storeView(prefix);
+    const pass = a.reconciler.reconcile(event("update", changed));
+    const deadline = Date.now() + 1500;
+    while (!(await newestConfig(store)).includes("10.1.0.9:8080") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    expect((await store.latest())!.revision).toBe(changed.metadata.resourceVersion);
+
+    // Its list is older than the change the head start published: it must not win.
+    expect((await b.reconciler.reconcileNow({ id: "late-b", type: "test" })).status).toBe("stale");
+    expect(await newestConfig(store)).toContain("10.1.0.9:8080");
+    // The full list behind the head start brings the other instance's change too.
+    expect((await pass).status).toBe("published");
+    const config = await newestConfig(store);
+    expect(config).toContain("10.1.0.9:8080");
+    expect(config).toContain("10.1.0.7:8080");
   });
 
   it("leaves the decision to the full list when a read fails", async () => {

@@ -28,12 +28,12 @@ describe("LiveView", () => {
     expect(view.snapshot).toBeUndefined();
   });
 
-  it("lays a read over the list it started after, keeping the list's revision", () => {
+  it("lays a read over the list it started after, at the revision of what it read", () => {
     const view = new LiveView<Snapshot>();
     view.listed(view.ticket(), listOf("10.0.0.1", "10"));
     const out = view.read(view.ticket(), readOf("10.0.0.2", "11"));
     expect(ipOf(out)).toBe("10.0.0.2");
-    expect(out?.revision).toBe("10");
+    expect(out?.revision).toBe("11");
     expect(view.snapshot).toBe(out);
   });
 
@@ -55,6 +55,7 @@ describe("LiveView", () => {
     // The list was served before the change the read saw.
     const out = view.listed(list, listOf("10.0.0.1", "10"));
     expect(ipOf(out)).toBe("10.0.0.2");
+    expect(out.revision).toBe("11");
     // A later list subsumes the read.
     expect(ipOf(view.listed(view.ticket(), listOf("10.0.0.4", "13")))).toBe("10.0.0.4");
   });

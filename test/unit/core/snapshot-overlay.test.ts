@@ -76,9 +76,33 @@ describe("overlaySnapshot", () => {
     expect(names(other.endpointSlices)).toEqual(names(base.endpointSlices));
   });
 
-  it("reports the problems of what was read beside the base's", () => {
+  it("takes the revision of the newest object read, and never lays an older copy over a newer one", () => {
+    const newer = endpointSliceSchema.parse(
+      slice("a", slicePorts, ["10.9.9.9"], { name: "a-1", resourceVersion: "45" }),
+    );
+    const out = overlaySnapshot(base, {
+      ...none,
+      endpointSlices: [{ namespace: "default", name: "a-1", item: newer }],
+    });
+    expect(out.revision).toBe("45");
+    expect(out.endpointSlices[0]).toBe(newer);
+    const stale = endpointSliceSchema.parse(
+      slice("a", slicePorts, ["10.8.8.8"], { name: "a-1", resourceVersion: "44" }),
+    );
+    const again = overlaySnapshot(out, {
+      ...none,
+      endpointSlices: [{ namespace: "default", name: "a-1", item: stale }],
+    });
+    expect(again.endpointSlices[0]).toBe(newer);
+    expect(again.revision).toBe("45");
+  });
+
+  it("reports the problems of what was read beside the base's, each once", () => {
     const out = overlaySnapshot(base, { ...none, problems: ["read (EndpointSlice default/x): bad"] });
     expect(out.problems).toEqual([...base.problems, "read (EndpointSlice default/x): bad"]);
+    expect(overlaySnapshot(out, { ...none, problems: ["read (EndpointSlice default/x): bad"] }).problems).toEqual(
+      out.problems,
+    );
   });
 
   it("holds exactly the base's objects with the reads laid over them (property)", () => {
