@@ -110,6 +110,17 @@ async function newestConfig(store: ObjectStore): Promise<string> {
   return latest ? (await store.get(latest.key)).config : "";
 }
 
+/** Polls the newest config until `ready` holds or `ms` pass; returns the last config read. */
+async function configWhen(store: ObjectStore, ready: (config: string) => boolean, ms: number): Promise<string> {
+  const deadline = Date.now() + ms;
+  let config = await newestConfig(store);
+  while (!ready(config) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+    config = await newestConfig(store);
+  }
+  return config;
+}
+
 /** The full list of EndpointSlices (every namespace, no selector): what a head start runs before. */
 const fullSliceList = (r: RequestInfo) =>
   r.method === "GET" && r.path === "/apis/discovery.k8s.io/v1/endpointslices" && r.query.watch === undefined;
@@ -133,9 +144,7 @@ describe("a warm instance's head start", () => {
     const pass = reconciler.reconcile(event("update", changed)).finally(() => {
       passDone = true;
     });
-    const deadline = Date.now() + 2500;
-    while (!(await newestConfig(store)).includes("10.1.0.9:8080") && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await configWhen(store, (c) => c.includes("10.1.0.9:8080"), 2500);
     // Published and pinged while the full list is still held by the API server.
     expect(await newestConfig(store)).toContain("10.1.0.9:8080");
     expect(passDone).toBe(false);
@@ -159,14 +168,11 @@ describe("a warm instance's head start", () => {
     const one = reconciler.reconcile(event("update", first, "one")).finally(() => {
       firstDone = true;
     });
-    const deadline = Date.now() + 2500;
-    while (!(await newestConfig(store)).includes("10.1.0.9:8080") && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await configWhen(store, (c) => c.includes("10.1.0.9:8080"), 2500);
     // The first event's full list is still held; the second event's change must not wait for it.
     api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
     const two = reconciler.reconcile(event("add", webSlice(["10.1.0.7"], "web-b"), "two"));
-    while (!(await newestConfig(store)).includes("10.1.0.7:8080") && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await configWhen(store, (c) => c.includes("10.1.0.7:8080"), 2500);
     const config = await newestConfig(store);
     expect(config).toContain("10.1.0.7:8080");
     expect(config).toContain("10.1.0.9:8080");
@@ -228,9 +234,7 @@ describe("a warm instance's head start", () => {
     api.remove("EndpointSlice", "default", "web-b");
     api.delay({ ms: 3000, match: fullSliceList, times: 1 });
     const pass = reconciler.reconcile(event("delete", gone));
-    const deadline = Date.now() + 2500;
-    while ((await newestConfig(store)).includes("10.1.0.7:8080") && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await configWhen(store, (c) => !c.includes("10.1.0.7:8080"), 2500);
     expect(await newestConfig(store)).not.toContain("10.1.0.7:8080");
     expect((await pass).headStart?.status).toBe("published");
   });
@@ -298,9 +302,7 @@ describe("a warm instance's head start", () => {
     const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
     const store = storeView(prefix);
     const pass = a.reconciler.reconcile(event("update", changed));
-    const deadline = Date.now() + 1500;
-    while (!(await newestConfig(store)).includes("10.1.0.9:8080") && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await configWhen(store, (c) => c.includes("10.1.0.9:8080"), 1500);
     expect((await store.latest())!.revision).toBe(changed.metadata.resourceVersion);
 
     // Its list is older than the change the head start published: it must not win.
@@ -313,24 +315,24 @@ describe("a warm instance's head start", () => {
     expect(config).toContain("10.1.0.7:8080");
   });
 
-  it("leaves the decision to the full list when a read fails", async () => {
+  it.each([
+    {
+      what: "a read fails",
+      fault: () => api.failNext({ status: 500, match: namedRead }),
+      reason: "500",
+    },
+    {
+      what: "RBAC grants no get (an old ClusterRole)",
+      fault: () => api.forbid("endpointslices", ["get"]),
+      reason: 'grant "get"',
+    },
+  ])("leaves the decision to the full list when $what, and says why", async ({ fault, reason }) => {
     const { reconciler } = instance(prefix);
     await reconciler.reconcileNow({ id: "warm", type: "test" });
-    const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
-    api.failNext({ status: 500, match: namedRead });
-    const result = await reconciler.reconcile(event("update", changed));
-    expect(result.headStart).toMatchObject({ status: "failed", reason: expect.stringContaining("500") });
-    expect(result.status).toBe("published");
-    expect(await newestConfig(storeView(prefix))).toContain("10.1.0.9:8080");
-  });
-
-  it("fails with the missing grant, and the full list still publishes, where RBAC grants no get (an old ClusterRole)", async () => {
-    const { reconciler } = instance(prefix);
-    await reconciler.reconcileNow({ id: "warm", type: "test" });
-    api.forbid("endpointslices", ["get"]);
+    fault();
     const changed = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
     const result = await reconciler.reconcile(event("update", changed));
-    expect(result.headStart).toMatchObject({ status: "failed", reason: expect.stringContaining('grant "get"') });
+    expect(result.headStart).toMatchObject({ status: "failed", reason: expect.stringContaining(reason) });
     expect(result.status).toBe("published");
     expect(await newestConfig(storeView(prefix))).toContain("10.1.0.9:8080");
   });
