@@ -27,6 +27,7 @@ import { DeadlineError, withDeadline } from "./deadline.js";
 import { requireStore, type FunctionSettings } from "./function-options.js";
 import { openStore } from "../adapters/open-store.js";
 import { RenderContext } from "./render-context.js";
+import { Coalescer, Settled } from "./pass-queue.js";
 
 /** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
 export type LiveSnapshot = Snapshot & { listWarnings: string[]; endpointKind?: "EndpointSlice" | "Endpoints" };
@@ -512,33 +513,23 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
    * One pass at a time per instance. Events that arrive while a pass runs share one follow-up
    * pass, which lists the cluster after all of them arrived: a burst of 100 events costs two
    * passes, not 100 lists, writes and pings. Across instances the store's key order still
-   * keeps a stale write from winning.
+   * keeps a stale write from winning. A resync among the coalesced events makes the follow-up a
+   * resync: it holds nothing back.
    */
-  let inFlight: Promise<ReconcileResult> | undefined;
-  let queued: Promise<ReconcileResult> | undefined;
-  let queuedResync = false;
-  function coalesced(trigger: { id: string; type: string }, verdict: Verdict): Promise<ReconcileResult> {
-    if (!inFlight) {
-      inFlight = pass(trigger, verdict).finally(() => {
-        inFlight = undefined;
-      });
-      return inFlight;
-    }
-    // A resync among the coalesced events makes the follow-up a resync: it holds nothing back.
-    if (verdict === "resync") queuedResync = true;
-    queued ??= inFlight
-      .then(
-        () => undefined,
-        () => undefined,
-      )
-      .then(() => {
-        queued = undefined;
-        const followUp = queuedResync ? "resync" : verdict;
-        queuedResync = false;
-        return coalesced(trigger, followUp);
-      });
-    return queued;
-  }
+  type PassInput = { trigger: { id: string; type: string }; verdict: Verdict };
+  const passQueue = new Coalescer<PassInput, ReconcileResult>(
+    ({ trigger, verdict }) => pass(trigger, verdict),
+    (pending, later) => (later.verdict === "resync" ? { ...pending, verdict: "resync" } : pending),
+  );
+  const coalesced = (trigger: PassInput["trigger"], verdict: Verdict) => passQueue.submit({ trigger, verdict });
+
+  /** Head starts the same way, apart from passes: the objects named meanwhile are read together by the next one. */
+  const refId = (ref: ObjectRef) => `${ref.kind} ${ref.namespace}/${ref.name}`;
+  const headStarts = new Coalescer<Map<string, ObjectRef>, HeadStart>(
+    (refs) => headStart([...refs.values()]).catch((err: unknown) => failedHeadStart([...refs.values()], err)),
+    (pending, later) => new Map([...pending, ...later]),
+  );
+  const headStartSoon = (refs: readonly ObjectRef[]) => headStarts.submit(new Map(refs.map((r) => [refId(r), r])));
 
   /**
    * A full pass gives way to a head start under way, a few times at most: the head start carries a
@@ -546,33 +537,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
    * published. On a busy node the list's work would otherwise delay the change.
    */
   async function giveWay(): Promise<void> {
-    for (let i = 0; i < GIVE_WAY && reading; i++) await reading;
-  }
-
-  /**
-   * Head starts the same way, apart from passes: one at a time, and the objects named meanwhile
-   * read together by the next one.
-   */
-  let reading: Promise<HeadStart> | undefined;
-  let readQueued: Promise<HeadStart> | undefined;
-  let queuedRefs = new Map<string, ObjectRef>();
-  function headStartSoon(refs: readonly ObjectRef[]): Promise<HeadStart> {
-    if (!reading) {
-      reading = headStart(refs)
-        .catch((err: unknown) => failedHeadStart(refs, err))
-        .finally(() => {
-          reading = undefined;
-        });
-      return reading;
-    }
-    for (const ref of refs) queuedRefs.set(`${ref.kind} ${ref.namespace}/${ref.name}`, ref);
-    readQueued ??= reading.then(() => {
-      readQueued = undefined;
-      const named = [...queuedRefs.values()];
-      queuedRefs = new Map();
-      return headStartSoon(named);
-    });
-    return readQueued;
+    for (let i = 0; i < GIVE_WAY && headStarts.busy; i++) await headStarts.idle();
   }
 
   /**
@@ -582,35 +547,17 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
    * stays out of the way of the changes on their way to the agents. An event whose change is not
    * served yet never waits.
    */
-  let settling:
-    | { first: number; timer?: NodeJS.Timeout; start: () => void; result: Promise<ReconcileResult> }
-    | undefined;
-  function confirmSoon(trigger: { id: string; type: string }): Promise<ReconcileResult> {
-    const delay = settings.confirmDelayMs;
-    if (delay === 0) return coalesced(trigger, "relevant");
-    const now = Date.now();
-    if (!settling) {
-      let start = () => {};
-      const begun = new Promise<void>((resolve) => {
-        start = resolve;
-      });
-      settling = { first: now, start: () => start(), result: begun.then(() => coalesced(trigger, "relevant")) };
-    }
-    const s = settling;
-    clearTimeout(s.timer);
-    const wait = Math.max(0, Math.min(delay, s.first + delay * CONFIRM_WAIT_FACTOR - now));
-    s.timer = setTimeout(() => {
-      if (settling === s) settling = undefined;
-      s.start();
-    }, wait);
-    return s.result;
-  }
+  const confirmation = new Settled<PassInput["trigger"], ReconcileResult>(
+    settings.confirmDelayMs,
+    CONFIRM_WAIT_FACTOR,
+    (trigger) => coalesced(trigger, "relevant"),
+  );
 
   /** An event's pass after its head start: the result says published when the head start published what the pass confirms. */
   async function withHeadStart(trigger: { id: string; type: string }, refs: readonly ObjectRef[]) {
     const early = refs.length > 0 ? await headStartSoon(refs) : undefined;
     const served = early?.status === "published" || early?.status === "unchanged";
-    const result = await (served ? confirmSoon(trigger) : coalesced(trigger, "relevant"));
+    const result = await (served ? confirmation.request(trigger) : coalesced(trigger, "relevant"));
     if (!early) return result;
     const confirmed = result.status === "unchanged" && early.status === "published" && early.key === result.key;
     return {
@@ -628,7 +575,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       trace("event", {
         rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
         verdict: c.verdict,
-        busy: inFlight !== undefined,
+        busy: passQueue.busy,
       });
       const id = c.id ?? "(none)";
       const type = c.type ?? "(none)";
