@@ -104,7 +104,7 @@ export interface HeadStart {
   ms: number;
 }
 
-/** More objects than this named by the events one pass serves, and the pass only lists. */
+/** More objects than this named by the events one head start would read, and the pass only lists. */
 const MOST_HINTED = 32;
 /** The longest a full list behind served head starts waits, in confirmDelayMs. */
 const CONFIRM_WAIT_FACTOR = 5;
@@ -246,9 +246,10 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
 
   /**
    * A head start (see HeadStart). It never fails the event's delivery: whatever goes wrong here,
-   * the full pass that follows decides. It publishes at the view's list revision and only over the
-   * newest config this instance last saw, so any config from a newer full list, this instance's or
-   * another's, wins over it.
+   * the full pass that follows decides. It publishes at the view's revision, that of the newest
+   * object read (core/snapshot-overlay.ts), and only over the newest config this instance last saw:
+   * never over another instance's publish, and a list taken before the change it read cannot
+   * publish over it.
    */
   async function headStart(refs: readonly ObjectRef[]): Promise<HeadStart> {
     const t = performance.now();
