@@ -11,7 +11,7 @@ import { echoPods, testNode, TOKEN, type Echo, type Node } from "../support/agen
 import { service, slice } from "../support/fixtures.js";
 import { requireHaproxy } from "../support/haproxy.js";
 import { waitFor } from "../support/net.js";
-import { podName, ROLLOUT_PODS, rolloutSteps, runRollout } from "../support/rollout.js";
+import { podName, ROLLOUT_PODS, rolloutShortfalls, rolloutSteps, runRollout } from "../support/rollout.js";
 import { startS3, type TestS3 } from "../support/s3.js";
 
 // A rollout drops nothing through the whole control path: the same 100 endpoint changes as
@@ -66,7 +66,7 @@ it("drops no request and reloads nothing over 100 endpoint changes delivered as 
   const headStarts: string[] = [];
   try {
     await reconciler.reconcileNow({ id: "warm", type: "test" });
-    const { keepAlive, fresh, reloads } = await runRollout(
+    const result = await runRollout(
       {
         httpPort: n.lb.options.httpPort,
         path: "/web",
@@ -97,15 +97,10 @@ it("drops no request and reloads nothing over 100 endpoint changes delivered as 
       initial,
       steps,
     );
-    const summary = `keep-alive: ${keepAlive.ok} ok, ${keepAlive.atZero} 503 at zero, ${keepAlive.failed.length} failed; new connection: ${fresh.ok} ok, ${fresh.atZero} 503 at zero, ${fresh.failed.length} failed; reloads: ${reloads}`;
-    const failed = [...keepAlive.failed, ...fresh.failed];
-    expect(failed.length, `${summary}; first failures: ${failed.slice(0, 8).join(" | ")}`).toBe(0);
-    expect(reloads, summary).toBe(0);
-    expect(agent.status().lastError, summary).toBeNull();
-    // The changes went the head start's way, and traffic really flowed.
+    const { summary, shortfalls } = rolloutShortfalls(result, agent.status().lastError);
+    expect(shortfalls, summary).toEqual([]);
+    // The changes went the head start's way.
     expect(headStarts.filter((s) => s === "published").length, headStarts.join(",")).toBeGreaterThan(90);
-    expect(keepAlive.ok, summary).toBeGreaterThan(steps.length * 5);
-    expect(fresh.ok, summary).toBeGreaterThan(steps.length * 5);
   } finally {
     await agent.stop();
   }

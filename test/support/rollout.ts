@@ -163,3 +163,22 @@ export async function runRollout(d: RolloutDriver, initial: string[], steps: Rol
   }
   return { keepAlive, fresh, changes: steps.length, reloads: (await d.reloads()) - reloadsBefore };
 }
+
+/**
+ * What a rollout that dropped nothing shows, as a summary and the ways this one fell short: no
+ * failed request on either kind of client, no reload, no agent error, and traffic that really flowed
+ * (more than five answers per change on each kind).
+ */
+export function rolloutShortfalls(r: RolloutResult, agentError: unknown): { summary: string; shortfalls: string[] } {
+  const { keepAlive, fresh, reloads, changes } = r;
+  const summary = `keep-alive: ${keepAlive.ok} ok, ${keepAlive.atZero} 503 at zero, ${keepAlive.failed.length} failed; new connection: ${fresh.ok} ok, ${fresh.atZero} 503 at zero, ${fresh.failed.length} failed; reloads: ${reloads}`;
+  const failed = [...keepAlive.failed, ...fresh.failed];
+  const shortfalls = [
+    ...(failed.length > 0 ? [`${failed.length} failed requests, first: ${failed.slice(0, 8).join(" | ")}`] : []),
+    ...(reloads > 0 ? [`${reloads} reloads`] : []),
+    ...(agentError ? [`agent error: ${JSON.stringify(agentError)}`] : []),
+    ...(keepAlive.ok <= changes * 5 ? [`only ${keepAlive.ok} keep-alive answers`] : []),
+    ...(fresh.ok <= changes * 5 ? [`only ${fresh.ok} new-connection answers`] : []),
+  ];
+  return { summary, shortfalls };
+}
