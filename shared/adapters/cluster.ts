@@ -191,21 +191,12 @@ export async function listClusterItems<T>(
   const stats = { pages: 0, ms: 0 };
   const warnings: string[] = [];
   // The lists run side by side; when one fails, the other is cancelled instead of left running.
-  const cancel = new AbortController();
-  const signal = () =>
-    AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
-  const target = (resource: ResourceName): Target => ({
-    ...targetOf(kc),
-    resource,
-    verb: "list",
-    namespace,
-    timeoutMs,
-  });
+  const { signal, target, cancelOnFailure } = sideBySide(kc, timeoutMs, options.signal);
   const list = (resource: ResourceName, selector?: string) =>
     listAll(
       (p) => rawListPage(kc, pathOf({ resource, namespace }), { ...p, labelSelector: selector }, signal()),
       limit,
-      target(resource),
+      target(resource, namespace, "list"),
       stats,
       keep,
     );
@@ -225,11 +216,6 @@ export async function listClusterItems<T>(
       return list("endpoints");
     }
   })();
-  const cancelOnFailure = <T>(p: Promise<T>) =>
-    p.catch((err: unknown) => {
-      cancel.abort();
-      throw err;
-    });
   const [svc, eps] = await Promise.all([cancelOnFailure(services), cancelOnFailure(endpoints)]);
 
   const revision = newerRevision(svc.revision, eps.revision);
@@ -271,16 +257,7 @@ export async function readObjects<T>(
   keep: (item: KubeItem) => T,
 ): Promise<ObjectReads<T>> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const cancel = new AbortController();
-  const signal = () =>
-    AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(options.signal ? [options.signal] : [])]);
-  const target = (resource: ResourceName, namespace: string, verb: Target["verb"]): Target => ({
-    ...targetOf(kc),
-    resource,
-    verb,
-    namespace,
-    timeoutMs,
-  });
+  const { signal, target, cancelOnFailure } = sideBySide(kc, timeoutMs, options.signal);
   for (const ref of refs)
     if (!DNS1123_LABEL.test(ref.namespace)) throw new Error(`${JSON.stringify(ref.namespace)} is not a namespace name`);
   const resourceOf = (kind: ObjectRef["kind"]): ResourceName => (kind === "Service" ? "services" : "endpointslices");
@@ -311,16 +288,34 @@ export async function readObjects<T>(
     );
     return { namespace: ref.namespace, service: ref.name, items };
   };
-  const failFast = <R>(p: Promise<R>) =>
+  const [objects, slices] = await Promise.all([
+    Promise.all(refs.map((ref) => cancelOnFailure(getOne(ref)))),
+    Promise.all(refs.filter((r) => r.kind === "Service").map((ref) => cancelOnFailure(slicesOf(ref)))),
+  ]);
+  return { objects, slicesOf: slices };
+}
+
+/**
+ * For requests sent side by side: a signal per request (its own timeout, the caller's signal, and
+ * the cancellation of all of them), the target its error message names, and a wrapper that cancels
+ * the others when one fails instead of leaving them running.
+ */
+function sideBySide(kc: KubeConfig, timeoutMs: number, outer: AbortSignal | undefined) {
+  const cancel = new AbortController();
+  const signal = () => AbortSignal.any([timeoutSignal(timeoutMs), cancel.signal, ...(outer ? [outer] : [])]);
+  const target = (resource: ResourceName, namespace: string | undefined, verb: Target["verb"]): Target => ({
+    ...targetOf(kc),
+    resource,
+    verb,
+    namespace,
+    timeoutMs,
+  });
+  const cancelOnFailure = <R>(p: Promise<R>) =>
     p.catch((err: unknown) => {
       cancel.abort();
       throw err;
     });
-  const [objects, slices] = await Promise.all([
-    Promise.all(refs.map((ref) => failFast(getOne(ref)))),
-    Promise.all(refs.filter((r) => r.kind === "Service").map((ref) => failFast(slicesOf(ref)))),
-  ]);
-  return { objects, slicesOf: slices };
+  return { signal, target, cancelOnFailure };
 }
 
 /**
