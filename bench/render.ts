@@ -1,5 +1,4 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdtempSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -10,23 +9,21 @@ import { parseRenderOptions, type RenderOptions } from "../shared/core/options.j
 import { renderSnapshot } from "../shared/core/pipeline.js";
 import { LayoutState } from "../shared/core/backend-layout.js";
 import { Renderer, type TemplateSet } from "../shared/core/render.js";
-import { ChunkedSha256 } from "../shared/core/sha256.js";
+import { configHasher, type DigestKind } from "../shared/core/config-digest.js";
 import { type Snapshot, snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import { machine, mib, percentile, table } from "./machine.js";
 import { syntheticItems } from "./synthetic.js";
-import { TreeDigestProjection } from "./tree-digest.js";
 
 /**
  * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
  * Go text/template anchor, in one run. Each case runs in its own process so peak RSS is its own.
  *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
  *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
- *     [--warm]         the warm case only, once per round (no full renders, no anchor)
- *     [--changes 200]  changes of the warm case: a long-lived instance has made many
- *     [--projections]  the warm case also times, apart from its passes, one sha256 of the whole
- *                      config and a tree digest (bench/tree-digest.ts); off by default, as their
- *                      work between passes changes what the passes measure
+ *     [--warm]         the warm cases only, once per round (no full renders, no anchor)
+ *     [--changes 200]  changes of the warm cases: a long-lived instance has made many
+ * The warm case runs once per digest kind (core/config-digest.ts), side by side: sha256, which
+ * agents of every version verify, and tree1, which publishers switch to once every agent does.
  */
 interface CaseResult {
   engine: string;
@@ -44,7 +41,7 @@ interface CaseResult {
   peakRssMiB: number;
   /** Warm case: how many changes it made. */
   changes?: number;
-  /** Warm case: build + render + sha256 per change, p50, p99 (nearest rank) and max. */
+  /** Warm case: build + render + digest per change, p50, p99 (nearest rank) and max. */
   totalMs?: Spread;
   /** Warm case: the same in CPU time (every thread of the process), which waiting for a core does not count. */
   totalCpuMs?: Spread;
@@ -52,11 +49,7 @@ interface CaseResult {
    * Warm case: the same passes by stage (each stage's own p50 and p99, so they do not add up to
    * the total's), the collector's pauses within a pass, and the chunks the config was left in.
    */
-  stagesMs?: { build: Spread; render: Spread; sha256: Spread; gc: Spread };
-  /** Warm case: what a tree digest would take in place of sha256 (bench/tree-digest.ts), timed apart. */
-  treeDigestMs?: Spread;
-  /** Warm case: one sha256 of the whole config, the least a pass pays when the first backend changed. */
-  fullSha256Ms?: Spread;
+  stagesMs?: { build: Spread; render: Spread; digest: Spread; gc: Spread };
   chunks?: Spread;
 }
 
@@ -87,7 +80,7 @@ function naive(t: TemplateSet): TemplateSet {
   };
 }
 
-function runCase(services: number, engine: string, iters: number, projections: boolean): CaseResult {
+function runCase(services: number, engine: string, iters: number): CaseResult {
   // The synthetic cluster validated item by item, as a live list's pages are (snapshot-source.ts):
   // no JSON text of it (its parse is the list stage's), and no raw object outlives its validation.
   const t0 = performance.now();
@@ -100,7 +93,8 @@ function runCase(services: number, engine: string, iters: number, projections: b
   const t1 = performance.now();
   // Loopback-free options as the anchor renders: one HTTP frontend, default algorithm.
   const options = parseRenderOptions({ minServerSlots: 1 });
-  if (engine === WARM) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0), projections);
+  const warm = WARM.find((w) => w.engine === engine);
+  if (warm) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0), warm);
   const model = buildModel(snapshot, options);
   const t2 = performance.now();
   const templates = engine === "liquid-per-item" ? naive(loadTemplates()) : loadTemplates();
@@ -128,7 +122,11 @@ function runCase(services: number, engine: string, iters: number, projections: b
   };
 }
 
-const WARM = "servicelb warm, 1 Service changed";
+const WARM: ReadonlyArray<{ engine: string; digest: DigestKind }> = [
+  { engine: "servicelb warm, 1 Service changed, sha256", digest: "sha256" },
+  { engine: "servicelb warm, 1 Service changed, tree1", digest: "tree1" },
+];
+const isWarm = (engine: string) => WARM.some((w) => w.engine === engine);
 /** The same cluster with a mix of per-Service settings (more config than the anchor renders). */
 const SETTINGS = "servicelb, per-Service settings mix";
 /** Changes of the warm case, unless --changes says otherwise. */
@@ -141,7 +139,7 @@ const mean = (xs: number[]) => xs.reduce((sum, x) => sum + x, 0) / xs.length;
 
 /**
  * A warm function instance re-rendering after one Service changed (its EndpointSlice moved a
- * pod, so its resourceVersion went up): model build, render and sha256, with the instance's
+ * pod, so its resourceVersion went up): model build, render and digest, with the instance's
  * caches, as a reconcile pass does them. The snapshot is the live kind (trusted resourceVersions);
  * validating it is part of the list stage.
  */
@@ -151,18 +149,17 @@ function warmReRender(
   options: RenderOptions,
   iters: number,
   parseMs: number,
-  projections: boolean,
+  warm: { engine: string; digest: DigestKind },
 ): CaseResult {
   const renderer = new Renderer(loadTemplates());
   const cache = new ModelCache();
-  const hasher = new ChunkedSha256();
+  const hasher = configHasher(warm.digest);
   // A warm instance keeps its backend layout too (RenderContext): placement reuses it.
   const layout = new LayoutState();
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
-  const tree = new TreeDigestProjection();
   const first = renderSnapshot(current, options, renderer, {}, cache, hasher, layout);
   let bytes = first.byteLength;
-  if (projections) tree.digest(first.chunks, first.stats.backends + 1);
+  if (first.sha256.length === 0) throw new Error("no digest");
   const totals: number[] = [];
   const cpuTotals: number[] = [];
   const builds: number[] = [];
@@ -173,8 +170,6 @@ function warmReRender(
   // The collector's pauses are read per pass: a pass's own garbage, and the bench's, are collected
   // in whichever pass the young generation fills up.
   const gc = new GCProfiler();
-  const trees: number[] = [];
-  const fulls: number[] = [];
   for (let i = 0; i < iters; i++) {
     const k = (i * 7919) % current.endpointSlices.length;
     const slices = [...current.endpointSlices];
@@ -190,7 +185,7 @@ function warmReRender(
     const t0 = performance.now();
     const result = renderSnapshot(current, options, renderer, {}, cache, hasher, layout);
     const t1 = performance.now();
-    if (result.sha256.length !== 64) throw new Error("no sha256");
+    if (result.sha256.length === 0) throw new Error("no digest");
     const t2 = performance.now();
     const used = process.cpuUsage(cpu);
     const collected = gc.stop();
@@ -202,17 +197,9 @@ function warmReRender(
     pauses.push((collected?.statistics ?? []).reduce((sum, g) => sum + g.cost, 0) / 1000);
     chunks.push(result.chunks.length);
     bytes = result.byteLength;
-    if (projections) {
-      const t3 = performance.now();
-      tree.digest(result.chunks, result.stats.backends + 1);
-      const t4 = performance.now();
-      sha256Of(result.chunks);
-      trees.push(t4 - t3);
-      fulls.push(performance.now() - t4);
-    }
   }
   return {
-    engine: WARM,
+    engine: warm.engine,
     services,
     endpoints: ENDPOINTS,
     parseMs,
@@ -224,16 +211,9 @@ function warmReRender(
     changes: iters,
     totalMs: spreadOf(totals),
     totalCpuMs: spreadOf(cpuTotals),
-    stagesMs: { build: spreadOf(builds), render: spreadOf(renders), sha256: spreadOf(hashes), gc: spreadOf(pauses) },
+    stagesMs: { build: spreadOf(builds), render: spreadOf(renders), digest: spreadOf(hashes), gc: spreadOf(pauses) },
     chunks: spreadOf(chunks),
-    ...(projections ? { treeDigestMs: spreadOf(trees), fullSha256Ms: spreadOf(fulls) } : {}),
   };
-}
-
-function sha256Of(chunks: readonly Buffer[]): string {
-  const hash = createHash("sha256");
-  for (const c of chunks) hash.update(c);
-  return hash.digest("hex");
 }
 
 /** The Go anchor built once per run, or why it cannot run. */
@@ -308,14 +288,7 @@ function main(): void {
   const child = arg("--child");
   if (child) {
     process.stdout.write(
-      JSON.stringify(
-        runCase(
-          Number(child),
-          arg("--engine") ?? "servicelb",
-          Number(arg("--iters") ?? 5),
-          args.includes("--projections"),
-        ),
-      ),
+      JSON.stringify(runCase(Number(child), arg("--engine") ?? "servicelb", Number(arg("--iters") ?? 5))),
     );
     return;
   }
@@ -328,7 +301,7 @@ function main(): void {
   const json = args.includes("--json");
   const warmOnly = args.includes("--warm");
   const changes = Number(arg("--changes") ?? WARM_CHANGES);
-  const anchor = warmOnly ? "--warm: the warm case only, no anchor" : buildAnchor(anchorDir);
+  const anchor = warmOnly ? "--warm: the warm cases only, no anchor" : buildAnchor(anchorDir);
   const notes: string[] = [];
   if (typeof anchor === "string") notes.push(anchor);
   else if (!existsSync(TIME)) notes.push(`${TIME} not found (apt-get install -y time): Go's peak RSS is not measured`);
@@ -346,27 +319,19 @@ function main(): void {
     const loadBefore = loadLine();
     const results: Row[] = [];
     for (let round = 1; round <= rounds; round++) {
+      const warm = WARM.map((w) => w.engine);
       const engines = warmOnly
-        ? [WARM]
+        ? warm
         : round === 1
-          ? ["servicelb", SETTINGS, "liquid-per-item", WARM]
+          ? ["servicelb", SETTINGS, "liquid-per-item", ...warm]
           : ["servicelb", SETTINGS];
       for (const engine of engines) {
         // liquidjs for every item takes seconds at 10,000 Services and minutes at 50,000.
         if (engine === "liquid-per-item" && n > 10_000) continue;
-        const caseIters = engine === "liquid-per-item" ? 1 : engine === WARM ? changes : iters;
+        const caseIters = engine === "liquid-per-item" ? 1 : isWarm(engine) ? changes : iters;
         const out = execFileSync(
           process.execPath,
-          [
-            self,
-            "--child",
-            String(n),
-            "--engine",
-            engine,
-            "--iters",
-            String(caseIters),
-            ...(args.includes("--projections") ? ["--projections"] : []),
-          ],
+          [self, "--child", String(n), "--engine", engine, "--iters", String(caseIters)],
           { encoding: "utf8", maxBuffer: 1 << 20 },
         );
         results.push({ ...(JSON.parse(out) as CaseResult), round });
@@ -458,7 +423,7 @@ function printSection(
   for (const r of s.results) {
     if (r.totalMs)
       console.log(
-        `warm instance, 1 Service changed: build + render + sha256 ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${r.changes} changes`,
+        `${r.engine}: build + render + digest ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${r.changes} changes`,
       );
     if (r.totalCpuMs)
       console.log(
@@ -466,11 +431,7 @@ function printSection(
       );
     if (r.stagesMs && r.chunks)
       console.log(
-        `  by stage, ms p50 / p99: build ${at(r.stagesMs.build)}, render ${at(r.stagesMs.render)}, sha256 ${at(r.stagesMs.sha256)}, GC pauses ${at(r.stagesMs.gc)}; chunks ${at(r.chunks)} (max ${r.chunks.max})`,
-      );
-    if (r.treeDigestMs && r.fullSha256Ms)
-      console.log(
-        `  timed apart: one sha256 of the whole config ${at(r.fullSha256Ms)} ms p50 / p99; a tree digest in place of sha256 (projection, not published) ${at(r.treeDigestMs)} ms p50 / p99, ${r.treeDigestMs.max} ms max`,
+        `  by stage, ms p50 / p99: build ${at(r.stagesMs.build)}, render ${at(r.stagesMs.render)}, digest ${at(r.stagesMs.digest)}, GC pauses ${at(r.stagesMs.gc)}; chunks ${at(r.chunks)} (max ${r.chunks.max})`,
       );
   }
   console.log(`after: ${s.loadAfter}`);

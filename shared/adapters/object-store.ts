@@ -26,10 +26,19 @@ import type { ConfigChunks } from "../core/chunks.js";
 import { parseRevision } from "../core/revision.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
 import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/backend-layout.js";
-import { SHA256_HEX, sha256, sha256Schema } from "../core/sha256.js";
+import { SHA256_HEX } from "../core/sha256.js";
+import {
+  configDigest,
+  DIGEST,
+  digestHex,
+  digestKind,
+  type DigestKind,
+  digestSchema,
+  SuccessiveDigests,
+} from "../core/config-digest.js";
 import { parseStoreUrl } from "../core/store-url.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
-import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyText } from "./store-limits.js";
+import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyBytes, readBodyText } from "./store-limits.js";
 
 /*
  * Published configs live at <prefix>configs/<epoch>-<revision>-<seq>-<sha>.cfg (see
@@ -90,7 +99,7 @@ export interface ObjectStoreOptions {
 
 export interface ConfigRef {
   key: string;
-  /** Full hex sha256 of the config body. */
+  /** The config body's digest (core/config-digest.ts): 64 hex digits of its sha256, or tree1:<hex>. */
   sha256: string;
   /** Decimal snapshot revision, without leading zeros. */
   revision: string;
@@ -118,7 +127,7 @@ export interface SkippedKey {
   reason: string;
 }
 
-/** A rendered config as its chunks and their sha256 (a render's result is one). */
+/** A rendered config as its chunks and their digest (a render's result is one). */
 export interface HashedConfig extends ConfigChunks {
   readonly sha256: string;
 }
@@ -126,11 +135,13 @@ export interface HashedConfig extends ConfigChunks {
 export interface PublishInput {
   /**
    * The config body; the renderer's bytes go out as they are, text is sent as UTF-8. A rendered
-   * config comes with its sha256, so an unchanged config is recognised without a copy or a hash
+   * config comes with its digest, so an unchanged config is recognised without a copy or a hash
    * here; its chunks are joined only when it is written (an SDK retry needs a body it can send
    * twice).
    */
   config: string | Uint8Array | HashedConfig;
+  /** The kind of digest text or bytes are published by; a HashedConfig's digest says its own. Default sha256. */
+  digest?: DigestKind;
   /** The snapshot's revision: the highest metadata.resourceVersion of the list responses. */
   revision: string;
   /** Version string of the software that rendered the config. */
@@ -195,7 +206,7 @@ export interface HistoryEntry {
 
 export const pinSchema = z.object({
   key: z.string().min(1),
-  sha256: sha256Schema,
+  sha256: digestSchema,
   pinnedAt: z.string(),
   reason: z.string().optional(),
 });
@@ -359,10 +370,13 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     metadata: Record<string, string> | undefined,
     size: number | undefined,
   ): ConfigHead {
-    const sha = metadata?.sha256;
-    if (!sha) throw corrupt(key, "no sha256 metadata");
-    if (!SHA256_HEX.test(sha) || !sha.startsWith(name.shaPrefix))
-      throw corrupt(key, `metadata sha256 ${sha} does not match the key's sha256 prefix ${name.shaPrefix}`);
+    // A tree1 config's digest is under `digest`, so that an agent that knows only sha256 skips it
+    // for want of a sha256 rather than read one it cannot match.
+    const sha = metadata?.digest ?? metadata?.sha256;
+    if (!metadata || !sha) throw corrupt(key, "no sha256 or digest metadata");
+    const shaped = metadata.digest !== undefined ? DIGEST.test(sha) : SHA256_HEX.test(sha);
+    if (!shaped || !digestHex(sha).startsWith(name.shaPrefix))
+      throw corrupt(key, `metadata digest ${sha} does not match the key's sha256 prefix ${name.shaPrefix}`);
     const revision = name.revision.toString();
     if (metadata.revision !== revision)
       throw corrupt(key, `metadata revision ${metadata.revision ?? "(none)"} but the key says ${revision}`);
@@ -428,20 +442,23 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     if (verified.size > VERIFIED_KEPT) verified.delete(verified.keys().next().value!);
   }
 
+  /** An agent GETs one config after another, each mostly the one before: tree1 verifies from what the last left. */
+  const digests = new SuccessiveDigests();
+
   async function get(key: string): Promise<StoredConfig> {
     const name = requireConfigKey(key);
-    const { config, metadata, size } = await storeCall("get", key, async () => {
+    const { body, metadata, size } = await storeCall("get", key, async () => {
       const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
       return {
-        config: await readBodyText(response.Body, maxObjectBytes),
+        body: await readBodyBytes(response.Body, maxObjectBytes),
         metadata: response.Metadata,
         size: response.ContentLength,
       };
     });
     const head = verifyMetadata(key, name, metadata, size);
-    const actual = sha256(config);
-    if (actual !== head.sha256) throw corrupt(key, `body sha256 ${actual} but metadata sha256 ${head.sha256}`);
-    return { key, config, sha256: actual, revision: head.revision };
+    const actual = digests.digest(digestKind(head.sha256), body);
+    if (actual !== head.sha256) throw corrupt(key, `body digest ${actual} but metadata digest ${head.sha256}`);
+    return { key, config: body.toString("utf8"), sha256: actual, revision: head.revision };
   }
 
   async function getText(key: string): Promise<string | null> {
@@ -555,7 +572,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     await deleteKeys(doomed);
   }
 
-  /** The newest config's sha256 as the last publish saw or left it (see expectUnchanged). */
+  /** The newest config's digest as the last publish saw or left it (see expectUnchanged). */
   let lastNewestSha: string | null = null;
 
   async function publish(input: PublishInput): Promise<PublishResult> {
@@ -566,7 +583,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         `generator must be printable ASCII (it is sent as an HTTP header), got ${JSON.stringify(generator)}`,
       );
     }
-    const sha = isHashed(config) ? config.sha256 : sha256(config);
+    const sha = isHashed(config) ? config.sha256 : configDigest(input.digest ?? "sha256", config);
     // A warm instance that last saw these very bytes newest expects "unchanged", which needs only
     // the configs listing (the views listing only when the snapshot is newer than that config: a
     // marker may be due). Otherwise the live revision (needed before any write and when behind)
@@ -593,7 +610,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const newest = (fallback: ConfigRef): ConfigRef =>
       newestHead ? { key: newestHead.key, sha256: newestHead.sha256, revision: newestHead.revision } : fallback;
     const keyAt = (epoch: number, seq: number) =>
-      `${configsPrefix}${formatConfigName({ epoch, revision: ours, seq, shaPrefix: sha.slice(0, KEY_SHA_CHARS) })}`;
+      `${configsPrefix}${formatConfigName({ epoch, revision: ours, seq, shaPrefix: digestHex(sha).slice(0, KEY_SHA_CHARS) })}`;
     const seq = newestEntry ? newestEntry.name.seq + 1 : 0;
 
     if (input.expectedNewest !== undefined && newestHead?.key !== input.expectedNewest) {
@@ -675,7 +692,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     }
 
     const metadata: Record<string, string> = {
-      sha256: sha,
+      [digestKind(sha) === "sha256" ? "sha256" : "digest"]: sha,
       revision: ref.revision,
       generator,
       epoch: String(decision.epoch),

@@ -111,10 +111,15 @@ export function limitRequests(client: S3Client, limits: StoreLimits): void {
 }
 
 /**
- * An object body as UTF-8 text, read as a stream and refused once it passes `maxBytes` (for a
- * store that sends no Content-Length, or a wrong one): at most the cap is ever held in memory.
+ * An object body, read as a stream and refused once it passes `maxBytes` (for a store that sends
+ * no Content-Length, or a wrong one): at most the cap is ever held in memory.
  */
 export async function readBodyText(body: unknown, maxBytes: number): Promise<string> {
+  return (await readBodyBytes(body, maxBytes)).toString("utf8");
+}
+
+/** The same as bytes: a config is verified on the bytes the store sent. */
+export async function readBodyBytes(body: unknown, maxBytes: number): Promise<Buffer> {
   if (!(body instanceof Readable)) throw new Error("the store returned no body stream");
   const chunks: Buffer[] = [];
   let size = 0;
@@ -126,5 +131,5 @@ export async function readBodyText(body: unknown, maxBytes: number): Promise<str
     }
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks, size).toString("utf8");
+  return Buffer.concat(chunks, size);
 }

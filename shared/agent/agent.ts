@@ -29,6 +29,7 @@ import { startStatusReporter, type StatusReporter } from "./status-reporter.js";
 import { watchStore } from "./store-watch.js";
 import { tokenSource } from "./token.js";
 import { until } from "./until.js";
+import { DIGEST_KINDS } from "../core/config-digest.js";
 
 export interface AgentDeps {
   log?: Logger;
@@ -171,6 +172,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     reportIntervalSeconds: options.statusInterval / 1000,
     reportedAt: new Date().toISOString(),
     agent: version,
+    digests: [...DIGEST_KINDS],
   });
 
   /**

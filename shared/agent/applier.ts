@@ -1,11 +1,11 @@
 /*
  * Brings HAProxy to the newest published config: the pull loop. Each pass fetches the key a ping
- * named (one GET) or lists the store and GETs its newest (sha256 verified by the store), then
+ * named (one GET) or lists the store and GETs its newest (its digest verified by the store), then
  * hands the config to the apply steps (activation.ts; decide.ts says runtime API or reload).
  *
  * - Newest wins, never older: a config is taken only if its key sorts after the running one's
  *   (in decision order, core/config-key.ts), unless a pin names it (see pull-target.ts).
- *   A key named by a ping is only a hint: when it cannot be fetched (or its sha256 differs from
+ *   A key named by a ping is only a hint: when it cannot be fetched (or its digest differs from
  *   the ping's), the store is listed as without a ping, and nothing is recorded against that key.
  * - A failed config is retried only when a newer one appears or its backoff expires.
  * - At most one pull in flight; requests during it fold into one more pull after it. Between
@@ -24,7 +24,7 @@ import {
 } from "../adapters/object-store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
-import { sha256 } from "../core/sha256.js";
+import { configDigest, digestKind } from "../core/config-digest.js";
 import { Activation, type ActivationOptions } from "./activation.js";
 import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
 import { newestVerifiedAfter, PullError, readPin, SkippedKeys } from "./pull-target.js";
@@ -109,7 +109,7 @@ export class Applier {
   }
 
   /**
-   * A ping named `key` (with its sha256): pull unless that config (or a newer one) already runs.
+   * A ping named `key` (with its digest): pull unless that config (or a newer one) already runs.
    * The key is fetched directly, without listing the store, if it sorts after the running one.
    * Returns at once.
    */
@@ -178,7 +178,8 @@ export class Applier {
     const dropped = this.node.current !== this.node.onDisk ? (this.node.current?.key ?? null) : null;
     this.node.liveUnknown = false;
     const disk = this.node.onDisk;
-    const sha = fileText === null ? null : sha256(fileText);
+    // In the recorded config's kind: the same bytes are recognised whichever kind named them.
+    const sha = fileText === null ? null : configDigest(digestKind(disk?.sha256 ?? ""), fileText);
     // A file the agent did not record (it wrote it just before or after the restart read it): its key is unknown.
     this.node.current =
       fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
@@ -208,7 +209,7 @@ export class Applier {
     try {
       const config = await this.options.store.get(hint.key);
       if (config.sha256 !== hint.sha256)
-        throw new Error(`its sha256 is ${config.sha256}, the ping said ${hint.sha256}`);
+        throw new Error(`its digest is ${config.sha256}, the ping said ${hint.sha256}`);
       this.options.metrics.notifiedPulls.inc({ result: "fetched" });
       return config;
     } catch (err) {

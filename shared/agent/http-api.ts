@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { parseConfigKey, REVISION_DIGITS } from "../core/config-key.js";
-import { sha256Schema } from "../core/sha256.js";
+import { digestSchema } from "../core/config-digest.js";
 import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
@@ -19,7 +19,8 @@ import { bearerToken, tokenMatches } from "./token.js";
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
 export const notifySchema = z.object({
   key: z.string().refine((key) => !/\s/.test(key) && parseConfigKey(key) !== null, "a config key"),
-  sha256: sha256Schema,
+  /** The config's digest: sha256 hex, or tree1:<hex> (core/config-digest.ts). */
+  sha256: digestSchema,
   revision: z.string().regex(new RegExp(`^[0-9]{1,${REVISION_DIGITS}}$`), "a decimal revision"),
 });
 export type NotifyBody = z.infer<typeof notifySchema>;

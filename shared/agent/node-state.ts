@@ -9,7 +9,7 @@ import type { SkippedKey, StoredConfig } from "../adapters/object-store.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
-import { sha256 } from "../core/sha256.js";
+import { configDigest, digestKind } from "../core/config-digest.js";
 import type { AgentMetrics } from "./metrics.js";
 import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
 
@@ -74,7 +74,8 @@ export class NodeState {
   constructor(private readonly options: NodeStateOptions) {
     let applied: AppliedConfig | null = null;
     if (options.disk !== null) {
-      const sha = sha256(options.disk);
+      // In the recorded config's kind, so that the file is recognised as the config last applied.
+      const sha = configDigest(digestKind(options.saved.applied?.sha256 ?? ""), options.disk);
       const known = options.saved.applied?.sha256 === sha ? options.saved.applied : null;
       this.current = this.onDisk = {
         text: options.disk,

@@ -50,6 +50,11 @@ export const nodeStatusSchema = z.object({
   reportedAt: z.string(),
   /** e.g. "servicelb/0.1.0" */
   agent: z.string(),
+  /**
+   * The kinds of config digest the agent verifies (core/config-digest.ts). Agents before tree1
+   * report none and verify sha256 only: publishers keep to sha256 while one such report is there.
+   */
+  digests: z.array(z.string()).default([]),
 });
 
 export type NodeStatus = z.infer<typeof nodeStatusSchema>;

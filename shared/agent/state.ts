@@ -1,19 +1,20 @@
 /*
  * What the agent has applied and what last went wrong, kept on disk so that a restarted agent
  * knows which published config its haproxy.cfg is. The file is written after the config file,
- * so a crash in between leaves a config whose sha256 does not match: the agent then treats it
+ * so a crash in between leaves a config whose digest does not match: the agent then treats it
  * as unknown and lets the newest published config decide (see applier.ts).
  */
 
 import { z } from "zod";
 import type { Logger } from "../adapters/log.js";
-import { sha256Schema } from "../core/sha256.js";
+import { digestSchema } from "../core/config-digest.js";
 import { readIfExists, writeFileAtomic } from "./files.js";
 
 export const appliedSchema = z.object({
   /** The store key; null for a config on disk whose key the agent does not know. */
   key: z.string().nullable(),
-  sha256: sha256Schema,
+  /** The config's digest (core/config-digest.ts): sha256 hex, or tree1:<hex>. */
+  sha256: digestSchema,
   revision: z.string().nullable(),
   appliedAt: z.string(),
   /** How it went live: at HAProxy start, by a reload, through the runtime API, or it already was. */
@@ -21,7 +22,7 @@ export const appliedSchema = z.object({
 });
 
 export const agentErrorSchema = z.object({
-  /** pull: the store; verify: sha256 or metadata; check: haproxy -c; apply: runtime API, reload or start. */
+  /** pull: the store; verify: digest or metadata; check: haproxy -c; apply: runtime API, reload or start. */
   stage: z.enum(["pull", "verify", "check", "apply"]),
   key: z.string().nullable(),
   message: z.string(),

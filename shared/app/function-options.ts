@@ -15,6 +15,7 @@ import {
 } from "../core/settings.js";
 import { type StoreSettings, storeRetainSpec, storeSettingSpecs, storeSettings } from "../core/store-settings.js";
 import { mergeSettingSources } from "../adapters/setting-sources.js";
+import type { DigestSetting } from "./digest-choice.js";
 
 /** How the reconcile function finds and pings the agents. */
 export interface NotifySettings {
@@ -44,6 +45,8 @@ export interface FunctionSettings {
   passTimeoutMs: number;
   /** How long the full list behind a head start that served its event waits for more events (0: not at all). */
   confirmDelayMs: number;
+  /** The digest configs are published by (app/digest-choice.ts). */
+  digest: DigestSetting;
   notify: NotifySettings;
 }
 
@@ -135,6 +138,10 @@ const functionOnlySpecs = {
     schema: wholeNumber("a whole number of milliseconds from 0 to 10000", 0, 10_000).default(200),
     help: "how long the full list behind a head start that served its event waits for more events (at most 5 times this after the first)",
   },
+  digest: {
+    schema: z.enum(["auto", "sha256", "tree1"]).default("auto"),
+    help: "the digest configs are published by: auto (tree1 once every agent's report says it verifies tree1), sha256 or tree1",
+  },
 } as const satisfies Record<string, SettingSpec>;
 
 /** The settings beyond the render options. */
@@ -172,6 +179,7 @@ export function loadFunctionSettings(
     maxBodyBytes: extra.maxBodyBytes,
     passTimeoutMs: extra.passTimeoutMs,
     confirmDelayMs: extra.confirmDelayMs,
+    digest: extra.digest,
     store: storeSettings(extra, env),
     notify: {
       agents: extra.agents,

@@ -28,6 +28,7 @@ import { requireStore, type FunctionSettings } from "./function-options.js";
 import { openStore } from "../adapters/open-store.js";
 import { RenderContext } from "./render-context.js";
 import { Coalescer, Settled } from "./pass-queue.js";
+import { DigestChoice } from "./digest-choice.js";
 
 /** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
 export type LiveSnapshot = Snapshot & { listWarnings: string[]; endpointKind?: "EndpointSlice" | "Endpoints" };
@@ -48,6 +49,8 @@ export interface ReconcileDeps {
   generator?: string;
   /** Stage timing (bench/e2e); none by default. */
   trace?: StageTrace;
+  /** How often a warm instance reads the agents' reports again to choose the digest. Default DIGEST_RECHECK_MS. */
+  digestRecheckMs?: number;
 }
 
 /** Where a pass is; "layout" is a cold instance reading the newest config's backend layout from the store. */
@@ -163,6 +166,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     ((signal: AbortSignal) =>
       readClusterRevision(loadKubeConfig(kube), { namespace: settings.options.namespace, signal }));
   const recorded = settingsRecord(settings.options, ctx.template);
+  const digests = new DigestChoice(settings.digest, () => store.listStatuses(), log, deps.digestRecheckMs);
   const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
   if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
@@ -336,6 +340,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     const durationsMs = { list: 0, build: 0, render: 0, publish: 0, notify: 0 };
     let stage: Stage = "list";
     const { deadline, guard } = deadlineOf(() => stage);
+    // Beside the list: only an instance's first pass waits for the agents' reports.
+    const digest = digests.forPass();
     try {
       const list = async () => {
         stage = "list";
@@ -399,6 +405,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
 
       await giveWay();
       const first = await list();
+      ctx.useDigest(await digest);
       await giveWay();
       const outcome = await exclusively(async () => {
         let { snapshot, rendered, held } = await render(view.listed(first.ticket, first.listed));

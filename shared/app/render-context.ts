@@ -4,7 +4,8 @@ import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
 import { Renderer } from "../core/render.js";
 import type { SettingsRecord } from "../core/settings-record.js";
-import { ChunkedSha256, sha256 } from "../core/sha256.js";
+import { type ConfigHasher, configHasher, type DigestKind } from "../core/config-digest.js";
+import { sha256 } from "../core/sha256.js";
 import { ParsedItems, type Snapshot } from "../core/snapshot.js";
 import { readErrorPage } from "../adapters/error-page.js";
 import { loadTemplates } from "../adapters/templates.js";
@@ -22,8 +23,8 @@ export class RenderContext {
   /** Plans of unchanged Services between renders of live snapshots (a warm function instance). */
   private cache = new ModelCache();
   private items = new ParsedItems();
-  /** The last config's hash states: a warm pass hashes only from its first changed chunk on. */
-  private readonly hasher = new ChunkedSha256();
+  /** What the last config's digest left: a warm pass hashes only what changed (config-digest.ts). */
+  private hasher: ConfigHasher = configHasher("sha256");
   /** Which backend serves which Service port in the last config (backend-layout.ts). */
   private layout = new LayoutState();
 
@@ -59,6 +60,15 @@ export class RenderContext {
   /** The layout the newest published config was rendered with: a cold instance places Services into it. */
   useLayout(layout: BackendLayout): void {
     this.layout = new LayoutState(layout);
+  }
+
+  /** The kind of digest configs are published by (app/digest-choice.ts). */
+  get digestKind(): DigestKind {
+    return this.hasher.kind;
+  }
+
+  useDigest(kind: DigestKind): void {
+    if (kind !== this.hasher.kind) this.hasher = configHasher(kind);
   }
 
   render(snapshot: Snapshot): RenderResult {

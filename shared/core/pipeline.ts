@@ -6,14 +6,14 @@ import type { Skipped, Warning } from "./model.js";
 import type { RenderOptions } from "./options.js";
 import type { Renderer } from "./render.js";
 import { scopeReport } from "./scope-report.js";
-import { ChunkedSha256 } from "./sha256.js";
+import { type ConfigHasher, configHasher } from "./config-digest.js";
 import type { Snapshot } from "./snapshot.js";
 
 export interface RenderResult extends ConfigChunks {
   /** The config as published, as the chunks it was rendered in: what is hashed and uploaded. */
   readonly chunks: readonly Buffer[];
   readonly byteLength: number;
-  /** Hex sha256 of the config, computed when first read. */
+  /** The config's digest (config-digest.ts) in the hasher's kind, computed when first read. */
   readonly sha256: string;
   /** The config in one buffer, joined when first read (a dry run's answer, `haproxy -c`). */
   readonly bytes: Buffer;
@@ -46,7 +46,7 @@ export function renderSnapshot(
   renderer: Renderer,
   inputs: BuildInputs = {},
   cache?: ModelCache,
-  hasher: ChunkedSha256 = new ChunkedSha256(),
+  hasher: ConfigHasher = configHasher("sha256"),
   layout?: LayoutState,
 ): RenderResult {
   const t0 = performance.now();

@@ -252,7 +252,7 @@ describe("publish, latest, get", () => {
       status: "published",
       skipped: [
         { key: farFuture, reason: expect.stringMatching(/sha256/) },
-        { key: handKey, reason: expect.stringMatching(/no sha256 metadata/) },
+        { key: handKey, reason: expect.stringMatching(/no sha256 or digest metadata/) },
       ],
     });
     const next = await store.publish({ config: cfg(2), revision: "12", generator: GENERATOR });

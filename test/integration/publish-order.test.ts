@@ -73,6 +73,7 @@ function reconciler(
     maxBodyBytes: 1 << 20,
     passTimeoutMs,
     confirmDelayMs: 200,
+    digest: "auto",
     store: {
       url: `s3://${world.s3.bucket}/${n.prefix}`,
       endpoint: world.s3.endpoint,

@@ -47,6 +47,7 @@ function reconcilerFor(agent: Agent, kubeconfig: string): Reconciler {
     maxBodyBytes: 1 << 20,
     passTimeoutMs: 30_000,
     confirmDelayMs: 50,
+    digest: "auto",
     store: { url: `s3://${s3.bucket}/${n.prefix}`, endpoint: s3.endpoint, forcePathStyle: true, retain: 50 },
     notify: { agents: [agent.url], agentPort: "agent", token: TOKEN, timeoutMs: 2000 },
   };

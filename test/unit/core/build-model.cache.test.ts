@@ -4,7 +4,7 @@ import { buildModel, ModelCache } from "../../../shared/core/build-model.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { renderSnapshot } from "../../../shared/core/pipeline.js";
 import { Renderer } from "../../../shared/core/render.js";
-import { ChunkedSha256, sha256 } from "../../../shared/core/sha256.js";
+import { configDigest, configHasher, DIGEST_KINDS } from "../../../shared/core/config-digest.js";
 import { ParsedItems, snapshotFromDocuments, type Snapshot } from "../../../shared/core/snapshot.js";
 import { loadTemplates } from "../../../shared/adapters/templates.js";
 import { list, service, slice, type KubeFixture } from "../../support/fixtures.js";
@@ -116,25 +116,30 @@ function snapshot(state: State, rv: number, reuse?: ParsedItems, listOrder = fal
 }
 
 describe("the warm-instance cache", () => {
-  it("renders exactly what a cold render gives, with the same sha256, after any sequence of changes", () => {
+  it("renders exactly what a cold render gives, with the same digest, after any sequence of changes", () => {
     fc.assert(
-      fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), fc.boolean(), (changes, listOrder) => {
-        const warm = new Renderer(templates);
-        const cache = new ModelCache();
-        const reuse = new ParsedItems();
-        const hasher = new ChunkedSha256();
-        const state: State = new Map();
-        let rv = 1;
-        for (const c of changes) {
-          apply(state, c, ++rv);
-          const cached = renderSnapshot(snapshot(state, rv, reuse, listOrder), options, warm, {}, cache, hasher);
-          const cold = renderSnapshot(snapshot(state, rv, undefined, listOrder), options, new Renderer(templates));
-          expect(cached.bytes.equals(cold.bytes)).toBe(true);
-          expect(cached.sha256).toBe(sha256(cold.bytes));
-          expect(cached.warnings).toEqual(cold.warnings);
-          expect(cached.skipped).toEqual(cold.skipped);
-        }
-      }),
+      fc.property(
+        fc.array(change, { minLength: 1, maxLength: 25 }),
+        fc.boolean(),
+        fc.constantFrom(...DIGEST_KINDS),
+        (changes, listOrder, kind) => {
+          const warm = new Renderer(templates);
+          const cache = new ModelCache();
+          const reuse = new ParsedItems();
+          const hasher = configHasher(kind);
+          const state: State = new Map();
+          let rv = 1;
+          for (const c of changes) {
+            apply(state, c, ++rv);
+            const cached = renderSnapshot(snapshot(state, rv, reuse, listOrder), options, warm, {}, cache, hasher);
+            const cold = renderSnapshot(snapshot(state, rv, undefined, listOrder), options, new Renderer(templates));
+            expect(cached.bytes.equals(cold.bytes)).toBe(true);
+            expect(cached.sha256).toBe(configDigest(kind, cold.bytes));
+            expect(cached.warnings).toEqual(cold.warnings);
+            expect(cached.skipped).toEqual(cold.skipped);
+          }
+        },
+      ),
       {
         numRuns: 150,
         // Found by this property before Services with a repeated port number were refused: two
@@ -174,6 +179,7 @@ describe("the warm-instance cache", () => {
               },
             ],
             false,
+            "sha256",
           ],
         ],
       },
@@ -203,11 +209,11 @@ describe("the warm-instance cache", () => {
       owner: fc.constantFrom(...NAMES, "gone"),
     });
     fc.assert(
-      fc.property(fc.array(step, { minLength: 1, maxLength: 20 }), (steps) => {
+      fc.property(fc.array(step, { minLength: 1, maxLength: 20 }), fc.constantFrom(...DIGEST_KINDS), (steps, kind) => {
         const warm = new Renderer(templates);
         const cache = new ModelCache();
         const reuse = new ParsedItems();
-        const hasher = new ChunkedSha256();
+        const hasher = configHasher(kind);
         const state: State = new Map();
         const port = [{ name: "p", port: 8080 }];
         for (const name of NAMES) {
@@ -236,7 +242,7 @@ describe("the warm-instance cache", () => {
           if (cache.generation !== generation) full++;
           const cold = renderSnapshot(snapshot(state, rv, undefined, true), options, new Renderer(templates));
           expect(cached.bytes.equals(cold.bytes)).toBe(true);
-          expect(cached.sha256).toBe(sha256(cold.bytes));
+          expect(cached.sha256).toBe(configDigest(kind, cold.bytes));
           expect(cached.stats).toMatchObject({ servers: cold.stats.servers, backends: cold.stats.backends });
           expect(cached.warnings).toEqual(cold.warnings);
         }

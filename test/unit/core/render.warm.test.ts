@@ -5,6 +5,7 @@ import type { Backend, Model } from "../../../shared/core/model.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { Renderer } from "../../../shared/core/render.js";
 import { ChunkedSha256, sha256 } from "../../../shared/core/sha256.js";
+import { ChunkedTreeDigest, treeDigest } from "../../../shared/core/tree-digest.js";
 import { assignSlots, slotCookies } from "../../../shared/core/slots.js";
 import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
 import { loadTemplates } from "../../../shared/adapters/templates.js";
@@ -78,6 +79,7 @@ describe("a warm renderer", () => {
       fc.property(fc.array(step, { minLength: 1, maxLength: 60 }), (steps) => {
         const warm = new Renderer(templates);
         const hasher = new ChunkedSha256();
+        const tree = new ChunkedTreeDigest();
         let m = start;
         warm.renderChunks(m);
         for (const [n, s] of steps.entries()) {
@@ -86,6 +88,7 @@ describe("a warm renderer", () => {
           const cold = new Renderer(templates).renderBytes(m);
           expect(Buffer.concat(chunks).equals(cold)).toBe(true);
           expect(hasher.digest(chunks)).toBe(sha256(cold));
+          expect(tree.digest(chunks)).toBe(treeDigest(cold));
           // The main template's parts, the rules, and one range per block.
           const blocks = Math.ceil(m.backends.length / BLOCK);
           expect(chunks.length).toBeLessThanOrEqual(blocks + 8);

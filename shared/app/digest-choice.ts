@@ -1,0 +1,85 @@
+/*
+ * Which kind of digest the reconcile function publishes configs by (core/config-digest.ts). A
+ * tree1 config is skipped, as not verifying, by an agent that knows only sha256, which would then
+ * serve its last config for as long as tree1 configs are published: so in `auto` (the default) a
+ * publisher switches to tree1 only when every agent's report in the store (status/<node>.json)
+ * says it verifies tree1, and back to sha256 as soon as one report does not. A report that cannot
+ * be read counts as one that does not, and so does a node's report left behind after the node
+ * went: deleting it (or setting `tree1`) is how an operator says that node is gone.
+ */
+import type { Logger } from "../adapters/log.js";
+import { nodeStatusSchema } from "../agent/node-status.js";
+import type { DigestKind } from "../core/config-digest.js";
+
+export type DigestSetting = "auto" | DigestKind;
+
+/** Reads of the agents' reports a warm instance makes at most once per this, in the background. */
+export const DIGEST_RECHECK_MS = 60_000;
+
+/** The kind the agents' reports allow, and, for sha256, why. */
+export function digestForFleet(reports: readonly unknown[]): { kind: DigestKind; reason?: string } {
+  if (reports.length === 0) return { kind: "sha256", reason: "no agent has reported to the store" };
+  for (const report of reports) {
+    const parsed = nodeStatusSchema.safeParse(report);
+    if (!parsed.success) return { kind: "sha256", reason: "an agent's report cannot be read" };
+    if (!parsed.data.digests.includes("tree1"))
+      return {
+        kind: "sha256",
+        reason: `node ${parsed.data.node} (${parsed.data.agent}) does not report that it verifies tree1`,
+      };
+  }
+  return { kind: "tree1" };
+}
+
+export class DigestChoice {
+  private decided: DigestKind | undefined;
+  private checkedAt = Number.NEGATIVE_INFINITY;
+  private reading: Promise<void> | undefined;
+
+  constructor(
+    private readonly setting: DigestSetting,
+    private readonly readReports: () => Promise<unknown[]>,
+    private readonly log: Logger,
+    private readonly recheckMs = DIGEST_RECHECK_MS,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The kind decided so far, for work that must not wait for a read (a head start). */
+  get current(): DigestKind {
+    return this.setting === "auto" ? (this.decided ?? "sha256") : this.setting;
+  }
+
+  /**
+   * The kind a pass publishes by. The first pass of an instance waits for the reports (read beside
+   * its list); later ones take the last decision and start a new read when it is due.
+   */
+  async forPass(): Promise<DigestKind> {
+    if (this.setting !== "auto") return this.setting;
+    if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs) this.reading = this.read();
+    if (this.decided === undefined) await this.reading;
+    return this.current;
+  }
+
+  private async read(): Promise<void> {
+    try {
+      const { kind, reason } = digestForFleet(await this.readReports());
+      if (kind !== this.decided)
+        this.log.info(
+          { digest: kind, ...(reason ? { reason } : {}) },
+          kind === "tree1"
+            ? "every agent verifies tree1 digests: configs are published by tree1"
+            : "configs are published by sha256 digests",
+        );
+      this.decided = kind;
+    } catch (err) {
+      this.log.warn(
+        { err: err instanceof Error ? err.message : String(err), digest: this.current },
+        "cannot read the agents' reports to choose the config digest; keeping the last choice",
+      );
+      this.decided ??= "sha256";
+    } finally {
+      this.checkedAt = this.now();
+      this.reading = undefined;
+    }
+  }
+}

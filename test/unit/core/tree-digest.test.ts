@@ -1,0 +1,127 @@
+import { createHash } from "node:crypto";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { ChunkedTreeDigest, SuccessiveTreeDigest, treeDigest } from "../../../shared/core/tree-digest.js";
+
+/** The definition as the README states it, line by line: a cut before every line but the first that starts `backend `. */
+function byDefinition(config: string): string {
+  const pieces: string[] = [];
+  const lines = config.split(/(?<=\n)/);
+  for (const [i, line] of lines.entries()) {
+    if (line === "") continue;
+    if (i > 0 && line.startsWith("backend ")) pieces.push(line);
+    else if (pieces.length === 0) pieces.push(line);
+    else pieces[pieces.length - 1] += line;
+  }
+  const root = createHash("sha256").update("servicelb tree1\n");
+  for (const p of pieces) root.update(createHash("sha256").update(p, "utf8").digest());
+  return root.digest("hex");
+}
+
+const line = fc.oneof(
+  fc.constantFrom("backend a\n", "backend b-80\n", "  server s1 10.0.0.1:80\n", "frontend http\n", "\n"),
+  fc.constantFrom("backendx\n", " backend c\n", "# backend d\n", "use_backend a\n", "backend\n"),
+  fc.string({ maxLength: 12 }).map((s) => `${s.replace(/\n/g, "")}\n`),
+);
+const config = fc.array(line, { maxLength: 40 }).map((ls) => ls.join(""));
+
+describe("the tree digest (tree1)", () => {
+  it("is the digest the definition gives", () => {
+    fc.assert(
+      fc.property(config, (text) => {
+        expect(treeDigest(text)).toBe(byDefinition(text));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("is what the README's shell command prints for the same bytes", () => {
+    const text = "global\n  daemon\nfrontend http\n  use_backend a\nbackend a\n  server s 10.0.0.1:80\nbackend b\n";
+    // `awk '/^backend /{…}' … | sha256sum` on these bytes, run when this test was written.
+    expect(treeDigest(text)).toBe("a79caa6ba958bd19dc5b576e2e186ae91dc316b67242d1dbff17fdbdf26b4204");
+  });
+
+  it("has no empty first piece for a config that starts with a backend, and none at all for nothing", () => {
+    const root = (pieces: string[]) =>
+      createHash("sha256")
+        .update(
+          Buffer.concat([
+            Buffer.from("servicelb tree1\n"),
+            ...pieces.map((p) => createHash("sha256").update(p).digest()),
+          ]),
+        )
+        .digest("hex");
+    expect(treeDigest("backend a\nbackend b\n")).toBe(root(["backend a\n", "backend b\n"]));
+    expect(treeDigest("")).toBe(root([]));
+    expect(treeDigest("backend a\n")).not.toBe(treeDigest("backend a\n\n"));
+  });
+
+  it("gives the same digest from chunks, whatever the chunks and whatever changed since the last config", () => {
+    // Each pass keeps some chunks of the last one as the very same memory, as a warm render does.
+    const pass = fc.record({ text: config, cuts: fc.array(fc.nat(), { maxLength: 8 }), keep: fc.array(fc.boolean()) });
+    fc.assert(
+      fc.property(fc.array(pass, { minLength: 1, maxLength: 6 }), fc.boolean(), (passes, atLines) => {
+        const digest = new ChunkedTreeDigest();
+        let last: Buffer[] = [];
+        for (const p of passes) {
+          const bytes = Buffer.from(p.text, "utf8");
+          const ends = new Set<number>();
+          for (const c of p.cuts) {
+            let at = bytes.length === 0 ? 0 : c % bytes.length;
+            // Most renders cut at line ends; mid-line cuts take the joined path.
+            if (atLines) while (at < bytes.length && at > 0 && bytes[at - 1] !== 0x0a) at++;
+            ends.add(at);
+          }
+          const points = [0, ...[...ends].sort((a, b) => a - b), bytes.length];
+          const chunks: Buffer[] = [];
+          for (let i = 0; i + 1 < points.length; i++) {
+            const piece = bytes.subarray(points[i], points[i + 1]);
+            const same = last.find((c, j) => p.keep[j] && c.equals(piece));
+            chunks.push(same ?? Buffer.from(piece));
+          }
+          expect(digest.digest(chunks)).toBe(treeDigest(bytes));
+          last = chunks;
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("sees a changed range of the same memory as changed only when it is a new chunk", () => {
+    const digest = new ChunkedTreeDigest();
+    const slab = Buffer.from("backend a\n  server s 10.0.0.1:80\nbackend b\n  server s 10.0.0.2:80\n");
+    const chunks = [slab.subarray(0, 33), slab.subarray(33)];
+    expect(digest.digest(chunks)).toBe(treeDigest(slab));
+    const moved = Buffer.from(slab);
+    moved.write("9", slab.indexOf("10.0.0.2") + 7);
+    expect(digest.digest([chunks[0]!, moved.subarray(33)])).toBe(treeDigest(moved));
+  });
+});
+
+describe("successive tree digests (an agent's pulls)", () => {
+  it("give each config's tree digest, whatever changed since the one before", () => {
+    const edit = fc.record({ at: fc.nat(), drop: fc.nat({ max: 40 }), insert: config });
+    fc.assert(
+      fc.property(config, fc.array(edit, { minLength: 1, maxLength: 8 }), (first, edits) => {
+        const digest = new SuccessiveTreeDigest();
+        let text = first;
+        expect(digest.digest(Buffer.from(text))).toBe(treeDigest(text));
+        for (const e of edits) {
+          const at = text.length === 0 ? 0 : e.at % (text.length + 1);
+          text = text.slice(0, at) + e.insert.slice(0, 60) + text.slice(at + e.drop);
+          expect(digest.digest(Buffer.from(text))).toBe(treeDigest(text));
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("gives it for a config that moved one server of many backends, and back", () => {
+    const backends = Array.from({ length: 300 }, (_, i) => `backend b${i}\n  server s 10.0.${i % 250}.1:80\n`);
+    const a = `global\n${backends.join("")}#> maps/x.map\nhost b0\n`;
+    const b = a.replace("10.0.7.1:80", "10.0.7.123:8080");
+    const digest = new SuccessiveTreeDigest();
+    for (const text of [a, b, a, a, b.replace("backend b299", "backend c299")])
+      expect(digest.digest(Buffer.from(text))).toBe(treeDigest(text));
+  });
+});
