@@ -29,6 +29,7 @@ import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/b
 import { SHA256_HEX } from "../core/sha256.js";
 import {
   configDigest,
+  configHasher,
   DIGEST,
   digestHex,
   digestKind,
@@ -456,8 +457,13 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       };
     });
     const head = verifyMetadata(key, name, metadata, size);
-    const actual = digests.digest(digestKind(head.sha256), body);
-    if (actual !== head.sha256) throw corrupt(key, `body digest ${actual} but metadata digest ${head.sha256}`);
+    const kind = digestKind(head.sha256);
+    const actual = digests.digest(kind, body);
+    if (actual !== head.sha256)
+      throw corrupt(
+        key,
+        `the body's ${kind} digest is ${digestHex(actual)} but the metadata says ${digestHex(head.sha256)}`,
+      );
     return { key, config: body.toString("utf8"), sha256: actual, revision: head.revision };
   }
 
@@ -595,8 +601,12 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
     const [configs, listedViews] = await Promise.all([listConfigs(), expectUnchanged ? null : listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
+    // Same bytes, whichever kind of digest named the newest: a publisher that switched kinds (or
+    // two instances that chose differently) does not publish the same config again.
+    const newestKind = newestHead ? digestKind(newestHead.sha256) : digestKind(sha);
+    const comparable = newestKind === digestKind(sha) ? sha : digestInKind(newestKind, config);
     // Same bytes at or below the newest config's revision: unchanged with no marker, whatever the views.
-    const viewsMatter = !(newestEntry && newestHead?.sha256 === sha && ours <= newestEntry.name.revision);
+    const viewsMatter = !(newestEntry && newestHead?.sha256 === comparable && ours <= newestEntry.name.revision);
     const views = listedViews ?? (viewsMatter ? await listViews() : []);
     lastNewestSha = newestHead?.sha256 ?? null;
     const state = {
@@ -606,7 +616,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         newestEntry?.name ?? null,
       ),
     };
-    const decision = decidePublish(state, { revision: ours, sha256: sha }, input.restore ?? false);
+    const decision = decidePublish(state, { revision: ours, sha256: comparable }, input.restore ?? false);
     const newest = (fallback: ConfigRef): ConfigRef =>
       newestHead ? { key: newestHead.key, sha256: newestHead.sha256, revision: newestHead.revision } : fallback;
     const keyAt = (epoch: number, seq: number) =>
@@ -896,6 +906,10 @@ function errorText(error: unknown): string {
     .filter(Boolean)
     .join(", ");
   return error.message ? `${error.message} (${details})` : details;
+}
+
+function digestInKind(kind: DigestKind, config: string | Uint8Array | HashedConfig): string {
+  return isHashed(config) ? configHasher(kind).digest(config.chunks) : configDigest(kind, config);
 }
 
 function isHashed(config: string | Uint8Array | HashedConfig): config is HashedConfig {

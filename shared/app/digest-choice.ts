@@ -15,6 +15,8 @@ export type DigestSetting = "auto" | DigestKind;
 
 /** Reads of the agents' reports a warm instance makes at most once per this, in the background. */
 export const DIGEST_RECHECK_MS = 60_000;
+/** How long an instance's first pass waits for the reports before it publishes by sha256 (a slow store). */
+export const FIRST_READ_WAIT_MS = 1000;
 
 /** The kind the agents' reports allow, and, for sha256, why. */
 export function digestForFleet(reports: readonly unknown[]): { kind: DigestKind; reason?: string } {
@@ -42,6 +44,7 @@ export class DigestChoice {
     private readonly log: Logger,
     private readonly recheckMs = DIGEST_RECHECK_MS,
     private readonly now: () => number = Date.now,
+    private readonly firstWaitMs = FIRST_READ_WAIT_MS,
   ) {}
 
   /** The kind decided so far, for work that must not wait for a read (a head start). */
@@ -51,12 +54,17 @@ export class DigestChoice {
 
   /**
    * The kind a pass publishes by. The first pass of an instance waits for the reports (read beside
-   * its list); later ones take the last decision and start a new read when it is due.
+   * its list), for at most FIRST_READ_WAIT_MS; later ones take the last decision and start a new
+   * read when it is due.
    */
   async forPass(): Promise<DigestKind> {
     if (this.setting !== "auto") return this.setting;
     if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs) this.reading = this.read();
-    if (this.decided === undefined) await this.reading;
+    if (this.decided === undefined && this.reading !== undefined) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.reading, new Promise((r) => (timer = setTimeout(r, this.firstWaitMs)))]);
+      clearTimeout(timer);
+    }
     return this.current;
   }
 

@@ -405,7 +405,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
 
       await giveWay();
       const first = await list();
-      ctx.useDigest(await digest);
+      ctx.useDigest(await guard(digest));
       await giveWay();
       const outcome = await exclusively(async () => {
         let { snapshot, rendered, held } = await render(view.listed(first.ticket, first.listed));
