@@ -200,6 +200,44 @@ describe("applying configs", () => {
     expect(await answering(n, "/web/")).toEqual(["A"]);
   });
 
+  it("applies configs published by tree1 digests after sha256 ones with 0 reloads, refuses a tampered one, and says it verifies both", async () => {
+    const n = await node();
+    const first = await n.publish(web("web", world.pods.port, [A]), 100);
+    const agent = await start(n);
+    const before = await n.reloads();
+    // The publishers switched (every agent reports tree1): the next change comes by tree1.
+    const moved = await n.publish(web("web", world.pods.port, [B]), 110, "tree1");
+    expect(first.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(moved.sha256).toMatch(/^tree1:[0-9a-f]{64}$/);
+    expect(await n.notify(agent, moved)).toMatchObject({ status: 202 });
+    await appliedKey(agent, moved.key);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    expect(agent.status().applied).toMatchObject({ how: "runtime", sha256: moved.sha256 });
+    expect(await n.reloads()).toBe(before);
+
+    const next = await n.publish(web("web", world.pods.port, [C]), 120, "tree1");
+    const text = (await n.store.get(next.key)).config;
+    await world.s3.client.send(
+      new PutObjectCommand({
+        Bucket: world.s3.bucket,
+        Key: next.key,
+        Body: text.replace(C, A),
+        Metadata: { digest: next.sha256, revision: "120", generator: "x", epoch: "0", seq: "2" },
+      }),
+    );
+    await n.notify(agent, next);
+    const err = await waitFor("the verify error", async () => agent.status().lastError ?? undefined);
+    expect(err).toMatchObject({ stage: "verify", key: next.key });
+    expect(err.message).toMatch(/tree1 digest/);
+    expect(agent.status().applied?.key).toBe(moved.key);
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+    const [report] = await waitFor("a report of the verify error", async () => {
+      const reports = (await n.store.listStatuses()) as Array<{ digests?: string[]; lastError: unknown }>;
+      return reports[0]?.lastError ? reports : undefined;
+    });
+    expect(report?.digests).toEqual(["sha256", "tree1"]);
+  });
+
   it("rate-limits reloads and lets the newest config win over one waiting for its slot", async () => {
     const n = await node();
     await n.publish(web("web", world.pods.port, [A]), 100);

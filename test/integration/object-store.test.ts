@@ -9,6 +9,8 @@ import {
 } from "../../shared/adapters/object-store.js";
 import { parseStoreUrl } from "../../shared/core/store-url.js";
 import { type BackendLayout, layoutDigest } from "../../shared/core/backend-layout.js";
+import { configDigest, digestHex } from "../../shared/core/config-digest.js";
+import { treeDigest } from "../../shared/core/tree-digest.js";
 import { dripProxy } from "../support/drip.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
@@ -486,6 +488,74 @@ describe("integrity", () => {
       /not a config key/,
     );
     await expect(store.get("nope")).rejects.toThrow(/not a config key/);
+  });
+});
+
+describe("configs published by tree1 digests", () => {
+  const backends = (n: number) =>
+    `global\n  maxconn 10\n${Array.from({ length: n }, (_, i) => `backend b${i}\n  server s 10.0.0.${i}:80\n`).join("")}`;
+
+  it("names the key by the tree digest, keeps it under `digest`, and verifies the body by it", async () => {
+    const store = openStore();
+    const text = backends(3);
+    const published = await store.publish({ config: text, digest: "tree1", revision: "5", generator: GENERATOR });
+    expect(published).toMatchObject({ status: "published", sha256: configDigest("tree1", text) });
+    expect(published.key).toContain(`-${digestHex(published.sha256).slice(0, 16)}.cfg`);
+    const { Metadata } = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: published.key }));
+    // An agent that knows only sha256 finds none and skips the key, rather than read one it cannot match.
+    expect(Metadata).toMatchObject({ digest: published.sha256 });
+    expect(Metadata?.sha256).toBeUndefined();
+    expect(await store.get(published.key)).toMatchObject({ config: text, sha256: published.sha256 });
+    expect((await store.latest())?.sha256).toBe(published.sha256);
+  });
+
+  it("detects a tampered body, and metadata that does not match the key", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const { key, sha256: digest } = await store.publish({
+      config: backends(3),
+      digest: "tree1",
+      revision: "5",
+      generator: GENERATOR,
+    });
+    const tampered = backends(3).replace("10.0.0.1:", "10.6.6.6:");
+    const { Metadata } = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
+    await s3.client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: key,
+        Body: tampered,
+        Metadata: { ...Metadata, bytes: String(tampered.length) },
+      }),
+    );
+    await expect(store.get(key)).rejects.toThrow(
+      `the body's tree1 digest is ${treeDigest(tampered)} but the metadata says ${digestHex(digest)}`,
+    );
+
+    const forged = `${prefix}configs/000000-00000000000000000009-0000000001-0123456789abcdef.cfg`;
+    await s3.client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: forged,
+        Body: tampered,
+        Metadata: { digest: `tree1:${treeDigest(tampered)}`, revision: "9", epoch: "0", seq: "1" },
+      }),
+    );
+    expect((await store.newest()).skipped).toEqual([
+      { key: forged, reason: expect.stringMatching(/does not match the key's sha256 prefix 0123456789abcdef/) },
+    ]);
+  });
+
+  it("counts the same bytes as unchanged whichever kind named the newest, and publishes a change in its own kind", async () => {
+    const store = openStore();
+    const first = await store.publish({ config: backends(3), revision: "5", generator: GENERATOR });
+    const again = await store.publish({ config: backends(3), digest: "tree1", revision: "6", generator: GENERATOR });
+    expect(again).toMatchObject({ status: "unchanged", key: first.key });
+    const changed = await store.publish({ config: backends(4), digest: "tree1", revision: "7", generator: GENERATOR });
+    expect(changed).toMatchObject({ status: "published", sha256: configDigest("tree1", backends(4)) });
+    const back = await store.publish({ config: backends(4), revision: "8", generator: GENERATOR });
+    expect(back).toMatchObject({ status: "unchanged", key: changed.key });
+    expect((await store.history()).map((e) => e.key)).toEqual([changed.key, first.key]);
   });
 });
 

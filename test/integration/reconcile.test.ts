@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { ListObjectsV2Command } from "@aws-sdk/client-s3";
+import { DeleteObjectCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
 import * as functions from "@google-cloud/functions-framework";
 import { getTestServer } from "@google-cloud/functions-framework/testing";
 import { CloudEvent, HTTP } from "cloudevents";
@@ -25,7 +25,7 @@ import { RenderContext } from "../../shared/app/render-context.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { service, slice } from "../support/fixtures.js";
-import { countingProxy } from "../support/net.js";
+import { countingProxy, waitFor } from "../support/net.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 // The reconcile function end to end over HTTP, as the Broker would call it: real CloudEvents
@@ -738,5 +738,79 @@ describe("events that cannot change the config", () => {
     expect((await h.send(apiServerEvent("ref", "update", webService()))).status).toBe(204);
     expect(api.requests.length).toBeGreaterThan(0);
     expect(await h.objects()).toHaveLength(1);
+  });
+});
+
+describe("the digest configs are published by", () => {
+  /** An agent's report as status/<node>.json holds it: an agent before tree1 lists no digests. */
+  const report = (node: string, digests?: string[]) => ({
+    node,
+    applied: null,
+    lastError: null,
+    backoff: null,
+    haproxy: { running: true },
+    reportIntervalSeconds: 30,
+    reportedAt: new Date().toISOString(),
+    agent: digests ? "servicelb/0.2.0" : "servicelb/0.1.0",
+    ...(digests ? { digests } : {}),
+  });
+  const moveTo = (ip: string) =>
+    api.upsert(
+      "EndpointSlice",
+      slice("web", [{ name: "http", port: 8080 }], [ip], { name: "web-a" }) as unknown as KubeObject,
+    );
+  const pinged = () => agents[2]!.calls.at(-1)?.body.sha256;
+
+  it("is sha256 while one agent's report lacks tree1, tree1 from the next change once every report lists it, and sha256 again when an old agent reports", async () => {
+    const h = await harness({}, { digestRecheckMs: 0 });
+    await h.store.putStatus("node-new", report("node-new", ["sha256", "tree1"]));
+    await h.store.putStatus("node-old", report("node-old"));
+    const first = await h.reconciler.reconcileNow({ id: "1", type: "resync" });
+    expect(first).toMatchObject({ status: "published", sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(pinged()).toBe(first.sha256);
+
+    await s3.client.send(new DeleteObjectCommand({ Bucket: s3.bucket, Key: `${h.prefix}status/node-old.json` }));
+    // The reports are read again beside this pass (in the background: it does not wait); the
+    // same bytes stay the config they are.
+    expect(await h.reconciler.reconcileNow({ id: "2", type: "resync" })).toMatchObject({ status: "unchanged" });
+    await waitFor(
+      "the reports read again",
+      async () =>
+        h.lines.some((l) => l.msg === "every agent verifies tree1 digests: configs are published by tree1") ||
+        undefined,
+    );
+    moveTo("10.1.0.9");
+    const tree = await h.reconciler.reconcileNow({ id: "3", type: "resync" });
+    expect(tree).toMatchObject({ status: "published", sha256: expect.stringMatching(/^tree1:[0-9a-f]{64}$/) });
+    expect(pinged()).toBe(tree.sha256);
+    expect(await h.store.get(tree.key!)).toMatchObject({ sha256: tree.sha256 });
+
+    await h.store.putStatus("node-old", report("node-old"));
+    const seen = h.lines.length;
+    await h.reconciler.reconcileNow({ id: "4", type: "resync" });
+    await waitFor(
+      "the old agent's report read",
+      async () =>
+        h.lines
+          .slice(seen)
+          .some((l) => l.msg === "configs are published by sha256 digests" && String(l.reason).includes("node-old")) ||
+        undefined,
+    );
+    moveTo("10.1.0.10");
+    const back = await h.reconciler.reconcileNow({ id: "5", type: "resync" });
+    expect(back).toMatchObject({ status: "published", sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+  });
+
+  it("is what SERVICELB_DIGEST names, whatever the reports say", async () => {
+    const sha = await harness({ SERVICELB_DIGEST: "sha256" });
+    await sha.store.putStatus("node-new", report("node-new", ["sha256", "tree1"]));
+    expect(await sha.reconciler.reconcileNow({ id: "1", type: "resync" })).toMatchObject({
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    const tree = await harness({ SERVICELB_DIGEST: "tree1" });
+    expect(await tree.reconciler.reconcileNow({ id: "1", type: "resync" })).toMatchObject({
+      sha256: expect.stringMatching(/^tree1:[0-9a-f]{64}$/),
+    });
+    expect(() => loadFunctionSettings({ SERVICELB_DIGEST: "md5" })).toThrow(/SERVICELB_DIGEST/);
   });
 });

@@ -16,6 +16,7 @@ import { afterAll, afterEach, beforeAll } from "vitest";
 import { loopbackOptions, requireHaproxy, type LoopbackSetup } from "./haproxy.js";
 import { waitFor } from "./net.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "./s3.js";
+import type { DigestKind } from "../../shared/core/config-digest.js";
 
 /** Agent tests: one node's world in a temp dir — its store prefix, sockets, config path and token. */
 
@@ -30,8 +31,8 @@ export interface Node {
   /** Options of an agent for this node; `extra` uses the flag names (camelCase). */
   options(extra?: Record<string, unknown>): AgentOptions;
   start(extra?: Record<string, unknown>, deps?: AgentDeps): Promise<Agent>;
-  /** Renders the cluster `items` at `revision` and publishes it, as the reconcile function does. */
-  publish(items: unknown[], revision: number): Promise<PublishResult>;
+  /** Renders the cluster `items` at `revision` and publishes it (by a sha256 digest unless told), as the reconcile function does. */
+  publish(items: unknown[], revision: number, digest?: DigestKind): Promise<PublishResult>;
   /** POST /notify with the published key, as the notifier does. */
   notify(
     agent: Agent,
@@ -107,11 +108,12 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
         haproxyLog: () => undefined,
         ...deps,
       }),
-    async publish(items, revision) {
+    async publish(items, revision, digest) {
       const rendered = renderContext.render(snapshotFromDocuments([list(items, String(revision))]));
       lastConfig = rendered.config;
       return store.publish({
         config: rendered.config,
+        ...(digest ? { digest } : {}),
         revision: String(revision),
         generator: "servicelb/test",
         ...(rendered.layout ? { layout: rendered.layout } : {}),
