@@ -65,7 +65,10 @@ it("drops no request and reloads nothing over 100 endpoint changes delivered as 
   const agent = await n.start();
   const reconciler = reconcilerFor(agent, kubeconfig);
   const headStarts: string[] = [];
+  const digests: string[] = [];
   try {
+    // The agent's report says it verifies tree1: the function publishes by tree1 from its first pass.
+    await waitFor("the agent's report", async () => ((await n.store.listStatuses()).length > 0 ? true : undefined));
     await reconciler.reconcileNow({ id: "warm", type: "test" });
     const result = await runRollout(
       {
@@ -81,6 +84,7 @@ it("drops no request and reloads nothing over 100 endpoint changes delivered as 
             data: changed,
           });
           headStarts.push(result.headStart?.status ?? "none");
+          digests.push(result.sha256!.replace(/:.*/, ""));
           expect(["published", "unchanged"], `step ${step}`).toContain(result.status);
           return { key: result.newestKey!, sha256: result.sha256! };
         },
@@ -102,6 +106,7 @@ it("drops no request and reloads nothing over 100 endpoint changes delivered as 
     expect(shortfalls, summary).toEqual([]);
     // The changes went the head start's way.
     expect(headStarts.filter((s) => s === "published").length, headStarts.join(",")).toBeGreaterThan(90);
+    expect(new Set(digests)).toEqual(new Set(["tree1"]));
   } finally {
     await agent.stop();
   }
