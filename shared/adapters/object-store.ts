@@ -601,10 +601,12 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
     const [configs, listedViews] = await Promise.all([listConfigs(), expectUnchanged ? null : listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
-    // Same bytes, whichever kind of digest named the newest: a publisher that switched kinds (or
-    // two instances that chose differently) does not publish the same config again.
-    const newestKind = newestHead ? digestKind(newestHead.sha256) : digestKind(sha);
-    const comparable = newestKind === digestKind(sha) ? sha : digestInKind(newestKind, config);
+    // A tree1 publisher takes a sha256 config of the same bytes as its own: every agent verifies
+    // sha256, so a switch to tree1 (or an instance that has not switched yet) publishes nothing
+    // again. A sha256 publisher does not take a tree1 one: it publishes by sha256 because some
+    // agent verifies nothing else, and that agent needs these bytes under a sha256.
+    const crossKind = newestHead && digestKind(sha) === "tree1" && digestKind(newestHead.sha256) === "sha256";
+    const comparable = crossKind ? digestInKind("sha256", config) : sha;
     // Same bytes at or below the newest config's revision: unchanged with no marker, whatever the views.
     const viewsMatter = !(newestEntry && newestHead?.sha256 === comparable && ours <= newestEntry.name.revision);
     const views = listedViews ?? (viewsMatter ? await listViews() : []);

@@ -761,7 +761,7 @@ describe("the digest configs are published by", () => {
     );
   const pinged = () => agents[2]!.calls.at(-1)?.body.sha256;
 
-  it("is sha256 while one agent's report lacks tree1, tree1 from the next change once every report lists it, and sha256 again when an old agent reports", async () => {
+  it("is sha256 while one agent's report lacks tree1, tree1 from the next change once every report lists it, and sha256 again (the same bytes republished) when an old agent reports", async () => {
     const h = await harness({}, { digestRecheckMs: 0 });
     await h.store.putStatus("node-new", report("node-new", ["sha256", "tree1"]));
     await h.store.putStatus("node-old", report("node-old"));
@@ -796,9 +796,11 @@ describe("the digest configs are published by", () => {
           .some((l) => l.msg === "configs are published by sha256 digests" && String(l.reason).includes("node-old")) ||
         undefined,
     );
-    moveTo("10.1.0.10");
+    // Nothing changed, but that agent cannot verify the newest config: the same bytes, by sha256.
     const back = await h.reconciler.reconcileNow({ id: "5", type: "resync" });
     expect(back).toMatchObject({ status: "published", sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect((await h.store.get(back.key!)).config).toBe((await h.store.get(tree.key!)).config);
+    expect(pinged()).toBe(back.sha256);
   });
 
   it("is what SERVICELB_DIGEST names, whatever the reports say", async () => {
