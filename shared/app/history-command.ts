@@ -107,7 +107,7 @@ export function resolveConfigRef(ref: string, entries: readonly HistoryEntry[]):
 
 export function formatHistory(entries: readonly DescribedEntry[]): string {
   const rows = [
-    ["EPOCH", "REVISION", "SEQ", "SHA256", "PRODUCER", "SETTINGS", "BYTES", "PUBLISHED", "KEY"],
+    ["EPOCH", "REVISION", "SEQ", "DIGEST", "PRODUCER", "SETTINGS", "BYTES", "PUBLISHED", "KEY"],
     ...entries.map((e) => [
       String(e.epoch),
       e.revision,

@@ -61,7 +61,7 @@ describe("servicelb history", () => {
     captureStdout();
     expect(await runHistory(flags)).toBe(0);
     const rows = stdout.trimEnd().split("\n");
-    expect(rows[0]).toMatch(/^EPOCH\s+REVISION\s+SEQ\s+SHA256\s+PRODUCER\s+SETTINGS\s+BYTES\s+PUBLISHED\s+KEY$/);
+    expect(rows[0]).toMatch(/^EPOCH\s+REVISION\s+SEQ\s+DIGEST\s+PRODUCER\s+SETTINGS\s+BYTES\s+PUBLISHED\s+KEY$/);
     expect(rows.slice(1).map((r) => r.split(/\s+/).slice(0, 5))).toEqual([
       ["0", "130", "1", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
       ["0", "120", "0", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],

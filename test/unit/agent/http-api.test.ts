@@ -13,6 +13,8 @@ describe("the body of POST /notify", () => {
       sha256: sha,
       revision: "12345",
     });
+    // A config published by its tree digest (core/config-digest.ts).
+    expect(notifySchema.parse({ key, sha256: `tree1:${sha}`, revision: "12345" }).sha256).toBe(`tree1:${sha}`);
   });
 
   it.each([
@@ -20,6 +22,8 @@ describe("the body of POST /notify", () => {
     [{ key: `${key} ` }, "key"],
     [{ sha256: sha.slice(1) }, "sha256"],
     [{ sha256: sha.toUpperCase() }, "sha256"],
+    [{ sha256: `tree2:${sha}` }, "sha256"],
+    [{ sha256: `tree1:${sha.slice(1)}` }, "sha256"],
     [{ revision: "1".repeat(21) }, "revision"],
     [{ revision: "-1" }, "revision"],
   ])("refuses %j", (change, field) => {
