@@ -21,7 +21,9 @@ import { syntheticItems } from "./synthetic.js";
  *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
  *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
  *     [--warm]         the warm cases only, once per round (no full renders, no anchor)
- *     [--changes 200]  changes of the warm cases: a long-lived instance has made many
+ *     [--changes 200]  timed changes of the warm cases: a long-lived instance has made many
+ *     [--warm-up 30]   untimed changes before them: the JIT compiles the warm path over the first
+ *                      few dozen (they take up to 4× as long), which a serving instance is past
  * The warm case runs once per digest kind (core/config-digest.ts), side by side: sha256, which
  * agents of every version verify, and tree1, which publishers switch to once every agent does.
  */
@@ -39,8 +41,9 @@ interface CaseResult {
   cpuMsPerRender: number;
   bytes: number;
   peakRssMiB: number;
-  /** Warm case: how many changes it made. */
+  /** Warm case: how many changes it timed, after how many untimed ones. */
   changes?: number;
+  warmUp?: number;
   /** Warm case: build + render + digest per change, p50, p99 (nearest rank) and max. */
   totalMs?: Spread;
   /** Warm case: the same in CPU time (every thread of the process), which waiting for a core does not count. */
@@ -80,7 +83,7 @@ function naive(t: TemplateSet): TemplateSet {
   };
 }
 
-function runCase(services: number, engine: string, iters: number): CaseResult {
+function runCase(services: number, engine: string, iters: number, warmUp: number): CaseResult {
   // The synthetic cluster validated item by item, as a live list's pages are (snapshot-source.ts):
   // no JSON text of it (its parse is the list stage's), and no raw object outlives its validation.
   const t0 = performance.now();
@@ -94,7 +97,7 @@ function runCase(services: number, engine: string, iters: number): CaseResult {
   // Loopback-free options as the anchor renders: one HTTP frontend, default algorithm.
   const options = parseRenderOptions({ minServerSlots: 1 });
   const warm = WARM.find((w) => w.engine === engine);
-  if (warm) return warmReRender(services, snapshot, options, iters, Math.round(t1 - t0), warm);
+  if (warm) return warmReRender(services, snapshot, options, { iters, warmUp }, Math.round(t1 - t0), warm);
   const model = buildModel(snapshot, options);
   const t2 = performance.now();
   const templates = engine === "liquid-per-item" ? naive(loadTemplates()) : loadTemplates();
@@ -129,8 +132,9 @@ const WARM: ReadonlyArray<{ engine: string; digest: DigestKind }> = [
 const isWarm = (engine: string) => WARM.some((w) => w.engine === engine);
 /** The same cluster with a mix of per-Service settings (more config than the anchor renders). */
 const SETTINGS = "servicelb, per-Service settings mix";
-/** Changes of the warm case, unless --changes says otherwise. */
+/** Changes of the warm case, unless --changes and --warm-up say otherwise. */
 const WARM_CHANGES = 200;
+const WARM_UP_CHANGES = 30;
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 const round2 = (x: number) => Math.round(x * 100) / 100;
@@ -147,7 +151,7 @@ function warmReRender(
   services: number,
   snapshot: Snapshot,
   options: RenderOptions,
-  iters: number,
+  { iters, warmUp }: { iters: number; warmUp: number },
   parseMs: number,
   warm: { engine: string; digest: DigestKind },
 ): CaseResult {
@@ -170,7 +174,7 @@ function warmReRender(
   // The collector's pauses are read per pass: a pass's own garbage, and the bench's, are collected
   // in whichever pass the young generation fills up.
   const gc = new GCProfiler();
-  for (let i = 0; i < iters; i++) {
+  for (let i = 0; i < warmUp + iters; i++) {
     const k = (i * 7919) % current.endpointSlices.length;
     const slices = [...current.endpointSlices];
     const old = slices[k]!;
@@ -189,6 +193,8 @@ function warmReRender(
     const t2 = performance.now();
     const used = process.cpuUsage(cpu);
     const collected = gc.stop();
+    bytes = result.byteLength;
+    if (i < warmUp) continue;
     totals.push(t2 - t0);
     cpuTotals.push((used.user + used.system) / 1000);
     builds.push(result.stats.buildMs);
@@ -196,7 +202,6 @@ function warmReRender(
     hashes.push(t2 - t1);
     pauses.push((collected?.statistics ?? []).reduce((sum, g) => sum + g.cost, 0) / 1000);
     chunks.push(result.chunks.length);
-    bytes = result.byteLength;
   }
   return {
     engine: warm.engine,
@@ -209,6 +214,7 @@ function warmReRender(
     bytes,
     peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
     changes: iters,
+    warmUp,
     totalMs: spreadOf(totals),
     totalCpuMs: spreadOf(cpuTotals),
     stagesMs: { build: spreadOf(builds), render: spreadOf(renders), digest: spreadOf(hashes), gc: spreadOf(pauses) },
@@ -288,7 +294,14 @@ function main(): void {
   const child = arg("--child");
   if (child) {
     process.stdout.write(
-      JSON.stringify(runCase(Number(child), arg("--engine") ?? "servicelb", Number(arg("--iters") ?? 5))),
+      JSON.stringify(
+        runCase(
+          Number(child),
+          arg("--engine") ?? "servicelb",
+          Number(arg("--iters") ?? 5),
+          Number(arg("--warm-up") ?? WARM_UP_CHANGES),
+        ),
+      ),
     );
     return;
   }
@@ -301,6 +314,7 @@ function main(): void {
   const json = args.includes("--json");
   const warmOnly = args.includes("--warm");
   const changes = Number(arg("--changes") ?? WARM_CHANGES);
+  const warmUp = Number(arg("--warm-up") ?? WARM_UP_CHANGES);
   const anchor = warmOnly ? "--warm: the warm cases only, no anchor" : buildAnchor(anchorDir);
   const notes: string[] = [];
   if (typeof anchor === "string") notes.push(anchor);
@@ -331,7 +345,7 @@ function main(): void {
         const caseIters = engine === "liquid-per-item" ? 1 : isWarm(engine) ? changes : iters;
         const out = execFileSync(
           process.execPath,
-          [self, "--child", String(n), "--engine", engine, "--iters", String(caseIters)],
+          [self, "--child", String(n), "--engine", engine, "--iters", String(caseIters), "--warm-up", String(warmUp)],
           { encoding: "utf8", maxBuffer: 1 << 20 },
         );
         results.push({ ...(JSON.parse(out) as CaseResult), round });
@@ -423,7 +437,7 @@ function printSection(
   for (const r of s.results) {
     if (r.totalMs)
       console.log(
-        `${r.engine}: build + render + digest ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${r.changes} changes`,
+        `${r.engine}: build + render + digest ${r.totalMs.p50} ms p50, ${r.totalMs.p99} ms p99, ${r.totalMs.max} ms max over ${r.changes} changes after ${r.warmUp} untimed`,
       );
     if (r.totalCpuMs)
       console.log(
