@@ -1,3 +1,4 @@
+import { type DigestKind, digestKind } from "../shared/core/config-digest.js";
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { parse } from "yaml";
@@ -269,6 +270,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
   let endpointReloads: number;
   let allowReloads: number;
   let addReloads: number;
+  let digest: DigestKind = "sha256";
   const reloads = async (agentUrl: string) =>
     Number(
       /^servicelb_agent_reloads_total (\S+)$/m.exec(await (await fetch(`${agentUrl}/metrics`)).text())?.[1] ?? NaN,
@@ -462,6 +464,9 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
       reloads: (await reloads(own.agentUrl)) - stormReloadsBefore,
       runtimeUpdates: (await runtimeUpdates()) - runtimeBefore,
     };
+    // The kind the function chose from the agent's report (app/digest-choice.ts).
+    const status = (await (await fetch(`${own.agentUrl}/status`)).json()) as { applied?: { sha256?: string } };
+    digest = digestKind(status.applied?.sha256 ?? "");
     store.close();
   } finally {
     await own.stop();
@@ -486,6 +491,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
     services,
     endpointsPerService: ENDPOINTS_PER_SERVICE,
     changes,
+    digest,
     endpointChange: { ...stats(endpointChange), reloads: endpointReloads },
     endpointChangeByFileEdit: stats(byFile),
     serviceAdded: { ...stats(added), reloads: addReloads, spareBackends: SPARE_BACKENDS },
@@ -509,7 +515,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
   console.log(`bench/e2e — ${result.machine}`);
   console.log(`${describeBusyCore(busy)}; load average at the end ${result.load.join(", ")} (1, 5, 15 min)`);
   console.log(
-    `${services} Services × ${ENDPOINTS_PER_SERVICE} endpoints through npm start's pipeline; ${changes} changes of each kind (${endpointChanges} endpoint moves through the API)\n`,
+    `${services} Services × ${ENDPOINTS_PER_SERVICE} endpoints through npm start's pipeline; ${changes} changes of each kind (${endpointChanges} endpoint moves through the API); configs published by ${digest} digests\n`,
   );
   console.log(
     table(
