@@ -9,7 +9,7 @@ import { parseRenderOptions, type RenderOptions } from "../shared/core/options.j
 import { renderSnapshot } from "../shared/core/pipeline.js";
 import { LayoutState } from "../shared/core/backend-layout.js";
 import { Renderer, type TemplateSet } from "../shared/core/render.js";
-import { configHasher, type DigestKind } from "../shared/core/config-digest.js";
+import { configHasher, DIGEST, type DigestKind } from "../shared/core/config-digest.js";
 import { type Snapshot, snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import { machine, mib, percentile, table } from "./machine.js";
@@ -163,7 +163,7 @@ function warmReRender(
   let current: Snapshot = { ...snapshot, trustedRevisions: true };
   const first = renderSnapshot(current, options, renderer, {}, cache, hasher, layout);
   let bytes = first.byteLength;
-  if (first.sha256.length === 0) throw new Error("no digest");
+  if (!DIGEST.test(first.sha256)) throw new Error("no digest");
   const totals: number[] = [];
   const cpuTotals: number[] = [];
   const builds: number[] = [];
@@ -189,7 +189,7 @@ function warmReRender(
     const t0 = performance.now();
     const result = renderSnapshot(current, options, renderer, {}, cache, hasher, layout);
     const t1 = performance.now();
-    if (result.sha256.length === 0) throw new Error("no digest");
+    if (!DIGEST.test(result.sha256)) throw new Error("no digest");
     const t2 = performance.now();
     const used = process.cpuUsage(cpu);
     const collected = gc.stop();

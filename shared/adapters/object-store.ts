@@ -30,7 +30,6 @@ import { SHA256_HEX } from "../core/sha256.js";
 import {
   configDigest,
   configHasher,
-  DIGEST,
   digestHex,
   digestKind,
   type DigestKind,
@@ -280,7 +279,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     maxAttempts: 2,
     requestHandler: { connectionTimeout: timeoutMs, requestTimeout: timeoutMs, throwOnRequestTimeout: true },
     // Newer SDKs add CRC checksums by default, which several S3-compatible servers reject;
-    // the config's own sha256 is verified end to end anyway.
+    // the config's own digest is verified end to end anyway.
     requestChecksumCalculation: "WHEN_REQUIRED",
     responseChecksumValidation: "WHEN_REQUIRED",
   });
@@ -375,9 +374,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     // for want of a sha256 rather than read one it cannot match.
     const sha = metadata?.digest ?? metadata?.sha256;
     if (!metadata || !sha) throw corrupt(key, "no sha256 or digest metadata");
-    const shaped = metadata.digest !== undefined ? DIGEST.test(sha) : SHA256_HEX.test(sha);
+    const shaped = metadata.digest !== undefined ? TREE1_DIGEST.test(sha) : SHA256_HEX.test(sha);
     if (!shaped || !digestHex(sha).startsWith(name.shaPrefix))
-      throw corrupt(key, `metadata digest ${sha} does not match the key's sha256 prefix ${name.shaPrefix}`);
+      throw corrupt(key, `metadata digest ${sha} does not match the key's digest prefix ${name.shaPrefix}`);
     const revision = name.revision.toString();
     if (metadata.revision !== revision)
       throw corrupt(key, `metadata revision ${metadata.revision ?? "(none)"} but the key says ${revision}`);
@@ -464,7 +463,14 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         key,
         `the body's ${kind} digest is ${digestHex(actual)} but the metadata says ${digestHex(head.sha256)}`,
       );
-    return { key, config: body.toString("utf8"), sha256: actual, revision: head.revision };
+    let config: string;
+    try {
+      // The bytes verified are the bytes applied: text that is not UTF-8 would be changed by decoding.
+      config = UTF8.decode(body);
+    } catch {
+      throw corrupt(key, "the body is not UTF-8 text");
+    }
+    return { key, config, sha256: actual, revision: head.revision };
   }
 
   async function getText(key: string): Promise<string | null> {
@@ -580,6 +586,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
   /** The newest config's digest as the last publish saw or left it (see expectUnchanged). */
   let lastNewestSha: string | null = null;
+  /** A tree1 digest found to name the same bytes as a sha256 newest (see crossKind), and that sha256. */
+  let sameBytes: { ours: string; newest: string } | null = null;
 
   async function publish(input: PublishInput): Promise<PublishResult> {
     const { config, generator } = input;
@@ -589,12 +597,15 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         `generator must be printable ASCII (it is sent as an HTTP header), got ${JSON.stringify(generator)}`,
       );
     }
+    if (isHashed(config) && input.digest !== undefined && digestKind(config.sha256) !== input.digest)
+      throw new Error(`the config was hashed by ${digestKind(config.sha256)}, not by ${input.digest} as asked`);
     const sha = isHashed(config) ? config.sha256 : configDigest(input.digest ?? "sha256", config);
     // A warm instance that last saw these very bytes newest expects "unchanged", which needs only
     // the configs listing (the views listing only when the snapshot is newer than that config: a
     // marker may be due). Otherwise the live revision (needed before any write and when behind)
     // and both listings go out together, so that they add requests but no wait.
-    const expectUnchanged = lastNewestSha === sha && !input.restore;
+    const expectUnchanged =
+      !input.restore && (lastNewestSha === sha || (sameBytes?.ours === sha && sameBytes.newest === lastNewestSha));
     const probe = input.liveRevision;
     let live: Promise<bigint> | undefined;
     const liveRevision = () => (live ??= probe!().then(parseRevision));
@@ -606,7 +617,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     // again. A sha256 publisher does not take a tree1 one: it publishes by sha256 because some
     // agent verifies nothing else, and that agent needs these bytes under a sha256.
     const crossKind = newestHead && digestKind(sha) === "tree1" && digestKind(newestHead.sha256) === "sha256";
-    const comparable = crossKind ? digestInKind("sha256", config) : sha;
+    const known = crossKind && sameBytes?.ours === sha && sameBytes.newest === newestHead.sha256;
+    const comparable = !crossKind ? sha : known ? newestHead.sha256 : digestInKind("sha256", config);
+    sameBytes = crossKind && comparable === newestHead.sha256 ? { ours: sha, newest: newestHead.sha256 } : null;
     // Same bytes at or below the newest config's revision: unchanged with no marker, whatever the views.
     const viewsMatter = !(newestEntry && newestHead?.sha256 === comparable && ours <= newestEntry.name.revision);
     const views = listedViews ?? (viewsMatter ? await listViews() : []);
@@ -641,7 +654,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       const result: PublishResult = {
         status: "unchanged",
         key: newestHead!.key,
-        sha256: sha,
+        // The digest of the key named, which is ours in another kind when crossKind.
+        sha256: newestHead!.sha256,
         epoch: newestEntry!.name.epoch,
         newest: newest({ key: "", sha256: sha, revision: "" }),
         skipped,
@@ -743,6 +757,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       layoutDigest: metadata.layout ?? null,
     });
     lastNewestSha = sha;
+    sameBytes = null;
 
     return {
       status: "published",
@@ -821,12 +836,11 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       const keys = (await listObjects(statusPrefix))
         .map((object) => object.Key ?? "")
         .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
-      return Promise.all(
+      const reports = await Promise.all(
         keys.map(async (key) => {
-          const text = await storeCall("get", key, async () => {
-            const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-            return readBodyText(response.Body, maxObjectBytes);
-          });
+          // A report deleted since the listing (its node went) is no report.
+          const text = await getText(key);
+          if (text === null) return undefined;
           try {
             return JSON.parse(text) as unknown;
           } catch (error) {
@@ -837,6 +851,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
           }
         }),
       );
+      return reports.filter((r) => r !== undefined);
     },
 
     close() {
@@ -846,6 +861,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 }
 
 const SETTINGS_DIGEST = /^[0-9a-f]{16}$/;
+const TREE1_DIGEST = /^tree1:[0-9a-f]{64}$/;
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 /** Verified keys a store remembers: the newest few are all a publisher looks at. */
 const VERIFIED_KEPT = 8;
 

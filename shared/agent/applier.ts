@@ -299,7 +299,7 @@ export class Applier {
     try {
       config = await store.get(pin.key);
       if (config.sha256 !== pin.sha256)
-        throw new StoreError(`the pinned config's sha256 is ${config.sha256}, the pin says ${pin.sha256}`, {
+        throw new StoreError(`the pinned config's digest is ${config.sha256}, the pin says ${pin.sha256}`, {
           transient: false,
         });
     } catch (err) {

@@ -93,7 +93,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     skippedConfigs: new Counter({
       name: "servicelb_agent_skipped_configs_total",
-      help: "Config keys skipped because their object was missing or did not verify (sha256, metadata); the next key down was taken",
+      help: "Config keys skipped because their object was missing or did not verify (digest, metadata); the next key down was taken",
       registers,
     }),
     pullSeconds: new Histogram({

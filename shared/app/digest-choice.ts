@@ -3,9 +3,10 @@
  * tree1 config is skipped, as not verifying, by an agent that knows only sha256, which would then
  * serve its last config for as long as tree1 configs are published: so in `auto` (the default) a
  * publisher switches to tree1 only when every agent's report in the store (status/<node>.json)
- * says it verifies tree1, and back to sha256 as soon as one report does not. A report that cannot
- * be read counts as one that does not, and so does a node's report left behind after the node
- * went: deleting it (or setting `tree1`) is how an operator says that node is gone.
+ * says it verifies tree1, and back to sha256 as soon as one report does not. Whatever leaves it in
+ * doubt counts as such a report: one that cannot be read, reports that cannot be read at all
+ * (the store fails), fewer reports than agents the last ping reached, and a node's report left
+ * behind after the node went (deleting it, or setting `tree1`, is how an operator says it is gone).
  */
 import type { Logger } from "../adapters/log.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
@@ -18,9 +19,15 @@ export const DIGEST_RECHECK_MS = 60_000;
 /** How long an instance's first pass waits for the reports before it publishes by sha256 (a slow store). */
 export const FIRST_READ_WAIT_MS = 1000;
 
-/** The kind the agents' reports allow, and, for sha256, why. */
-export function digestForFleet(reports: readonly unknown[]): { kind: DigestKind; reason?: string } {
+/**
+ * The kind the agents' reports allow, and, for sha256, why. `pinged`: how many agents the last
+ * ping reached, when known; an agent that never reports (one that cannot write to the store)
+ * shows only there.
+ */
+export function digestForFleet(reports: readonly unknown[], pinged = 0): { kind: DigestKind; reason?: string } {
   if (reports.length === 0) return { kind: "sha256", reason: "no agent has reported to the store" };
+  if (reports.length < pinged)
+    return { kind: "sha256", reason: `${pinged} agents were pinged, ${reports.length} have reported to the store` };
   for (const report of reports) {
     const parsed = nodeStatusSchema.safeParse(report);
     if (!parsed.success) return { kind: "sha256", reason: "an agent's report cannot be read" };
@@ -37,6 +44,7 @@ export class DigestChoice {
   private decided: DigestKind | undefined;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
+  private pinged = 0;
 
   constructor(
     private readonly setting: DigestSetting,
@@ -47,20 +55,26 @@ export class DigestChoice {
     private readonly firstWaitMs = FIRST_READ_WAIT_MS,
   ) {}
 
-  /** The kind decided so far, for work that must not wait for a read (a head start). */
+  /** The kind decided so far. */
   get current(): DigestKind {
     return this.setting === "auto" ? (this.decided ?? "sha256") : this.setting;
   }
 
+  /** How many agents a ping reached (the notifier's count): more than have reported keeps sha256. */
+  noteAgents(pinged: number): void {
+    this.pinged = pinged;
+  }
+
   /**
-   * The kind a pass publishes by. The first pass of an instance waits for the reports (read beside
-   * its list), for at most FIRST_READ_WAIT_MS; later ones take the last decision and start a new
-   * read when it is due.
+   * The kind a pass publishes by. A read of the reports starts when one is due (beside the pass's
+   * list); the pass waits for it, for at most FIRST_READ_WAIT_MS, unless the last decision was
+   * sha256, which is never the wrong one: an instance's first pass, and every due one on tree1,
+   * so that an agent that joined without tree1 is served by the next pass.
    */
   async forPass(): Promise<DigestKind> {
     if (this.setting !== "auto") return this.setting;
     if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs) this.reading = this.read();
-    if (this.decided === undefined && this.reading !== undefined) {
+    if (this.decided !== "sha256" && this.reading !== undefined) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([this.reading, new Promise((r) => (timer = setTimeout(r, this.firstWaitMs)))]);
       clearTimeout(timer);
@@ -70,7 +84,7 @@ export class DigestChoice {
 
   private async read(): Promise<void> {
     try {
-      const { kind, reason } = digestForFleet(await this.readReports());
+      const { kind, reason } = digestForFleet(await this.readReports(), this.pinged);
       if (kind !== this.decided)
         this.log.info(
           { digest: kind, ...(reason ? { reason } : {}) },
@@ -81,10 +95,10 @@ export class DigestChoice {
       this.decided = kind;
     } catch (err) {
       this.log.warn(
-        { err: err instanceof Error ? err.message : String(err), digest: this.current },
-        "cannot read the agents' reports to choose the config digest; keeping the last choice",
+        { err: err instanceof Error ? err.message : String(err), digest: "sha256" },
+        "cannot read the agents' reports to choose the config digest: configs are published by sha256",
       );
-      this.decided ??= "sha256";
+      this.decided = "sha256";
     } finally {
       this.checkedAt = this.now();
       this.reading = undefined;

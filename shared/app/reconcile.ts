@@ -314,6 +314,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
         );
         trace("pass.notified", { n, step: "head-start" });
+        digests.noteAgents(pinged.agents);
         return done("published", {
           key: published.key,
           notify: { agents: pinged.agents, ok: pinged.ok, failed: pinged.failed },
@@ -442,6 +443,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           );
           durationsMs.notify = msSince(t);
           trace("pass.notified", { n });
+          digests.noteAgents(report.agents);
           notify = { agents: report.agents, ok: report.ok, failed: report.failed };
         }
         renderedServices = new Set(snapshot.services.map(serviceKey));

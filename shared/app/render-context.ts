@@ -62,11 +62,7 @@ export class RenderContext {
     this.layout = new LayoutState(layout);
   }
 
-  /** The kind of digest configs are published by (app/digest-choice.ts). */
-  get digestKind(): DigestKind {
-    return this.hasher.kind;
-  }
-
+  /** Renders from now on are digested by `kind` (app/digest-choice.ts). */
   useDigest(kind: DigestKind): void {
     if (kind !== this.hasher.kind) this.hasher = configHasher(kind);
   }

@@ -7,7 +7,7 @@
  *   epoch     6 digits   advances when the cluster's revisions go back (restore, new cluster)
  *   revision 20 digits   the snapshot's cluster revision (etcd revisions are int64: ≤ 19 digits)
  *   seq      10 digits   the newest config's seq + 1: a later publish of an equal view wins
- *   sha      16 hex      the first 64 bits of the body's sha256
+ *   sha      16 hex      the first 64 bits of the body's digest (config-digest.ts: sha256 or tree1)
  * Names of the first format, `<revision>-<sha>.cfg`, are still read as epoch 0, seq 0, so that a
  * store written by an older servicelb keeps working; they do not sort with the new ones as
  * strings ('-' sorts before digits), which is why nobody may compare names as plain strings.

@@ -215,9 +215,9 @@ function piecesAfter(last: Pieces, bytes: Buffer): Pieces {
   const n = last.starts.length;
   // Pieces 0..head-1 are kept at the start, tail..n-1 at the end.
   let head = 0;
-  while (head < n && head + 1 < n && last.starts[head + 1]! + BACKEND.length <= prefix) head++;
+  while (head + 1 < n && last.starts[head + 1]! + BACKEND.length <= prefix) head++;
   let tail = n;
-  while (tail - 1 > head && last.starts[tail - 1]! > 0 && last.starts[tail - 1]! - 1 >= old.length - suffix) tail--;
+  while (tail - 1 > head && last.starts[tail - 1]! - 1 >= old.length - suffix) tail--;
   const from = head < n ? last.starts[head]! : 0;
   const to = tail < n ? last.starts[tail]! + shift : bytes.length;
   const middle: number[] = bytes.length === 0 ? [] : [from];
@@ -227,7 +227,6 @@ function piecesAfter(last: Pieces, bytes: Buffer): Pieces {
     if (cut >= to) break;
     middle.push(cut);
   }
-  if (from === to && middle.length > 0) middle.pop();
   const starts = [...last.starts.slice(0, head), ...middle, ...last.starts.slice(tail).map((at) => at + shift)];
   const digests = Buffer.concat([
     last.digests.subarray(0, head * DIGEST_BYTES),

@@ -12,7 +12,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function restarted(disk: string, recorded: { text: string; sha256: string }) {
+function restarted(disk: string, recorded: string) {
   const dir = mkdtempSync(join(tmpdir(), "node-state-"));
   dirs.push(dir);
   return new NodeState({
@@ -23,7 +23,7 @@ function restarted(disk: string, recorded: { text: string; sha256: string }) {
     log: createLogger("node-state-test", "silent"),
     disk,
     saved: {
-      applied: { key: "configs/k.cfg", sha256: recorded.sha256, revision: "7", appliedAt: "t", how: "reload" },
+      applied: { key: "configs/k.cfg", sha256: recorded, revision: "7", appliedAt: "t", how: "reload" },
       lastError: null,
     },
   });
@@ -33,12 +33,12 @@ const text = "global\n  daemon\nbackend a\n  server s 10.0.0.1:80\nbackend b\n  
 
 describe("a restarted agent's node state", () => {
   it.each(DIGEST_KINDS)("knows the config on disk as the one recorded by a %s digest", (kind) => {
-    const state = restarted(text, { text, sha256: configDigest(kind, text) });
+    const state = restarted(text, configDigest(kind, text));
     expect(state.current).toMatchObject({ key: "configs/k.cfg", revision: "7", sha256: configDigest(kind, text) });
   });
 
   it.each(DIGEST_KINDS)("does not name a config on disk that differs from the one recorded by %s", (kind) => {
-    const state = restarted(text.replace("10.0.0.2", "10.0.0.3"), { text, sha256: configDigest(kind, text) });
+    const state = restarted(text.replace("10.0.0.2", "10.0.0.3"), configDigest(kind, text));
     expect(state.current).toMatchObject({ key: null, revision: null });
   });
 });

@@ -32,6 +32,15 @@ describe("the digest the agents' reports allow", () => {
     expect(digestForFleet([report("a", ["sha256"])]).kind).toBe("sha256");
   });
 
+  it("is sha256 while fewer agents have reported than the last ping reached", () => {
+    const reports = [report("a", ["sha256", "tree1"]), report("b", ["sha256", "tree1"])];
+    expect(digestForFleet(reports, 3)).toEqual({
+      kind: "sha256",
+      reason: "3 agents were pinged, 2 have reported to the store",
+    });
+    expect(digestForFleet(reports, 2).kind).toBe("tree1");
+  });
+
   it("is sha256 with no report, or with one that cannot be read", () => {
     expect(digestForFleet([])).toEqual({ kind: "sha256", reason: "no agent has reported to the store" });
     expect(digestForFleet([report("a", ["tree1"]), { node: 7 }])).toEqual({
@@ -57,7 +66,7 @@ describe("the digest a reconcile instance publishes by", () => {
     expect(reads).toBe(0);
   });
 
-  it("waits for the reports on the first pass, then reads them again in the background when due", async () => {
+  it("waits for a read on the first pass and on tree1, not on sha256, and reads again only when due", async () => {
     let now = 0;
     let reports: unknown[] = [report("a", ["sha256", "tree1"])];
     let reads = 0;
@@ -66,7 +75,7 @@ describe("the digest a reconcile instance publishes by", () => {
       "auto",
       async () => {
         reads++;
-        if (reads === 2) await new Promise<void>((r) => (release = r));
+        if (reads === 3) await new Promise<void>((r) => (release = r));
         return reports;
       },
       silent,
@@ -78,18 +87,23 @@ describe("the digest a reconcile instance publishes by", () => {
     now = 30_000;
     expect(await choice.forPass()).toBe("tree1");
     expect(reads).toBe(1);
-    // An old agent joins; the read that finds it is due, and the pass does not wait for it.
+    // An old agent joins: the due read on tree1 is waited for, so this very pass goes back to sha256.
     reports = [report("a", ["sha256", "tree1"]), report("old")];
     now = 60_000;
-    expect(await choice.forPass()).toBe("tree1");
-    expect(reads).toBe(2);
-    release!();
-    await new Promise((r) => setImmediate(r));
     expect(await choice.forPass()).toBe("sha256");
     expect(reads).toBe(2);
+    // On sha256 a due read goes on in the background: the pass does not wait for it.
+    reports = [report("a", ["sha256", "tree1"])];
+    now = 120_000;
+    expect(await choice.forPass()).toBe("sha256");
+    expect(reads).toBe(3);
+    release!();
+    await new Promise((r) => setImmediate(r));
+    expect(await choice.forPass()).toBe("tree1");
+    expect(reads).toBe(3);
   });
 
-  it("keeps its last choice when the reports cannot be read, and starts on sha256", async () => {
+  it("goes back to sha256 when the reports cannot be read", async () => {
     let now = 0;
     let fail = true;
     const choice = new DigestChoice(
@@ -110,8 +124,21 @@ describe("the digest a reconcile instance publishes by", () => {
     expect(await choice.forPass()).toBe("tree1");
     fail = true;
     now = 2000;
-    await choice.forPass();
-    await new Promise((r) => setImmediate(r));
-    expect(choice.current).toBe("tree1");
+    // On tree1 a due read is waited for: a fleet in doubt is served by sha256 from this pass on.
+    expect(await choice.forPass()).toBe("sha256");
+  });
+
+  it("waits at most a second for a first read that hangs, and publishes by sha256 meanwhile", async () => {
+    const choice = new DigestChoice(
+      "auto",
+      () => new Promise<unknown[]>(() => undefined),
+      silent,
+      60_000,
+      Date.now,
+      50,
+    );
+    const t0 = performance.now();
+    expect(await choice.forPass()).toBe("sha256");
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
   });
 });

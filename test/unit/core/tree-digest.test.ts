@@ -1,7 +1,17 @@
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { loadTemplates, packageRoot } from "../../../shared/adapters/templates.js";
+import { parseRenderOptions } from "../../../shared/core/options.js";
+import { renderSnapshot } from "../../../shared/core/pipeline.js";
+import { Renderer } from "../../../shared/core/render.js";
+import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
 import { ChunkedTreeDigest, SuccessiveTreeDigest, treeDigest } from "../../../shared/core/tree-digest.js";
+import { list, service, slice } from "../../support/fixtures.js";
 
 /** The definition as the README states it, line by line: a cut before every line but the first that starts `backend `. */
 function byDefinition(config: string): string {
@@ -35,10 +45,32 @@ describe("the tree digest (tree1)", () => {
     );
   });
 
-  it("is what the README's shell command prints for the same bytes", () => {
+  it("is the value the README's shell command printed for these bytes when this test was written", () => {
     const text = "global\n  daemon\nfrontend http\n  use_backend a\nbackend a\n  server s 10.0.0.1:80\nbackend b\n";
-    // `awk '/^backend /{…}' … | sha256sum` on these bytes, run when this test was written.
     expect(treeDigest(text)).toBe("a79caa6ba958bd19dc5b576e2e186ae91dc316b67242d1dbff17fdbdf26b4204");
+  });
+
+  it("is what the README's shell command prints for a rendered config", () => {
+    const readme = readFileSync(join(packageRoot(), "README.md"), "utf8");
+    const script = /```sh\n(d=\$\(mktemp -d\)[\s\S]*?)```/.exec(readme)?.[1];
+    expect(script, "the README's tree1 command").toBeDefined();
+    const dir = mkdtempSync(join(tmpdir(), "tree1-"));
+    try {
+      const services = Array.from({ length: 40 }, (_, i) =>
+        service(`svc-${i}`, [{ name: "http", port: 80, targetPort: 8080 }]),
+      );
+      const slices = services.map((_, i) => slice(`svc-${i}`, [{ name: "http", port: 8080 }], [`10.0.0.${i + 1}`]));
+      const config = renderSnapshot(
+        snapshotFromDocuments([list([...services, ...slices])]),
+        parseRenderOptions({}),
+        new Renderer(loadTemplates()),
+      ).bytes;
+      writeFileSync(join(dir, "haproxy.cfg"), config);
+      const printed = execFileSync("bash", ["-euo", "pipefail", "-c", script!], { cwd: dir, encoding: "utf8" });
+      expect(printed.slice(0, 64)).toBe(treeDigest(config));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("has no empty first piece for a config that starts with a backend, and none at all for nothing", () => {
@@ -87,14 +119,22 @@ describe("the tree digest (tree1)", () => {
     );
   });
 
-  it("sees a changed range of the same memory as changed only when it is a new chunk", () => {
+  it("tells other ranges of the same slab apart", () => {
     const digest = new ChunkedTreeDigest();
-    const slab = Buffer.from("backend a\n  server s 10.0.0.1:80\nbackend b\n  server s 10.0.0.2:80\n");
-    const chunks = [slab.subarray(0, 33), slab.subarray(33)];
-    expect(digest.digest(chunks)).toBe(treeDigest(slab));
-    const moved = Buffer.from(slab);
-    moved.write("9", slab.indexOf("10.0.0.2") + 7);
-    expect(digest.digest([chunks[0]!, moved.subarray(33)])).toBe(treeDigest(moved));
+    const slab = Buffer.from(
+      "backend a\n  server s 10.0.0.1:80\nbackend b\n  server s 10.0.0.2:80\nbackend c\n  server s 10.0.0.3:80\n",
+    );
+    const b = slab.indexOf("backend b");
+    const c = slab.indexOf("backend c");
+    const whole = [slab.subarray(0, b), slab.subarray(b)];
+    expect(digest.digest(whole)).toBe(treeDigest(slab));
+    // The same slab cut elsewhere, and a range of it that starts where an earlier chunk did.
+    const recut = [slab.subarray(0, c), slab.subarray(c)];
+    expect(digest.digest(recut)).toBe(treeDigest(slab));
+    const dropped = [slab.subarray(0, b), slab.subarray(c)];
+    expect(digest.digest(dropped)).toBe(treeDigest(Buffer.concat(dropped)));
+    const shorter = [slab.subarray(0, b), slab.subarray(b, c)];
+    expect(digest.digest(shorter)).toBe(treeDigest(Buffer.concat(shorter)));
   });
 });
 
