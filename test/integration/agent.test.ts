@@ -1,7 +1,6 @@
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { processAlive } from "../../shared/adapters/haproxy/process.js";
@@ -13,7 +12,7 @@ import { PATTERN_SECTION } from "../../shared/core/pattern-files.js";
 import { runStatus, type FleetStatus } from "../../shared/app/status-command.js";
 import { A, agentWorld, B, C, count, echoPods, TOKEN, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";
-import { deadEndpoint, S3RVER_CREDENTIALS } from "../support/s3.js";
+import { deadEndpoint, replaceBody, S3RVER_CREDENTIALS } from "../support/s3.js";
 
 // The node agent against a real HAProxy and a real S3 protocol server (s3rver). Pods are echo
 // servers on 127.0.0.2-4 (one port), so a Service's endpoints differ by address as in a cluster.
@@ -184,14 +183,7 @@ describe("applying configs", () => {
     const next = await n.publish(web("web", world.pods.port, [B]), 110);
     const text = (await n.store.get(next.key)).config;
     // Tampered behind the store's back: same key and metadata, another body.
-    await world.s3.client.send(
-      new PutObjectCommand({
-        Bucket: world.s3.bucket,
-        Key: next.key,
-        Body: text.replace(B, C),
-        Metadata: { sha256: next.sha256, revision: "110", generator: "x", epoch: "0", seq: "1" },
-      }),
-    );
+    await replaceBody(world.s3, next.key, text.replace(B, C));
     await n.notify(agent, next);
     const err = await waitFor("the verify error", async () => agent.status().lastError ?? undefined);
     expect(err).toMatchObject({ stage: "verify", key: next.key });
@@ -217,14 +209,7 @@ describe("applying configs", () => {
 
     const next = await n.publish(web("web", world.pods.port, [C]), 120, "tree1");
     const text = (await n.store.get(next.key)).config;
-    await world.s3.client.send(
-      new PutObjectCommand({
-        Bucket: world.s3.bucket,
-        Key: next.key,
-        Body: text.replace(C, A),
-        Metadata: { digest: next.sha256, revision: "120", generator: "x", epoch: "0", seq: "2" },
-      }),
-    );
+    await replaceBody(world.s3, next.key, text.replace(C, A));
     await n.notify(agent, next);
     const err = await waitFor("the verify error", async () => agent.status().lastError ?? undefined);
     expect(err).toMatchObject({ stage: "verify", key: next.key });

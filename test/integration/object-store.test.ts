@@ -12,7 +12,7 @@ import { type BackendLayout, layoutDigest } from "../../shared/core/backend-layo
 import { configDigest, digestHex } from "../../shared/core/config-digest.js";
 import { treeDigest } from "../../shared/core/tree-digest.js";
 import { dripProxy } from "../support/drip.js";
-import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
+import { deadEndpoint, hangingEndpoint, replaceBody, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 const GENERATOR = "servicelb/test";
 
@@ -449,15 +449,7 @@ describe("integrity", () => {
     const store = openStore();
     const { key, sha256: original } = await store.publish({ config: cfg(1), revision: "5", generator: GENERATOR });
     const tampered = cfg(666);
-    const { Metadata } = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
-    await s3.client.send(
-      new PutObjectCommand({
-        Bucket: s3.bucket,
-        Key: key,
-        Body: tampered,
-        Metadata: { ...Metadata, bytes: String(tampered.length) },
-      }),
-    );
+    await replaceBody(s3, key, tampered);
 
     const error = await store.get(key).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StoreError);
@@ -519,15 +511,7 @@ describe("configs published by tree1 digests", () => {
       generator: GENERATOR,
     });
     const tampered = backends(3).replace("10.0.0.1:", "10.6.6.6:");
-    const { Metadata } = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
-    await s3.client.send(
-      new PutObjectCommand({
-        Bucket: s3.bucket,
-        Key: key,
-        Body: tampered,
-        Metadata: { ...Metadata, bytes: String(tampered.length) },
-      }),
-    );
+    await replaceBody(s3, key, tampered);
     await expect(store.get(key)).rejects.toThrow(
       `the body's tree1 digest is ${treeDigest(tampered)} but the metadata says ${digestHex(digest)}`,
     );

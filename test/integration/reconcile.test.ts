@@ -24,7 +24,7 @@ import {
 import { RenderContext } from "../../shared/app/render-context.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { TestKubeApi } from "../support/kube-api.js";
-import { service, slice } from "../support/fixtures.js";
+import { agentReport, service, slice } from "../support/fixtures.js";
 import { countingProxy, waitFor } from "../support/net.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
@@ -742,18 +742,7 @@ describe("events that cannot change the config", () => {
 });
 
 describe("the digest configs are published by", () => {
-  /** An agent's report as status/<node>.json holds it: an agent before tree1 lists no digests. */
-  const report = (node: string, digests?: string[]) => ({
-    node,
-    applied: null,
-    lastError: null,
-    backoff: null,
-    haproxy: { running: true },
-    reportIntervalSeconds: 30,
-    reportedAt: new Date().toISOString(),
-    agent: digests ? "servicelb/0.2.0" : "servicelb/0.1.0",
-    ...(digests ? { digests } : {}),
-  });
+  const report = agentReport;
   const moveTo = (ip: string) =>
     api.upsert(
       "EndpointSlice",

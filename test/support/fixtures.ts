@@ -92,3 +92,21 @@ function hash(s: string): number {
   for (let i = 0; i < s.length; i++) h = (Math.imul(31, h) + s.charCodeAt(i)) | 0;
   return h;
 }
+
+/**
+ * An agent's report as `status/<node>.json` holds it, listing the config digests it verifies;
+ * without `digests`, a report as agents from before tree1 write it.
+ */
+export function agentReport(node: string, digests?: string[]): Record<string, unknown> {
+  return {
+    node,
+    applied: null,
+    lastError: null,
+    backoff: null,
+    haproxy: { running: true },
+    reportIntervalSeconds: 30,
+    reportedAt: new Date().toISOString(),
+    agent: digests ? "servicelb/0.2.0" : "servicelb/0.1.0",
+    ...(digests ? { digests } : {}),
+  };
+}

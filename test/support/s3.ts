@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { S3Client } from "@aws-sdk/client-s3";
+import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 
 // s3rver ships no type declarations; describe the part we use instead of adding a .d.ts.
 interface S3rverInstance {
@@ -30,6 +30,22 @@ export interface TestS3 {
   client: S3Client;
   /** Stops the server (so the endpoint refuses connections) and removes its data. Idempotent. */
   stop(): Promise<void>;
+}
+
+/**
+ * Another body under an object's key, behind the store's back: its metadata stays, the size in it
+ * made to match, so that only the digest can tell.
+ */
+export async function replaceBody(s3: TestS3, key: string, body: string): Promise<void> {
+  const { Metadata } = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }));
+  await s3.client.send(
+    new PutObjectCommand({
+      Bucket: s3.bucket,
+      Key: key,
+      Body: body,
+      Metadata: { ...Metadata, bytes: String(Buffer.byteLength(body)) },
+    }),
+  );
 }
 
 export function createS3Client(endpoint: string): S3Client {

@@ -1,22 +1,9 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { DigestChoice, digestForFleet } from "../../../shared/app/digest-choice.js";
+import { agentReport } from "../../support/fixtures.js";
 
-/** A report as an agent of this version writes it (status/<node>.json), with the digests it verifies. */
-function report(node: string, digests?: string[]) {
-  return {
-    node,
-    applied: null,
-    lastError: null,
-    backoff: null,
-    haproxy: { running: true },
-    reportIntervalSeconds: 30,
-    reportedAt: "2026-12-01T00:00:00.000Z",
-    agent: "servicelb/0.1.0",
-    ...(digests ? { digests } : {}),
-  };
-}
-
+const report = agentReport;
 const silent = pino({ level: "silent" });
 
 describe("the digest the agents' reports allow", () => {
