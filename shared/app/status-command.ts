@@ -4,7 +4,9 @@
  * published one, its last error and how old its report is. A report older than three of the
  * node's own report intervals is marked stale: the agent is gone or cannot reach the store.
  * While a pin is set, the pinned config is what every node should run. Newer keys whose objects
- * do not verify are listed: they are skipped by the publisher and the agents.
+ * do not verify are listed: they are skipped by the publisher and the agents. Which config
+ * digests the fleet verifies says whether publishers may use tree1 (app/digest-choice.ts), and
+ * which node keeps them on sha256.
  * Exits 3 (with the reasons on stderr) unless every node serves the newest config, as
  * `kubectl rollout status` fails until a rollout is done.
  */
@@ -16,6 +18,8 @@ import { compareConfigKeys } from "../core/config-key.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
+import { digestForFleet } from "./digest-choice.js";
+import { type DigestKind, digestKind } from "../core/config-digest.js";
 
 export interface NodeRow {
   node: string;
@@ -31,6 +35,8 @@ export interface NodeRow {
   stale: boolean;
   haproxyRunning: boolean;
   lastError: { stage: string; key: string | null; message: string; at: string } | null;
+  /** The config digests the agent verifies; agents from before tree1 report none (sha256 only). */
+  digests: string[];
 }
 
 export interface FleetStatus {
@@ -41,6 +47,8 @@ export interface FleetStatus {
   nodes: NodeRow[];
   /** Reports that are not agent status documents. */
   unreadable: string[];
+  /** The digest publishers in `auto` may use by these reports, and why not tree1. */
+  digest: { kind: DigestKind; reason?: string };
 }
 
 export function fleetStatus(
@@ -75,6 +83,7 @@ export function fleetStatus(
       stale: ageSeconds > 3 * s.reportIntervalSeconds,
       haproxyRunning: s.haproxy.running,
       lastError: s.lastError,
+      digests: s.digests,
     });
     for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
@@ -85,6 +94,7 @@ export function fleetStatus(
     skipped: [...skipped.values()],
     nodes,
     unreadable,
+    digest: digestForFleet(reports),
   };
 }
 
@@ -117,16 +127,18 @@ export function formatFleet(f: FleetStatus): string {
   const pin = f.pin
     ? `PINNED: ${f.pin.key} since ${f.pin.pinnedAt}${f.pin.reason ? ` (${f.pin.reason})` : ""}: agents run it until \`servicelb unpin\`\n`
     : "";
-  const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}`;
+  const digest = `digests: ${f.digest.kind === "tree1" ? "every node verifies tree1: configs may be published by tree1" : `sha256 only: ${f.digest.reason}`}\n`;
+  const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}${digest}`;
   const rows = [
-    ["NODE", "REVISION", "STATE", "HAPROXY", "REPORTED", "CONFIG", "LAST ERROR"],
+    ["NODE", "REVISION", "STATE", "HAPROXY", "REPORTED", "CONFIG", "VERIFIES", "LAST ERROR"],
     ...f.nodes.map((n) => [
       n.node,
       n.revision ?? "-",
       n.behind ? "behind" : "current",
       n.haproxyRunning ? "running" : "down",
       `${age(n.ageSeconds)} ago${n.stale ? " (stale)" : ""}`,
-      n.key?.slice(n.key.lastIndexOf("/") + 1) ?? "-",
+      n.key === null ? "-" : `${n.key.slice(n.key.lastIndexOf("/") + 1)}${n.sha256 && digestKind(n.sha256) === "tree1" ? " (tree1)" : ""}`,
+      n.digests.length > 0 ? n.digests.join(",") : "sha256",
       n.lastError ? `${n.lastError.stage}: ${n.lastError.message.split("\n")[0]}` : "-",
     ]),
   ];

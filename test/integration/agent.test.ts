@@ -519,7 +519,7 @@ describe("servicelb status", () => {
     const text = await run({}, 0);
     expect(text).toContain(`newest: ${v1.key} (revision 100)`);
     expect(text).toMatch(
-      /^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+000000-0+100-0000000000-[0-9a-f]{16}\.cfg\s+-$/m,
+      /^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+000000-0+100-0000000000-[0-9a-f]{16}\.cfg\s+sha256,tree1\s+-$/m,
     );
 
     // Published without a ping and with a long poll interval: the node is behind until it pulls,

@@ -62,15 +62,40 @@ describe("fleetStatus", () => {
     const text = formatFleet(f);
     expect(text.split("\n")).toEqual([
       `newest: ${newest.key} (revision 120)`,
-      expect.stringMatching(/^NODE\s+REVISION\s+STATE\s+HAPROXY\s+REPORTED\s+CONFIG\s+LAST ERROR$/),
-      expect.stringMatching(/^node-a\s+120\s+current\s+running\s+30s ago\s+0+120-a{16}\.cfg\s+-$/),
-      expect.stringMatching(/^node-b\s+-\s+behind\s+down\s+10m ago \(stale\)\s+-\s+-$/),
+      "digests: sha256 only: node node-c (servicelb/0.1.0) does not report that it verifies tree1",
+      expect.stringMatching(/^NODE\s+REVISION\s+STATE\s+HAPROXY\s+REPORTED\s+CONFIG\s+VERIFIES\s+LAST ERROR$/),
+      expect.stringMatching(/^node-a\s+120\s+current\s+running\s+30s ago\s+0+120-a{16}\.cfg\s+sha256\s+-$/),
+      expect.stringMatching(/^node-b\s+-\s+behind\s+down\s+10m ago \(stale\)\s+-\s+sha256\s+-$/),
       expect.stringMatching(
-        /^node-c\s+110\s+behind\s+running\s+30s ago\s+0+110-c{16}\.cfg\s+check: haproxy -c rejected the config: boom$/,
+        /^node-c\s+110\s+behind\s+running\s+30s ago\s+0+110-c{16}\.cfg\s+sha256\s+check: haproxy -c rejected the config: boom$/,
       ),
       'unreadable status report: {"not":"a status"}',
       "",
     ]);
+  });
+
+  it("says which nodes verify tree1, which config digest each runs, and which node keeps publishers on sha256", () => {
+    const tree1 = { applied: { ...report("x", newest.key).applied!, sha256: `tree1:${"d".repeat(64)}` } };
+    const both = { digests: ["sha256", "tree1"] };
+    const mixed = fleetStatus(
+      newest,
+      [report("node-a", newest.key, { ...both, ...tree1 }), report("node-old", newest.key)],
+      now,
+    );
+    expect(mixed.digest).toEqual({
+      kind: "sha256",
+      reason: "node node-old (servicelb/0.1.0) does not report that it verifies tree1",
+    });
+    const lines = formatFleet(mixed).split("\n");
+    expect(lines[1]).toBe(
+      "digests: sha256 only: node node-old (servicelb/0.1.0) does not report that it verifies tree1",
+    );
+    expect(lines[3]).toMatch(/^node-a\s.*0+120-a{16}\.cfg \(tree1\)\s+sha256,tree1\s+-$/);
+    expect(lines[4]).toMatch(/^node-old\s.*0+120-a{16}\.cfg\s+sha256\s+-$/);
+    const upgraded = fleetStatus(newest, [report("node-a", newest.key, both)], now);
+    expect(formatFleet(upgraded).split("\n")[1]).toBe(
+      "digests: every node verifies tree1: configs may be published by tree1",
+    );
   });
 
   it("has nobody behind when nothing is published", () => {
