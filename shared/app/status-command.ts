@@ -137,7 +137,9 @@ export function formatFleet(f: FleetStatus): string {
       n.behind ? "behind" : "current",
       n.haproxyRunning ? "running" : "down",
       `${age(n.ageSeconds)} ago${n.stale ? " (stale)" : ""}`,
-      n.key === null ? "-" : `${n.key.slice(n.key.lastIndexOf("/") + 1)}${n.sha256 && digestKind(n.sha256) === "tree1" ? " (tree1)" : ""}`,
+      n.key === null
+        ? "-"
+        : `${n.key.slice(n.key.lastIndexOf("/") + 1)}${n.sha256 && digestKind(n.sha256) === "tree1" ? " (tree1)" : ""}`,
       n.digests.length > 0 ? n.digests.join(",") : "sha256",
       n.lastError ? `${n.lastError.stage}: ${n.lastError.message.split("\n")[0]}` : "-",
     ]),
