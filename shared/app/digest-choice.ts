@@ -5,7 +5,7 @@
  * publisher switches to tree1 only when every agent's report in the store (status/<node>.json)
  * says it verifies tree1, and back to sha256 as soon as one report does not. Whatever leaves it in
  * doubt counts as such a report: one that cannot be read, reports that cannot be read at all
- * (the store fails), fewer reports than agents the last ping reached, and a node's report left
+ * (the store fails), fewer reports than agents the notifier finds, and a node's report left
  * behind after the node went (deleting it, or setting `tree1`, is how an operator says it is gone).
  */
 import type { Logger } from "../adapters/log.js";
@@ -20,14 +20,14 @@ export const DIGEST_RECHECK_MS = 60_000;
 export const FIRST_READ_WAIT_MS = 1000;
 
 /**
- * The kind the agents' reports allow, and, for sha256, why. `pinged`: how many agents the last
- * ping reached, when known; an agent that never reports (one that cannot write to the store)
- * shows only there.
+ * The kind the agents' reports allow, and, for sha256, why. `agents`: how many agents the
+ * notifier finds (the agent Service's endpoints and the static list), when known; an agent that
+ * never reports (one that cannot write to the store) shows only there.
  */
-export function digestForFleet(reports: readonly unknown[], pinged = 0): { kind: DigestKind; reason?: string } {
+export function digestForFleet(reports: readonly unknown[], agents = 0): { kind: DigestKind; reason?: string } {
   if (reports.length === 0) return { kind: "sha256", reason: "no agent has reported to the store" };
-  if (reports.length < pinged)
-    return { kind: "sha256", reason: `${pinged} agents were pinged, ${reports.length} have reported to the store` };
+  if (reports.length < agents)
+    return { kind: "sha256", reason: `${agents} agents are known, ${reports.length} have reported to the store` };
   for (const report of reports) {
     const parsed = nodeStatusSchema.safeParse(report);
     if (!parsed.success) return { kind: "sha256", reason: "an agent's report cannot be read" };
@@ -44,11 +44,12 @@ export class DigestChoice {
   private decided: DigestKind | undefined;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
-  private pinged = 0;
 
   constructor(
     private readonly setting: DigestSetting,
     private readonly readReports: () => Promise<unknown[]>,
+    /** How many agents there are, or undefined when that cannot be told (discovery failed). */
+    private readonly countAgents: () => Promise<number | undefined>,
     private readonly log: Logger,
     private readonly recheckMs = DIGEST_RECHECK_MS,
     private readonly now: () => number = Date.now,
@@ -60,11 +61,6 @@ export class DigestChoice {
     return this.setting === "auto" ? (this.decided ?? "sha256") : this.setting;
   }
 
-  /** How many agents a ping reached (the notifier's count): more than have reported keeps sha256. */
-  noteAgents(pinged: number): void {
-    this.pinged = pinged;
-  }
-
   /**
    * The kind a pass publishes by. A read of the reports starts when one is due (beside the pass's
    * list); the pass waits for it, for at most FIRST_READ_WAIT_MS, unless the last decision was
@@ -73,18 +69,26 @@ export class DigestChoice {
    */
   async forPass(): Promise<DigestKind> {
     if (this.setting !== "auto") return this.setting;
-    if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs) this.reading = this.read();
+    // Never read synchronously: `reading` is set before the read can settle.
+    if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs)
+      this.reading = Promise.resolve().then(() => this.read());
     if (this.decided !== "sha256" && this.reading !== undefined) {
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.reading, new Promise((r) => (timer = setTimeout(r, this.firstWaitMs)))]);
+      const read = await Promise.race([
+        this.reading.then(() => true),
+        new Promise<false>((r) => (timer = setTimeout(() => r(false), this.firstWaitMs))),
+      ]);
       clearTimeout(timer);
+      // A due read that did not come back in time leaves tree1 in doubt.
+      if (!read) return "sha256";
     }
     return this.current;
   }
 
   private async read(): Promise<void> {
     try {
-      const { kind, reason } = digestForFleet(await this.readReports(), this.pinged);
+      const [reports, agents] = await Promise.all([this.readReports(), this.countAgents().catch(() => undefined)]);
+      const { kind, reason } = digestForFleet(reports, agents);
       if (kind !== this.decided)
         this.log.info(
           { digest: kind, ...(reason ? { reason } : {}) },

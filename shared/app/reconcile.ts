@@ -166,7 +166,16 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     ((signal: AbortSignal) =>
       readClusterRevision(loadKubeConfig(kube), { namespace: settings.options.namespace, signal }));
   const recorded = settingsRecord(settings.options, ctx.template);
-  const digests = new DigestChoice(settings.digest, () => store.listStatuses(), log, deps.digestRecheckMs);
+  const digests = new DigestChoice(
+    settings.digest,
+    () => store.listStatuses(),
+    async () => {
+      const found = await notifier.discover();
+      return found.error ? undefined : found.agents.length;
+    },
+    log,
+    deps.digestRecheckMs,
+  );
   const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
   if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
@@ -288,6 +297,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         const pending = settings.options.forwardServices
           ? { snapshot, held: [] }
           : holdPendingServices(snapshot, renderedServices);
+        // What the last read decided: a head start never waits for one.
+        ctx.useDigest(digests.current);
         const rendered = ctx.render(pending.snapshot);
         const published = await guard(
           store.publish({
@@ -314,7 +325,6 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           notifier.notify({ key: published.key, sha256: published.sha256, revision: snapshot.revision }),
         );
         trace("pass.notified", { n, step: "head-start" });
-        digests.noteAgents(pinged.agents);
         return done("published", {
           key: published.key,
           notify: { agents: pinged.agents, ok: pinged.ok, failed: pinged.failed },
@@ -368,6 +378,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           await guard(loadLayout(plog));
           stage = "render";
         }
+        ctx.useDigest(chosen === "tree1" ? digests.current : "sha256");
         const rendered = ctx.render(snapshot);
         durationsMs.build = rendered.stats.buildMs;
         durationsMs.render = rendered.stats.renderMs;
@@ -406,7 +417,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
 
       await giveWay();
       const first = await list();
-      ctx.useDigest(await guard(digest));
+      // The safer of the pass's choice and what a read decided since: sha256 if either says so.
+      const chosen = await guard(digest);
       await giveWay();
       const outcome = await exclusively(async () => {
         let { snapshot, rendered, held } = await render(view.listed(first.ticket, first.listed));
@@ -443,7 +455,6 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           );
           durationsMs.notify = msSince(t);
           trace("pass.notified", { n });
-          digests.noteAgents(report.agents);
           notify = { agents: report.agents, ok: report.ok, failed: report.failed };
         }
         renderedServices = new Set(snapshot.services.map(serviceKey));

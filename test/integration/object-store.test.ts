@@ -530,12 +530,81 @@ describe("configs published by tree1 digests", () => {
     ]);
   });
 
+  it("refuses a digest under the other kind's name, and a body that is not UTF-8", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const text = backends(2);
+    const tree = configDigest("tree1", text);
+    const put = async (seq: number, body: string | Buffer, metadata: Record<string, string>) => {
+      const hex = digestHex(metadata.digest ?? metadata.sha256!);
+      const key = `${prefix}configs/000000-00000000000000000009-${String(seq).padStart(10, "0")}-${hex.slice(0, 16)}.cfg`;
+      await s3.client.send(
+        new PutObjectCommand({
+          Bucket: s3.bucket,
+          Key: key,
+          Body: body,
+          Metadata: { revision: "9", epoch: "0", seq: String(seq), ...metadata },
+        }),
+      );
+      return key;
+    };
+    // A bare sha256 under `digest` would hide it from agents that read `sha256`; a tree1 one under `sha256` would claim to be one.
+    const bare = await put(1, text, { digest: configDigest("sha256", text) });
+    const misnamed = await put(2, text, { sha256: tree });
+    await expect(store.get(bare)).rejects.toThrow(/does not match the key's digest prefix/);
+    await expect(store.get(misnamed)).rejects.toThrow(/does not match the key's digest prefix/);
+    const latin1 = Buffer.from(`${text}# caf\xe9\n`, "latin1");
+    const notUtf8 = await put(3, latin1, { sha256: createHash("sha256").update(latin1).digest("hex") });
+    await expect(store.get(notUtf8)).rejects.toThrow(/the body is not UTF-8 text/);
+  });
+
+  it("publishes a hashed config by its own kind only", async () => {
+    const store = openStore();
+    const hashed = {
+      chunks: [Buffer.from(backends(1))],
+      byteLength: backends(1).length,
+      sha256: configDigest("sha256", backends(1)),
+    };
+    await expect(
+      store.publish({ config: hashed, digest: "tree1", revision: "5", generator: GENERATOR }),
+    ).rejects.toThrow("the config was hashed by sha256, not by tree1 as asked");
+  });
+
+  it("a tree1 publisher that found its bytes under a sha256 newest reads the configs listing alone next time", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    try {
+      const prefix = newPrefix();
+      const store = openStore(prefix, { endpoint: proxy.endpoint });
+      const listed = () =>
+        proxy.seen
+          .filter((r) => r.method === "GET" && r.path.includes("list-type=2"))
+          .map((r) => new URL(r.path, proxy.endpoint).searchParams.get("prefix")?.slice(prefix.length));
+      const first = await store.publish({ config: backends(3), revision: "5", generator: GENERATOR });
+      const pass = async (config: string) => {
+        proxy.seen.length = 0;
+        const result = await store.publish({ config, digest: "tree1", revision: "5", generator: GENERATOR });
+        return { status: result.status, key: result.key, sha256: result.sha256, listed: listed() };
+      };
+      const unchanged = { status: "unchanged", key: first.key, sha256: first.sha256 };
+      expect(await pass(backends(3))).toEqual({ ...unchanged, listed: ["configs/", "views/"] });
+      expect(await pass(backends(3))).toEqual({ ...unchanged, listed: ["configs/"] });
+      // The memo names these bytes only: others are a change.
+      expect(await pass(backends(4))).toMatchObject({
+        status: "published",
+        sha256: configDigest("tree1", backends(4)),
+      });
+    } finally {
+      await proxy.stop();
+    }
+  });
+
   it("takes a sha256 config of the same bytes as a tree1 one's, but publishes a tree1 one again by sha256", async () => {
     const store = openStore();
     const first = await store.publish({ config: backends(3), revision: "5", generator: GENERATOR });
     // Switched to tree1: nothing changed, nothing to publish (every agent verifies sha256).
     const again = await store.publish({ config: backends(3), digest: "tree1", revision: "6", generator: GENERATOR });
-    expect(again).toMatchObject({ status: "unchanged", key: first.key });
+    // The result names the newest key with that key's digest.
+    expect(again).toMatchObject({ status: "unchanged", key: first.key, sha256: first.sha256 });
     const changed = await store.publish({ config: backends(4), digest: "tree1", revision: "7", generator: GENERATOR });
     expect(changed).toMatchObject({ status: "published", sha256: configDigest("tree1", backends(4)) });
     // Back on sha256 (an agent that verifies nothing else reported): the same bytes, by sha256, for it.

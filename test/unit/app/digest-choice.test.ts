@@ -5,6 +5,8 @@ import { agentReport } from "../../support/fixtures.js";
 
 const report = agentReport;
 const silent = pino({ level: "silent" });
+/** No agent count known (the notifier found none, or discovery failed). */
+const unknownAgents = async () => undefined;
 
 describe("the digest the agents' reports allow", () => {
   it("is tree1 only when every report lists it", () => {
@@ -19,11 +21,11 @@ describe("the digest the agents' reports allow", () => {
     expect(digestForFleet([report("a", ["sha256"])]).kind).toBe("sha256");
   });
 
-  it("is sha256 while fewer agents have reported than the last ping reached", () => {
+  it("is sha256 while fewer agents have reported than the notifier finds", () => {
     const reports = [report("a", ["sha256", "tree1"]), report("b", ["sha256", "tree1"])];
     expect(digestForFleet(reports, 3)).toEqual({
       kind: "sha256",
-      reason: "3 agents were pinged, 2 have reported to the store",
+      reason: "3 agents are known, 2 have reported to the store",
     });
     expect(digestForFleet(reports, 2).kind).toBe("tree1");
   });
@@ -46,6 +48,7 @@ describe("the digest a reconcile instance publishes by", () => {
         reads++;
         return [];
       },
+      unknownAgents,
       silent,
     );
     expect(await choice.forPass()).toBe("tree1");
@@ -65,6 +68,7 @@ describe("the digest a reconcile instance publishes by", () => {
         if (reads === 3) await new Promise<void>((r) => (release = r));
         return reports;
       },
+      unknownAgents,
       silent,
       60_000,
       () => now,
@@ -99,6 +103,7 @@ describe("the digest a reconcile instance publishes by", () => {
         if (fail) throw new Error("store down");
         return [report("a", ["sha256", "tree1"])];
       },
+      unknownAgents,
       silent,
       1000,
       () => now,
@@ -119,6 +124,7 @@ describe("the digest a reconcile instance publishes by", () => {
     const choice = new DigestChoice(
       "auto",
       () => new Promise<unknown[]>(() => undefined),
+      unknownAgents,
       silent,
       60_000,
       Date.now,
@@ -127,5 +133,66 @@ describe("the digest a reconcile instance publishes by", () => {
     const t0 = performance.now();
     expect(await choice.forPass()).toBe("sha256");
     expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
+  });
+
+  it("publishes by sha256 on tree1 when a due read does not come back in time", async () => {
+    let now = 0;
+    let hang = false;
+    const choice = new DigestChoice(
+      "auto",
+      () => (hang ? new Promise<unknown[]>(() => undefined) : Promise.resolve([report("a", ["sha256", "tree1"])])),
+      unknownAgents,
+      silent,
+      1000,
+      () => now,
+      50,
+    );
+    expect(await choice.forPass()).toBe("tree1");
+    hang = true;
+    now = 1000;
+    expect(await choice.forPass()).toBe("sha256");
+  });
+
+  it("counts the agents the notifier finds: fewer reports keep sha256", async () => {
+    let agents: number | undefined = 2;
+    let now = 0;
+    const choice = new DigestChoice(
+      "auto",
+      async () => [report("a", ["sha256", "tree1"])],
+      async () => agents,
+      silent,
+      1000,
+      () => now,
+    );
+    expect(await choice.forPass()).toBe("sha256");
+    // Discovery failed: the count is not known, the reports decide.
+    agents = undefined;
+    now = 1000;
+    await choice.forPass();
+    await new Promise((r) => setImmediate(r));
+    expect(await choice.forPass()).toBe("tree1");
+  });
+
+  it("reads again when due after a read that threw at once", async () => {
+    let now = 0;
+    let reads = 0;
+    const choice = new DigestChoice(
+      "auto",
+      () => {
+        reads++;
+        if (reads === 1) throw new Error("no store");
+        return Promise.resolve([report("a", ["sha256", "tree1"])]);
+      },
+      unknownAgents,
+      silent,
+      1000,
+      () => now,
+    );
+    expect(await choice.forPass()).toBe("sha256");
+    now = 1000;
+    await choice.forPass();
+    await new Promise((r) => setImmediate(r));
+    expect(reads).toBe(2);
+    expect(await choice.forPass()).toBe("tree1");
   });
 });

@@ -66,7 +66,12 @@ describe("the tree digest (tree1)", () => {
         new Renderer(loadTemplates()),
       ).bytes;
       writeFileSync(join(dir, "haproxy.cfg"), config);
-      const printed = execFileSync("bash", ["-euo", "pipefail", "-c", script!], { cwd: dir, encoding: "utf8" });
+      // The script's own temp dir goes under this test's, which is removed.
+      const printed = execFileSync("bash", ["-euo", "pipefail", "-c", script!], {
+        cwd: dir,
+        encoding: "utf8",
+        env: { ...process.env, TMPDIR: dir },
+      });
       expect(printed.slice(0, 64)).toBe(treeDigest(config));
     } finally {
       rmSync(dir, { recursive: true, force: true });
