@@ -14,9 +14,9 @@ import type { DigestKind } from "../core/config-digest.js";
 
 export type DigestSetting = "auto" | DigestKind;
 
-/** Reads of the agents' reports a warm instance makes at most once per this, in the background. */
+/** Reads of the agents' reports a warm instance makes at most once per this. */
 export const DIGEST_RECHECK_MS = 60_000;
-/** How long an instance's first pass waits for the reports before it publishes by sha256 (a slow store). */
+/** How long a pass waits for a due read (see forPass) before it publishes by sha256 (a slow store). */
 export const FIRST_READ_WAIT_MS = 1000;
 
 /**
