@@ -19,15 +19,11 @@ function pieceDigest(bytes: Uint8Array): Buffer {
   return hash("sha256", bytes, "buffer");
 }
 
-function root(pieces: readonly Uint8Array[]): string {
-  const all = Buffer.allocUnsafe(PREFIX.length + pieces.length * DIGEST_BYTES);
-  PREFIX.copy(all, 0);
-  let at = PREFIX.length;
-  for (const p of pieces) {
-    all.set(p, at);
-    at += DIGEST_BYTES;
-  }
-  return hash("sha256", all, "hex");
+/** The digest over the pieces' digests, given as runs of 32-byte digests in order. */
+function rootOf(digests: readonly Uint8Array[]): string {
+  const h = createHash("sha256").update(PREFIX);
+  for (const d of digests) h.update(d);
+  return h.digest("hex");
 }
 
 /** Offsets in `bytes` where a line starting `backend ` begins, offset 0 included when it does. */
@@ -44,15 +40,7 @@ export function treeDigest(config: string | Uint8Array): string {
     typeof config === "string"
       ? Buffer.from(config, "utf8")
       : Buffer.from(config.buffer, config.byteOffset, config.byteLength);
-  const cuts = backendStarts(bytes).filter((at) => at > 0);
-  const pieces: Buffer[] = [];
-  let from = 0;
-  for (const cut of cuts) {
-    pieces.push(pieceDigest(bytes.subarray(from, cut)));
-    from = cut;
-  }
-  if (bytes.length > 0) pieces.push(pieceDigest(bytes.subarray(from)));
-  return root(pieces);
+  return rootOf([piecesOf(bytes).digests]);
 }
 
 /** What a chunk holds, worked out once for as long as the chunk stays in the config. */
@@ -79,7 +67,6 @@ export class ChunkedTreeDigest {
   /** Digests of the last config's pieces that ran across chunks, by the ranges they were made of. */
   private across = new Map<string, Buffer>();
   private serials = 0;
-  private all = Buffer.alloc(0);
 
   digest(chunks: readonly Buffer[]): string {
     for (let i = 0; i + 1 < chunks.length; i++) {
@@ -93,7 +80,6 @@ export class ChunkedTreeDigest {
     const known: Known = new WeakMap();
     const across = new Map<string, Buffer>();
     const digests: Buffer[] = [];
-    let bytes = PREFIX.length;
     // The piece under way: its parts in the chunks seen since its start, and their ranges as a key.
     let open: Buffer[] = [];
     let key = "";
@@ -114,7 +100,6 @@ export class ChunkedTreeDigest {
       }
       across.set(key, d);
       digests.push(d);
-      bytes += DIGEST_BYTES;
       open = [];
       key = "";
     };
@@ -129,23 +114,13 @@ export class ChunkedTreeDigest {
       if (starts[0]! > 0) part(entry, c, 0, starts[0]!);
       // Nothing is open at the config's first byte, which is never a cut: no empty piece 0.
       close();
-      if (entry.inner.length > 0) {
-        digests.push(entry.inner);
-        bytes += entry.inner.length;
-      }
+      if (entry.inner.length > 0) digests.push(entry.inner);
       part(entry, c, starts[starts.length - 1]!, c.length);
     }
     close();
     this.known = known;
     this.across = across;
-    if (this.all.length < bytes) this.all = Buffer.allocUnsafe(bytes * 2);
-    PREFIX.copy(this.all, 0);
-    let at = PREFIX.length;
-    for (const d of digests) {
-      this.all.set(d, at);
-      at += d.length;
-    }
-    return hash("sha256", this.all.subarray(0, bytes), "hex");
+    return rootOf(digests);
   }
 
   private pieces(c: Buffer, next: Known): ChunkPieces {
@@ -185,7 +160,7 @@ export class SuccessiveTreeDigest {
     const last = this.last;
     const next = last === null ? piecesOf(bytes) : piecesAfter(last, bytes);
     this.last = next;
-    return createHash("sha256").update(PREFIX).update(next.digests).digest("hex");
+    return rootOf([next.digests]);
   }
 }
 
