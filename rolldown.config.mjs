@@ -1,7 +1,12 @@
 // One file per deployed function: Node resolves and compiles one module instead of thousands
 // (client-node alone is 2,500 model files), which cuts cold start and memory (BENCHMARKS.md).
 // functions-framework stays external: it loads the bundle and must share its function registry.
-const targets = ["reconcile", "render"];
+// `--environment BENCH` (build:dev) bundles bench/render the same way instead, so that the render
+// bench measures the code as it ships: zod's 48 locale modules alone are ~10 MiB of a process's
+// memory when loaded one module at a time, and nothing in a bundle.
+const targets = process.env.BENCH
+  ? [{ input: "dist/dev/bench/render.js", file: "dist/bench/render.mjs" }]
+  : ["reconcile", "render"].map((name) => ({ input: `dist/functions/${name}.js`, file: `dist/bundle/${name}.mjs` }));
 
 // client-node's generated APIs and models only define classes (and set statics on them), so a
 // bundle may leave out those nobody uses. Without this, importing KubeConfig keeps all 850+
@@ -30,8 +35,8 @@ const nodeFetchWithoutWhatwgUrl = {
 // liquidjs's liquid.node.mjs and node-fetch's lib/index.mjs: the same code as their "main".
 const mainFields = ["module", "main"];
 
-export default targets.map((name) => ({
-  input: `dist/functions/${name}.js`,
+export default targets.map(({ input, file }) => ({
+  input,
   platform: "node",
   resolve: { mainFields },
   external: [/^node:/, "@google-cloud/functions-framework"],
@@ -44,7 +49,7 @@ export default targets.map((name) => ({
   // 25 ms more CPU per cold start (median of 15 imports of reconcile.mjs: 243 → 268 ms), which is
   // why only the local stack turns it on (BENCHMARKS.md).
   output: {
-    file: `dist/bundle/${name}.mjs`,
+    file,
     format: "esm",
     minify: true,
     codeSplitting: false,

@@ -26,6 +26,9 @@ import { syntheticItems } from "./synthetic.js";
  *                      few dozen (they take up to 4× as long), which a serving instance is past
  * The warm case runs once per digest kind (core/config-digest.ts), side by side: sha256, which
  * agents of every version verify, and tree1, which publishers switch to once every agent does.
+ * The cases run from dist/bench/render.mjs, this file bundled as the functions are (build:dev,
+ * rolldown.config.mjs), because a deployed function loads its bundle; one more case per round runs
+ * the same render from the modules in dist/dev, for the memory that loading them costs.
  */
 interface CaseResult {
   engine: string;
@@ -132,6 +135,8 @@ const WARM: ReadonlyArray<{ engine: string; digest: DigestKind }> = [
 const isWarm = (engine: string) => WARM.some((w) => w.engine === engine);
 /** The same cluster with a mix of per-Service settings (more config than the anchor renders). */
 const SETTINGS = "servicelb, per-Service settings mix";
+/** The "servicelb" case run from the modules rather than the bundle. */
+const MODULES = "servicelb, from dist/dev modules";
 /** Changes of the warm case, unless --changes and --warm-up say otherwise. */
 const WARM_CHANGES = 200;
 const WARM_UP_CHANGES = 30;
@@ -311,18 +316,20 @@ function main(): void {
   const rounds = Number(arg("--rounds") ?? 5);
   const anchorDir = resolve(arg("--anchor") ?? join(packageRoot(), "..", "shared", "anchors", "go-render"));
   const self = fileURLToPath(import.meta.url);
+  const bundle = join(packageRoot(), "dist", "bench", "render.mjs");
   const json = args.includes("--json");
   const warmOnly = args.includes("--warm");
   const changes = Number(arg("--changes") ?? WARM_CHANGES);
   const warmUp = Number(arg("--warm-up") ?? WARM_UP_CHANGES);
   const anchor = warmOnly ? "--warm: the warm cases only, no anchor" : buildAnchor(anchorDir);
   const notes: string[] = [];
+  if (!existsSync(bundle)) notes.push(`${bundle} not found (npm run build:dev): every case runs from dist/dev`);
   if (typeof anchor === "string") notes.push(anchor);
   else if (!existsSync(TIME)) notes.push(`${TIME} not found (apt-get install -y time): Go's peak RSS is not measured`);
   if (!json) {
     console.log(`bench/render — ${machine()}`);
     console.log(
-      `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ms/render is the median of the timed renders after one warm-up; Go anchor: ${typeof anchor !== "string" ? anchorDir : warmOnly ? "not run" : "MISSING"}`,
+      `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ms/render is the median of the timed renders after one warm-up; cases from ${existsSync(bundle) ? bundle : self}; Go anchor: ${typeof anchor !== "string" ? anchorDir : warmOnly ? "not run" : "MISSING"}`,
     );
     for (const n of notes) console.log(`NOTE: ${n}`);
   }
@@ -337,15 +344,25 @@ function main(): void {
       const engines = warmOnly
         ? warm
         : round === 1
-          ? ["servicelb", SETTINGS, "liquid-per-item", ...warm]
-          : ["servicelb", SETTINGS];
+          ? ["servicelb", MODULES, SETTINGS, "liquid-per-item", ...warm]
+          : ["servicelb", MODULES, SETTINGS];
       for (const engine of engines) {
         // liquidjs for every item takes seconds at 10,000 Services and minutes at 50,000.
         if (engine === "liquid-per-item" && n > 10_000) continue;
         const caseIters = engine === "liquid-per-item" ? 1 : isWarm(engine) ? changes : iters;
         const out = execFileSync(
           process.execPath,
-          [self, "--child", String(n), "--engine", engine, "--iters", String(caseIters), "--warm-up", String(warmUp)],
+          [
+            engine === MODULES || !existsSync(bundle) ? self : bundle,
+            "--child",
+            String(n),
+            "--engine",
+            engine,
+            "--iters",
+            String(caseIters),
+            "--warm-up",
+            String(warmUp),
+          ],
           { encoding: "utf8", maxBuffer: 1 << 20 },
         );
         results.push({ ...(JSON.parse(out) as CaseResult), round });
@@ -425,7 +442,7 @@ function printSection(
       .filter((r) => r.engine === engine && go(r) && measured(of(r)) && of(go(r)!) > 0)
       .map((r) => of(r) / of(go(r)!));
   const listed = (xs: number[]) => `${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`;
-  for (const engine of ["go text/template (anchor)", "servicelb", SETTINGS]) {
+  for (const engine of ["go text/template (anchor)", "servicelb", MODULES, SETTINGS]) {
     if (!s.results.some((r) => r.engine === engine)) continue;
     const wall = ratios(engine, (r) => r.msPerRender);
     const cpu = ratios(engine, (r) => r.cpuMsPerRender);
