@@ -544,11 +544,14 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
       ],
     ),
   );
-  console.log("\nWhere an endpoint change's time goes (PUT to the API; each stage from the end of the one before):\n");
+  console.log(
+    `\nWhere an endpoint change's time goes (PUT to the API; each stage from the end of the one before; the ${SLOWEST_SHOWN} slowest traced changes one by one):\n`,
+  );
+  const slowestShown = result.stages[0]?.slowest.length ?? 0;
   console.log(
     table(
-      ["stage", "p50", "p99", "notes"],
-      result.stages.map((st) => [st.stage, ms(st.p50), ms(st.p99), st.note]),
+      ["stage", "p50", "p99", ...Array.from({ length: slowestShown }, (_, i) => `slowest ${i + 1}`), "notes"],
+      result.stages.map((st) => [st.stage, ms(st.p50), ms(st.p99), ...st.slowest.map(ms), st.note]),
     ),
   );
   console.log(
@@ -596,6 +599,9 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
     ),
   );
 }
+
+/** How many of the slowest traced changes the stage table shows one by one. */
+const SLOWEST_SHOWN = 3;
 
 const revOfKey = (key: unknown) => Number(/(\d{20})-/.exec(String(key))?.[1] ?? NaN);
 
@@ -656,9 +662,17 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
     rows.push(t as Record<string, number>);
   }
   const span = (from: string, to: string) => rows.map((r) => r[to]! - r[from]!);
+  // The slowest changes, each stage of each: whether a tail is one stage or spread over all.
+  const slowest = [...rows].sort((a, b) => b.served! - b.edit! - (a.served! - a.edit!)).slice(0, SLOWEST_SHOWN);
   const st = (stage: string, from: string, to: string, note = "") => {
     const v = span(from, to);
-    return { stage, p50: v.length ? percentile(v, 50) : NaN, p99: v.length ? percentile(v, 99) : NaN, note };
+    return {
+      stage,
+      p50: v.length ? percentile(v, 50) : NaN,
+      p99: v.length ? percentile(v, 99) : NaN,
+      slowest: slowest.map((r) => r[to]! - r[from]!),
+      note,
+    };
   };
   return [
     st("PUT sent → API server stored it", "edit", "write"),

@@ -155,6 +155,14 @@ export interface PublishInput {
    * simply stale; with it, a cluster that went back is told apart (status `regressed`).
    */
   liveRevision?: () => Promise<string>;
+  /**
+   * A revision the live cluster had reached once the snapshot was taken: the highest
+   * resourceVersion among objects it served for this snapshot, after its list (a head start's
+   * reads). A snapshot at or below it cannot be ahead of the cluster, so a publish skips asking
+   * liveRevision for that; when the snapshot is behind the store's mark, liveRevision is still
+   * asked, because only the live revision itself tells stale from regressed.
+   */
+  liveAtLeast?: string;
   /** The snapshot was listed after a regression was seen: below the store's mark, it starts the next epoch. */
   restore?: boolean;
   /**
@@ -609,7 +617,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const probe = input.liveRevision;
     let live: Promise<bigint> | undefined;
     const liveRevision = () => (live ??= probe!().then(parseRevision));
-    if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
+    const notAheadOfLive = input.liveAtLeast !== undefined && ours <= parseRevision(input.liveAtLeast);
+    if (probe && !input.restore && !expectUnchanged && !notAheadOfLive) liveRevision().catch(() => undefined);
     const [configs, listedViews] = await Promise.all([listConfigs(), expectUnchanged ? null : listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
     // A tree1 publisher takes a sha256 config of the same bytes as its own: every agent verifies
@@ -695,7 +704,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
     const key = keyAt(decision.epoch, decision.seq);
     const ref: ConfigRef = { key, sha256: sha, revision: ours.toString() };
-    if (probe && !input.restore) {
+    if (probe && !input.restore && !notAheadOfLive) {
       // A snapshot ahead of the live cluster was listed before the cluster went back (a pass that
       // overlapped a restore): it must not publish into the epoch of the restored cluster.
       const live = await liveRevision();

@@ -287,7 +287,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     try {
       const ticket = view.ticket();
       const fresh = await guard(readObjects(refs, deadline));
-      trace("pass.read", { n, revision: readRevision(fresh) });
+      const served = readRevision(fresh);
+      trace("pass.read", { n, revision: served });
       const report = await exclusively(async () => {
         const snapshot = view.read(ticket, fresh);
         const expected = newestKey;
@@ -308,6 +309,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             settings: recorded,
             ...(rendered.layout ? { layout: rendered.layout } : {}),
             liveRevision: () => guard(liveRevision(deadline)),
+            // The cluster served these revisions just now: a snapshot at or below them is not ahead of it.
+            liveAtLeast: served,
             expectedNewest: expected,
           }),
         );

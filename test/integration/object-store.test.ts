@@ -418,6 +418,49 @@ describe("decision order across upgrades, overlaps and restores", () => {
     });
   });
 
+  it("asks the live cluster only when what it served does not already say the snapshot is not ahead of it", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    let probes = 0;
+    const liveRevision = (answer: string) => async () => {
+      probes += 1;
+      return answer;
+    };
+    // A head start's read served revision 120 for a snapshot at 120: published without a probe.
+    expect(
+      await store.publish({
+        config: cfg(1),
+        revision: "120",
+        generator: GENERATOR,
+        liveRevision: liveRevision("120"),
+        liveAtLeast: "120",
+      }),
+    ).toMatchObject({ status: "published" });
+    expect(probes).toBe(0);
+    // A snapshot above what was served (its base list is newer than the objects read): asked,
+    // and a cluster that went back below it is told.
+    const ahead = await store.publish({
+      config: cfg(2),
+      revision: "130",
+      generator: GENERATOR,
+      liveRevision: liveRevision("90"),
+      liveAtLeast: "90",
+    });
+    expect(probes).toBe(1);
+    expect(ahead).toMatchObject({ status: "regressed", regression: { live: "90", snapshot: "130" } });
+    // Behind the store's mark, only the live revision tells stale from regressed: asked whatever was served.
+    const behind = await store.publish({
+      config: cfg(3),
+      revision: "100",
+      generator: GENERATOR,
+      liveRevision: liveRevision("95"),
+      liveAtLeast: "100",
+    });
+    expect(probes).toBe(2);
+    expect(behind).toMatchObject({ status: "regressed", regression: { live: "95", snapshot: "100" } });
+    expect((await store.latest())?.revision).toBe("120");
+  });
+
   it("bounds view markers: a forged far-future marker costs one epoch, not publishing", async () => {
     const prefix = newPrefix();
     const store = openStore(prefix);
