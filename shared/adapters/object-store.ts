@@ -592,6 +592,38 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     await deleteKeys(doomed);
   }
 
+  /**
+   * A config's body goes unsigned (SigV4's UNSIGNED-PAYLOAD): the digest in its signed metadata
+   * is what every agent verifies the body by, so signing it as well would hash the whole config
+   * again on every publish (8.5 MB at 10,000 Services) and catch nothing the digest does not.
+   * A store that refuses unsigned payloads (a 400, 403 or 501 to the first such PUT) gets the
+   * same PUT signed, and signed ones from then on.
+   */
+  let signBodies = false;
+  async function putConfig(key: string, body: string | Uint8Array, metadata: Record<string, string>): Promise<void> {
+    const put = (unsigned: boolean) => {
+      const command = new PutObjectCommand({
+        Bucket: bucket,
+        Key: key,
+        Body: body,
+        ContentType: "text/plain; charset=utf-8",
+        Metadata: metadata,
+      });
+      if (unsigned) command.middlewareStack.add(unsignedPayload, { step: "build", name: "servicelbUnsignedPayload" });
+      return client.send(command);
+    };
+    if (!signBodies) {
+      try {
+        await put(true);
+        return;
+      } catch (err) {
+        if (!REFUSED_UNSIGNED.has(httpStatus(err))) throw err;
+        signBodies = true;
+      }
+    }
+    await put(false);
+  }
+
   /** The newest config's digest as the last publish saw or left it (see expectUnchanged). */
   let lastNewestSha: string | null = null;
   /** A tree1 digest found to name the same bytes as a sha256 newest (see crossKind), and that sha256. */
@@ -746,17 +778,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       // Changes only when a Service is added or removed: endpoint changes write no record.
       if (newestHead?.layoutDigest !== digest) await putJson(`${layoutPrefix}${digest}.json`, input.layout);
     }
-    await storeCall("put", key, () =>
-      client.send(
-        new PutObjectCommand({
-          Bucket: bucket,
-          Key: key,
-          Body: isHashed(config) ? Buffer.concat(config.chunks, config.byteLength) : config,
-          ContentType: "text/plain; charset=utf-8",
-          Metadata: metadata,
-        }),
-      ),
-    );
+    const body = isHashed(config) ? Buffer.concat(config.chunks, config.byteLength) : config;
+    await storeCall("put", key, () => putConfig(key, body, metadata));
     remember({
       ...ref,
       generator,
@@ -905,6 +928,21 @@ const TRANSIENT_NAMES = new Set([
   "ThrottlingException",
   "ServiceUnavailable",
 ]);
+
+/** What a store that does not take UNSIGNED-PAYLOAD answers it with: bad request, bad signature, not implemented. */
+const REFUSED_UNSIGNED = new Set([400, 403, 501]);
+
+const httpStatus = (error: unknown): number =>
+  (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode ?? 0;
+
+/** Build-step middleware: the signer, which runs later, takes a payload hash already in the headers as it is. */
+const unsignedPayload =
+  <I, O>(next: (args: { input: I; request: unknown }) => Promise<O>) =>
+  (args: { input: I; request: unknown }): Promise<O> => {
+    const headers = (args.request as { headers?: Record<string, string> }).headers;
+    if (headers) headers["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD";
+    return next(args);
+  };
 
 function isTransient(error: unknown): boolean {
   if (typeof error !== "object" || error === null) return false;

@@ -325,6 +325,64 @@ describe("publish, latest, get", () => {
   });
 });
 
+describe("config bodies sent unsigned", () => {
+  const settings = { options: {}, template: { source: "built-in", sha256: "0".repeat(64) } };
+  const puts = (seen: Array<{ method: string; path: string; payload?: string }>, under: string) =>
+    seen.filter((r) => r.method === "PUT" && r.path.includes(under)).map((r) => r.payload);
+
+  it("sends a config's body as UNSIGNED-PAYLOAD, its metadata and every other object signed", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    try {
+      const store = openStore(newPrefix(), { endpoint: proxy.endpoint });
+      const config = cfg(1);
+      const published = await store.publish({ config, revision: "10", generator: GENERATOR, settings });
+      expect(puts(proxy.seen, "/configs/")).toEqual(["UNSIGNED-PAYLOAD"]);
+      // The settings record is JSON nobody verifies by a digest of its own: its body is signed.
+      expect(puts(proxy.seen, "/settings/")).toEqual([expect.stringMatching(/^[0-9a-f]{64}$/)]);
+      // The body arrived whole: it verifies by the digest its signed metadata names.
+      const got = await store.get(published.key);
+      expect(got.config).toBe(config);
+      expect(got.sha256).toBe(configDigest("sha256", config));
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it("signs config bodies from the first refusal on, for a store that does not take unsigned ones", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    proxy.mode = (req) =>
+      req.method === "PUT" && req.headers["x-amz-content-sha256"] === "UNSIGNED-PAYLOAD" ? "refuse" : "pass";
+    try {
+      const store = openStore(newPrefix(), { endpoint: proxy.endpoint });
+      const first = await store.publish({ config: cfg(1), revision: "10", generator: GENERATOR });
+      expect(first.status).toBe("published");
+      const signed = expect.stringMatching(/^[0-9a-f]{64}$/);
+      expect(puts(proxy.seen, "/configs/")).toEqual(["UNSIGNED-PAYLOAD", signed]);
+      proxy.seen.length = 0;
+      expect((await store.publish({ config: cfg(2), revision: "11", generator: GENERATOR })).status).toBe("published");
+      expect(puts(proxy.seen, "/configs/")).toEqual([signed]);
+      expect((await store.get((await store.latest())!.key)).config).toBe(cfg(2));
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it("does not sign again what fails for another reason: the store's error stands", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    proxy.refuseStatus = 500;
+    proxy.mode = (req) => (req.method === "PUT" ? "refuse" : "pass");
+    try {
+      const store = openStore(newPrefix(), { endpoint: proxy.endpoint });
+      await expect(store.publish({ config: cfg(1), revision: "10", generator: GENERATOR })).rejects.toThrow(/HTTP 500/);
+      const sent = puts(proxy.seen, "/configs/");
+      expect(sent.length).toBeGreaterThan(0);
+      expect(sent.every((p) => p === "UNSIGNED-PAYLOAD")).toBe(true);
+    } finally {
+      await proxy.stop();
+    }
+  });
+});
+
 describe("decision order across upgrades, overlaps and restores", () => {
   /** A config as the first key format (`<revision>-<sha>.cfg`) wrote it. */
   async function putLegacy(prefix: string, config: string, revision: number): Promise<string> {

@@ -6,18 +6,21 @@ import type { AddressInfo, Socket } from "node:net";
  * request, passes the answer through, drips it (headers at once, then one byte every
  * `dripMs`, as a store on a bad link or a throttling middlebox does: no idle timeout ever
  * fires), stalls it (accepts the request and never answers), or strips its Content-Length
- * (the body arrives chunked, as from a store that does not say its size).
+ * (the body arrives chunked, as from a store that does not say its size), or refuses it with a
+ * 400 (as a store that does not take an unsigned payload answers).
  */
 
-export type Mode = "pass" | "drip" | "stall" | "chunked";
+export type Mode = "pass" | "drip" | "stall" | "chunked" | "refuse";
 
 export interface DripProxy {
   endpoint: string;
   /** Decides the mode of each request, e.g. drip only GETs of configs. */
   mode: (req: IncomingMessage) => Mode;
   dripMs: number;
-  /** Requests that arrived, in order: method, path and the mode they got. */
-  readonly seen: Array<{ method: string; path: string; mode: Mode }>;
+  /** The status a refused request gets; default 400 (InvalidDigest). */
+  refuseStatus: number;
+  /** Requests that arrived, in order: method, path, the mode they got and their SigV4 payload hash. */
+  readonly seen: Array<{ method: string; path: string; mode: Mode; payload?: string }>;
   /** Requests being dripped or stalled right now. */
   readonly held: number;
   stop(): Promise<void>;
@@ -31,6 +34,7 @@ export async function dripProxy(upstream: string): Promise<DripProxy> {
     endpoint: "",
     mode: () => "pass",
     dripMs: 100,
+    refuseStatus: 400,
     seen: [],
     get held() {
       return held;
@@ -75,7 +79,23 @@ export async function dripProxy(upstream: string): Promise<DripProxy> {
 
   const server = createServer((req, res) => {
     const mode = proxy.mode(req);
-    proxy.seen.push({ method: req.method ?? "", path: req.url ?? "", mode });
+    const payload = req.headers["x-amz-content-sha256"];
+    proxy.seen.push({
+      method: req.method ?? "",
+      path: req.url ?? "",
+      mode,
+      ...(payload ? { payload: String(payload) } : {}),
+    });
+    if (mode === "refuse") {
+      req.resume();
+      const [code, message] =
+        proxy.refuseStatus === 400
+          ? ["InvalidDigest", "UNSIGNED-PAYLOAD PUT is not allowed"]
+          : ["InternalError", "refused"];
+      res.writeHead(proxy.refuseStatus, { "content-type": "application/xml" });
+      res.end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${message}</Message></Error>`);
+      return;
+    }
     if (mode === "stall") {
       hold(res);
       req.resume();
