@@ -155,14 +155,6 @@ export interface PublishInput {
    * simply stale; with it, a cluster that went back is told apart (status `regressed`).
    */
   liveRevision?: () => Promise<string>;
-  /**
-   * A revision the live cluster had reached once the snapshot was taken: the highest
-   * resourceVersion among objects it served for this snapshot, after its list (a head start's
-   * reads). A snapshot at or below it cannot be ahead of the cluster, so a publish skips asking
-   * liveRevision for that; when the snapshot is behind the store's mark, liveRevision is still
-   * asked, because only the live revision itself tells stale from regressed.
-   */
-  liveAtLeast?: string;
   /** The snapshot was listed after a regression was seen: below the store's mark, it starts the next epoch. */
   restore?: boolean;
   /**
@@ -596,8 +588,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
    * A config's body goes unsigned (SigV4's UNSIGNED-PAYLOAD): the digest in its signed metadata
    * is what every agent verifies the body by, so signing it as well would hash the whole config
    * again on every publish (8.5 MB at 10,000 Services) and catch nothing the digest does not.
-   * A store that refuses unsigned payloads (a 400, 403 or 501 to the first such PUT) gets the
-   * same PUT signed, and signed ones from then on.
+   * A PUT refused with a 400, 403 or 501 is sent again signed; when that one is taken, the store
+   * is one that refuses unsigned payloads, and gets signed ones from then on. (A refusal for
+   * another reason, say a policy that denies the PUT, fails signed too and changes nothing.)
    */
   let signBodies = false;
   async function putConfig(key: string, body: string | Uint8Array, metadata: Record<string, string>): Promise<void> {
@@ -612,16 +605,14 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       if (unsigned) command.middlewareStack.add(unsignedPayload, { step: "build", name: "servicelbUnsignedPayload" });
       return client.send(command);
     };
-    if (!signBodies) {
-      try {
-        await put(true);
-        return;
-      } catch (err) {
-        if (!REFUSED_UNSIGNED.has(httpStatus(err))) throw err;
-        signBodies = true;
-      }
+    if (signBodies) return void (await put(false));
+    try {
+      return void (await put(true));
+    } catch (err) {
+      if (!REFUSED_UNSIGNED.has(httpStatus(err))) throw err;
     }
     await put(false);
+    signBodies = true;
   }
 
   /** The newest config's digest as the last publish saw or left it (see expectUnchanged). */
@@ -649,8 +640,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const probe = input.liveRevision;
     let live: Promise<bigint> | undefined;
     const liveRevision = () => (live ??= probe!().then(parseRevision));
-    const notAheadOfLive = input.liveAtLeast !== undefined && ours <= parseRevision(input.liveAtLeast);
-    if (probe && !input.restore && !expectUnchanged && !notAheadOfLive) liveRevision().catch(() => undefined);
+    if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
     const [configs, listedViews] = await Promise.all([listConfigs(), expectUnchanged ? null : listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
     // A tree1 publisher takes a sha256 config of the same bytes as its own: every agent verifies
@@ -736,7 +726,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
     const key = keyAt(decision.epoch, decision.seq);
     const ref: ConfigRef = { key, sha256: sha, revision: ours.toString() };
-    if (probe && !input.restore && !notAheadOfLive) {
+    if (probe && !input.restore) {
       // A snapshot ahead of the live cluster was listed before the cluster went back (a pass that
       // overlapped a restore): it must not publish into the epoch of the restored cluster.
       const live = await liveRevision();

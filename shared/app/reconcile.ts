@@ -287,8 +287,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     try {
       const ticket = view.ticket();
       const fresh = await guard(readObjects(refs, deadline));
-      const served = readRevision(fresh);
-      trace("pass.read", { n, revision: served });
+      trace("pass.read", { n, revision: readRevision(fresh) });
       const report = await exclusively(async () => {
         const snapshot = view.read(ticket, fresh);
         const expected = newestKey;
@@ -309,8 +308,6 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             settings: recorded,
             ...(rendered.layout ? { layout: rendered.layout } : {}),
             liveRevision: () => guard(liveRevision(deadline)),
-            // The cluster served these revisions just now: a snapshot at or below them is not ahead of it.
-            liveAtLeast: served,
             expectedNewest: expected,
           }),
         );

@@ -6,8 +6,9 @@ import type { AddressInfo, Socket } from "node:net";
  * request, passes the answer through, drips it (headers at once, then one byte every
  * `dripMs`, as a store on a bad link or a throttling middlebox does: no idle timeout ever
  * fires), stalls it (accepts the request and never answers), or strips its Content-Length
- * (the body arrives chunked, as from a store that does not say its size), or refuses it with a
- * 400 (as a store that does not take an unsigned payload answers).
+ * (the body arrives chunked, as from a store that does not say its size), or refuses it with an
+ * S3 error (`refuseStatus`: 400 InvalidDigest by default, as a store that does not take an
+ * unsigned payload answers).
  */
 
 export type Mode = "pass" | "drip" | "stall" | "chunked" | "refuse";
