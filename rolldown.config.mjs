@@ -1,12 +1,13 @@
 // One file per deployed function: Node resolves and compiles one module instead of thousands
 // (client-node alone is 2,500 model files), which cuts cold start and memory (BENCHMARKS.md).
 // functions-framework stays external: it loads the bundle and must share its function registry.
-// `--environment BENCH` (build:dev) bundles bench/render the same way instead, so that the render
-// bench measures the code as it ships: zod's 48 locale modules alone are ~10 MiB of a process's
-// memory when loaded one module at a time, and nothing in a bundle.
-const targets = process.env.BENCH
-  ? [{ input: "dist/dev/bench/render.js", file: "dist/bench/render.mjs" }]
-  : ["reconcile", "render"].map((name) => ({ input: `dist/functions/${name}.js`, file: `dist/bundle/${name}.mjs` }));
+// `--environment SERVICELB_BUNDLE:bench` (build:dev) bundles bench/render the same way instead,
+// so that the render bench measures the code as it ships: zod's 48 locale modules alone are
+// ~10 MiB of a process's memory when loaded one module at a time, and nothing in a bundle.
+const targets =
+  process.env.SERVICELB_BUNDLE === "bench"
+    ? [{ input: "dist/dev/bench/render.js", file: "dist/bench/render.mjs" }]
+    : ["reconcile", "render"].map((name) => ({ input: `dist/functions/${name}.js`, file: `dist/bundle/${name}.mjs` }));
 
 // client-node's generated APIs and models only define classes (and set statics on them), so a
 // bundle may leave out those nobody uses. Without this, importing KubeConfig keeps all 850+

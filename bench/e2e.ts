@@ -247,10 +247,15 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
   const sliceOf = (name: string, host: string) => endpoints(name, [host, ...baseHosts.slice(1)], port)[0]!;
   const slicePath = (name: string) => `/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/${name}-0`;
   /** `kubectl apply` of a new Service and its slice: one request per object, in order. */
+  /** Returns when its last EndpointSlice was sent: the write whose event publishes the Service. */
   const addThroughApi = async (stack: Stack, name: string) => {
     await stack.apiWrite("POST", "/api/v1/namespaces/default/services", svc(name));
-    for (const slice of endpoints(name, baseHosts, port))
+    let sent = now();
+    for (const slice of endpoints(name, baseHosts, port)) {
+      sent = now();
       await stack.apiWrite("POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", slice);
+    }
+    return sent;
   };
   const stats = (v: number[]) => ({
     p50: percentile(v, 50),
@@ -265,6 +270,8 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
   const byFile: number[] = [];
   const endpointChange: number[] = [];
   const marks: Array<{ edit: number; served: number }> = [];
+  /** A Service added, from its EndpointSlice's POST (the Service's own event publishes nothing yet). */
+  const addMarks: Array<{ edit: number; served: number }> = [];
   const added: number[] = [];
   const allowChange: number[] = [];
   let endpointReloads: number;
@@ -387,9 +394,10 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
     for (let i = 0; i < changes; i++) {
       const name = `new-${i}`;
       const t0 = performance.now();
-      await addThroughApi(own, name);
+      const sliceSent = await addThroughApi(own, name);
       await waitUntil(`${name} routed`, async () => (await httpGet(httpPort, `/${name}/`)).status === 200);
       added.push(performance.now() - t0);
+      addMarks.push({ edit: sliceSent, served: now() });
     }
     addReloads = (await reloads(own.agentUrl)) - addReloadsBefore;
     // An allow list changed (a Service PUT with another lb.allow-source-range): the Service
@@ -481,7 +489,9 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
       await stack.stop();
     }
   }
-  const traced = stages(readTrace(traceFile), marks);
+  const trace = readTrace(traceFile);
+  const traced = stages(trace, marks);
+  const tracedAdds = stages(trace, addMarks);
   rmSync(root, { recursive: true, force: true });
 
   const result = {
@@ -497,6 +507,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
     serviceAdded: { ...stats(added), reloads: addReloads, spareBackends: SPARE_BACKENDS },
     allowListChanged: { ...stats(allowChange), reloads: allowReloads },
     stages: traced,
+    addStages: tracedAdds,
     sideBySide: { changes: peerChanges, maxGapMs: GAP_MS, burst: burstSize, policies: sideBySide },
     storm,
   };
@@ -544,15 +555,22 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
       ],
     ),
   );
-  console.log(
-    `\nWhere an endpoint change's time goes (PUT to the API; each stage from the end of the one before; the ${SLOWEST_SHOWN} slowest traced changes one by one):\n`,
-  );
-  const slowestShown = result.stages[0]?.slowest.length ?? 0;
-  console.log(
-    table(
-      ["stage", "p50", "p99", ...Array.from({ length: slowestShown }, (_, i) => `slowest ${i + 1}`), "notes"],
-      result.stages.map((st) => [st.stage, ms(st.p50), ms(st.p99), ...st.slowest.map(ms), st.note]),
-    ),
+  const stageTable = (title: string, rows: typeof traced) => {
+    console.log(
+      `\n${title} (each stage from the end of the one before; the ${SLOWEST_SHOWN} slowest traced changes one by one):\n`,
+    );
+    const shown = rows[0]?.slowest.length ?? 0;
+    console.log(
+      table(
+        ["stage", "p50", "p99", ...Array.from({ length: shown }, (_, i) => `slowest ${i + 1}`), "notes"],
+        rows.map((st) => [st.stage, ms(st.p50), ms(st.p99), ...st.slowest.map(ms), st.note]),
+      ),
+    );
+  };
+  stageTable("Where an endpoint change's time goes (its EndpointSlice PUT to the API)", result.stages);
+  stageTable(
+    "Where a Service added spends it (from its EndpointSlice's POST; its Service was POSTed just before)",
+    result.addStages,
   );
   console.log(
     `\nSide by side: ${peerChanges} changes of each kind through the same pipeline, each after a random pause of 0–${GAP_MS / 1000} s (same pauses for every row):\n`,
@@ -675,7 +693,7 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
     };
   };
   return [
-    st("PUT sent → API server stored it", "edit", "write"),
+    st("write sent → API server stored it", "edit", "write"),
     st("emulator write → bridge has the watch event", "write", "bridged"),
     st("bridge → reconcile receives the CloudEvent", "bridged", "received"),
     st(

@@ -1,3 +1,12 @@
+/*
+ * bench/publish: the store's publish of a rendered config (its listings, its PUT), against s3rver
+ * on loopback, at each size, with config bodies sent unsigned (as servicelb sends them) and
+ * signed (SigV4 hashes the whole body), side by side in one run. Both go through the same proxy;
+ * for the signed rows it refuses unsigned bodies, so the store signs them from then on, as it
+ * does for a store that does not take them.
+ *   node dist/dev/bench/publish.js [--json] [--sizes 1000,10000] [--publishes 40]
+ * s3rver runs in this process: the CPU column is the publisher's and the store's together.
+ */
 import { loadavg } from "node:os";
 import { createObjectStore } from "../shared/adapters/object-store.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
@@ -10,16 +19,6 @@ import { dripProxy } from "../test/support/drip.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
 import { arg, machine, percentile, table } from "./machine.js";
 import { syntheticItems } from "./synthetic.js";
-
-/*
- * bench/publish: the store's publish of a rendered config (its listings, its PUT), against s3rver
- * on loopback, at each size, with config bodies sent unsigned (as servicelb sends them) and
- * signed (SigV4 hashes the whole body), side by side in one run. Both go through the same proxy;
- * for the signed rows it refuses unsigned bodies, so the store signs them from then on, as it
- * does for a store that does not take them.
- *   node dist/dev/bench/publish.js [--json] [--sizes 1000,10000] [--publishes 40]
- * s3rver runs in this process: the CPU column is the publisher's and the store's together.
- */
 
 const ENDPOINTS = 10;
 const WARM_UP = 5;

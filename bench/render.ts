@@ -1,5 +1,20 @@
+/*
+ * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
+ * Go text/template anchor, in one run. Each case runs in its own process so peak RSS is its own.
+ *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
+ *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
+ *     [--warm]         the warm cases only, once per round (no full renders, no anchor)
+ *     [--changes 200]  timed changes of the warm cases: a long-lived instance has made many
+ *     [--warm-up 30]   untimed changes before them: the JIT compiles the warm path over the first
+ *                      few dozen (they take up to 4× as long), which a serving instance is past
+ * The warm case runs once per digest kind (core/config-digest.ts), side by side: sha256, which
+ * agents of every version verify, and tree1, which publishers switch to once every agent does.
+ * The cases run from dist/bench/render.mjs, this file bundled as the functions are (build:dev,
+ * rolldown.config.mjs), because a deployed function loads its bundle; one more case per round runs
+ * the same render from the modules in dist/dev, for the memory that loading them costs.
+ */
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, statSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,21 +30,6 @@ import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import { machine, mib, percentile, table } from "./machine.js";
 import { syntheticItems } from "./synthetic.js";
 
-/**
- * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
- * Go text/template anchor, in one run. Each case runs in its own process so peak RSS is its own.
- *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
- *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
- *     [--warm]         the warm cases only, once per round (no full renders, no anchor)
- *     [--changes 200]  timed changes of the warm cases: a long-lived instance has made many
- *     [--warm-up 30]   untimed changes before them: the JIT compiles the warm path over the first
- *                      few dozen (they take up to 4× as long), which a serving instance is past
- * The warm case runs once per digest kind (core/config-digest.ts), side by side: sha256, which
- * agents of every version verify, and tree1, which publishers switch to once every agent does.
- * The cases run from dist/bench/render.mjs, this file bundled as the functions are (build:dev,
- * rolldown.config.mjs), because a deployed function loads its bundle; one more case per round runs
- * the same render from the modules in dist/dev, for the memory that loading them costs.
- */
 interface CaseResult {
   engine: string;
   services: number;
@@ -316,20 +316,23 @@ function main(): void {
   const rounds = Number(arg("--rounds") ?? 5);
   const anchorDir = resolve(arg("--anchor") ?? join(packageRoot(), "..", "shared", "anchors", "go-render"));
   const self = fileURLToPath(import.meta.url);
-  const bundle = join(packageRoot(), "dist", "bench", "render.mjs");
+  // The bundle is only as new as the last build:dev; one older than this file is not run.
+  const bundled = join(packageRoot(), "dist", "bench", "render.mjs");
+  const bundle = existsSync(bundled) && statSync(bundled).mtimeMs >= statSync(self).mtimeMs ? bundled : undefined;
   const json = args.includes("--json");
   const warmOnly = args.includes("--warm");
   const changes = Number(arg("--changes") ?? WARM_CHANGES);
   const warmUp = Number(arg("--warm-up") ?? WARM_UP_CHANGES);
   const anchor = warmOnly ? "--warm: the warm cases only, no anchor" : buildAnchor(anchorDir);
   const notes: string[] = [];
-  if (!existsSync(bundle)) notes.push(`${bundle} not found (npm run build:dev): every case runs from dist/dev`);
+  if (!bundle)
+    notes.push(`${bundled} missing or older than ${self} (npm run build:dev): every case runs from dist/dev`);
   if (typeof anchor === "string") notes.push(anchor);
   else if (!existsSync(TIME)) notes.push(`${TIME} not found (apt-get install -y time): Go's peak RSS is not measured`);
   if (!json) {
     console.log(`bench/render — ${machine()}`);
     console.log(
-      `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ms/render is the median of the timed renders after one warm-up; cases from ${existsSync(bundle) ? bundle : self}; Go anchor: ${typeof anchor !== "string" ? anchorDir : warmOnly ? "not run" : "MISSING"}`,
+      `full render of N HTTP services × ${ENDPOINTS} endpoints (model built beforehand, as the anchor does); ms/render is the median of the timed renders after one warm-up; cases from ${bundle ?? self}; Go anchor: ${typeof anchor !== "string" ? anchorDir : warmOnly ? "not run" : "MISSING"}`,
     );
     for (const n of notes) console.log(`NOTE: ${n}`);
   }
@@ -353,7 +356,7 @@ function main(): void {
         const out = execFileSync(
           process.execPath,
           [
-            engine === MODULES || !existsSync(bundle) ? self : bundle,
+            engine === MODULES || !bundle ? self : bundle,
             "--child",
             String(n),
             "--engine",
