@@ -14,7 +14,13 @@ import { settingsRecord } from "../core/settings-record.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
 import { createNotifier, type Notifier } from "../adapters/notifier.js";
-import { StoreError, type ObjectStore, type PublishResult, type SkippedKey } from "../adapters/object-store.js";
+import {
+  type ConfigRef,
+  StoreError,
+  type ObjectStore,
+  type PublishResult,
+  type SkippedKey,
+} from "../adapters/object-store.js";
 import { readFreshObjects, readLiveSnapshot } from "../adapters/snapshot-source.js";
 import type { ObjectRef } from "../adapters/cluster.js";
 import { readRevision, type FreshReads } from "../core/snapshot-overlay.js";
@@ -228,7 +234,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
    * on the view only while that config is still the newest, i.e. while no other instance has
    * published over it; undefined when another one has.
    */
-  let newestKey: string | undefined;
+  let newest: ConfigRef | undefined;
   /** A head start's publish left more configs than the store retains: the next pass prunes. */
   let pruneDue = false;
   let passes = 0;
@@ -274,7 +280,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     });
     const from = view.snapshot;
     if (!from || !renderedServices) return done("skipped", { reason: "no full list on this instance yet" });
-    if (newestKey === undefined)
+    if (newest === undefined)
       return done("skipped", { reason: "another instance published since this instance's last list" });
     if (refs.length > MOST_HINTED) return done("skipped", { reason: `more than ${MOST_HINTED} objects changed` });
     if (from.endpointKind === "Endpoints" || from.endpoints.length > 0)
@@ -290,7 +296,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       trace("pass.read", { n, revision: readRevision(fresh) });
       const report = await exclusively(async () => {
         const snapshot = view.read(ticket, fresh);
-        const expected = newestKey;
+        const expected = newest;
         if (!snapshot || !renderedServices || expected === undefined)
           return done("skipped", { reason: "the view was reset meanwhile" });
         stage = "publish";
@@ -300,6 +306,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         // What the last read decided: a head start never waits for one.
         ctx.useDigest(digests.current);
         const rendered = ctx.render(pending.snapshot);
+        // The bytes of the newest config already (a new Service held back until its slices
+        // arrive, an edit that renders nothing new): nothing to deliver, so no request to the
+        // store that the next head start would wait behind. The full pass confirms, as after
+        // any head start, and records the view.
+        if (rendered.sha256 === expected.sha256) return done("unchanged", { key: expected.key });
         const published = await guard(
           store.publish({
             config: rendered,
@@ -308,15 +319,15 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             settings: recorded,
             ...(rendered.layout ? { layout: rendered.layout } : {}),
             liveRevision: () => guard(liveRevision(deadline)),
-            expectedNewest: expected,
+            expectedNewest: expected.key,
           }),
         );
         trace("pass.published", { n, status: published.status, key: published.key, step: "head-start" });
         if (published.status !== "published" && published.status !== "unchanged") {
-          newestKey = undefined;
+          newest = undefined;
           return done(published.status, { key: published.key });
         }
-        newestKey = published.newest.key;
+        newest = published.newest;
         renderedServices = new Set(pending.snapshot.services.map(serviceKey));
         if (published.status === "unchanged") return done("unchanged", { key: published.key });
         if (published.pruneDue) pruneDue = true;
@@ -435,7 +446,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           ctx.forgetLiveState();
           view.forget();
           renderedServices = undefined;
-          newestKey = undefined;
+          newest = undefined;
           const again = await list();
           ({ snapshot, rendered, held } = await render(view.listed(again.ticket, again.listed)));
           published = await publish(snapshot.revision, rendered, true);
@@ -458,7 +469,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           notify = { agents: report.agents, ok: report.ok, failed: report.failed };
         }
         renderedServices = new Set(snapshot.services.map(serviceKey));
-        newestKey = published.status === "stale" ? undefined : published.newest.key;
+        newest = published.status === "stale" ? undefined : published.newest;
         return { snapshot, rendered, held, published, status: published.status, regression, notify };
       });
       const { snapshot, rendered, held, published, status, regression, notify } = outcome;

@@ -258,6 +258,43 @@ describe("a warm instance's head start", () => {
     expect((await storeView(prefix).get(result.headStart!.key!)).config).toContain("10.2.0.1:8080");
   });
 
+  it("asks the store nothing for a new Service's own event before its slices: the Service is held back, the bytes are the newest's", async () => {
+    const base = storeView(prefix);
+    const headStartPublishes: string[] = [];
+    const store: ObjectStore = {
+      ...base,
+      publish: (input) => {
+        // A head start publishes only over the newest config it knows; a full pass does not say.
+        if (input.expectedNewest !== undefined) headStartPublishes.push(input.revision);
+        return base.publish(input);
+      },
+    };
+    const { reconciler, pings } = instance(prefix, {}, { store });
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    const newestBefore = (await base.latest())!.key;
+    const shop = api.upsert(
+      "Service",
+      service("shop", [{ name: "http", port: 80, targetPort: 8080 }], {
+        selector: { app: "shop" },
+      }) as unknown as KubeObject,
+    );
+    const result = await reconciler.reconcile(event("add", shop));
+    expect(result.headStart).toMatchObject({ status: "unchanged", key: newestBefore });
+    expect(headStartPublishes).toEqual([]);
+    expect((await base.latest())!.key).toBe(newestBefore);
+    expect(pings.filter((p) => p.key !== newestBefore)).toEqual([]);
+
+    // Its slice's event: the head start publishes the Service with it.
+    const shopSlice = api.upsert(
+      "EndpointSlice",
+      slice("shop", [{ name: "http", port: 8080 }], ["10.2.0.1"], { name: "shop-a" }) as unknown as KubeObject,
+    );
+    const added = await reconciler.reconcile(event("add", shopSlice));
+    expect(added.headStart).toMatchObject({ status: "published" });
+    expect(headStartPublishes).toEqual([shopSlice.metadata.resourceVersion]);
+    expect((await base.get(added.headStart!.key!)).config).toContain("10.2.0.1:8080");
+  });
+
   it("takes a Service that stopped matching --selector out of the config", async () => {
     api.upsert("Service", webService({ expose: "yes" }) as unknown as KubeObject);
     const { reconciler } = instance(prefix, { SERVICELB_SELECTOR: "expose=yes" });
