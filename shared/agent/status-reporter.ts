@@ -1,12 +1,17 @@
 /*
- * Writes `status/<node>.json` to the store every interval and soon after each change, so that
- * `servicelb status` shows which config every node runs. Writes never overlap (until runs one
- * at a time); a burst of changes folds into one write after the one in flight.
+ * Writes `status/<node>.json` to the store every interval and a second after a change, so that
+ * `servicelb status` shows which config every node runs. Changes within that second fold into
+ * one write: during a rollout a node applies several configs a second, and a write per config
+ * would cost the store a request per node per change (Cloud Storage also refuses more than about
+ * one write a second to one object). Writes never overlap (until runs one at a time).
  */
 
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/object-store.js";
 import { until, type Loop } from "./until.js";
+
+/** How long after a change its report is written. */
+export const SETTLE_MS = 1000;
 
 export interface StatusReporterOptions {
   store: Pick<ObjectStore, "putStatus">;
@@ -15,10 +20,11 @@ export interface StatusReporterOptions {
   report: () => unknown;
   log: Logger;
   onFailure?: (err: unknown) => void;
+  settleMs?: number;
 }
 
 export interface StatusReporter {
-  /** Report now (after an apply or a failure). */
+  /** Report soon (after an apply or a failure): within settleMs, with every change meanwhile. */
   changed(): void;
   stop(): Promise<void>;
 }
@@ -32,5 +38,18 @@ export function startStatusReporter(options: StatusReporterOptions): StatusRepor
     log: options.log,
     onFailure: options.onFailure,
   });
-  return { changed: () => loop.kick(), stop: () => loop.stop() };
+  let settling: NodeJS.Timeout | undefined;
+  return {
+    changed() {
+      settling ??= setTimeout(() => {
+        settling = undefined;
+        loop.kick();
+      }, options.settleMs ?? SETTLE_MS);
+    },
+    stop() {
+      clearTimeout(settling);
+      settling = undefined;
+      return loop.stop();
+    },
+  };
 }
