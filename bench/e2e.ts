@@ -648,6 +648,8 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
     );
     const n = listed?.n;
     const start = records.find((r) => r.ev === "pass.start" && r.n === n && r.at <= served);
+    // A head start's turn to render and publish (renders and publishes take turns); a full pass has none.
+    const turn = after("pass.turn", listed?.at ?? edit, (r) => r.n === n) ?? listed;
     const published =
       after("pass.published", listed?.at ?? edit, (r) => r.n === n && r.status === "published") ??
       after("pass.published", edit, (r) => r.n === n);
@@ -667,6 +669,7 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
       received: received?.at,
       start: start?.at,
       listed: listed?.at,
+      turn: turn?.at,
       published: published?.at,
       notified: notified?.at,
       pinged: pinged?.at,
@@ -708,7 +711,8 @@ function stages(records: TraceRecord[], marks: Array<{ edit: number; served: num
       "listed",
       `${headStarts} of ${rows.length} published by the head start`,
     ),
-    st("pass: build + render + publish", "listed", "published"),
+    st("pass: waits its turn (another render or publish)", "listed", "turn"),
+    st("pass: build + render + publish", "turn", "published"),
     st("pass: notify (ping answered)", "published", "notified"),
     st("publish done → agent has the ping", "published", "pinged"),
     st("ping → pull starts", "pinged", "pullStart", `${agentBusy} of ${rows.length} pings found the agent busy`),

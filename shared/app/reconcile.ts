@@ -295,6 +295,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       const fresh = await guard(readObjects(refs, deadline));
       trace("pass.read", { n, revision: readRevision(fresh) });
       const report = await exclusively(async () => {
+        trace("pass.turn", { n });
         const snapshot = view.read(ticket, fresh);
         const expected = newest;
         if (!snapshot || !renderedServices || expected === undefined)
