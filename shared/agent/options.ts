@@ -110,7 +110,7 @@ export const agentOptionSpecs = {
   },
   statusInterval: {
     schema: durationMs(100).default(60_000),
-    help: "how often to write status/<node>.json (default 60s, and after every apply)",
+    help: "how often to write status/<node>.json (default 60s, and a second after an apply or a failure)",
   },
   checkTimeout: {
     schema: durationMs(1000).default(30_000),

@@ -39,14 +39,17 @@ export function startStatusReporter(options: StatusReporterOptions): StatusRepor
     onFailure: options.onFailure,
   });
   let settling: NodeJS.Timeout | undefined;
+  let stopped = false;
   return {
     changed() {
+      if (stopped) return;
       settling ??= setTimeout(() => {
         settling = undefined;
         loop.kick();
       }, options.settleMs ?? SETTLE_MS);
     },
     stop() {
+      stopped = true;
       clearTimeout(settling);
       settling = undefined;
       return loop.stop();

@@ -307,10 +307,10 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         // What the last read decided: a head start never waits for one.
         ctx.useDigest(digests.current);
         const rendered = ctx.render(pending.snapshot);
-        // The bytes of the newest config already (a new Service held back until its slices
-        // arrive, an edit that renders nothing new): nothing to deliver, so no request to the
-        // store that the next head start would wait behind. The full pass confirms, as after
-        // any head start, and records the view.
+        // The bytes of the newest config this instance knows (a new Service held back until its
+        // slices arrive, an edit that renders nothing new): nothing to deliver, so no request to
+        // the store that the next head start would wait behind. The full pass behind it records
+        // the view, and settles what another instance may have published since (README).
         if (rendered.sha256 === expected.sha256) return done("unchanged", { key: expected.key });
         const published = await guard(
           store.publish({

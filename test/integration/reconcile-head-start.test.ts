@@ -281,6 +281,8 @@ describe("a warm instance's head start", () => {
     const result = await reconciler.reconcile(event("add", shop));
     expect(result.headStart).toMatchObject({ status: "unchanged", key: newestBefore });
     expect(headStartPublishes).toEqual([]);
+    // The full pass behind it recorded the Service's revision as a view.
+    expect(result.view).toMatch(new RegExp(`views/\\d{6}-0*${shop.metadata.resourceVersion}$`));
     expect((await base.latest())!.key).toBe(newestBefore);
     expect(pings.filter((p) => p.key !== newestBefore)).toEqual([]);
 

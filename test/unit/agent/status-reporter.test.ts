@@ -53,5 +53,8 @@ describe("startStatusReporter", () => {
     await r.stop();
     await vi.advanceTimersByTimeAsync(120_000);
     expect(writes).toEqual([{ applied: 0 }]);
+    // A change reported after the stop holds no timer that would keep the process up.
+    r.changed();
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
