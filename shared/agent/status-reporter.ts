@@ -20,11 +20,10 @@ export interface StatusReporterOptions {
   report: () => unknown;
   log: Logger;
   onFailure?: (err: unknown) => void;
-  settleMs?: number;
 }
 
 export interface StatusReporter {
-  /** Report soon (after an apply or a failure): within settleMs, with every change meanwhile. */
+  /** Report soon (after an apply or a failure): SETTLE_MS later, with every change meanwhile. */
   changed(): void;
   stop(): Promise<void>;
 }
@@ -46,7 +45,7 @@ export function startStatusReporter(options: StatusReporterOptions): StatusRepor
       settling ??= setTimeout(() => {
         settling = undefined;
         loop.kick();
-      }, options.settleMs ?? SETTLE_MS);
+      }, SETTLE_MS);
     },
     stop() {
       stopped = true;
