@@ -246,8 +246,10 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
   /** The Service's slice with its first endpoint moved to `host`. */
   const sliceOf = (name: string, host: string) => endpoints(name, [host, ...baseHosts.slice(1)], port)[0]!;
   const slicePath = (name: string) => `/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/${name}-0`;
-  /** `kubectl apply` of a new Service and its slice: one request per object, in order. */
-  /** Returns when its last EndpointSlice was sent: the write whose event publishes the Service. */
+  /**
+   * `kubectl apply` of a new Service and its slice: one request per object, in order. Returns
+   * when its last EndpointSlice was sent: the write whose event publishes the Service.
+   */
   const addThroughApi = async (stack: Stack, name: string) => {
     await stack.apiWrite("POST", "/api/v1/namespaces/default/services", svc(name));
     let sent = now();
