@@ -14,11 +14,10 @@ import { buildModel } from "../shared/core/build-model.js";
 import { configHasher } from "../shared/core/config-digest.js";
 import { parseRenderOptions } from "../shared/core/options.js";
 import { Renderer } from "../shared/core/render.js";
-import { snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
 import { dripProxy } from "../test/support/drip.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
 import { arg, machine, percentile, table } from "./machine.js";
-import { syntheticItems } from "./synthetic.js";
+import { syntheticSnapshot } from "./synthetic.js";
 
 const ENDPOINTS = 10;
 const WARM_UP = 5;
@@ -35,10 +34,7 @@ interface Row {
 
 /** A config of `services` Services, rendered once: each publish adds a line, so that each is a new config. */
 function baseConfig(services: number) {
-  const snapshot = snapshotFromItems(
-    Array.from(syntheticItems(services, ENDPOINTS), (item) => validateItem(item, undefined, "live list")),
-    ["1000"],
-  );
+  const snapshot = syntheticSnapshot(services, ENDPOINTS);
   return new Renderer(loadTemplates()).renderChunks(buildModel(snapshot, parseRenderOptions({ minServerSlots: 1 })));
 }
 

@@ -1,3 +1,5 @@
+import { type Snapshot, snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
+
 /**
  * The synthetic cluster every benchmark uses, the same shape as the Go render anchor
  * (../shared/anchors/go-render): service i has `endpoints` pods at 10.<i/256%256>.<i%256>.<j>:8080,
@@ -91,4 +93,17 @@ function annotationsOf(i: number, name: string, settings: boolean): Record<strin
     set("proxy-protocol", "v2");
   }
   return Object.keys(a).length > 0 ? a : undefined;
+}
+
+/**
+ * The synthetic cluster validated item by item, as a live list's pages are (snapshot-source.ts):
+ * no JSON text of it (its parse is the list stage's), and no raw object outlives its validation.
+ */
+export function syntheticSnapshot(services: number, endpoints: number, revision = 1000, settings = false): Snapshot {
+  return snapshotFromItems(
+    Array.from(syntheticItems(services, endpoints, revision, settings), (item) =>
+      validateItem(item, undefined, "live list"),
+    ),
+    [String(revision)],
+  );
 }
