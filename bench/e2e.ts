@@ -10,6 +10,7 @@ import { freePort } from "../shared/dev/ports.js";
 import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { busyCoreFromArgs, describeBusyCore } from "./busy-core.js";
+import { cpuBetween, processCpu } from "./process-cpu.js";
 import { arg, machine, table, percentile } from "./machine.js";
 import { readTrace, type TraceRecord } from "./trace-file.js";
 
@@ -277,6 +278,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
   const added: number[] = [];
   const allowChange: number[] = [];
   let endpointReloads: number;
+  let endpointCpu: { wallMs: number; byRole: ReturnType<typeof cpuBetween> };
   let allowReloads: number;
   let addReloads: number;
   let digest: DigestKind = "sha256";
@@ -377,6 +379,8 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
 
     // The API path, as a cluster receives a change: one write to the API server.
     const reloadsBefore = await reloads(own.agentUrl);
+    const cpuBefore = processCpu();
+    const wallBefore = performance.now();
     for (let i = 0; i < endpointChanges; i++) {
       const name = `svc-${(i * 37 + 5) % services}`;
       const target = spare[i % 2]!;
@@ -390,6 +394,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
       await waitUntil(`${name} back`, endpointSeen(name, target, true));
     }
     endpointReloads = (await reloads(own.agentUrl)) - reloadsBefore;
+    endpointCpu = { wallMs: performance.now() - wallBefore, byRole: cpuBetween(cpuBefore, processCpu()) };
 
     // Each Service goes into a spare backend (enough of them: SPARE_BACKENDS), routed by map lines.
     const addReloadsBefore = await reloads(own.agentUrl);
@@ -508,6 +513,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
     endpointChangeByFileEdit: stats(byFile),
     serviceAdded: { ...stats(added), reloads: addReloads, spareBackends: SPARE_BACKENDS },
     allowListChanged: { ...stats(allowChange), reloads: allowReloads },
+    endpointCpu: endpointCpu!,
     stages: traced,
     addStages: tracedAdds,
     sideBySide: { changes: peerChanges, maxGapMs: GAP_MS, burst: burstSize, policies: sideBySide },
@@ -570,6 +576,21 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
     );
   };
   stageTable("Where an endpoint change's time goes (its EndpointSlice PUT to the API)", result.stages);
+  // Each move is followed by its revert, which goes through the whole pipeline too.
+  const applied = 2 * endpointChanges;
+  console.log(
+    `\nCPU per endpoint change, by process: ${applied} changes (each move and its revert) in ${(result.endpointCpu.wallMs / 1000).toFixed(1)} s; processes that exited meanwhile are not counted:\n`,
+  );
+  console.log(
+    table(
+      ["process", "CPU per change", "share of one core over the stretch"],
+      result.endpointCpu.byRole.map(({ role, ms: spent }) => [
+        role,
+        `${(spent / applied).toFixed(1)} ms`,
+        `${Math.round((spent / result.endpointCpu.wallMs) * 100)} %`,
+      ]),
+    ),
+  );
   stageTable(
     "Where a Service added spends it (from its EndpointSlice's POST; its Service was POSTed just before)",
     result.addStages,
