@@ -15,7 +15,12 @@ import { dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import type { ReloadResult } from "../adapters/haproxy/master.js";
-import { runRuntimeCommand, showServersState, swapPatternFile } from "../adapters/haproxy/runtime.js";
+import {
+  RuntimeCommandsError,
+  runRuntimeCommands,
+  showServersState,
+  swapPatternFile,
+} from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
@@ -42,7 +47,8 @@ export interface HaproxyControl {
 
 /** What the apply steps do on HAProxy's runtime API socket. */
 export interface RuntimePort {
-  run(socket: string, command: RuntimeCommand): Promise<void>;
+  /** The commands in order; a failure is a RuntimeCommandsError that says how many took effect. */
+  runAll(socket: string, commands: readonly RuntimeCommand[]): Promise<void>;
   /** Replaces a loaded pattern file's lines at once (prepare, add, commit); on failure the live list is unchanged. */
   swapPatterns(socket: string, file: PatternFile): Promise<void>;
   /** `show servers state`, as the server-state file takes it. */
@@ -50,7 +56,7 @@ export interface RuntimePort {
 }
 
 const REAL_RUNTIME: RuntimePort = {
-  run: runRuntimeCommand,
+  runAll: runRuntimeCommands,
   swapPatterns: swapPatternFile,
   serversState: showServersState,
 };
@@ -92,7 +98,8 @@ const message = (err: unknown) => (err instanceof Error ? err.message : String(e
 /** A runtime step (slot command or pattern file swap) failed after `done` others had succeeded. */
 class RuntimeStepError extends Error {
   constructor(
-    readonly done: number,
+    /** Whether HAProxy's slots or lists may have changed before the step failed. */
+    readonly changedAnything: boolean,
     cause: unknown,
   ) {
     super(message(cause), { cause });
@@ -183,7 +190,7 @@ export class Activation {
       // Some commands ran, some did not: the slots are neither config's. A reload sets every slot
       // from a file, with no drop: the new config's once it passes haproxy -c, else the old one's.
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
-      if (!(err instanceof RuntimeStepError) || err.done > 0) this.node.liveUnknown = true;
+      if (!(err instanceof RuntimeStepError) || err.changedAnything) this.node.liveUnknown = true;
       await this.checkThenActivate(config, t0);
       // Not activated (rejected, failed or superseded): put the slots back by reloading the file.
       if (this.node.liveUnknown) await this.reloadFromDisk();
@@ -245,21 +252,22 @@ export class Activation {
     if (dropped) this.host.pullAgain();
   }
 
-  /** Make before break: the slot commands in planRuntime's order, one at a time; then each pattern file. */
+  /** Make before break: the slot commands in planRuntime's order, on one line; then each pattern file. */
   private async applyRuntime({ socket, commands, files }: Extract<ApplyDecision, { kind: "runtime" }>): Promise<void> {
     const runtime = this.options.runtime ?? REAL_RUNTIME;
-    for (const [i, c] of commands.entries()) {
-      try {
-        await runtime.run(socket, c);
-      } catch (err) {
-        throw new RuntimeStepError(i, err);
-      }
+    try {
+      await runtime.runAll(socket, commands);
+    } catch (err) {
+      // Anything else was thrown before a command was sent.
+      const changed = err instanceof RuntimeCommandsError && (err.unknown || err.tookEffect > 0);
+      throw new RuntimeStepError(changed, err);
     }
     for (const [i, f] of files.entries()) {
       try {
         await runtime.swapPatterns(socket, f);
       } catch (err) {
-        throw new RuntimeStepError(commands.length + i, err);
+        // A failed swap leaves its own file's lines as they were.
+        throw new RuntimeStepError(commands.length + i > 0, err);
       }
     }
   }

@@ -10,12 +10,13 @@ import { masterCommand, showProc } from "../../shared/adapters/haproxy/master.js
 import { HaproxyProcess, processAlive, type RestartInfo } from "../../shared/adapters/haproxy/process.js";
 import {
   RuntimeApiError,
+  RuntimeCommandsError,
+  runRuntimeCommands,
   runtimeCommand,
-  setServerAddr,
-  setServerState,
   showServersState,
   showStat,
 } from "../../shared/adapters/haproxy/runtime.js";
+import type { RuntimeCommand } from "../../shared/core/runtime-plan.js";
 import { echoBackend, freePort, httpGet, waitFor, type EchoBackend } from "../support/net.js";
 
 let dir: string;
@@ -82,6 +83,20 @@ function config(
     `backend be\n    balance roundrobin\n${slot("s1", slots.s1)}${slot("s2", slots.s2)}`
   );
 }
+
+const addr = (server: string, address: string, port: number): RuntimeCommand => ({
+  op: "addr",
+  backend: "be",
+  server,
+  address,
+  port,
+});
+const stateOf = (server: string, to: "ready" | "drain" | "maint"): RuntimeCommand => ({
+  op: "state",
+  backend: "be",
+  server,
+  state: to,
+});
 
 const served = (inst: Instance, by: string) =>
   waitFor(`traffic on :${inst.port} served by ${by}`, async () => {
@@ -196,9 +211,12 @@ describe("HaproxyProcess, master socket and runtime API against a real HAProxy",
 
   it("changes a slot through the runtime API without a reload", async () => {
     const reloadsBefore = (await showProc(inst.masterSock)).master.reloads;
-    await setServerAddr(inst.adminSock, "be", "s2", "127.0.0.1", b.port);
-    await setServerState(inst.adminSock, "be", "s2", "ready");
-    await setServerState(inst.adminSock, "be", "s1", "maint");
+    await runRuntimeCommands(inst.adminSock, [
+      addr("s2", "127.0.0.1", b.port),
+      stateOf("s2", "ready"),
+      stateOf("s1", "drain"),
+      stateOf("s1", "maint"),
+    ]);
     await served(inst, "B");
     expect((await showProc(inst.masterSock)).master.reloads).toBe(reloadsBefore);
 
@@ -211,16 +229,51 @@ describe("HaproxyProcess, master socket and runtime API against a real HAProxy",
     expect(state.endsWith("\n")).toBe(true);
 
     // IPv6 with or without brackets is accepted by HAProxy.
-    await setServerAddr(inst.adminSock, "be", "s1", "[::1]", a.port);
+    await runRuntimeCommands(inst.adminSock, [addr("s1", "[::1]", a.port)]);
     expect((await showStat(inst.adminSock)).find((r) => r.svname === "s1")?.addr).toBe(`[::1]:${a.port}`);
-    await setServerState(inst.adminSock, "be", "s2", "drain");
+    await runRuntimeCommands(inst.adminSock, [stateOf("s2", "drain")]);
+  });
+
+  it("runs a line of slot commands on one connection, reading one answer per command, more lines when one would not fit", async () => {
+    // 300 commands of ~35 bytes: two lines of the 8 KiB budget, every answer read.
+    const many = Array.from({ length: 150 }, (_, i) => [
+      addr("s2", "127.0.0.1", 20_000 + i),
+      stateOf("s2", "maint"),
+    ]).flat();
+    await runRuntimeCommands(inst.adminSock, [...many, addr("s2", "127.0.0.1", b.port), stateOf("s2", "ready")]);
+    const s2 = (await showStat(inst.adminSock)).find((r) => r.pxname === "be" && r.svname === "s2");
+    expect(s2).toMatchObject({ addr: `127.0.0.1:${b.port}` });
+    expect(s2?.status).not.toMatch(/MAINT/);
+    await runRuntimeCommands(inst.adminSock, [stateOf("s2", "maint")]);
+  });
+
+  it("says how many commands of a line took effect when HAProxy refuses one: its CLI runs the rest", async () => {
+    const err = await runRuntimeCommands(inst.adminSock, [
+      addr("s2", "127.0.0.1", 30_001),
+      stateOf("nope", "ready"),
+      addr("s2", "127.0.0.1", 30_002),
+    ]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RuntimeCommandsError);
+    expect(err).toMatchObject({ tookEffect: 2, unknown: false });
+    expect((err as Error).message).toMatch(/"set server be\/nope state ready" failed: No such server/);
+    expect((err as Error).cause).toBeInstanceOf(RuntimeApiError);
+    expect((await showStat(inst.adminSock)).find((r) => r.svname === "s2")?.addr).toBe("127.0.0.1:30002");
+    // Nothing is sent when a command is not one HAProxy could take: not half a plan.
+    await expect(
+      runRuntimeCommands(inst.adminSock, [addr("s2", "127.0.0.9", 80), addr("s2", "not-an-ip", 80)]),
+    ).rejects.toThrow(/not an IP/);
+    expect((await showStat(inst.adminSock)).find((r) => r.svname === "s2")?.addr).toBe("127.0.0.1:30002");
+    await expect(runRuntimeCommands(inst.adminSock, [stateOf("s1;shutdown", "ready")])).rejects.toThrow(
+      /invalid server name/,
+    );
   });
 
   it("turns HAProxy's error answers into errors", async () => {
-    await expect(setServerState(inst.adminSock, "be", "nope", "ready")).rejects.toThrow(/No such server/);
-    await expect(setServerState(inst.adminSock, "nobe", "s1", "ready")).rejects.toBeInstanceOf(RuntimeApiError);
+    await expect(runRuntimeCommands(inst.adminSock, [stateOf("nope", "ready")])).rejects.toThrow(/No such server/);
+    await expect(
+      runRuntimeCommands(inst.adminSock, [{ op: "state", backend: "nobe", server: "s1", state: "ready" }]),
+    ).rejects.toMatchObject({ tookEffect: 0, unknown: false });
     await expect(runtimeCommand(inst.adminSock, "no such command")).rejects.toThrow(/Unknown command/);
-    await expect(setServerAddr(inst.adminSock, "be", "s1", "not-an-ip", 80)).rejects.toThrow(/not an IP/);
     await expect(runtimeCommand(inst.adminSock, "show info; shutdown frontend fe")).rejects.toThrow(/refusing/);
     expect(await runtimeCommand(inst.adminSock, "show info")).toMatch(/^Name: HAProxy/);
     expect(await masterCommand(inst.masterSock, "show version")).toMatch(/^\d+\.\d+/);

@@ -20,7 +20,12 @@ export function cliCommand(socketPath: string, cmd: string, opts: CliOptions = {
  * instead of one per command. The answers come back concatenated, each ending in a newline.
  * Keep a batch well under HAProxy's buffer (tune.bufsize, 16 KiB): the line must fit in it.
  */
-export function cliBatch(
+export async function cliBatch(socketPath: string, cmds: readonly string[], opts?: CliOptions): Promise<string> {
+  return (await cliExchange(socketPath, cmds, opts)).replace(/\n+$/, "");
+}
+
+/** As cliBatch, with HAProxy's output as it came, the empty line that ends each answer included. */
+export function cliExchange(
   socketPath: string,
   cmds: readonly string[],
   { timeoutMs = 5000 }: CliOptions = {},
@@ -46,7 +51,7 @@ export function cliBatch(
     });
     sock.on("close", (hadError) => {
       clearTimeout(timer);
-      if (!hadError) resolve(Buffer.concat(chunks).toString("utf8").replace(/\n+$/, ""));
+      if (!hadError) resolve(Buffer.concat(chunks).toString("utf8"));
     });
   });
 }

@@ -1,7 +1,7 @@
 import { isIP } from "node:net";
 import { isPatternFilePath, type PatternFile, patternFileKind, patternLineError } from "../../core/pattern-files.js";
-import type { RuntimeCommand } from "../../core/runtime-plan.js";
-import { cliBatch, cliCommand, type CliOptions } from "./cli.js";
+import { commandText, type RuntimeCommand } from "../../core/runtime-plan.js";
+import { cliBatch, cliCommand, cliExchange, type CliOptions } from "./cli.js";
 
 /** HAProxy answered a runtime command with an error message instead of doing it. */
 export class RuntimeApiError extends Error {
@@ -31,48 +31,101 @@ function checkName(kind: string, name: string): void {
     throw new Error(`invalid ${kind} name for the runtime API: ${JSON.stringify(name)}`);
 }
 
-/** Points a server slot at addr:port. addr is an IPv4 or IPv6 address, brackets optional. */
-export async function setServerAddr(
-  socketPath: string,
-  backend: string,
-  server: string,
-  addr: string,
-  port: number,
-  opts?: CliOptions,
-): Promise<void> {
-  checkName("backend", backend);
-  checkName("server", server);
-  const bare = addr.replace(/^\[(.*)\]$/, "$1");
-  if (isIP(bare) === 0) throw new Error(`not an IP address: ${JSON.stringify(addr)}`);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port: ${port}`);
-  const cmd = `set server ${backend}/${server} addr ${bare} port ${port}`;
-  const answer = await runtimeCommand(socketPath, cmd, opts);
-  // Success reads "IP changed from ... " or "no need to change the addr, ..." (2.6.12).
-  if (!/^(IP changed from|no need to change the addr)/.test(answer)) throw new RuntimeApiError(cmd, answer);
+/** The command line of a planned slot command, each part checked: nothing unvalidated is sent. */
+function checkedCommandText(c: RuntimeCommand): string {
+  checkName("backend", c.backend);
+  checkName("server", c.server);
+  if (c.op === "state") return commandText(c);
+  const address = c.address.replace(/^\[(.*)\]$/, "$1");
+  if (isIP(address) === 0) throw new Error(`not an IP address: ${JSON.stringify(c.address)}`);
+  if (!Number.isInteger(c.port) || c.port < 1 || c.port > 65535) throw new Error(`invalid port: ${c.port}`);
+  return commandText({ ...c, address });
 }
 
-export type ServerAdminState = "ready" | "maint" | "drain";
-
-export async function setServerState(
-  socketPath: string,
-  backend: string,
-  server: string,
-  state: ServerAdminState,
-  opts?: CliOptions,
-): Promise<void> {
-  checkName("backend", backend);
-  checkName("server", server);
-  const cmd = `set server ${backend}/${server} state ${state}`;
-  // Success is an empty answer.
-  const answer = await runtimeCommand(socketPath, cmd, opts);
-  if (answer !== "") throw new RuntimeApiError(cmd, answer);
+/** Whether HAProxy 2.6 answered a slot command with what it answers when it did it. */
+function tookEffect(c: RuntimeCommand, answer: string): boolean {
+  // An address: "IP changed from ..." or "no need to change the addr, ..." (2.6.12); a state: nothing.
+  return c.op === "addr" ? /^(IP changed from|no need to change the addr)/.test(answer) : answer === "";
 }
 
-/** One planned slot command (see core/runtime-plan.ts), with the checks of the functions above. */
-export function runRuntimeCommand(socketPath: string, c: RuntimeCommand, opts?: CliOptions): Promise<void> {
-  return c.op === "addr"
-    ? setServerAddr(socketPath, c.backend, c.server, c.address, c.port, opts)
-    : setServerState(socketPath, c.backend, c.server, c.state, opts);
+/** Some slot commands sent on the runtime API did not take effect, or their answers were lost. */
+export class RuntimeCommandsError extends Error {
+  constructor(
+    /** How many of the commands took effect (HAProxy's CLI runs the rest of a line after a failed one). */
+    readonly tookEffect: number,
+    /** No answer to read: any of the commands sent may have taken effect. */
+    readonly unknown: boolean,
+    cause: unknown,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = "RuntimeCommandsError";
+  }
+}
+
+/** Slot commands per connection: a line HAProxy reads whole, far below its 16 KiB buffer. */
+const LINE_BUDGET = 8192;
+
+/**
+ * Planned slot commands (core/runtime-plan.ts), in their order, as few lines as fit the budget
+ * (one for an endpoint change): one round trip to HAProxy, not one per command. A line's
+ * commands run one after another in one pass of the CLI, so traffic sees no state between them
+ * a sequence of connections would not also show. The CLI does not stop at a failed command;
+ * every answer is read, and a failure reports how many took effect (the caller then reloads
+ * the file, which sets every slot). Which commands fail at all: none of these, checked here,
+ * on a server of the config HAProxy runs; a server it does not have fails each command that
+ * names it.
+ */
+export async function runRuntimeCommands(
+  socketPath: string,
+  commands: readonly RuntimeCommand[],
+  opts?: CliOptions,
+): Promise<void> {
+  const lines = commands.map(checkedCommandText);
+  let done = 0;
+  for (let from = 0; from < lines.length; ) {
+    let to = from + 1;
+    for (let size = lines[from]!.length; to < lines.length && size + lines[to]!.length + 1 <= LINE_BUDGET; to++)
+      size += lines[to]!.length + 1;
+    const sent = lines.slice(from, to);
+    let answers: string[] | null;
+    try {
+      answers = splitAnswers(await cliExchange(socketPath, sent, opts), sent.length);
+    } catch (err) {
+      throw new RuntimeCommandsError(done, true, err);
+    }
+    if (answers === null)
+      throw new RuntimeCommandsError(
+        done,
+        true,
+        new Error(`HAProxy runtime API: not ${sent.length} answers to "${sent.join(";")}"`),
+      );
+    let failed: RuntimeApiError | undefined;
+    for (const [i, answer] of answers.entries()) {
+      if (tookEffect(commands[from + i]!, answer)) done++;
+      else failed ??= new RuntimeApiError(sent[i]!, answer === "" ? "(no answer)" : answer);
+    }
+    if (failed) throw new RuntimeCommandsError(done, false, failed);
+    from = to;
+  }
+}
+
+/**
+ * The answers of a line of commands, one per command, or null when there are not `n`: the 2.6
+ * CLI ends each answer with an empty line, so an empty answer is an empty line alone.
+ */
+export function splitAnswers(output: string, n: number): string[] | null {
+  const lines = output.split("\n");
+  if (lines.pop() !== "") return null;
+  const answers: string[] = [];
+  let current: string[] = [];
+  for (const line of lines) {
+    if (line !== "") current.push(line);
+    else {
+      answers.push(current.join("\n"));
+      current = [];
+    }
+  }
+  return current.length === 0 && answers.length === n ? answers : null;
 }
 
 /** `add acl`/`add map` commands per connection: ~50–100 bytes each keeps a batch far below HAProxy's 16 KiB line. */

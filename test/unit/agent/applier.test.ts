@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { CheckOptions, CheckResult } from "../../../shared/adapters/haproxy/check.js";
+import { RuntimeCommandsError } from "../../../shared/adapters/haproxy/runtime.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { StageTrace } from "../../../shared/adapters/stage-trace.js";
 import type { StoredConfig } from "../../../shared/adapters/object-store.js";
@@ -67,10 +68,15 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
   const commands: string[] = [];
   const gate = gatedCheck();
   const runtime: RuntimePort = {
-    run: async (_socket, c) => {
-      const text = commandText(c);
-      if (runtimeFails?.(text)) throw new Error(`HAProxy runtime API: "${text}" failed`);
-      commands.push(text);
+    // As HAProxy's CLI runs a line: every command, a failed one taking no effect.
+    runAll: async (_socket, planned) => {
+      const failed = planned.map(commandText).filter((text) => {
+        if (runtimeFails?.(text)) return true;
+        commands.push(text);
+        return false;
+      });
+      if (failed.length > 0)
+        throw new RuntimeCommandsError(planned.length - failed.length, false, `"${failed[0]}" failed`);
     },
     swapPatterns: async (_socket, f) => {
       const text = `swap ${f.path} ${f.entries.join(",")}`;
@@ -186,7 +192,7 @@ describe("Applier with faked HAProxy ports", () => {
   });
 
   it("a runtime change HAProxy refuses half-way is checked and reloaded: the reload sets every slot", async () => {
-    // HAProxy refuses the new address of s1, after s2 carried it and s1 was taken down.
+    // HAProxy refuses the new address of s1 and, as its CLI does, runs the rest of the line.
     const w = world((c) => c === "set server default_web_80/s1 addr 10.0.0.2 port 80");
     await w.serve(stored(1, config(["10.0.0.1:80", null])));
     const moved = stored(2, config(["10.0.0.2:80", null]));
@@ -199,6 +205,10 @@ describe("Applier with faked HAProxy ports", () => {
       "s2 state ready",
       "s1 state drain",
       "s1 state maint",
+      "s1 state ready",
+      "s2 state drain",
+      "s2 state maint",
+      "s2 addr 127.0.0.1 port 1",
     ]);
     expect(w.reloads()).toBe(1);
     expect(readFileSync(w.configPath, "utf8")).toBe(moved.config);
