@@ -8,6 +8,7 @@ import {
   type S3ClientConfig,
   type _Object,
 } from "@aws-sdk/client-s3";
+import { isAscii, isUtf8 } from "node:buffer";
 import { z } from "zod";
 import {
   compareConfigNames,
@@ -463,13 +464,10 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         key,
         `the body's ${kind} digest is ${digestHex(actual)} but the metadata says ${digestHex(head.sha256)}`,
       );
-    let config: string;
-    try {
-      // The bytes verified are the bytes applied: text that is not UTF-8 would be changed by decoding.
-      config = UTF8.decode(body);
-    } catch {
-      throw corrupt(key, "the body is not UTF-8 text");
-    }
+    // The bytes verified are the bytes applied: text that is not UTF-8 would be changed by decoding.
+    if (!isUtf8(body)) throw corrupt(key, "the body is not UTF-8 text");
+    // A config is ASCII but for what annotations may bring: one byte per character, decoded as such.
+    const config = body.toString(isAscii(body) ? "latin1" : "utf8");
     return { key, config, sha256: actual, revision: head.revision };
   }
 
@@ -884,7 +882,6 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
 const SETTINGS_DIGEST = /^[0-9a-f]{16}$/;
 const TREE1_DIGEST = /^tree1:[0-9a-f]{64}$/;
-const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 /** Verified keys a store remembers: the newest few are all a publisher looks at. */
 const VERIFIED_KEPT = 8;
 

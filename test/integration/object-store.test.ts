@@ -631,6 +631,12 @@ describe("configs published by tree1 digests", () => {
     const latin1 = Buffer.from(`${text}# caf\xe9\n`, "latin1");
     const notUtf8 = await put(3, latin1, { sha256: createHash("sha256").update(latin1).digest("hex") });
     await expect(store.get(notUtf8)).rejects.toThrow(/the body is not UTF-8 text/);
+    // UTF-8 beyond ASCII (and a BOM) decodes to the very characters that were put.
+    const utf8 = `\ufeff${text}# café ✓ 🚀\n`;
+    const beyondAscii = await put(4, utf8, { sha256: createHash("sha256").update(utf8).digest("hex") });
+    expect((await store.get(beyondAscii)).config).toBe(utf8);
+    const ascii = await put(5, text, { sha256: createHash("sha256").update(text).digest("hex") });
+    expect((await store.get(ascii)).config).toBe(text);
   });
 
   it("publishes a hashed config by its own kind only", async () => {
