@@ -31,6 +31,7 @@ import type { RuntimeCommand } from "../core/runtime-plan.js";
 import { serverStateFileOf, statsSocketOf } from "../core/config-facts.js";
 import { ConfigFiles } from "./config-files.js";
 import { type ApplyDecision, decideApply } from "./decide.js";
+import { splitMemo } from "./split-memo.js";
 import type { AgentMetrics } from "./metrics.js";
 import type { NodeState, KnownConfig } from "./node-state.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
@@ -110,13 +111,14 @@ export class Activation {
   private lastReloadAt = -Infinity;
   private readonly files: ConfigFiles;
   private readonly trace: StageTrace;
+  private readonly split = splitMemo();
 
   constructor(
     private readonly options: ActivationOptions,
     private readonly node: NodeState,
     private readonly host: LoopHandle,
   ) {
-    this.files = new ConfigFiles(options.configPath, options.log);
+    this.files = new ConfigFiles(options.configPath, options.log, this.split);
     this.trace = options.trace ?? NO_TRACE;
   }
 
@@ -128,7 +130,7 @@ export class Activation {
       running && this.node.started && this.options.haproxy.running
         ? { text: running.text, known: !this.node.liveUnknown }
         : null;
-    const decision = decideApply(live, config.config);
+    const decision = decideApply(live, config.config, this.split);
     if (decision.kind === "runtime") return this.applyThroughRuntime(decision, running!, config, t0);
     if (live && decision.kind === "reload")
       this.options.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
@@ -211,7 +213,7 @@ export class Activation {
 
   /** Puts the slots of `fromText` (live) back to those of `toText`; false when that failed (the slots are then unknown). */
   private async undoRuntime(fromText: string, toText: string): Promise<boolean> {
-    const back = decideApply({ text: fromText, known: true }, toText);
+    const back = decideApply({ text: fromText, known: true }, toText, this.split);
     if (back.kind === "identical") return true;
     if (back.kind === "reload") {
       this.options.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");

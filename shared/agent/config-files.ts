@@ -6,6 +6,7 @@ import { isPatternFilePath, PATTERN_DIRS, patternFileText, splitConfig } from ".
 import { serverStateFileOf } from "../core/config-facts.js";
 import { NotDurableError, readIfExists, writeFileAtomic } from "./files.js";
 import { EMPTY_SERVER_STATE } from "./server-state.js";
+import type { Splitter } from "./split-memo.js";
 
 /** The files HAProxy reads on the node: its config, the pattern files beside it, its server-state file. */
 export class ConfigFiles {
@@ -15,6 +16,7 @@ export class ConfigFiles {
   constructor(
     private readonly configPath: string,
     private readonly log: Logger,
+    private readonly split: Splitter = splitConfig,
   ) {}
 
   /**
@@ -24,7 +26,7 @@ export class ConfigFiles {
    * disk (NotDurableError) counts as written.
    */
   async writeConfig(text: string): Promise<void> {
-    const split = splitConfig(text);
+    const split = this.split(text);
     if ("error" in split) throw new Error(`the config's ${split.error}`);
     await this.writePatternFiles(split.files);
     await this.durably(this.configPath, text);
@@ -33,7 +35,7 @@ export class ConfigFiles {
 
   /** The pattern files of `text`, where they differ from what is on disk now (HAProxy is about to start on it). */
   async ensurePatternFiles(text: string): Promise<void> {
-    const split = splitConfig(text);
+    const split = this.split(text);
     if ("error" in split) throw new Error(`the config's ${split.error}`);
     this.patterns.clear();
     await this.writePatternFiles(split.files);

@@ -7,6 +7,7 @@ import { diffConfigs } from "../core/config-diff.js";
 import { diffPatternFiles, type PatternFile, splitConfig } from "../core/pattern-files.js";
 import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
 import { statsSocketOf } from "../core/config-facts.js";
+import type { Splitter } from "./split-memo.js";
 
 export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */
@@ -27,15 +28,15 @@ export interface LiveConfig {
   known: boolean;
 }
 
-export function decideApply(live: LiveConfig | null, next: string): ApplyDecision {
+export function decideApply(live: LiveConfig | null, next: string, split: Splitter = splitConfig): ApplyDecision {
   if (live === null) return { kind: "reload", reason: "HAProxy runs no config yet" };
   if (!live.known)
     return { kind: "reload", reason: "the live server slots are not known (undoing runtime changes failed)" };
   if (live.text === next) return { kind: "identical" };
   const socket = statsSocketOf(live.text);
   if (!socket) return { kind: "reload", reason: "the running config has no stats socket for the runtime API" };
-  const from = splitConfig(live.text);
-  const to = splitConfig(next);
+  const from = split(live.text);
+  const to = split(next);
   // The check refuses such a config; a reload is the path that runs it.
   if ("error" in to) return { kind: "reload", reason: `the new config's ${to.error}` };
   if ("error" in from) return { kind: "reload", reason: `the running config's ${from.error}` };
