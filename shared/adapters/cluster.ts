@@ -6,9 +6,9 @@
  */
 
 import { createHash } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import * as http from "node:http";
 import * as https from "node:https";
 // client-node's own modules rather than its index, which re-exports every generated API (and so,
@@ -134,6 +134,47 @@ interface Target {
  * config, as in client-go's loading rules.
  */
 export function loadKubeConfig(options: { kubeconfig?: string; context?: string } = {}): KubeConfig {
+  const { KUBECONFIG, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT } = process.env;
+  const id = JSON.stringify([
+    options.kubeconfig,
+    options.context,
+    KUBECONFIG,
+    KUBERNETES_SERVICE_HOST,
+    KUBERNETES_SERVICE_PORT,
+  ]);
+  const files = options.kubeconfig
+    ? [options.kubeconfig]
+    : !KUBECONFIG && KUBERNETES_SERVICE_HOST
+      ? []
+      : KUBECONFIG
+        ? KUBECONFIG.split(delimiter)
+        : [join(homedir(), ".kube", "config")];
+  const stamp = files.map(fileStamp).join(";");
+  const known = kubeConfigs.get(id);
+  if (known?.stamp === stamp) return known.kc;
+  const kc = readKubeConfig(options);
+  kubeConfigs.set(id, { stamp, kc });
+  return kc;
+}
+
+/**
+ * Kubeconfigs as last read, while the files they came from are unchanged: a warm instance reads
+ * and parses its kubeconfig once, not for every request (a head start sends two). A file
+ * rewritten (a rotated credential, a new version of a mounted secret) is read again at the next
+ * request. In a pod, client-node reads the service account's token file itself as it rotates.
+ */
+const kubeConfigs = new Map<string, { stamp: string; kc: KubeConfig }>();
+
+function fileStamp(path: string): string {
+  try {
+    const st = statSync(path);
+    return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+  } catch {
+    return "absent";
+  }
+}
+
+function readKubeConfig(options: { kubeconfig?: string; context?: string }): KubeConfig {
   const kc = new KubeConfig();
   if (options.kubeconfig) {
     if (!existsSync(options.kubeconfig))

@@ -1,3 +1,4 @@
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -448,6 +449,26 @@ describe("loadKubeConfig", () => {
     })();
     expect(err).toBeInstanceOf(ClusterError);
     expect(err?.message).toBe('kubeconfig context "prod" does not exist (known contexts: "stale", "good")');
+  });
+
+  it("reads a kubeconfig once while its file is unchanged, and again once it is rewritten", async () => {
+    const file = await server.writeKubeconfig({ contexts: [{ name: "a" }, { name: "b" }] });
+    const first = loadKubeConfig({ kubeconfig: file });
+    expect(loadKubeConfig({ kubeconfig: file })).toBe(first);
+    // Another context is another kubeconfig, each kept.
+    const b = loadKubeConfig({ kubeconfig: file, context: "b" });
+    expect(b).not.toBe(first);
+    expect(b.getCurrentContext()).toBe("b");
+    expect(loadKubeConfig({ kubeconfig: file, context: "b" })).toBe(b);
+    // A rotated credential: the file is rewritten, and the next load reads it.
+    const rotated = readFileSync(file, "utf8").replace(/token: \S+/, "token: rotated");
+    expect(rotated).toContain("token: rotated");
+    writeFileSync(file, rotated);
+    const again = loadKubeConfig({ kubeconfig: file });
+    expect(again).not.toBe(first);
+    expect(again.getCurrentUser()?.token).toBe("rotated");
+    rmSync(file);
+    expect(() => loadKubeConfig({ kubeconfig: file })).toThrow(/does not exist/);
   });
 
   it("uses the service account inside a pod unless a kubeconfig is given", async () => {
