@@ -18,20 +18,26 @@ export function holdPendingServices(
   snapshot: Snapshot,
   rendered: ReadonlySet<string>,
 ): { snapshot: Snapshot; held: string[] } {
+  // Mostly none: a warm pass looks at its slices only for a Service it has never rendered.
+  const unrendered = snapshot.services.filter((svc) => hasSelector(svc) && !rendered.has(serviceKey(svc)));
+  if (unrendered.length === 0) return { snapshot, held: [] };
   const withEndpoints = new Set<string>();
   for (const slice of snapshot.endpointSlices) {
     const owner = slice.metadata.labels[SERVICE_NAME_LABEL];
     if (owner) withEndpoints.add(`${slice.metadata.namespace}/${owner}`);
   }
   for (const e of snapshot.endpoints) withEndpoints.add(`${e.metadata.namespace}/${e.metadata.name}`);
-  const held: string[] = [];
-  const services = snapshot.services.filter((svc) => {
-    const key = serviceKey(svc);
-    const pending = Object.keys(svc.spec.selector ?? {}).length > 0 && !withEndpoints.has(key) && !rendered.has(key);
-    if (pending) held.push(key);
-    return !pending;
-  });
-  return { snapshot: held.length === 0 ? snapshot : { ...snapshot, services }, held };
+  const pending = new Set(unrendered.filter((svc) => !withEndpoints.has(serviceKey(svc))));
+  if (pending.size === 0) return { snapshot, held: [] };
+  return {
+    snapshot: { ...snapshot, services: snapshot.services.filter((svc) => !pending.has(svc)) },
+    held: [...pending].map(serviceKey),
+  };
+}
+
+function hasSelector(svc: Snapshot["services"][number]): boolean {
+  for (const _ in svc.spec.selector ?? {}) return true;
+  return false;
 }
 
 export function serviceKey(svc: Snapshot["services"][number]): string {

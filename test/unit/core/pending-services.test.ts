@@ -37,5 +37,9 @@ describe("holdPendingServices", () => {
   it("returns the snapshot itself when nothing is held", () => {
     const all = new Set(snapshot.services.map((s) => `default/${s.metadata.name}`));
     expect(holdPendingServices(snapshot, all)).toEqual({ snapshot, held: [] });
+    expect(holdPendingServices(snapshot, all).snapshot).toBe(snapshot);
+    // Never rendered but with their endpoints there: nothing held either.
+    const withEndpoints = new Set(["default/fresh", "default/served", "default/elsewhere"]);
+    expect(holdPendingServices(snapshot, withEndpoints).snapshot).toBe(snapshot);
   });
 });
