@@ -325,9 +325,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   }
 
   /** Config entries in decision order, oldest first. Foreign objects are ignored. */
-  async function listConfigs(): Promise<ConfigEntry[]> {
+  async function listConfigs(startAfter?: string): Promise<ConfigEntry[]> {
     const entries: ConfigEntry[] = [];
-    for (const object of await listObjects(configsPrefix)) {
+    for (const object of await listObjects(configsPrefix, startAfter)) {
       const name = parseConfigKey(object.Key ?? "");
       if (name)
         entries.push({
@@ -565,6 +565,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       .map((entry) => entry.key)
       .filter((key) => key !== pinned?.key);
     await deleteKeys(doomed);
+    knownCount = configs.length - doomed.length;
     await pruneLayouts(configs.slice(-keep));
     return doomed;
   }
@@ -615,6 +616,36 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
   /** The newest config's digest as the last publish saw or left it (see expectUnchanged). */
   let lastNewestSha: string | null = null;
+  /** The newest config's key as the last publish saw or left it, verified (see configsFromNewest). */
+  let lastNewestKey: string | null = null;
+  /** How many configs the store holds, as far as this store object saw: an over-count only prunes sooner. */
+  let knownCount = 0;
+
+  /**
+   * The configs a publish decides from: the newest one it last saw or left and every key after it
+   * (ListObjectsV2 StartAfter), not the whole retained history. A store that lists each object's
+   * metadata (s3rver) answers in a third of the time; S3 reads fewer keys. The same newest as a
+   * full listing: a key in the current format is fixed-width, so every key newer in decision order
+   * sorts after it as a string — epochs, revisions and seqs are zero-padded, and the first
+   * format's keys (`<revision>-<sha>.cfg`, epoch 0) sort after every epoch-0 key of this one and
+   * before every later epoch. Hence only from a key of the current format: from a first-format
+   * key, newer current-format keys of epoch 0 would sort before it. The listing starts just before
+   * that key, so it is in the answer when it still exists; when it is not (deleted, a store put
+   * back), the whole history is listed.
+   */
+  async function configsFromNewest(): Promise<ConfigEntry[]> {
+    const from = lastNewestKey;
+    if (from !== null && verified.has(from) && parseConfigKey(from)?.legacy === false) {
+      const after = await listConfigs(from.slice(0, -1));
+      if (after.some((e) => e.key === from)) {
+        knownCount += after.length - 1;
+        return after;
+      }
+    }
+    const all = await listConfigs();
+    knownCount = all.length;
+    return all;
+  }
   /** A tree1 digest found to name the same bytes as a sha256 newest (see crossKind), and that sha256. */
   let sameBytes: { ours: string; newest: string } | null = null;
 
@@ -639,7 +670,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     let live: Promise<bigint> | undefined;
     const liveRevision = () => (live ??= probe!().then(parseRevision));
     if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
-    const [configs, listedViews] = await Promise.all([listConfigs(), expectUnchanged ? null : listViews()]);
+    const [configs, listedViews] = await Promise.all([configsFromNewest(), expectUnchanged ? null : listViews()]);
     const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
     // A tree1 publisher takes a sha256 config of the same bytes as its own: every agent verifies
     // sha256, so a switch to tree1 (or an instance that has not switched yet) publishes nothing
@@ -653,6 +684,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const viewsMatter = !(newestEntry && newestHead?.sha256 === comparable && ours <= newestEntry.name.revision);
     const views = listedViews ?? (viewsMatter ? await listViews() : []);
     lastNewestSha = newestHead?.sha256 ?? null;
+    lastNewestKey = newestHead?.key ?? null;
     const state = {
       newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 },
       view: pickView(
@@ -777,6 +809,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       layoutDigest: metadata.layout ?? null,
     });
     lastNewestSha = sha;
+    lastNewestKey = key;
+    knownCount++;
     sameBytes = null;
 
     return {
@@ -788,7 +822,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       skipped,
       ...(decision.newEpoch ? { newEpoch: true } : {}),
       // The listing above already says whether anything is past retention: no second list otherwise.
-      ...(configs.length + 1 > retain ? { pruneDue: true } : {}),
+      ...(knownCount > retain ? { pruneDue: true } : {}),
     };
   }
 

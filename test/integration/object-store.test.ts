@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ListObjectsV2Command, PutObjectCommand, HeadObjectCommand } from "@aws-sdk/client-s3";
+import { DeleteObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   createObjectStore,
@@ -171,6 +171,46 @@ describe("publish, latest, get", () => {
       await openStore(prefix).publish({ config: cfg(2), revision: "11", generator: GENERATOR });
       expect(await pass(cfg(1), "12")).toEqual({ status: "published", view: false, listed: ["configs/", "views/"] });
       expect(probes).toBe(2);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it("a warm publish lists the configs from the newest one it knows on, with the same newest as a full listing", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    try {
+      const prefix = newPrefix();
+      const store = openStore(prefix, { endpoint: proxy.endpoint });
+      const startAfter = () =>
+        proxy.seen
+          .filter((r) => r.method === "GET" && r.path.includes("list-type=2") && r.path.includes("configs%2F"))
+          .map((r) => new URL(r.path, proxy.endpoint).searchParams.get("start-after")?.slice(prefix.length) ?? null);
+      const pass = async (config: string, revision: string) => {
+        proxy.seen.length = 0;
+        const result = await store.publish({ config, revision, generator: GENERATOR });
+        return { status: result.status, key: result.key, startAfter: startAfter() };
+      };
+      const first = await pass(cfg(1), "10");
+      expect(first).toMatchObject({ status: "published", startAfter: [null] });
+      // From just before the key it left: that key is in the answer, so it is known to still be there.
+      const second = await pass(cfg(2), "11");
+      expect(second).toMatchObject({ status: "published", startAfter: [first.key.slice(prefix.length, -1)] });
+      expect(second.key).toMatch(/-0000000001-[0-9a-f]{16}\.cfg$/);
+
+      // Another instance publishes past it: the listing from the known key finds that one.
+      const other = await openStore(prefix).publish({ config: cfg(3), revision: "12", generator: GENERATOR });
+      const third = await pass(cfg(4), "13");
+      expect(third).toMatchObject({ status: "published", startAfter: [second.key.slice(prefix.length, -1)] });
+      expect(third.key).toMatch(/-0000000003-[0-9a-f]{16}\.cfg$/);
+      expect(other.key < third.key).toBe(true);
+
+      // The key it knows is gone behind its back: the whole history is listed, and the newest
+      // that is left decides (these bytes are not in the store any more, so they are written).
+      await s3.client.send(new DeleteObjectCommand({ Bucket: s3.bucket, Key: third.key }));
+      const fourth = await pass(cfg(4), "13");
+      expect(fourth).toMatchObject({ status: "published", startAfter: [third.key.slice(prefix.length, -1), null] });
+      expect(fourth.key).toMatch(/-0000000003-[0-9a-f]{16}\.cfg$/);
+      expect(await pass(cfg(4), "13")).toMatchObject({ status: "unchanged", key: fourth.key });
     } finally {
       await proxy.stop();
     }
@@ -415,6 +455,23 @@ describe("decision order across upgrades, overlaps and restores", () => {
     );
     return key;
   }
+
+  it("lists the whole history when the newest config it knows has a key of the first format", async () => {
+    const prefix = newPrefix();
+    const legacyKey = await putLegacy(prefix, cfg(1), 100);
+    const store = openStore(prefix);
+    expect(await store.publish({ config: cfg(1), revision: "100", generator: GENERATOR })).toMatchObject({
+      status: "unchanged",
+      key: legacyKey,
+    });
+    // A newer epoch-0 key of this format sorts before every first-format key as a string.
+    const newer = await openStore(prefix).publish({ config: cfg(2), revision: "150", generator: GENERATOR });
+    expect(newer.key < legacyKey).toBe(true);
+    expect(await store.publish({ config: cfg(2), revision: "150", generator: GENERATOR })).toMatchObject({
+      status: "unchanged",
+      key: newer.key,
+    });
+  });
 
   it("reads keys of the first format as epoch 0, seq 0: an upgrade publishes past them, at the same revision too", async () => {
     const prefix = newPrefix();
