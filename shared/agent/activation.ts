@@ -96,7 +96,7 @@ export interface LoopHandle {
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-/** A runtime step (slot command or pattern file swap) failed after `done` others had succeeded. */
+/** A runtime step (the slot commands, or a pattern file swap) failed. */
 class RuntimeStepError extends Error {
   constructor(
     /** Whether HAProxy's slots or lists may have changed before the step failed. */

@@ -63,10 +63,9 @@ export function planRuntime(
     const moves = list.filter((c) => c.from.enabled && c.to.enabled && !sameAddress(c.from, c.to));
     const downs = list.filter((c) => c.from.enabled && !c.to.enabled);
     const quiet = list.filter((c) => !c.from.enabled && !c.to.enabled);
-    for (const c of ups) {
-      if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
-      commands.push(state(c.server, "ready"));
-    }
+    // Every new address first, then every slot ready: two lines of the CLI (see runtimeLines).
+    for (const c of ups) if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
+    for (const c of ups) commands.push(state(c.server, "ready"));
     if (moves.length > 0) {
       const bridge = spare.get(backend)?.[0];
       if (!bridge) {
@@ -90,13 +89,46 @@ export function planRuntime(
         );
       }
     }
-    for (const c of downs) {
-      commands.push(state(c.server, "drain"), state(c.server, "maint"));
-      if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
-    }
+    for (const c of downs) commands.push(state(c.server, "drain"), state(c.server, "maint"));
+    for (const c of downs) if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
     for (const c of quiet) if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
   }
   return { kind: "runtime", commands };
+}
+
+/**
+ * The plan's commands as lines of HAProxy's CLI (`;`-separated commands, one connection each), in
+ * order; a line goes out only once every command before it took effect. The CLI runs the rest of
+ * a line after a refused command, so a line never holds a command whose safety rests on another
+ * command of the same line:
+ * - a `ready` on a slot that line re-addresses (refused, the slot would serve its old address);
+ * - a `drain` or `maint` after a `ready` (refused, capacity would go before it came);
+ * - an `addr` on a slot that line takes out of service or puts in (refused, the slot may still
+ *   serve, or serve the old address).
+ * Everything else shares a line: a change's new addresses, then its readies, then its drains
+ * and maintenances, then its placeholders; four round trips where a connection per command took
+ * one per command.
+ */
+export function runtimeLines(commands: readonly RuntimeCommand[]): RuntimeCommand[][] {
+  const lines: RuntimeCommand[][] = [];
+  let line: RuntimeCommand[] = [];
+  const sameSlot = (a: RuntimeCommand, b: RuntimeCommand) => a.backend === b.backend && a.server === b.server;
+  for (const c of commands) {
+    const restsOnLine = line.some((d) =>
+      c.op === "addr"
+        ? d.op === "state" && sameSlot(c, d)
+        : c.state === "ready"
+          ? d.op === "addr" && sameSlot(c, d)
+          : d.op === "state" && d.state === "ready",
+    );
+    if (restsOnLine) {
+      lines.push(line);
+      line = [];
+    }
+    line.push(c);
+  }
+  if (line.length > 0) lines.push(line);
+  return lines;
 }
 
 function show(s: SlotState): string {

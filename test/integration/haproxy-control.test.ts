@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -234,17 +234,49 @@ describe("HaproxyProcess, master socket and runtime API against a real HAProxy",
     await runRuntimeCommands(inst.adminSock, [stateOf("s2", "drain")]);
   });
 
-  it("runs a line of slot commands on one connection, reading one answer per command, more lines when one would not fit", async () => {
-    // 300 commands of ~35 bytes: two lines of the 8 KiB budget, every answer read.
-    const many = Array.from({ length: 150 }, (_, i) => [
-      addr("s2", "127.0.0.1", 20_000 + i),
-      stateOf("s2", "maint"),
-    ]).flat();
-    await runRuntimeCommands(inst.adminSock, [...many, addr("s2", "127.0.0.1", b.port), stateOf("s2", "ready")]);
+  it("runs a line of slot commands on one connection, reading one answer per command, longer than HAProxy's buffer too", async () => {
+    // 600 commands of ~42 bytes on one line, ~25 KiB: more than HAProxy's 16 KiB buffer.
+    const many = Array.from({ length: 600 }, (_, i) => addr("s2", "127.0.0.1", 20_000 + i));
+    await runRuntimeCommands(inst.adminSock, [stateOf("s2", "maint"), ...many, addr("s2", "127.0.0.1", b.port)]);
+    await runRuntimeCommands(inst.adminSock, [stateOf("s2", "ready")]);
     const s2 = (await showStat(inst.adminSock)).find((r) => r.pxname === "be" && r.svname === "s2");
     expect(s2).toMatchObject({ addr: `127.0.0.1:${b.port}` });
     expect(s2?.status).not.toMatch(/MAINT/);
     await runRuntimeCommands(inst.adminSock, [stateOf("s2", "maint")]);
+  });
+
+  it("sends no line after one with a refused command", async () => {
+    // The drain rests on the ready before it, so it is on the next line, which is not sent.
+    await runRuntimeCommands(inst.adminSock, [stateOf("s1", "ready")]);
+    const err = await runRuntimeCommands(inst.adminSock, [stateOf("nope", "ready"), stateOf("s1", "drain")]).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ tookEffect: 0, unknown: false });
+    expect((await showStat(inst.adminSock)).find((r) => r.svname === "s1")?.status).not.toMatch(/DRAIN|MAINT/);
+    // The same two on their own lines when the first is taken: the drain goes out.
+    await runRuntimeCommands(inst.adminSock, [stateOf("s2", "ready"), stateOf("s1", "drain")]);
+    expect((await showStat(inst.adminSock)).find((r) => r.svname === "s1")?.status).toMatch(/DRAIN/);
+    await runRuntimeCommands(inst.adminSock, [stateOf("s1", "maint"), stateOf("s2", "maint")]);
+  });
+
+  it("says whether commands may have run when the socket gives no answer to read", async () => {
+    // No socket: nothing was sent.
+    await expect(runRuntimeCommands(join(dir, "no-such.sock"), [stateOf("s1", "drain")])).rejects.toMatchObject({
+      tookEffect: 0,
+      unknown: false,
+    });
+    // A socket that takes the line and closes without a word: any of it may have run.
+    const mute = join(dir, "mute.sock");
+    const server = createNetServer((sock) => sock.once("data", () => sock.end()));
+    await new Promise<void>((r) => server.listen(mute, r));
+    try {
+      await expect(runRuntimeCommands(mute, [stateOf("s1", "drain")])).rejects.toMatchObject({
+        tookEffect: 0,
+        unknown: true,
+      });
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 
   it("says how many commands of a line took effect when HAProxy refuses one: its CLI runs the rest", async () => {

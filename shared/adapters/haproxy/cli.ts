@@ -41,7 +41,8 @@ export function cliExchange(
     const sock = createConnection(socketPath);
     const timer = setTimeout(() => {
       sock.destroy();
-      reject(new Error(`HAProxy CLI ${socketPath}: no complete answer to "${cmd}" within ${timeoutMs} ms`));
+      const shown = cmd.length > 200 ? `${cmd.slice(0, 200)}…` : cmd;
+      reject(new Error(`HAProxy CLI ${socketPath}: no complete answer to "${shown}" within ${timeoutMs} ms`));
     }, timeoutMs);
     sock.on("connect", () => sock.end(`${cmd}\n`));
     sock.on("data", (c: Buffer) => chunks.push(c));

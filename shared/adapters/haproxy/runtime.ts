@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { isPatternFilePath, type PatternFile, patternFileKind, patternLineError } from "../../core/pattern-files.js";
-import { commandText, type RuntimeCommand } from "../../core/runtime-plan.js";
+import { commandText, type RuntimeCommand, runtimeLines } from "../../core/runtime-plan.js";
 import { cliBatch, cliCommand, cliExchange, type CliOptions } from "./cli.js";
 
 /** HAProxy answered a runtime command with an error message instead of doing it. */
@@ -62,50 +62,44 @@ export class RuntimeCommandsError extends Error {
   }
 }
 
-/** Slot commands per connection: a line HAProxy reads whole, far below its 16 KiB buffer. */
-const LINE_BUDGET = 8192;
-
 /**
- * Planned slot commands (core/runtime-plan.ts), in their order, as few lines as fit the budget
- * (one for an endpoint change): one round trip to HAProxy, not one per command. A line's
- * commands run one after another in one pass of the CLI, so traffic sees no state between them
- * a sequence of connections would not also show. The CLI does not stop at a failed command;
- * every answer is read, and a failure reports how many took effect (the caller then reloads
- * the file, which sets every slot). Which commands fail at all: none of these, checked here,
- * on a server of the config HAProxy runs; a server it does not have fails each command that
- * names it.
+ * Planned slot commands (core/runtime-plan.ts) in their order, on the lines runtimeLines makes of
+ * them: one round trip per line, not one per command (2.6's CLI takes a line longer than its
+ * 16 KiB buffer: 3,000 commands, 127 KB, measured). A line's
+ * commands run one after another in one pass of the CLI. The CLI does not stop at a refused
+ * command, so every answer is read, and the next line goes only when all of them took effect;
+ * a failure reports how many did (the caller then reloads the file, which sets every slot).
+ * Every name, address and port is checked first: nothing is sent when one is wrong.
  */
 export async function runRuntimeCommands(
   socketPath: string,
   commands: readonly RuntimeCommand[],
   opts?: CliOptions,
 ): Promise<void> {
-  const lines = commands.map(checkedCommandText);
+  const lines = runtimeLines(commands).map((line) => line.map((c) => ({ c, text: checkedCommandText(c) })));
   let done = 0;
-  for (let from = 0; from < lines.length; ) {
-    let to = from + 1;
-    for (let size = lines[from]!.length; to < lines.length && size + lines[to]!.length + 1 <= LINE_BUDGET; to++)
-      size += lines[to]!.length + 1;
-    const sent = lines.slice(from, to);
+  for (const part of lines) {
+    const texts = part.map((x) => x.text);
     let answers: string[] | null;
     try {
-      answers = splitAnswers(await cliExchange(socketPath, sent, opts), sent.length);
+      answers = splitAnswers(await cliExchange(socketPath, texts, opts), part.length);
     } catch (err) {
-      throw new RuntimeCommandsError(done, true, err);
+      // Refused or missing, the socket took no command; any other failure may come after some ran.
+      const unsent = ["ENOENT", "ECONNREFUSED"].includes((err as NodeJS.ErrnoException).code ?? "");
+      throw new RuntimeCommandsError(done, !unsent, err);
     }
     if (answers === null)
       throw new RuntimeCommandsError(
         done,
         true,
-        new Error(`HAProxy runtime API: not ${sent.length} answers to "${sent.join(";")}"`),
+        new Error(`HAProxy runtime API: not ${part.length} answers to "${texts[0]}" and the rest of its line`),
       );
     let failed: RuntimeApiError | undefined;
     for (const [i, answer] of answers.entries()) {
-      if (tookEffect(commands[from + i]!, answer)) done++;
-      else failed ??= new RuntimeApiError(sent[i]!, answer === "" ? "(no answer)" : answer);
+      if (tookEffect(part[i]!.c, answer)) done++;
+      else failed ??= new RuntimeApiError(texts[i]!, answer === "" ? "(no answer)" : answer);
     }
     if (failed) throw new RuntimeCommandsError(done, false, failed);
-    from = to;
   }
 }
 

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { diffConfigs } from "../../../shared/core/config-diff.js";
-import { commandText, planRuntime, type RuntimePlan } from "../../../shared/core/runtime-plan.js";
+import { commandText, planRuntime, type RuntimePlan, runtimeLines } from "../../../shared/core/runtime-plan.js";
 import { assignSlots } from "../../../shared/core/slots.js";
 
 // Old config and new config in, exact runtime API commands out (the shape of haproxy-ingress's
@@ -163,6 +163,74 @@ describe("planRuntime, any endpoint change of a backend", () => {
         expect(live).toEqual(liveOf(next));
       }),
       { numRuns: 500 },
+    );
+  });
+});
+
+describe("runtimeLines", () => {
+  const pool = Array.from({ length: 12 }, (_, i) => `10.1.0.${i + 1}:8080`);
+  const endpointSet = fc.uniqueArray(fc.constantFrom(...pool), { maxLength: 8 });
+
+  it("puts an in-place move on seven lines and a pod replaced in another slot on four", () => {
+    const lines = (before: Array<string | null>, after: Array<string | null>) => {
+      const p = plan(backend("web", before), backend("web", after));
+      if (p.kind !== "runtime") throw new Error(p.reason);
+      return runtimeLines(p.commands).map((line) => line.map((c) => commandText(c).replace("set server web/", "")));
+    };
+    expect(lines([A, null], [B, null])).toEqual([
+      ["s2 addr 10.0.0.2 port 8080"],
+      ["s2 state ready"],
+      ["s1 state drain", "s1 state maint"],
+      ["s1 addr 10.0.0.2 port 8080"],
+      ["s1 state ready"],
+      ["s2 state drain", "s2 state maint"],
+      ["s2 addr 127.0.0.1 port 1"],
+    ]);
+    expect(lines([A, B, null, null], [null, B, C, A])).toEqual([
+      ["s3 addr 10.0.0.3 port 8080", "s4 addr 10.0.0.1 port 8080"],
+      ["s3 state ready", "s4 state ready"],
+      ["s1 state drain", "s1 state maint"],
+      ["s1 addr 127.0.0.1 port 1"],
+    ]);
+  });
+
+  it("whichever one command HAProxy refuses, running its line and none after never leaves fewer ready servers than min(before, after), nor a slot ready on an address of neither config", () => {
+    fc.assert(
+      fc.property(endpointSet, endpointSet, fc.constantFrom(1, 2, 4, 8), (before, after, minSlots) => {
+        const old = assignSlots(before, minSlots);
+        const next = assignSlots(after, minSlots);
+        fc.pre(old.length === next.length);
+        const d = diffConfigs(backend("web", old), backend("web", next));
+        if (d.kind !== "runtime") return;
+        const p = planRuntime(d.changes, d.spare);
+        if (p.kind === "reload") return;
+        const lines = runtimeLines(p.commands);
+        expect(lines.flat()).toEqual(p.commands);
+        const floor = Math.min(before.length, after.length);
+        const endpoints = new Set([...before, ...after]);
+        for (let refused = 0; refused < p.commands.length; refused++) {
+          const live = liveOf(old);
+          let index = 0;
+          for (const line of lines) {
+            let failed = false;
+            for (const c of line) {
+              if (index++ === refused) {
+                failed = true;
+                continue;
+              }
+              const slot = live.get(c.server)!;
+              if (c.op === "addr") slot.addr = `${c.address}:${c.port}`;
+              else slot.admin = c.state;
+              const ready = [...live.values()].filter((l) => l.admin === "ready");
+              expect(ready.length, `${commandText(c)} after refusing #${refused}`).toBeGreaterThanOrEqual(floor);
+              for (const l of ready)
+                expect(endpoints.has(l.addr), `${l.addr} ready after refusing #${refused}`).toBe(true);
+            }
+            if (failed) break;
+          }
+        }
+      }),
+      { numRuns: 300 },
     );
   });
 });
