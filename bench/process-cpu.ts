@@ -10,6 +10,7 @@
 
 import { readdirSync, readFileSync } from "node:fs";
 
+// proc(5) counts in USER_HZ clock ticks, 100 per second on every Linux ABI.
 const TICK_MS = 10;
 
 export interface ProcessCpu {

@@ -467,6 +467,10 @@ describe("loadKubeConfig", () => {
     const again = loadKubeConfig({ kubeconfig: file });
     expect(again).not.toBe(first);
     expect(again.getCurrentUser()?.token).toBe("rotated");
+    // Rotated again to a token of the same length, a moment later: the change of time tells.
+    await new Promise((r) => setTimeout(r, 20));
+    writeFileSync(file, rotated.replace("token: rotated", "token: rotates"));
+    expect(loadKubeConfig({ kubeconfig: file }).getCurrentUser()?.token).toBe("rotates");
     rmSync(file);
     expect(() => loadKubeConfig({ kubeconfig: file })).toThrow(/does not exist/);
   });
