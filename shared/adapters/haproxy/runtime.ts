@@ -122,12 +122,8 @@ export function splitAnswers(output: string, n: number): string[] | null {
   return current.length === 0 && answers.length === n ? answers : null;
 }
 
-/**
- * `add acl`/`add map` commands per connection. Nothing they add is live before the commit, so a
- * refused one costs only the version. 2.6's CLI takes lines far longer than its 16 KiB buffer
- * (3,000 commands, 127 KB, measured); a thousand keeps one exchange's answer small.
- */
-const ADD_BATCH = 1000;
+/** `add acl`/`add map` commands per connection: ~50–100 bytes each keeps a batch far below HAProxy's 16 KiB line. */
+const ADD_BATCH = 150;
 
 /**
  * Replaces the lines of a pattern file or route map HAProxy loaded (`acl … -f <path>`,
