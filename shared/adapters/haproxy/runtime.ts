@@ -63,9 +63,17 @@ export class RuntimeCommandsError extends Error {
 }
 
 /**
+ * Commands per connection, slot commands and `add acl`/`add map` alike: ~50–100 bytes each, far
+ * below HAProxy's 16 KiB buffer. 2.6 took a line of 3,000 `set server` commands (127 KB) when
+ * measured, but with a thousand `add map` commands to a line bench/e2e saw reloads it did not
+ * see with 150 (unexplained, so not taken).
+ */
+const COMMANDS_PER_CONNECTION = 150;
+
+/**
  * Planned slot commands (core/runtime-plan.ts) in their order, on the lines runtimeLines makes of
- * them: one round trip per line, not one per command (2.6's CLI takes a line longer than its
- * 16 KiB buffer: 3,000 commands, 127 KB, measured). A line's
+ * them (at most COMMANDS_PER_CONNECTION to a connection): one round trip per line, not one per
+ * command. A line's
  * commands run one after another in one pass of the CLI. The CLI does not stop at a refused
  * command, so every answer is read, and the next line goes only when all of them took effect;
  * a failure reports how many did (the caller then reloads the file, which sets every slot).
@@ -78,7 +86,12 @@ export async function runRuntimeCommands(
 ): Promise<void> {
   const lines = runtimeLines(commands).map((line) => line.map((c) => ({ c, text: checkedCommandText(c) })));
   let done = 0;
-  for (const part of lines) {
+  const parts = lines.flatMap((line) =>
+    Array.from({ length: Math.ceil(line.length / COMMANDS_PER_CONNECTION) }, (_, i) =>
+      line.slice(i * COMMANDS_PER_CONNECTION, (i + 1) * COMMANDS_PER_CONNECTION),
+    ),
+  );
+  for (const part of parts) {
     const texts = part.map((x) => x.text);
     let answers: string[] | null;
     try {
@@ -122,9 +135,6 @@ export function splitAnswers(output: string, n: number): string[] | null {
   return current.length === 0 && answers.length === n ? answers : null;
 }
 
-/** `add acl`/`add map` commands per connection: ~50–100 bytes each keeps a batch far below HAProxy's 16 KiB line. */
-const ADD_BATCH = 150;
-
 /**
  * Replaces the lines of a pattern file or route map HAProxy loaded (`acl … -f <path>`,
  * `map_str(<path>)`) atomically: a new version is prepared beside the live one (`prepare
@@ -146,8 +156,10 @@ export async function swapPatternFile(socketPath: string, file: PatternFile, opt
   const prepared = await runtimeCommand(socketPath, prepare, opts);
   const version = /^New version created: (\d+)$/.exec(prepared)?.[1];
   if (version === undefined) throw new RuntimeApiError(prepare, prepared);
-  for (let i = 0; i < file.entries.length; i += ADD_BATCH) {
-    const adds = file.entries.slice(i, i + ADD_BATCH).map((e) => `add ${kind} @${version} ${file.path} ${e}`);
+  for (let i = 0; i < file.entries.length; i += COMMANDS_PER_CONNECTION) {
+    const adds = file.entries
+      .slice(i, i + COMMANDS_PER_CONNECTION)
+      .map((e) => `add ${kind} @${version} ${file.path} ${e}`);
     // Each `add` answers an empty line when it succeeds.
     const answer = await cliBatch(socketPath, adds, opts);
     if (answer.trim() !== "") throw new RuntimeApiError(adds[0]!, answer.trim());
