@@ -623,8 +623,8 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
   /**
    * The configs a publish decides from: the newest one it last saw or left and every key after it
-   * (ListObjectsV2 StartAfter), not the whole retained history. A store that lists each object's
-   * metadata (s3rver) answers in a third of the time; S3 reads fewer keys. The same newest as a
+   * (ListObjectsV2 StartAfter), not the whole retained history: a store that reads each object's
+   * metadata to list it (s3rver) reads one or two (BENCHMARKS.md). The same newest as a
    * full listing: a key in the current format is fixed-width, so every key newer in decision order
    * sorts after it as a string — epochs, revisions and seqs are zero-padded, and the first
    * format's keys (`<revision>-<sha>.cfg`, epoch 0) sort after every epoch-0 key of this one and

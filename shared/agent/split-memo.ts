@@ -2,7 +2,7 @@
  * The split of the configs an agent holds (core/pattern-files.ts splitConfig), each made once: an
  * apply splits the running config and the new one to decide, and the new one again to write its
  * pattern files, and the new one is the running one of the next apply. Each split validates every
- * pattern line, a millisecond per 1,000 Services. Keyed by the text itself; the newest two kept.
+ * pattern line of the config. Keyed by the text itself; the newest two kept.
  */
 
 import { splitConfig } from "../core/pattern-files.js";
