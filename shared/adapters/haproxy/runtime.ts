@@ -73,11 +73,10 @@ const COMMANDS_PER_CONNECTION = 150;
 /**
  * Planned slot commands (core/runtime-plan.ts) in their order, on the lines runtimeLines makes of
  * them (at most COMMANDS_PER_CONNECTION to a connection): one round trip per line, not one per
- * command. A line's
- * commands run one after another in one pass of the CLI. The CLI does not stop at a refused
- * command, so every answer is read, and the next line goes only when all of them took effect;
- * a failure reports how many did (the caller then reloads the file, which sets every slot).
- * Every name, address and port is checked first: nothing is sent when one is wrong.
+ * command. A line's commands run one after another in one pass of the CLI. The CLI does not stop
+ * at a refused command, so every answer is read, and the next line goes only when all of them
+ * took effect; a failure reports how many did (the caller then reloads the file, which sets
+ * every slot). Every name, address and port is checked first: nothing is sent when one is wrong.
  */
 export async function runRuntimeCommands(
   socketPath: string,
