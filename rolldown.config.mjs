@@ -7,7 +7,10 @@
 const targets =
   process.env.SERVICELB_BUNDLE === "bench"
     ? [{ input: "dist/dev/bench/render.js", file: "dist/bench/render.mjs" }]
-    : ["reconcile", "render"].map((name) => ({ input: `dist/functions/${name}.js`, file: `dist/bundle/${name}.mjs` }));
+    : ["reconcile", "reconcile-worker", "render"].map((name) => ({
+        input: `dist/functions/${name}.js`,
+        file: `dist/bundle/${name}.mjs`,
+      }));
 
 // client-node's generated APIs and models only define classes (and set statics on them), so a
 // bundle may leave out those nobody uses. Without this, importing KubeConfig keeps all 850+

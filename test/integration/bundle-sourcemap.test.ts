@@ -28,6 +28,6 @@ describe("the bundles' source maps", () => {
     expect(loadReconcile(["--enable-source-maps"])).toMatch(
       /SERVICELB_STORE is required[\s\S]*\n\s+at \S+ \(\S*dist\/shared\/app\/function-options\.js:\d+:\d+\)/,
     );
-    expect(loadReconcile([])).toMatch(/\n\s+at \S+ \(\S*dist\/bundle\/reconcile\.mjs:\d+:\d+\)/);
+    expect(loadReconcile([])).toMatch(/\n\s+at \S+ \(\S*dist\/bundle\/reconcile-worker\.mjs:\d+:\d+\)/);
   });
 });

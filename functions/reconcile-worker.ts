@@ -1,0 +1,18 @@
+/*
+ * The reconcile pipeline, on the worker thread that functions/reconcile.ts starts
+ * (shared/adapters/function-thread.ts says why it is not on the framework's thread). Bad
+ * settings throw here, and the instance stops at start.
+ */
+
+import { parentPort } from "node:worker_threads";
+import { serveOnThread } from "../shared/adapters/function-thread.js";
+import { createLogger } from "../shared/adapters/log.js";
+import { tracerFromEnv } from "../shared/adapters/stage-trace.js";
+import { loadFunctionSettings } from "../shared/app/function-options.js";
+import { createReconcileHandler, createReconciler } from "../shared/app/reconcile.js";
+
+if (!parentPort) throw new Error("reconcile-worker runs as functions/reconcile.ts's worker thread, not on its own");
+const log = createLogger("reconcile");
+const trace = tracerFromEnv(process.env)?.("reconcile");
+const handle = createReconcileHandler(createReconciler(loadFunctionSettings(), { log, trace }));
+serveOnThread(parentPort, (event) => handle(event as Parameters<typeof handle>[0]));

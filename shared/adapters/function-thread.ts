@@ -1,0 +1,94 @@
+/*
+ * A function's event handler on a worker thread of its own, beside functions-framework's.
+ *
+ * functions-framework 5 runs every request in a `domain` (function_wrappers.js). Node's first
+ * Domain turns on async hooks with destroy tracking for the whole isolate, for good: from then on
+ * every promise costs an init and a destroy hook, whether or not it runs in a domain. The AWS SDK
+ * and client-node make dozens of promises per request, so a handler that lives on the framework's
+ * thread pays for them on every store and API call (BENCHMARKS.md, "The framework's domain").
+ * A worker thread is an isolate where no Domain was ever made: the handler runs there, and the
+ * framework's thread only parses requests and passes the events on.
+ *
+ * The framework keeps its semantics: the handler's rejection is the request's failure (its
+ * message crosses, the worker has logged the rest). A worker that dies (an uncaught exception, a
+ * failed start) takes the instance with it, as an uncaught exception on the framework's thread
+ * would: the calls under way fail, and the caller exits so that the platform starts a new one.
+ */
+
+import type { MessagePort, Worker } from "node:worker_threads";
+
+type ToWorker = { id: number; event: unknown };
+type FromWorker = { ready: true } | { id: number; ok: true } | { id: number; ok: false; message: string };
+
+export interface FunctionThread {
+  /** Settles as the handler on the worker did: resolves when it resolved, rejects with its message. */
+  call(event: unknown): Promise<void>;
+}
+
+/**
+ * Waits until the worker's handler is ready (serveOnThread), or fails with the error that stopped
+ * it. `lost` is told once when the worker goes away after that; the calls under way fail first.
+ */
+export function startFunctionThread(worker: Worker, lost: (err: Error) => void): Promise<FunctionThread> {
+  const calls = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+  let next = 0;
+  let gone: Error | undefined;
+  return new Promise((started, failed) => {
+    let ready = false;
+    // Before it is ready, what stopped it as it is (bad settings say so themselves); after, in context.
+    const end = (err: Error) => {
+      if (gone) return;
+      gone = new Error(`the function's worker thread is gone: ${err.message}`, { cause: err });
+      if (!ready) return failed(err);
+      for (const call of calls.values()) call.reject(gone);
+      calls.clear();
+      lost(gone);
+    };
+    worker.on("error", end);
+    worker.on("exit", (code) => end(new Error(`it exited with code ${code}`)));
+    worker.on("message", (message: FromWorker) => {
+      if ("ready" in message) {
+        ready = true;
+        started({
+          call(event) {
+            if (gone) return Promise.reject(gone);
+            const id = ++next;
+            return new Promise<void>((resolve, reject) => {
+              calls.set(id, { resolve, reject });
+              try {
+                worker.postMessage({ id, event } satisfies ToWorker);
+              } catch (err) {
+                calls.delete(id);
+                reject(err instanceof Error ? err : new Error(String(err)));
+              }
+            });
+          },
+        });
+        return;
+      }
+      const call = calls.get(message.id);
+      if (!call) return;
+      calls.delete(message.id);
+      if (message.ok) call.resolve();
+      else call.reject(new Error(message.message));
+    });
+  });
+}
+
+/** The worker's side: every event through `handle`, its outcome back. Call once the handler exists. */
+export function serveOnThread(port: MessagePort, handle: (event: unknown) => Promise<void>): void {
+  port.on("message", ({ id, event }: ToWorker) => {
+    Promise.resolve(event)
+      .then(handle)
+      .then(
+        () => port.postMessage({ id, ok: true } satisfies FromWorker),
+        (err: unknown) =>
+          port.postMessage({
+            id,
+            ok: false,
+            message: err instanceof Error ? err.message : String(err),
+          } satisfies FromWorker),
+      );
+  });
+  port.postMessage({ ready: true } satisfies FromWorker);
+}

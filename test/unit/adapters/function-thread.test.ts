@@ -1,0 +1,98 @@
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
+import { afterEach, describe, expect, it } from "vitest";
+import { type FunctionThread, startFunctionThread } from "../../../shared/adapters/function-thread.js";
+
+// The worker side as it ships (tsc's output: a worker thread cannot load TypeScript).
+const SERVE = pathToFileURL(
+  join(import.meta.dirname, "..", "..", "..", "dist", "shared", "adapters", "function-thread.js"),
+);
+
+const workers: Worker[] = [];
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.terminate()));
+});
+
+/** A worker thread whose handler is `handler` (source of an async function of the event). */
+function workerWith(handler: string, before = ""): Worker {
+  const w = new Worker(
+    `import { parentPort } from "node:worker_threads";
+     import { serveOnThread } from ${JSON.stringify(SERVE.href)};
+     ${before}
+     serveOnThread(parentPort, ${handler});`,
+    { eval: true, type: "module" } as ConstructorParameters<typeof Worker>[1],
+  );
+  workers.push(w);
+  return w;
+}
+
+function started(w: Worker): Promise<{ thread: FunctionThread; lost: Error[] }> {
+  const lost: Error[] = [];
+  return startFunctionThread(w, (err) => lost.push(err)).then((thread) => ({ thread, lost }));
+}
+
+describe("a function's handler on a worker thread", () => {
+  it("settles each call as the handler did, matched to its own event when they finish out of order", async () => {
+    const { thread, lost } = await started(
+      workerWith(`async (event) => {
+        await new Promise((r) => setTimeout(r, event.delayMs));
+        if (event.fail) throw new Error("refused " + event.name);
+      }`),
+    );
+    const outcomes = await Promise.allSettled([
+      thread.call({ name: "slow", delayMs: 60 }),
+      thread.call({ name: "failing", delayMs: 30, fail: true }),
+      thread.call({ name: "fast", delayMs: 0 }),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((outcomes[1] as PromiseRejectedResult).reason.message).toBe("refused failing");
+    expect(lost).toEqual([]);
+  });
+
+  it("hands the handler the event as sent: nested objects, and bytes as a Uint8Array", async () => {
+    const { thread } = await started(
+      workerWith(`async (event) => {
+        const ok = event.data.metadata.name === "web" && event.body instanceof Uint8Array && event.body[1] === 2;
+        if (!ok) throw new Error("got " + JSON.stringify(event));
+      }`),
+    );
+    await expect(thread.call({ data: { metadata: { name: "web" } }, body: Buffer.from([1, 2]) })).resolves.toBe(
+      undefined,
+    );
+  });
+
+  it("fails to start with the error that stopped the worker (bad settings say what is wrong)", async () => {
+    await expect(
+      started(workerWith("async () => {}", `throw new Error("SERVICELB_STORE is required");`)),
+    ).rejects.toThrow(/^SERVICELB_STORE is required$/);
+  });
+
+  it("fails the calls under way, tells `lost` once, and refuses later calls when the worker dies", async () => {
+    const { thread, lost } = await started(
+      workerWith(`async (event) => {
+        if (event.crash) setTimeout(() => { throw new Error("boom"); });
+        await new Promise(() => {});
+      }`),
+    );
+    const waiting = thread.call({ crash: false });
+    const crashing = thread.call({ crash: true });
+    await expect(waiting).rejects.toThrow("the function's worker thread is gone: boom");
+    await expect(crashing).rejects.toThrow("the function's worker thread is gone: boom");
+    await expect(thread.call({})).rejects.toThrow("gone: boom");
+    expect(lost.map((e) => e.message)).toEqual(["the function's worker thread is gone: boom"]);
+  });
+
+  it("counts a worker that exits as gone, with its exit code", async () => {
+    const { thread, lost } = await started(workerWith(`async () => { process.exit(3); }`));
+    await expect(thread.call({})).rejects.toThrow("the function's worker thread is gone: it exited with code 3");
+    expect(lost).toHaveLength(1);
+  });
+
+  it("rejects an event that cannot cross to the thread, and keeps serving", async () => {
+    const { thread, lost } = await started(workerWith("async () => {}"));
+    await expect(thread.call({ callback: () => 1 })).rejects.toThrow(/could not be cloned/);
+    await expect(thread.call({ fine: true })).resolves.toBe(undefined);
+    expect(lost).toEqual([]);
+  });
+});
