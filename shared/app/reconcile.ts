@@ -105,6 +105,8 @@ export interface HeadStart {
   /** skipped: nothing was read (reason says why); failed: a read or the publish failed (reason). */
   status: PublishResult["status"] | "skipped" | "failed";
   reason?: string;
+  /** New Services it read and left out until their EndpointSlices arrive. */
+  held?: string[];
   key?: string;
   /** Objects named by the events. */
   objects: number;
@@ -113,6 +115,8 @@ export interface HeadStart {
   ms: number;
 }
 
+/** Why a head start rendered nothing: every object it read was a new Service held back. */
+export const HELD_ONLY = "every object read is a new Service waiting for its EndpointSlices: nothing to render";
 /** More objects than this named by the events one head start would read, and the pass only lists. */
 const MOST_HINTED = 32;
 /** The longest a full list behind served head starts waits, in confirmDelayMs. */
@@ -304,6 +308,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         const pending = settings.options.forwardServices
           ? { snapshot, held: [] }
           : holdPendingServices(snapshot, renderedServices);
+        // A new Service's own event, before its slices: nothing it read is to be published, so
+        // nothing is rendered, and the slices' head start (often queued behind it) waits less.
+        const named = refs.map((r) => `${r.namespace}/${r.name}`);
+        if (refs.every((r, i) => r.kind === "Service" && pending.held.includes(named[i]!)))
+          return done("unchanged", { key: expected.key, held: named, reason: HELD_ONLY });
         // What the last read decided: a head start never waits for one.
         ctx.useDigest(digests.current);
         const rendered = ctx.render(pending.snapshot);

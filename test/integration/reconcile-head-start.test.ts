@@ -6,7 +6,7 @@ import { createLogger } from "../../shared/adapters/log.js";
 import type { Notifier, NotifyPayload } from "../../shared/adapters/notifier.js";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
-import { createReconciler, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
+import { createReconciler, HELD_ONLY, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import type { KubeObject, RequestInfo } from "../../shared/dev/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
@@ -279,7 +279,13 @@ describe("a warm instance's head start", () => {
       }) as unknown as KubeObject,
     );
     const result = await reconciler.reconcile(event("add", shop));
-    expect(result.headStart).toMatchObject({ status: "unchanged", key: newestBefore });
+    // Nothing rendered either: the head start of the slices' event would wait behind it.
+    expect(result.headStart).toMatchObject({
+      status: "unchanged",
+      key: newestBefore,
+      held: ["default/shop"],
+      reason: HELD_ONLY,
+    });
     expect(headStartPublishes).toEqual([]);
     // The full pass behind it recorded the Service's revision as a view.
     expect(result.view).toMatch(new RegExp(`views/\\d{6}-0*${shop.metadata.resourceVersion}$`));
@@ -295,6 +301,35 @@ describe("a warm instance's head start", () => {
     expect(added.headStart).toMatchObject({ status: "published" });
     expect(headStartPublishes).toEqual([shopSlice.metadata.resourceVersion]);
     expect((await base.get(added.headStart!.key!)).config).toContain("10.2.0.1:8080");
+  });
+
+  it("renders a head start that read a new Service beside another change: only the Service waits", async () => {
+    const { reconciler } = instance(prefix);
+    await reconciler.reconcileNow({ id: "warm", type: "test" });
+    // The first event's read is held, so that the next two events' objects are read together.
+    const first = api.upsert("EndpointSlice", webSlice(["10.1.0.5", "10.1.0.2"]));
+    api.delay({ ms: 300, match: namedRead, times: 1 });
+    const one = reconciler.reconcile(event("update", first, "one"));
+    await new Promise((r) => setTimeout(r, 50));
+    const shop = api.upsert(
+      "Service",
+      service("shop", [{ name: "http", port: 80, targetPort: 8080 }], {
+        selector: { app: "shop" },
+      }) as unknown as KubeObject,
+    );
+    // Another slice: the held read of the first one returns what the API server has by then.
+    const moved = api.upsert("EndpointSlice", webSlice(["10.1.0.6"], "web-b"));
+    const [two, three] = await Promise.all([
+      reconciler.reconcile(event("add", shop, "two")),
+      reconciler.reconcile(event("add", moved, "three")),
+    ]);
+    expect(two.headStart).toMatchObject({ status: "published", objects: 2 });
+    expect(two.headStart?.reason).toBeUndefined();
+    expect(three.headStart?.key).toBe(two.headStart?.key);
+    const config = (await storeView(prefix).get(two.headStart!.key!)).config;
+    expect(config).toContain("10.1.0.6:8080");
+    expect(config).not.toContain("shop");
+    await one;
   });
 
   it("takes a Service that stopped matching --selector out of the config", async () => {
