@@ -1,7 +1,7 @@
 /*
  * CPU time of a process tree by role: what each part of the local stack (s3rver, the functions,
- * the agent, HAProxy, the bench's own process with the API emulator and the event bridge) spent
- * over a stretch of a benchmark. On a shared core a tail is whoever was runnable at the time, so
+ * the agent, HAProxy, the stack's process with the API emulator and the event bridge, the demo
+ * backends, the bench's own process) spent over a stretch of a benchmark. On a shared core a tail is whoever was runnable at the time, so
  * the work per change of each process says where the core went.
  *
  * Read from proc(5): utime + stime of each live descendant. A process that exits within the
@@ -34,7 +34,7 @@ function stat(pid: number): { ppid: number; ms: number; comm: string } | null {
 }
 
 function role(pid: number, comm: string, rootPid: number): string {
-  if (pid === rootPid) return "bench process (API emulator, event bridge, client polls)";
+  if (pid === rootPid) return "bench process (its writes to the API, client polls, trace)";
   if (comm === "haproxy") return "HAProxy";
   let args: string;
   try {
@@ -47,6 +47,9 @@ function role(pid: number, comm: string, rootPid: number): string {
   const target = / --target (\S+)/.exec(args);
   if (target) return `${target[1]} function`;
   if (/servicelb\.js agent\b/.test(args)) return "agent";
+  if (args.includes("demo-backends")) return "demo backends (they answer the health checks)";
+  // The local stack's own process: npm start's (shared/dev/main.js) or the bench's (e2e-stack.js).
+  if (/(e2e-stack|dev\/main)\.js\b/.test(args)) return "local stack (API emulator, event bridge, log relay)";
   return comm;
 }
 
