@@ -1,4 +1,5 @@
-// One file per deployed function: Node resolves and compiles one module instead of thousands
+// One file per deployed function (reconcile: two, its module on functions-framework's thread and
+// its pipeline's on a worker thread): Node resolves and compiles one module instead of thousands
 // (client-node alone is 2,500 model files), which cuts cold start and memory (BENCHMARKS.md).
 // functions-framework stays external: it loads the bundle and must share its function registry.
 // `--environment SERVICELB_BUNDLE:bench` (build:dev) bundles bench/render the same way instead,

@@ -13,6 +13,7 @@
 import { spawn } from "node:child_process";
 import domain from "node:domain";
 import { loadavg } from "node:os";
+import { fileURLToPath } from "node:url";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
@@ -74,7 +75,7 @@ async function child(mode: Mode, job: Job): Promise<void> {
 
 function round(mode: Mode, job: Job): Promise<Cost> {
   return new Promise((done, failed) => {
-    const p = spawn(process.execPath, [new URL(import.meta.url).pathname, "--child", mode, JSON.stringify(job)], {
+    const p = spawn(process.execPath, [fileURLToPath(import.meta.url), "--child", mode, JSON.stringify(job)], {
       stdio: ["ignore", "pipe", "inherit"],
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" },
     });

@@ -1,8 +1,9 @@
 /*
  * CPU time of a process tree by role: what each part of the local stack (s3rver, the functions,
  * the agent, HAProxy, the stack's process with the API emulator and the event bridge, the demo
- * backends, the bench's own process) spent over a stretch of a benchmark. On a shared core a tail is whoever was runnable at the time, so
- * the work per change of each process says where the core went.
+ * backends, the bench's own process) spent over a stretch of a benchmark. On a shared core a
+ * tail is whoever was runnable at the time, so the work per change of each process says where
+ * the core went.
  *
  * Read from proc(5): utime + stime of each live descendant. A process that exits within the
  * stretch takes its time with it (a reload's old worker, a `haproxy -c`): the table says so.

@@ -4,25 +4,27 @@ import * as functions from "@google-cloud/functions-framework";
 import { answerFrameworkRejections } from "../shared/adapters/framework-rejections.js";
 import { startFunctionThread } from "../shared/adapters/function-thread.js";
 import { createLogger } from "../shared/adapters/log.js";
-import { acknowledgeUnreadableDelivery } from "../shared/app/cloudevents.js";
+import { acknowledgeUnreadableDelivery } from "../shared/app/unreadable-delivery.js";
 
 /**
  * CloudEvent function `reconcile`: cluster → object store → agents, on a worker thread
  * (functions/reconcile-worker.ts). The worker sits beside this module under the same extension:
  * dist/functions/*.js from tsc, dist/bundle/*.mjs from rolldown. Bad settings stop the instance
  * at start; a worker that dies later stops it too, with the framework's exit code for a crash.
+ * An exception a pass leaves uncaught (a timer's, an emitter's without a listener) stops it as
+ * well, where the framework's domain would have answered 500 and kept the instance: a pipeline
+ * in an unknown state should not go on publishing, and the Broker retries on the next instance.
  */
 const log = createLogger("reconcile");
-// Of the process's Node flags, only the one that matters on the thread: a worker would otherwise
-// take them all, `-e` and `--import` included (an instance started from `node -e` would run its
-// script again there).
+// Of the process's command-line flags, only the one that matters on the thread: a worker would
+// take them all, and it refuses --input-type (an instance started by `node -e`) and would run
+// --import preloads again (the local stack's exit-with-parent guard). NODE_OPTIONS still applies.
 const execArgv = process.execArgv.includes("--enable-source-maps") ? ["--enable-source-maps"] : [];
-const worker = new Worker(new URL(`./reconcile-worker${extname(import.meta.url)}`, import.meta.url), { execArgv });
+const here = new URL(import.meta.url);
+const worker = new Worker(new URL(`./reconcile-worker${extname(here.pathname)}`, here), { execArgv });
 const thread = await startFunctionThread(worker, (err) => {
   log.fatal({ err }, "the reconcile pipeline is gone; the instance stops");
   setImmediate(() => process.exit(16));
 });
-// Once started, the framework's server keeps the instance alive; the worker alone does not.
-worker.unref();
 functions.cloudEvent("reconcile", (event: functions.CloudEvent<unknown>) => thread.call(event));
 answerFrameworkRejections(acknowledgeUnreadableDelivery(log));

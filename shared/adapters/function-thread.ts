@@ -9,16 +9,19 @@
  * A worker thread is an isolate where no Domain was ever made: the handler runs there, and the
  * framework's thread only parses requests and passes the events on.
  *
- * The framework keeps its semantics: the handler's rejection is the request's failure (its
- * message crosses, the worker has logged the rest). A worker that dies (an uncaught exception, a
- * failed start) takes the instance with it, as an uncaught exception on the framework's thread
- * would: the calls under way fail, and the caller exits so that the platform starts a new one.
+ * The handler's rejection is the request's failure (its message and stack cross; the worker has
+ * logged the rest). A worker that dies (an uncaught exception, a failed start) fails the calls
+ * under way and tells the caller, which stops the instance (functions/reconcile.ts). The worker
+ * holds the process open only while a call is under way: an idle one leaves that to the server.
  */
 
 import type { MessagePort, Worker } from "node:worker_threads";
 
 type ToWorker = { id: number; event: unknown };
-type FromWorker = { ready: true } | { id: number; ok: true } | { id: number; ok: false; message: string };
+type FromWorker =
+  | { ready: true }
+  | { id: number; ok: true }
+  | { id: number; ok: false; message: string; stack?: string };
 
 export interface FunctionThread {
   /** Settles as the handler on the worker did: resolves when it resolved, rejects with its message. */
@@ -44,21 +47,30 @@ export function startFunctionThread(worker: Worker, lost: (err: Error) => void):
       calls.clear();
       lost(gone);
     };
-    worker.on("error", end);
+    const settle = (id: number) => {
+      const call = calls.get(id);
+      calls.delete(id);
+      if (calls.size === 0) worker.unref();
+      return call;
+    };
+    // A worker can throw anything: what is not an Error says what it is.
+    worker.on("error", (err: unknown) => end(err instanceof Error ? err : new Error(String(err))));
     worker.on("exit", (code) => end(new Error(`it exited with code ${code}`)));
     worker.on("message", (message: FromWorker) => {
       if ("ready" in message) {
         ready = true;
+        worker.unref();
         started({
           call(event) {
             if (gone) return Promise.reject(gone);
             const id = ++next;
             return new Promise<void>((resolve, reject) => {
               calls.set(id, { resolve, reject });
+              worker.ref();
               try {
                 worker.postMessage({ id, event } satisfies ToWorker);
               } catch (err) {
-                calls.delete(id);
+                settle(id);
                 reject(err instanceof Error ? err : new Error(String(err)));
               }
             });
@@ -66,11 +78,12 @@ export function startFunctionThread(worker: Worker, lost: (err: Error) => void):
         });
         return;
       }
-      const call = calls.get(message.id);
+      const call = settle(message.id);
       if (!call) return;
-      calls.delete(message.id);
-      if (message.ok) call.resolve();
-      else call.reject(new Error(message.message));
+      if (message.ok) return call.resolve();
+      const err = new Error(message.message);
+      if (message.stack !== undefined) err.stack = message.stack;
+      call.reject(err);
     });
   });
 }
@@ -83,11 +96,11 @@ export function serveOnThread(port: MessagePort, handle: (event: unknown) => Pro
       .then(
         () => port.postMessage({ id, ok: true } satisfies FromWorker),
         (err: unknown) =>
-          port.postMessage({
-            id,
-            ok: false,
-            message: err instanceof Error ? err.message : String(err),
-          } satisfies FromWorker),
+          port.postMessage(
+            (err instanceof Error
+              ? { id, ok: false, message: err.message, ...(err.stack !== undefined ? { stack: err.stack } : {}) }
+              : { id, ok: false, message: String(err) }) satisfies FromWorker,
+          ),
       );
   });
   port.postMessage({ ready: true } satisfies FromWorker);

@@ -14,7 +14,7 @@
  * PingSource sends type dev.knative.sources.ping with whatever payload it was given.
  *
  * Some deliveries never reach the function: functions-framework refuses them while reading the
- * request (see acknowledgeUnreadableDelivery). The shipped sources never send them: the
+ * request (see app/unreadable-delivery.ts). The shipped sources never send them: the
  * ApiServerSource's data is always a JSON object, and the shipped PingSource sets JSON data.
  */
 
@@ -22,8 +22,6 @@ import { z } from "zod";
 import type { RenderOptions } from "../core/options.js";
 import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/event-types.js";
 import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
-import { answerJson, type RejectionAnswer } from "../adapters/framework-rejections.js";
-import type { Logger } from "../adapters/log.js";
 
 const APISERVER_EVENT_TYPE = /^dev\.knative\.apiserver\.(resource|ref)\.(add|update|delete)$/;
 
@@ -175,34 +173,4 @@ function decodeData(data: unknown): unknown {
 function issue(error: z.ZodError): string {
   const first = error.issues[0];
   return first ? `${first.path.join(".") || "value"}: ${first.message}` : "invalid";
-}
-
-/**
- * The answer to a delivery functions-framework could not read (adapters/framework-rejections.ts):
- * a binary event whose data is not JSON (text/plain, or no body and no content type, as a
- * PingSource without data sends), invalid JSON or `null` in either mode, an empty POST. It is
- * acknowledged (204) like any other event the function does not understand: the Broker would retry
- * it five times for nothing and then dead-letter it. It is logged at warn with the reason; the
- * resync covers whatever it was about. Other methods than POST get 405.
- */
-export function acknowledgeUnreadableDelivery(log: Logger): RejectionAnswer {
-  return (rejection, req, res) => {
-    if (req.method !== "POST") {
-      answerJson({ status: 405, reason: `${req.method ?? "this method"} delivers no event: POST one` }, req, res);
-      return;
-    }
-    const header = (name: string) => (typeof req.headers[name] === "string" ? req.headers[name] : undefined);
-    log.warn(
-      {
-        eventId: header("ce-id"),
-        eventType: header("ce-type"),
-        contentType: header("content-type"),
-        verdict: "malformed",
-        reason: rejection.reason,
-      },
-      "event ignored: not understood",
-    );
-    res.statusCode = 204;
-    res.end();
-  };
 }

@@ -102,10 +102,13 @@ export interface ReconcileResult {
  * follows in the same pass whatever happened here: it is what makes the pass level-triggered.
  */
 export interface HeadStart {
-  /** skipped: nothing was read (reason says why); failed: a read or the publish failed (reason). */
+  /**
+   * skipped: nothing was read (reason says why); failed: a read or the publish failed (reason);
+   * unchanged with HELD_ONLY as its reason: nothing was rendered (held names the Services).
+   */
   status: PublishResult["status"] | "skipped" | "failed";
   reason?: string;
-  /** New Services it read and left out until their EndpointSlices arrive. */
+  /** Set when every object it read was a new Service left out until its EndpointSlices arrive. */
   held?: string[];
   key?: string;
   /** Objects named by the events. */
@@ -311,13 +314,15 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         // A new Service's own event, before its slices: nothing it read is to be published, so
         // nothing is rendered, and the slices' head start (often queued behind it) waits less.
         const named = refs.map((r) => `${r.namespace}/${r.name}`);
-        if (refs.every((r, i) => r.kind === "Service" && pending.held.includes(named[i]!)))
+        // Whatever else the view holds that the newest config lacks (a publish that failed after
+        // its list) came with an event of its own, whose pass publishes it.
+        if (refs.length > 0 && refs.every((r, i) => r.kind === "Service" && pending.held.includes(named[i]!)))
           return done("unchanged", { key: expected.key, held: named, reason: HELD_ONLY });
         // What the last read decided: a head start never waits for one.
         ctx.useDigest(digests.current);
         const rendered = ctx.render(pending.snapshot);
-        // The bytes of the newest config this instance knows (a new Service held back until its
-        // slices arrive, an edit that renders nothing new): nothing to deliver, so no request to
+        // The bytes of the newest config this instance knows (a new Service held back beside objects
+        // that changed nothing, an edit that renders nothing new): nothing to deliver, so no request to
         // the store that the next head start would wait behind. The full pass behind it records
         // the view, and settles what another instance may have published since (README).
         if (rendered.sha256 === expected.sha256) return done("unchanged", { key: expected.key });

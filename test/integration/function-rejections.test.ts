@@ -136,3 +136,42 @@ describe("the reconcile function acknowledges deliveries the framework cannot re
     expect(await r.json()).toEqual({ error: "GET delivers no event: POST one" });
   });
 });
+
+describe("the reconcile function's events reach its pipeline on the worker thread", () => {
+  let reconcile: Served;
+  beforeAll(async () => {
+    // No cluster to list (no kubeconfig, not in a pod): a pass fails, an ignored event does not.
+    reconcile = await serve("reconcile", "cloudevent", {
+      SERVICELB_STORE: "s3://unused",
+      SERVICELB_STORE_ENDPOINT: "http://127.0.0.1:9",
+      SERVICELB_STORE_PATH_STYLE: "true",
+      KUBERNETES_SERVICE_HOST: "",
+    });
+  });
+  afterAll(() => reconcile?.stop());
+
+  const post = (type: string) =>
+    fetch(reconcile.url, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({ specversion: "1.0", id: `e-${type}`, type, source: "test", data: {} }),
+    });
+
+  it("answers an event the pipeline ignores 204, and a pass that fails 500, and goes on serving", async () => {
+    const before = reconcile.stderr().length;
+    expect((await post("dev.example.unknown")).status).toBe(204);
+    const line = await waitFor("the pipeline's log line", async () =>
+      reconcile
+        .stderr()
+        .slice(before)
+        .split("\n")
+        .find((l) => l.includes("event ignored: not understood")),
+    );
+    expect(JSON.parse(line)).toMatchObject({ name: "reconcile", eventType: "dev.example.unknown", verdict: "unknown" });
+
+    const failed = await post("dev.knative.sources.ping");
+    expect(failed.status).toBe(500);
+    expect(await failed.text()).not.toMatch(/<html/i);
+    expect((await post("dev.example.unknown")).status).toBe(204);
+  });
+});

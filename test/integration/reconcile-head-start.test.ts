@@ -310,26 +310,29 @@ describe("a warm instance's head start", () => {
     const first = api.upsert("EndpointSlice", webSlice(["10.1.0.5", "10.1.0.2"]));
     api.delay({ ms: 300, match: namedRead, times: 1 });
     const one = reconciler.reconcile(event("update", first, "one"));
-    await new Promise((r) => setTimeout(r, 50));
-    const shop = api.upsert(
-      "Service",
-      service("shop", [{ name: "http", port: 80, targetPort: 8080 }], {
-        selector: { app: "shop" },
-      }) as unknown as KubeObject,
-    );
-    // Another slice: the held read of the first one returns what the API server has by then.
-    const moved = api.upsert("EndpointSlice", webSlice(["10.1.0.6"], "web-b"));
-    const [two, three] = await Promise.all([
-      reconciler.reconcile(event("add", shop, "two")),
-      reconciler.reconcile(event("add", moved, "three")),
-    ]);
-    expect(two.headStart).toMatchObject({ status: "published", objects: 2 });
-    expect(two.headStart?.reason).toBeUndefined();
-    expect(three.headStart?.key).toBe(two.headStart?.key);
-    const config = (await storeView(prefix).get(two.headStart!.key!)).config;
-    expect(config).toContain("10.1.0.6:8080");
-    expect(config).not.toContain("shop");
-    await one;
+    try {
+      await new Promise((r) => setTimeout(r, 50));
+      const shop = api.upsert(
+        "Service",
+        service("shop", [{ name: "http", port: 80, targetPort: 8080 }], {
+          selector: { app: "shop" },
+        }) as unknown as KubeObject,
+      );
+      // Another slice: the held read of the first one returns what the API server has by then.
+      const moved = api.upsert("EndpointSlice", webSlice(["10.1.0.6"], "web-b"));
+      const [two, three] = await Promise.all([
+        reconciler.reconcile(event("add", shop, "two")),
+        reconciler.reconcile(event("add", moved, "three")),
+      ]);
+      expect(two.headStart).toMatchObject({ status: "published", objects: 2 });
+      expect(two.headStart?.reason).toBeUndefined();
+      expect(three.headStart?.key).toBe(two.headStart?.key);
+      const config = (await storeView(prefix).get(two.headStart!.key!)).config;
+      expect(config).toContain("10.1.0.6:8080");
+      expect(config).not.toContain("shop");
+    } finally {
+      await one;
+    }
   });
 
   it("takes a Service that stopped matching --selector out of the config", async () => {

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -14,15 +15,16 @@ afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.terminate()));
 });
 
-/** A worker thread whose handler is `handler` (source of an async function of the event). */
-function workerWith(handler: string, before = ""): Worker {
-  const w = new Worker(
-    `import { parentPort } from "node:worker_threads";
+/** Module source of a worker whose handler is `handler` (source of an async function of the event). */
+function workerSource(handler: string, before = ""): string {
+  return `import { parentPort } from "node:worker_threads";
      import { serveOnThread } from ${JSON.stringify(SERVE.href)};
      ${before}
-     serveOnThread(parentPort, ${handler});`,
-    { eval: true, type: "module" } as ConstructorParameters<typeof Worker>[1],
-  );
+     serveOnThread(parentPort, ${handler});`;
+}
+
+function workerWith(handler: string, before = ""): Worker {
+  const w = new Worker(new URL(`data:text/javascript,${encodeURIComponent(workerSource(handler, before))}`));
   workers.push(w);
   return w;
 }
@@ -46,7 +48,10 @@ describe("a function's handler on a worker thread", () => {
       thread.call({ name: "fast", delayMs: 0 }),
     ]);
     expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
-    expect((outcomes[1] as PromiseRejectedResult).reason.message).toBe("refused failing");
+    const refused = (outcomes[1] as PromiseRejectedResult).reason as Error;
+    expect(refused.message).toBe("refused failing");
+    // The stack is the handler's, not the message port's.
+    expect(refused.stack).toMatch(/^Error: refused failing\n\s+at .*data:text\/javascript/);
     expect(lost).toEqual([]);
   });
 
@@ -87,6 +92,24 @@ describe("a function's handler on a worker thread", () => {
     const { thread, lost } = await started(workerWith(`async () => { process.exit(3); }`));
     await expect(thread.call({})).rejects.toThrow("the function's worker thread is gone: it exited with code 3");
     expect(lost).toHaveLength(1);
+  });
+
+  it("holds the process open while a call is under way, and not once it is answered", () => {
+    const script = `
+      import { Worker } from "node:worker_threads";
+      import { startFunctionThread } from ${JSON.stringify(SERVE.href)};
+      const source = ${JSON.stringify(workerSource("async () => { await new Promise((r) => setTimeout(r, 300)); }"))};
+      const worker = new Worker(new URL("data:text/javascript," + encodeURIComponent(source)));
+      const thread = await startFunctionThread(worker, () => process.exit(5));
+      await thread.call({});
+      console.log("answered");`;
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 10_000 });
+    // An unref'd worker would let Node end with the call unsettled (exit 13); a ref'd idle one never ends.
+    expect({ status: r.status, stdout: r.stdout.trim(), stderr: r.stderr }).toEqual({
+      status: 0,
+      stdout: "answered",
+      stderr: "",
+    });
   });
 
   it("rejects an event that cannot cross to the thread, and keeps serving", async () => {

@@ -100,6 +100,11 @@ describe("classifyEvent", () => {
     expect(classifyEvent(sdk, ALL).verdict).toBe("relevant");
     expect(classifyEvent(resourceEvent("add", JSON.stringify(web)), ALL).verdict).toBe("relevant");
     expect(classifyEvent(resourceEvent("add", Buffer.from(JSON.stringify(web))), ALL).verdict).toBe("relevant");
+    // A Buffer reaches the worker thread as a plain Uint8Array (structured clone), at an offset in its pool.
+    const pooled = Buffer.from(`xx${JSON.stringify(web)}`).subarray(2);
+    const cloned = structuredClone(pooled);
+    expect(cloned).not.toBeInstanceOf(Buffer);
+    expect(classifyEvent(resourceEvent("add", cloned), ALL).verdict).toBe("relevant");
   });
 
   it("ignores kinds the snapshot is not made of, including other groups' Service kinds", () => {
