@@ -55,6 +55,25 @@ async function serve(target: string, signature: string, env: Record<string, stri
   };
 }
 
+/** Settings reconcile starts with; nothing may reach the store. */
+const UNREACHABLE_STORE = {
+  SERVICELB_STORE: "s3://unused",
+  SERVICELB_STORE_ENDPOINT: "http://127.0.0.1:9",
+  SERVICELB_STORE_PATH_STYLE: "true",
+};
+
+/** The first line of `served`'s log after `from` characters that has `text` in it, parsed. */
+async function loggedLine(served: Served, from: number, text: string): Promise<Record<string, unknown>> {
+  const line = await waitFor(`a log line with ${JSON.stringify(text)}`, async () =>
+    served
+      .stderr()
+      .slice(from)
+      .split("\n")
+      .find((l) => l.includes(text)),
+  );
+  return JSON.parse(line) as Record<string, unknown>;
+}
+
 // Any of these in an answer would be the framework's HTML error page, or internals.
 const internals = /<html|<pre>|node_modules|\bat [\w.<>]+ \(|SyntaxError|TypeError/i;
 
@@ -90,11 +109,7 @@ describe("the reconcile function acknowledges deliveries the framework cannot re
   let reconcile: Served;
   beforeAll(async () => {
     // Nothing here reaches the store or the cluster: the function never runs.
-    reconcile = await serve("reconcile", "cloudevent", {
-      SERVICELB_STORE: "s3://unused",
-      SERVICELB_STORE_ENDPOINT: "http://127.0.0.1:9",
-      SERVICELB_STORE_PATH_STYLE: "true",
-    });
+    reconcile = await serve("reconcile", "cloudevent", UNREACHABLE_STORE);
   });
   afterAll(() => reconcile?.stop());
 
@@ -120,14 +135,11 @@ describe("the reconcile function acknowledges deliveries the framework cannot re
     const r = await fetch(reconcile.url, { method: "POST", headers, body });
     expect(r.status).toBe(204);
     expect(await r.text()).toBe("");
-    const line = await waitFor("the warning", async () =>
-      reconcile
-        .stderr()
-        .slice(before)
-        .split("\n")
-        .find((l) => l.includes("event ignored: not understood")),
-    );
-    expect(JSON.parse(line)).toMatchObject({ level: 40, verdict: "malformed", reason: expect.any(String) });
+    expect(await loggedLine(reconcile, before, "event ignored: not understood")).toMatchObject({
+      level: 40,
+      verdict: "malformed",
+      reason: expect.any(String),
+    });
   });
 
   it("a GET delivers nothing: 405, as JSON", async () => {
@@ -141,12 +153,7 @@ describe("the reconcile function's events reach its pipeline on the worker threa
   let reconcile: Served;
   beforeAll(async () => {
     // No cluster to list (no kubeconfig, not in a pod): a pass fails, an ignored event does not.
-    reconcile = await serve("reconcile", "cloudevent", {
-      SERVICELB_STORE: "s3://unused",
-      SERVICELB_STORE_ENDPOINT: "http://127.0.0.1:9",
-      SERVICELB_STORE_PATH_STYLE: "true",
-      KUBERNETES_SERVICE_HOST: "",
-    });
+    reconcile = await serve("reconcile", "cloudevent", { ...UNREACHABLE_STORE, KUBERNETES_SERVICE_HOST: "" });
   });
   afterAll(() => reconcile?.stop());
 
@@ -160,14 +167,11 @@ describe("the reconcile function's events reach its pipeline on the worker threa
   it("answers an event the pipeline ignores 204, and a pass that fails 500, and goes on serving", async () => {
     const before = reconcile.stderr().length;
     expect((await post("dev.example.unknown")).status).toBe(204);
-    const line = await waitFor("the pipeline's log line", async () =>
-      reconcile
-        .stderr()
-        .slice(before)
-        .split("\n")
-        .find((l) => l.includes("event ignored: not understood")),
-    );
-    expect(JSON.parse(line)).toMatchObject({ name: "reconcile", eventType: "dev.example.unknown", verdict: "unknown" });
+    expect(await loggedLine(reconcile, before, "event ignored: not understood")).toMatchObject({
+      name: "reconcile",
+      eventType: "dev.example.unknown",
+      verdict: "unknown",
+    });
 
     const failed = await post("dev.knative.sources.ping");
     expect(failed.status).toBe(500);
