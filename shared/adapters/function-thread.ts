@@ -24,7 +24,7 @@ type FromWorker =
   | { id: number; ok: false; message: string; stack?: string };
 
 export interface FunctionThread {
-  /** Settles as the handler on the worker did: resolves when it resolved, rejects with its message. */
+  /** Settles as the handler on the worker did: resolves when it resolved, rejects with its message and stack. */
   call(event: unknown): Promise<void>;
 }
 

@@ -313,9 +313,9 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           : holdPendingServices(snapshot, renderedServices);
         // A new Service's own event, before its slices: nothing it read is to be published, so
         // nothing is rendered, and the slices' head start (often queued behind it) waits less.
-        const named = refs.map((r) => `${r.namespace}/${r.name}`);
         // Whatever else the view holds that the newest config lacks (a publish that failed after
         // its list) came with an event of its own, whose pass publishes it.
+        const named = refs.map((r) => `${r.namespace}/${r.name}`);
         if (refs.length > 0 && refs.every((r, i) => r.kind === "Service" && pending.held.includes(named[i]!)))
           return done("unchanged", { key: expected.key, held: named, reason: HELD_ONLY });
         // What the last read decided: a head start never waits for one.
