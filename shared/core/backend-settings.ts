@@ -10,7 +10,7 @@ import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
 import { describeValue } from "./describe-value.js";
 import { DENY_STATUSES, REDIRECT_CODES, type RedirectCode } from "./http-statuses.js";
 import type { RenderOptions } from "./options.js";
-import { parseSourceRanges } from "./source-ranges.js";
+import { MAX_SOURCE_RANGES, readSourceList, type SourceListReading } from "./source-ranges.js";
 
 export const SETTING_ANNOTATIONS = {
   timeoutServer: `${ANNOTATION_PREFIX}lb.timeout-server`,
@@ -146,6 +146,64 @@ function oneOf<const T extends string | number>(value: string, allowed: readonly
 
 type Key = keyof typeof SETTING_ANNOTATIONS;
 
+const REFUSED_EVERYONE = "every client gets 403 (TCP: the connection is closed) until it is fixed";
+
+/** What of a list could not be applied, for a warning: the first bad entries and the count cut. */
+function unusable(list: SourceListReading): string {
+  const shown = list.invalid.slice(0, 3).map((e) => describeValue(e.replace(/^ +| +$/g, "")));
+  const more = list.invalid.length > shown.length ? ` and ${list.invalid.length - shown.length} more` : "";
+  const bad =
+    shown.length > 0
+      ? [`${shown.join(", ")}${more} ${list.invalid.length === 1 ? "is" : "are"} not an address or CIDR`]
+      : [];
+  const cut = list.beyond > 0 ? [`${list.beyond} entries past the first ${MAX_SOURCE_RANGES}`] : [];
+  return [...bad, ...cut].join("; ");
+}
+
+/**
+ * The allow and deny lists, failing closed (README, "Allow and deny lists"): a list that cannot be
+ * applied as written never lets in a client it was meant to keep out. Dropping entries from an
+ * allow list only narrows it, so an allow list keeps its valid entries (none left: nobody is
+ * allowed). A deny list cannot drop an entry without letting that entry's clients in, so one
+ * that cannot be applied whole refuses every client of the Service.
+ */
+function readAccessLists(
+  annotations: Readonly<Record<string, string>>,
+  base: BackendSettings,
+): { allow: string[] | null; deny: string[] | null; given: Key[]; warnings: AnnotationWarning[] } {
+  const out = {
+    allow: base.allowSources,
+    deny: base.denySources,
+    given: [] as Key[],
+    warnings: [] as AnnotationWarning[],
+  };
+  const warn = (key: Key, message: string) => out.warnings.push({ annotation: SETTING_ANNOTATIONS[key], message });
+  const allowRaw = annotations[SETTING_ANNOTATIONS.allowSourceRange];
+  if (allowRaw !== undefined) {
+    const list = readSourceList(allowRaw);
+    out.allow = list.entries;
+    out.given.push("allowSourceRange");
+    if (list.invalid.length > 0 || list.beyond > 0)
+      warn(
+        "allowSourceRange",
+        list.entries.length > 0
+          ? `${unusable(list)}: dropped, the remaining ${list.entries.length} apply`
+          : `${unusable(list)}: no entry left, ${REFUSED_EVERYONE}`,
+      );
+  }
+  const denyRaw = annotations[SETTING_ANNOTATIONS.denySourceRange];
+  if (denyRaw !== undefined) {
+    const list = readSourceList(denyRaw);
+    out.deny = list.entries;
+    out.given.push("denySourceRange");
+    if (list.invalid.length > 0 || list.beyond > 0) {
+      out.allow = [];
+      warn("denySourceRange", `${unusable(list)}: the list cannot be applied as written, so ${REFUSED_EVERYONE}`);
+    }
+  }
+  return out;
+}
+
 /** Settings that mean nothing on a port of the other mode. */
 const HTTP_ONLY: readonly Key[] = [
   "rateLimitRps",
@@ -200,8 +258,11 @@ export function parseBackendSettings(
   s.timeoutTunnel = read("timeoutTunnel", timeout) ?? null;
   s.timeoutQueue = read("timeoutQueue", timeout) ?? null;
   s.checkHttp = read("checkHttp", parseHttpCheck) ?? null;
-  s.allowSources = read("allowSourceRange", parseSourceRanges) ?? base.allowSources;
-  s.denySources = read("denySourceRange", parseSourceRanges) ?? base.denySources;
+  const lists = readAccessLists(annotations, base);
+  s.allowSources = lists.allow;
+  s.denySources = lists.deny;
+  given.push(...lists.given);
+  warnings.push(...lists.warnings);
   const rps = read("rateLimitRps", (v) => parseInteger(v, 1, 1_000_000));
   const status = read("rateLimitStatus", (v) => oneOf(v, DENY_STATUSES));
   if (rps !== undefined) s.rateLimit = { rps, status: status ?? defaults.rateLimitStatus };

@@ -112,4 +112,45 @@ describe("allow lists changed without a reload", () => {
     expect(await runtimeCommand(socket, "get acl patterns/default.web.allow 10.2.0.7")).toMatch(/match=yes/);
     expect(await runtimeCommand(socket, "get acl patterns/default.web.allow 10.1.0.7")).toMatch(/match=no/);
   });
+
+  it("a typo in a list never lets a client in: an allow list narrows without a reload, a deny list closes the Service", async () => {
+    const n = await node();
+    const http = n.lb.options.httpPort;
+    await n.publish(allowed("127.0.0.1,127.0.0.5"), 100);
+    const agent = await start(n);
+    expect(await getFrom(http, "127.0.0.1")).toBe(200);
+    expect(await getFrom(http, "127.0.0.5")).toBe(200);
+    const reloadsBefore = (await showProc(n.masterSocket)).master.reloads;
+    const applied = async (items: Parameters<typeof n.publish>[0], revision: number) => {
+      const c = await n.publish(items, revision);
+      await n.notify(agent, c);
+      await appliedKey(agent, c.key);
+      return agent.status().applied;
+    };
+
+    // One entry mistyped: the others still apply, through the runtime API.
+    expect(await applied(allowed("127.0.0.5,127.0.0.1/33"), 110)).toMatchObject({ how: "runtime" });
+    expect(await getFrom(http, "127.0.0.1")).toBe(403);
+    expect(await getFrom(http, "127.0.0.5")).toBe(200);
+    // Every entry mistyped: the list is empty, and empty allows no one.
+    expect(await applied(allowed("127.0.0.5/33"), 120)).toMatchObject({ how: "runtime" });
+    expect(await getFrom(http, "127.0.0.1")).toBe(403);
+    expect(await getFrom(http, "127.0.0.5")).toBe(403);
+    expect((await showProc(n.masterSocket)).master.reloads).toBe(reloadsBefore);
+
+    const denied = (deny: string) => [
+      service("web", [{ port: 80, targetPort: world.pods.port }], {
+        annotations: { [SETTING_ANNOTATIONS.denySourceRange]: deny },
+      }),
+      slice("web", [{ port: world.pods.port }], [A]),
+    ];
+    await applied(denied("127.0.0.5"), 130);
+    expect(await getFrom(http, "127.0.0.1")).toBe(200);
+    expect(await getFrom(http, "127.0.0.5")).toBe(403);
+    await applied(denied("127.0.0.5,bogus"), 140);
+    expect(await getFrom(http, "127.0.0.1")).toBe(403);
+    expect(await getFrom(http, "127.0.0.5")).toBe(403);
+    await applied(denied("127.0.0.5"), 150);
+    expect(await getFrom(http, "127.0.0.1")).toBe(200);
+  });
 });

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SETTING_ANNOTATIONS as A } from "../../shared/core/backend-settings.js";
+import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { parseRenderOptions } from "../../shared/core/options.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
@@ -527,5 +528,137 @@ describe("global defaults of per-Service settings through a real HAProxy", () =>
   it("--ssl-redirect-code is the redirect of lb.sslTerm Services; lb.ssl-redirect-code replaces it", async () => {
     expect((await get(port, "/secure/", { from: "127.0.0.2" })).status).toBe(308);
     expect((await get(port, "/secure302/", { from: "127.0.0.2" })).status).toBe(302);
+  });
+});
+
+describe("access lists that cannot be applied as written fail closed, through a real HAProxy", () => {
+  let setup: LoopbackSetup;
+  let hx: RunningHaproxy;
+  let echo: EchoBackend;
+  let port: number;
+  let tcpPort: number;
+  let warnings: Array<{ service: string; annotation?: string; message: string }>;
+  const pods: Pod[] = [];
+  /** `n` CIDRs that hold no loopback client, then `last`. */
+  const longList = (n: number, last: string) =>
+    [...Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`), last].join(",");
+
+  beforeAll(async () => {
+    requireHaproxy();
+    echo = await echoBackend("echo");
+    const greeter = await tcpGreeter("db");
+    tcpPort = await freePort();
+    setup = await loopbackOptions();
+    const options = parseRenderOptions({ ...setup.options, selector: undefined, tcpServices: `closed-db:${tcpPort}` });
+    port = options.httpPort;
+    const items = [
+      ...exposed("control", [echo.port], { [A.allowSourceRange]: "10.9.9.9/32" }),
+      ...exposed("allow-typo", [echo.port], { [A.allowSourceRange]: "10.9.9.9/32,10.1.1.1/33" }),
+      ...exposed("allow-some", [echo.port], { [A.allowSourceRange]: "127.0.0.2,10.1.1.1/33" }),
+      // 127.0.0.2 is among the first 10,000 entries, 127.0.0.1 is the 10,001st.
+      ...exposed("allow-long", [echo.port], { [A.allowSourceRange]: `127.0.0.2,${longList(9_999, "127.0.0.1")}` }),
+      ...exposed("deny-typo", [echo.port], { [A.denySourceRange]: "127.0.0.1,bogus" }),
+      ...exposed("deny-long", [echo.port], { [A.denySourceRange]: longList(10_001, "127.0.0.1") }),
+      ...exposed("deny-mapped", [echo.port], { [A.denySourceRange]: "::ffff:127.0.0.1" }),
+      ...exposed("closed-db", [greeter.port], { [A.denySourceRange]: "127.0.0.1,bogus" }, tcpPort),
+    ];
+    const rendered = renderSnapshot(snapshotFromDocuments([list(items)]), options, renderer);
+    warnings = rendered.warnings;
+    pods.push(greeter);
+    hx = await runHaproxy(rendered.config, setup.dir);
+  });
+
+  afterAll(async () => {
+    await hx?.stop();
+    await echo?.close();
+    await Promise.all(pods.map((p) => p.close()));
+    setup?.cleanup();
+  });
+
+  const status = async (path: string, from: string) => (await get(port, path, { from })).status;
+
+  it("an allow list with a bad entry keeps its valid entries: no one outside them gets in", async () => {
+    expect(await status("/control/", "127.0.0.1")).toBe(403);
+    expect(await status("/allow-typo/", "127.0.0.1")).toBe(403);
+    expect(await status("/allow-some/", "127.0.0.1")).toBe(403);
+    expect(await status("/allow-some/", "127.0.0.2")).toBe(200);
+    expect(warnings).toContainEqual({
+      service: "default/allow-typo",
+      annotation: A.allowSourceRange,
+      message: '"10.1.1.1/33" is not an address or CIDR: dropped, the remaining 1 apply',
+    });
+  });
+
+  it("an allow list of 10,001 entries keeps the first 10,000", async () => {
+    expect(await status("/allow-long/", "127.0.0.2")).toBe(200);
+    expect(await status("/allow-long/", "127.0.0.1")).toBe(403);
+  });
+
+  it("a deny list with a bad entry, or over the cap, refuses every client of its Service and no other", async () => {
+    for (const from of ["127.0.0.1", "127.0.0.2"]) {
+      expect(await status("/deny-typo/", from)).toBe(403);
+      expect(await status("/deny-long/", from)).toBe(403);
+    }
+    expect(await tcpRead(tcpPort, "127.0.0.2")).toBe("");
+    expect(warnings.filter((w) => w.annotation === A.denySourceRange).map((w) => w.service)).toEqual([
+      "default/closed-db",
+      "default/deny-long",
+      "default/deny-typo",
+    ]);
+  });
+
+  it("an IPv4-mapped IPv6 entry denies the IPv4 client it maps", async () => {
+    expect(await status("/deny-mapped/", "127.0.0.1")).toBe(403);
+    expect(await status("/deny-mapped/", "127.0.0.2")).toBe(200);
+  });
+});
+
+describe("global access lists that cannot be applied as written", () => {
+  it.each([
+    ["allow", "a bad entry", "SERVICELB_ALLOW_SOURCE_RANGE", "127.0.0.2,10.1.1.1/33", '"10.1.1.1/33"'],
+    ["deny", "a bad entry", "SERVICELB_DENY_SOURCE_RANGE", "127.0.0.1,bogus", '"bogus"'],
+    [
+      "deny",
+      "61 entries",
+      "SERVICELB_DENY_SOURCE_RANGE",
+      Array.from({ length: 61 }, (_, i) => `10.0.${i}.0/24`).join(","),
+      "61 entries",
+    ],
+  ])(
+    "--%s-source-range with %s: the function refuses to start, so it publishes nothing",
+    (kind, _, variable, value, why) => {
+      expect(() => loadFunctionSettings({ [variable]: value })).toThrow(
+        new RegExp(`--${kind}-source-range: .*${why.replace(/[.*/]/g, "\\$&")}`),
+      );
+    },
+  );
+
+  it("--deny-source-range ::ffff:127.0.0.1 denies the IPv4 client", async () => {
+    requireHaproxy();
+    const echo = await echoBackend("echo");
+    const setup = await loopbackOptions();
+    try {
+      const options = parseRenderOptions({
+        ...setup.options,
+        selector: undefined,
+        tcpServices: "",
+        denySourceRange: "::ffff:127.0.0.1",
+      });
+      const { config } = renderSnapshot(
+        snapshotFromDocuments([list(exposed("plain", [echo.port]))]),
+        options,
+        renderer,
+      );
+      const hx = await runHaproxy(config, setup.dir);
+      try {
+        expect((await get(options.httpPort, "/plain/", { from: "127.0.0.1" })).status).toBe(403);
+        expect((await get(options.httpPort, "/plain/", { from: "127.0.0.2" })).status).toBe(200);
+      } finally {
+        await hx.stop();
+      }
+    } finally {
+      await echo.close();
+      setup.cleanup();
+    }
   });
 });
