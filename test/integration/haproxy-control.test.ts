@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
+import { Agent as HttpAgent, createServer, request as httpRequest, type Server } from "node:http";
 import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -512,6 +512,104 @@ describe("HaproxyProcess edge cases", () => {
       await proc.stop();
       for (const s of sockets) s.destroy();
       await new Promise<void>((r) => silent.close(() => r()));
+    }
+  });
+});
+
+describe("runRuntimeCommands re-addresses a slot only once none of its connections is in use", () => {
+  let inst: Instance;
+  let proc: HaproxyProcess;
+  let old: Server;
+  let oldPort: number;
+  const held: Array<() => void> = [];
+
+  beforeAll(async () => {
+    // The previous pod: answers "OLD", holding a request to /hold until released.
+    old = createServer((req, res) => {
+      const answer = () => res.end(`OLD ${req.url}`);
+      if (req.url === "/hold") held.push(answer);
+      else answer();
+    });
+    await new Promise<void>((resolve) => old.listen(0, "127.0.0.1", resolve));
+    oldPort = (old.address() as AddressInfo).port;
+    inst = await instance("quiet");
+    await writeFile(inst.cfgPath, config(inst, { s1: oldPort }));
+    proc = new HaproxyProcess({ configPath: inst.cfgPath, masterSocket: inst.masterSock });
+    await proc.start();
+  });
+
+  afterAll(async () => {
+    await proc?.stop();
+    old?.closeAllConnections();
+    await new Promise<void>((resolve) => (old ? old.close(() => resolve()) : resolve()));
+  });
+
+  /** GET on a keep-alive connection of `agent`: HAProxy reuses server connections for it. */
+  const keptAlive = (agent: HttpAgent, path: string) =>
+    new Promise<string>((resolve, reject) => {
+      httpRequest({ host: "127.0.0.1", port: inst.port, path, agent }, (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => (body += c.toString()));
+        res.on("end", () => resolve(body.split(" ")[0]!));
+      })
+        .on("error", reject)
+        .end();
+    });
+
+  it("waits for the request in flight, then no keep-alive client reaches the previous pod", async () => {
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      expect(await keptAlive(agent, "/first")).toBe("OLD");
+      const inFlight = keptAlive(agent, "/hold");
+      await waitFor("the request held", async () => (held.length === 1 ? true : undefined));
+      // The move in place: s2 carries B, s1 leaves service, then s1 gets B's address.
+      await runRuntimeCommands(inst.adminSock, [
+        addr("s2", "127.0.0.1", b.port),
+        stateOf("s2", "ready"),
+        stateOf("s1", "drain"),
+        stateOf("s1", "maint"),
+      ]);
+      let moved = false;
+      const move = runRuntimeCommands(inst.adminSock, [addr("s1", "127.0.0.1", b.port), stateOf("s1", "ready")]).then(
+        () => (moved = true),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      expect(moved).toBe(false);
+      held.shift()!();
+      expect(await inFlight).toBe("OLD");
+      await move;
+      const next: string[] = [];
+      for (let i = 0; i < 6; i++) next.push(await keptAlive(agent, `/next${i}`));
+      expect(next).toEqual(Array(6).fill("B"));
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it("gives up after its wait with nothing sent, so the caller reloads instead", async () => {
+    await runRuntimeCommands(inst.adminSock, [
+      stateOf("s2", "drain"),
+      stateOf("s2", "maint"),
+      addr("s1", "127.0.0.1", oldPort),
+    ]);
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const inFlight = keptAlive(agent, "/hold");
+      await waitFor("the request held", async () => (held.length === 1 ? true : undefined));
+      await runRuntimeCommands(inst.adminSock, [stateOf("s1", "drain"), stateOf("s1", "maint")]);
+      const err = await runRuntimeCommands(inst.adminSock, [addr("s1", "127.0.0.1", b.port), stateOf("s1", "ready")], {
+        quietTimeoutMs: 200,
+      }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RuntimeCommandsError);
+      expect(err).toMatchObject({ tookEffect: 0, unknown: false });
+      expect((err as Error).message).toMatch(/be\/s1 still has 1 connection\(s\) in use to its previous address/);
+      expect((await showStat(inst.adminSock)).find((r) => r.pxname === "be" && r.svname === "s1")?.addr).toBe(
+        `127.0.0.1:${oldPort}`,
+      );
+      held.shift()!();
+      expect(await inFlight).toBe("OLD");
+    } finally {
+      agent.destroy();
     }
   });
 });

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { isPatternFilePath, type PatternFile, patternFileKind, patternLineError } from "../../core/pattern-files.js";
 import { commandText, type RuntimeCommand, runtimeLines } from "../../core/runtime-plan.js";
 import { cliBatch, cliCommand, cliExchange, type CliOptions } from "./cli.js";
@@ -71,19 +72,39 @@ export class RuntimeCommandsError extends Error {
 const COMMANDS_PER_CONNECTION = 150;
 
 /**
+ * How long a slot about to be re-addressed and readied may keep requests in flight on its
+ * previous address. HAProxy 2.6 reuses a server's connections by server, not by address: one
+ * still in use when the slot gets its new address goes back to the slot's idle pool once its
+ * request ends, and the slot's next request may reuse it, reaching the previous pod. An address
+ * change purges the slot's idle connections (2.6.12, tested), so a slot whose connections are
+ * all idle is safe to re-address. Waiting costs nothing in capacity: the slot is already out of
+ * service, and a moving endpoint is carried by a spare meanwhile. Past this, the change goes by
+ * reload, which starts every connection afresh.
+ */
+export const SLOT_QUIET_TIMEOUT_MS = 10_000;
+
+export interface RuntimeCommandOptions extends CliOptions {
+  /** SLOT_QUIET_TIMEOUT_MS unless given. */
+  quietTimeoutMs?: number;
+}
+
+/**
  * Planned slot commands (core/runtime-plan.ts) in their order, on the lines runtimeLines makes of
  * them (at most COMMANDS_PER_CONNECTION to a connection): one round trip per line, not one per
  * command. A line's commands run one after another in one pass of the CLI. The CLI does not stop
  * at a refused command, so every answer is read, and the next line goes only when all of them
  * took effect; a failure reports how many did (the caller then reloads the file, which sets
- * every slot). Every name, address and port is checked first: nothing is sent when one is wrong.
+ * every slot). A line that re-addresses a slot the plan then readies goes only once that slot
+ * has no connection in use (SLOT_QUIET_TIMEOUT_MS). Every name, address and port is checked
+ * first: nothing is sent when one is wrong.
  */
 export async function runRuntimeCommands(
   socketPath: string,
   commands: readonly RuntimeCommand[],
-  opts?: CliOptions,
+  opts: RuntimeCommandOptions = {},
 ): Promise<void> {
   const lines = runtimeLines(commands).map((line) => line.map((c) => ({ c, text: checkedCommandText(c) })));
+  const readied = slotsReadiedAfter(commands);
   let done = 0;
   const parts = lines.flatMap((line) =>
     Array.from({ length: Math.ceil(line.length / COMMANDS_PER_CONNECTION) }, (_, i) =>
@@ -91,6 +112,12 @@ export async function runRuntimeCommands(
     ),
   );
   for (const part of parts) {
+    const readdressed = part.filter((x) => x.c.op === "addr" && readied.has(x.c)).map((x) => x.c);
+    try {
+      await untilQuiet(socketPath, readdressed, opts);
+    } catch (err) {
+      throw new RuntimeCommandsError(done, false, err);
+    }
     const texts = part.map((x) => x.text);
     let answers: string[] | null;
     try {
@@ -113,6 +140,63 @@ export async function runRuntimeCommands(
     }
     if (failed) throw new RuntimeCommandsError(done, false, failed);
   }
+}
+
+/** The `addr` commands whose slot a later command of the plan puts in service. */
+function slotsReadiedAfter(commands: readonly RuntimeCommand[]): Set<RuntimeCommand> {
+  const out = new Set<RuntimeCommand>();
+  const readyLater = new Set<string>();
+  for (let i = commands.length - 1; i >= 0; i--) {
+    const c = commands[i]!;
+    const slot = `${c.backend}/${c.server}`;
+    if (c.op === "state" && c.state === "ready") readyLater.add(slot);
+    else if (c.op === "addr" && readyLater.has(slot)) out.add(c);
+  }
+  return out;
+}
+
+/** Waits until none of the slots has a connection in use; throws once the wait is over. */
+async function untilQuiet(
+  socketPath: string,
+  slots: readonly RuntimeCommand[],
+  opts: RuntimeCommandOptions,
+): Promise<void> {
+  if (slots.length === 0) return;
+  const timeoutMs = opts.quietTimeoutMs ?? SLOT_QUIET_TIMEOUT_MS;
+  const deadline = performance.now() + timeoutMs;
+  const backends = [...new Set(slots.map((c) => c.backend))];
+  for (;;) {
+    const inUse = new Map<string, number>();
+    for (const backend of backends)
+      for (const [slot, n] of await connectionsInUse(socketPath, backend, opts)) inUse.set(slot, n);
+    const busy = slots.find((c) => (inUse.get(`${c.backend}/${c.server}`) ?? 0) > 0);
+    if (!busy) return;
+    if (performance.now() >= deadline)
+      throw new Error(
+        `${busy.backend}/${busy.server} still has ${inUse.get(`${busy.backend}/${busy.server}`)} connection(s) in use to its previous address after ${timeoutMs} ms; re-addressed now, a keep-alive client could reach the previous pod`,
+      );
+    await sleep(25);
+  }
+}
+
+/** `used_cur` of each server of a backend, by `backend/server`, from `show servers conn`. */
+export async function connectionsInUse(
+  socketPath: string,
+  backend: string,
+  opts?: CliOptions,
+): Promise<Map<string, number>> {
+  checkName("backend", backend);
+  const cmd = `show servers conn ${backend}`;
+  const [header, ...rows] = (await runtimeCommand(socketPath, cmd, opts)).split("\n");
+  const column = header?.startsWith("# ") ? header.slice(2).split(" ").indexOf("used_cur") : -1;
+  if (column < 0) throw new RuntimeApiError(cmd, header ?? "");
+  const out = new Map<string, number>();
+  for (const row of rows) {
+    const fields = row.split(" ");
+    const n = Number(fields[column]);
+    if (row !== "" && Number.isInteger(n)) out.set(fields[0]!, n);
+  }
+  return out;
 }
 
 /**
