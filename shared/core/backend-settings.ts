@@ -18,6 +18,7 @@ export const SETTING_ANNOTATIONS = {
   timeoutClient: `${ANNOTATION_PREFIX}lb.timeout-client`,
   timeoutTunnel: `${ANNOTATION_PREFIX}lb.timeout-tunnel`,
   timeoutQueue: `${ANNOTATION_PREFIX}lb.timeout-queue`,
+  check: `${ANNOTATION_PREFIX}lb.check`,
   checkHttp: `${ANNOTATION_PREFIX}lb.check-http`,
   allowSourceRange: `${ANNOTATION_PREFIX}lb.allow-source-range`,
   denySourceRange: `${ANNOTATION_PREFIX}lb.deny-source-range`,
@@ -49,6 +50,8 @@ export interface BackendSettings {
   timeoutClient: string | null;
   timeoutTunnel: string | null;
   timeoutQueue: string | null;
+  /** Whether HAProxy health-checks the pods (each checked server holds a descriptor on every node). */
+  check: boolean;
   checkHttp: HttpCheck | null;
   /** CIDRs (or addresses) a client must be in; null: everyone. */
   allowSources: string[] | null;
@@ -70,6 +73,7 @@ export const DEFAULT_BACKEND_SETTINGS: BackendSettings = Object.freeze({
   timeoutClient: null,
   timeoutTunnel: null,
   timeoutQueue: null,
+  check: false,
   checkHttp: null,
   allowSources: null,
   denySources: null,
@@ -89,7 +93,7 @@ export interface SettingDefaults {
 
 type DefaultOptions = Pick<
   RenderOptions,
-  "allowSourceRange" | "denySourceRange" | "rateLimitRps" | "rateLimitStatus" | "sslRedirectCode"
+  "activeChecks" | "allowSourceRange" | "denySourceRange" | "rateLimitRps" | "rateLimitStatus" | "sslRedirectCode"
 >;
 const defaultsByOptions = new WeakMap<DefaultOptions, SettingDefaults>();
 
@@ -98,6 +102,7 @@ export function settingDefaults(options: DefaultOptions): SettingDefaults {
   if (defaults) return defaults;
   const settings: BackendSettings = {
     ...DEFAULT_BACKEND_SETTINGS,
+    check: options.activeChecks,
     allowSources: options.allowSourceRange ?? null,
     denySources: options.denySourceRange ?? null,
     rateLimit: options.rateLimitRps ? { rps: options.rateLimitRps, status: options.rateLimitStatus } : null,
@@ -258,6 +263,16 @@ export function parseBackendSettings(
   s.timeoutTunnel = read("timeoutTunnel", timeout) ?? null;
   s.timeoutQueue = read("timeoutQueue", timeout) ?? null;
   s.checkHttp = read("checkHttp", parseHttpCheck) ?? null;
+  const check = read("check", (v) => {
+    const b = parseBool(v);
+    return b === undefined ? { error: `${describeValue(v)} is not a boolean (true/false)` } : b;
+  });
+  if (check === false && s.checkHttp !== null) {
+    s.checkHttp = null;
+    drop("checkHttp", "ignored: lb.check is false");
+  }
+  // A check request needs checks on.
+  s.check = check ?? (s.checkHttp !== null || base.check);
   const lists = readAccessLists(annotations, base);
   s.allowSources = lists.allow;
   s.denySources = lists.deny;

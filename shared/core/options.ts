@@ -196,6 +196,11 @@ export const optionSpecs = {
     help: "file whose body is served with --default-return-code (embedded in the config)",
   },
   syslog: { schema: bool.default(false), help: "HAProxy logs to stdout (the agent forwards them)", switch: true },
+  activeChecks: {
+    schema: bool.default(false),
+    help: "health-check the pods of every Service (lb.check per Service); off: Kubernetes readiness decides, and a failed connect is retried on another pod",
+    switch: true,
+  },
   checkInterval: { schema: duration.default("2s"), help: "health-check interval" },
   timeoutServer: {
     schema: timeout.default("50s"),

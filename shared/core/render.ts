@@ -196,20 +196,23 @@ export const routeRedirect = (r: HttpRoute): string => redirectBackend(r.redirec
  * The backend's `default-server` parameters. Said once per backend rather than on each server
  * line, so server lines keep the one shape the agent changes at runtime (core/config-diff.ts).
  */
-function serverParams(s: BackendSettings): string | null {
+function serverParams(s: BackendSettings, inter: string): string | null {
   const p: string[] = [];
+  if (s.check) p.push(`check inter ${inter}`);
   if (s.maxconn !== null) p.push(`maxconn ${s.maxconn}`);
   // TLS to the pod: pods hold self-signed certificates, so they are not verified; SNI is the
   // client's Host (lower-cased, without port), ALPN says which HTTP the pod is to speak.
   // Health checks must speak the pod's HTTP too (an HTTP/2-only pod such as gRPC answers nothing
   // else): they follow `proto`, but not `alpn` (measured on 2.6: L7RSP without check-alpn).
   if (s.backendProtocol === "h2") p.push("proto h2");
-  else if (s.backendProtocol === "h1-ssl")
-    p.push("ssl verify none sni var(txn.host) alpn http/1.1 check-alpn http/1.1");
-  else if (s.backendProtocol === "h2-ssl") p.push("ssl verify none sni var(txn.host) alpn h2 check-alpn h2");
+  else if (s.backendProtocol === "h1-ssl") p.push("ssl verify none sni var(txn.host) alpn http/1.1");
+  else if (s.backendProtocol === "h2-ssl") p.push("ssl verify none sni var(txn.host) alpn h2");
+  if (s.check && s.backendProtocol === "h1-ssl") p.push("check-alpn http/1.1");
+  else if (s.check && s.backendProtocol === "h2-ssl") p.push("check-alpn h2");
+  if (s.proxyProtocol === "v1") p.push("send-proxy");
+  else if (s.proxyProtocol === "v2") p.push("send-proxy-v2");
   // Health checks carry the header too: a pod that expects it would refuse them otherwise.
-  if (s.proxyProtocol === "v1") p.push("send-proxy check-send-proxy");
-  else if (s.proxyProtocol === "v2") p.push("send-proxy-v2 check-send-proxy");
+  if (s.check && s.proxyProtocol !== null) p.push("check-send-proxy");
   return p.length > 0 ? p.join(" ") : null;
 }
 
@@ -474,7 +477,7 @@ export class Renderer {
       tcp: b.mode === "tcp",
       rate_limit: s.rateLimit?.rps ?? null,
       rate_limit_status: s.rateLimit?.status ?? null,
-      server_params: serverParams(s),
+      server_params: serverParams(s, inter),
       strip_by_route: b.stripByRoute === true,
     };
   }

@@ -136,6 +136,7 @@ describe("parseBackendSettings", () => {
       timeoutClient: "1h",
       timeoutTunnel: "2h",
       timeoutQueue: "5s",
+      check: true,
       checkHttp: { uri: "/healthz", status: 200 },
       allowSources: ["10.0.0.0/8"],
       denySources: ["10.1.0.0/16"],
@@ -145,6 +146,19 @@ describe("parseBackendSettings", () => {
       proxyProtocol: "v2",
       sslRedirect: 308,
     });
+  });
+
+  it("health checks are off unless lb.check, lb.check-http or --active-checks turns them on", () => {
+    const defaults = settingDefaults(parseRenderOptions({ activeChecks: "true" }));
+    expect(parseBackendSettings({}, false).settings.check).toBe(false);
+    expect(parseBackendSettings({ [A.check]: "true" }, false).settings.check).toBe(true);
+    expect(parseBackendSettings({ [A.checkHttp]: "/healthz" }, false).settings.check).toBe(true);
+    expect(parseBackendSettings({}, false, defaults).settings.check).toBe(true);
+    expect(parseBackendSettings({ [A.check]: "false" }, false, defaults).settings.check).toBe(false);
+    const off = parseBackendSettings({ [A.check]: "false", [A.checkHttp]: "/healthz" }, false);
+    expect(off.settings).toMatchObject({ check: false, checkHttp: null });
+    expect(off.warnings).toEqual([{ annotation: A.checkHttp, message: "ignored: lb.check is false" }]);
+    expect(parseBackendSettings({ [A.check]: "yes please" }, false).warnings[0]!.message).toMatch(/not a boolean/);
   });
 
   it.each([

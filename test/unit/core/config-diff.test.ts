@@ -223,7 +223,7 @@ describe("the contract between the built-in templates and the agent", () => {
       options,
       renderer,
     ).config;
-    expect(before).toContain("    default-server maxconn 50 send-proxy-v2 check-send-proxy\n");
+    expect(before).toContain("    default-server check inter 2s maxconn 50 send-proxy-v2 check-send-proxy\n");
     const diff = diffConfigs(before, after);
     expect(diff.kind).toBe("runtime");
     const added =
