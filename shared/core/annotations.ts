@@ -1,5 +1,5 @@
 import { describeValue } from "./describe-value.js";
-import { parseHost, type HostMatch } from "./host-match.js";
+import { parseHost, publicSuffixClaim, type HostMatch } from "./host-match.js";
 import { ALGORITHMS } from "./options.js";
 
 /**
@@ -80,7 +80,15 @@ export function parseAnnotations(annotations: Readonly<Record<string, string>>):
   if (host !== undefined) {
     const parsed = parseHost(host);
     if (typeof parsed === "string") warnings.push({ annotation: ANNOTATIONS.host, message: `${parsed}; ignored` });
-    else values.host = parsed;
+    else {
+      const suffix = publicSuffixClaim(parsed);
+      if (suffix === null) values.host = parsed;
+      else
+        warnings.push({
+          annotation: ANNOTATIONS.host,
+          message: `${describeValue(host)} is a wildcard over the public suffix ${suffix}, whose names belong to others; ignored`,
+        });
+    }
   }
   const acl = annotations[ANNOTATIONS.aclMatch];
   if (acl !== undefined) {

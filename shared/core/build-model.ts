@@ -1,8 +1,8 @@
 import { ANNOTATIONS, parseAnnotations } from "./annotations.js";
 import { parseBackendSettings, settingDefaults, settingsFor } from "./backend-settings.js";
 import { EndpointIndex, formatAddress, type EndpointSource } from "./endpoints.js";
-import { hostText, hostWithin, type HostMatch } from "./host-match.js";
-import { oldestFirst, PathSpaces } from "./ownership.js";
+import { hostText, type HostMatch } from "./host-match.js";
+import { hostRefusal, oldestFirst, PathSpaces } from "./ownership.js";
 import { parseServiceRef } from "./k8s-names.js";
 import { matchesSelector } from "./label-selector.js";
 import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from "./model.js";
@@ -211,18 +211,15 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
   }
   const { values: ann, warnings: annWarnings } = parseAnnotations(svc.metadata.annotations);
   for (const w of annWarnings) plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
-  if (ann.host && options.hostClaims) {
-    const allowed = options.hostClaims[namespace] ?? [];
-    if (!allowed.some((pattern) => hostWithin(ann.host!, pattern))) {
-      const list = allowed.length > 0 ? `only ${allowed.map(hostText).join(", ")}` : "no host";
-      plan.warnings.push({
-        service: id,
-        annotation: ANNOTATIONS.host,
-        owner: "--host-claims",
-        message: `${hostText(ann.host)}: --host-claims allows namespace ${namespace} ${list}; ignored`,
-      });
-      delete ann.host;
-    }
+  const hostRefused = ann.host ? hostRefusal(ann.host, namespace, options) : null;
+  if (hostRefused) {
+    plan.warnings.push({
+      service: id,
+      annotation: ANNOTATIONS.host,
+      owner: hostRefused.owner,
+      message: `${hostRefused.reason}; ignored`,
+    });
+    delete ann.host;
   }
   const parsedSettings = parseBackendSettings(svc.metadata.annotations, ann.sslTerm, settingDefaults(options));
   for (const w of parsedSettings.warnings)
@@ -555,8 +552,9 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
     [options.statsPort, "--stats-port"],
   ]);
   if (options.sslCert) reservedPorts.set(options.httpsPort, "--https-port");
+  const ordered = oldestFirst(plans);
   const spaces = new PathSpaces();
-  for (const plan of plans) {
+  for (const plan of ordered) {
     spaces.addService(plan.namespace);
     for (const p of plan.ports)
       if (!p.tcp)
@@ -565,7 +563,7 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
   /** Host and custom path claims ("host <host>", "path <prefix>") → the Service that holds them. */
   const claimed = new Map<string, string>();
 
-  for (const plan of oldestFirst(plans)) {
+  for (const plan of ordered) {
     for (const s of plan.skipped) skipped.push(s);
     for (const w of plan.warnings) warnings.push(w);
     for (const p of plan.ports) {
@@ -589,8 +587,14 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
         continue;
       }
       const claimant = { service: plan.id, namespace: plan.namespace, backend: backend.name };
-      const lost: Array<{ annotation: string; owner: string; what: string }> = [];
-      let path = p.defaultPrefix;
+      /** Claims refused: an annotation's, or (no annotation) the port's own path. */
+      const lost: Array<{ annotation?: string; owner: string; what: string }> = [];
+      const withheld = spaces.ownPathRefusal(p.defaultPrefix);
+      let path: string | null = p.defaultPrefix;
+      if (withheld) {
+        lost.push({ owner: withheld.owner, what: `own path ${p.defaultPrefix} ${withheld.reason}` });
+        path = null;
+      }
       if (p.aclMatch !== null) {
         const key = `path ${p.aclMatch}`;
         const holder = claimed.get(key);
@@ -613,7 +617,8 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
         p.action === "https-redirect" && backend.settings.sslRedirect !== null
           ? { redirectCode: backend.settings.sslRedirect }
           : {};
-      routes.push({ backend: backend.name, match: { kind: "path", prefix: path }, action: p.action, ...redirect });
+      if (path !== null)
+        routes.push({ backend: backend.name, match: { kind: "path", prefix: path }, action: p.action, ...redirect });
       let hostRouted: HostMatch | null = null;
       if (p.host) {
         const key = `host ${hostText(p.host)}`;
@@ -630,14 +635,28 @@ function assemble(plans: ServicePlan[], snapshot: Snapshot, options: RenderOptio
           routes.push({ backend: backend.name, match: { kind: "host", host: p.host }, action: p.action, ...redirect });
         }
       }
+      const kept =
+        path !== null
+          ? `the Service keeps ${path}`
+          : hostRouted
+            ? `the Service keeps host ${hostText(hostRouted)}`
+            : "the port has no route left and is skipped";
       for (const l of lost) {
         warnings.push({
           service: plan.id,
           port,
-          annotation: l.annotation,
+          ...(l.annotation ? { annotation: l.annotation } : {}),
           owner: l.owner,
-          message: `${l.what} (oldest claim wins: creationTimestamp, then namespace/name); ignored, the Service keeps ${path}`,
+          message: `${l.what} (oldest claim wins: creationTimestamp, then namespace/name); ${l.annotation ? "ignored" : "not routed there"}, ${kept}`,
         });
+      }
+      if (path === null && !hostRouted) {
+        skipped.push({
+          service: plan.id,
+          port,
+          reason: `its own path ${p.defaultPrefix} is held by ${withheld!.owner}, and it has no other route`,
+        });
+        continue;
       }
       const strip = path === p.defaultPrefix ? { prefix: path, unlessHost: hostRouted } : null;
       const stripKey = strip ? `${strip.prefix} ${strip.unlessHost ? hostText(strip.unlessHost) : ""}` : "";

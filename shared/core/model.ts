@@ -68,7 +68,11 @@ export interface Warning {
   service: string;
   port?: number;
   annotation?: string;
-  /** Who holds what this Service claimed: a Service (`namespace/name`), a namespace's path space (`namespace/*`), or `--host-claims`. */
+  /**
+   * Who holds what this Service claimed (a host, a custom path, or the port's own path): a Service
+   * (`namespace/name`), a namespace's path space (`namespace/*`), `--host-claims`, or `--own-hosts`
+   * for the load balancer's own names and addresses.
+   */
   owner?: string;
   message: string;
 }

@@ -107,6 +107,21 @@ const hostClaims = z.preprocess(
   }),
 );
 
+const hostList = z.string().transform((text, ctx): HostMatch[] => {
+  const out: HostMatch[] = [];
+  for (const raw of text.split(",")) {
+    const entry = raw.trim();
+    if (entry === "") continue;
+    const host = parseHost(entry);
+    if (typeof host === "string") {
+      ctx.addIssue({ code: "custom", message: host });
+      return z.NEVER;
+    }
+    out.push(host);
+  }
+  return out;
+});
+
 export const optionSpecs = {
   namespace: {
     schema: z.string().regex(DNS1123_LABEL, "a namespace name").optional(),
@@ -127,6 +142,10 @@ export const optionSpecs = {
   hostClaims: {
     schema: hostClaims.optional(),
     help: "namespace → hosts (or *.domain) its Services may claim with lb.host; namespaces not listed claim none (default: any host)",
+  },
+  ownHosts: {
+    schema: hostList.optional(),
+    help: "comma list of the load balancer's own host names (or *.domain), such as the nodes' DNS names: requests for them are routed by path, and no lb.host may claim or cover them (IP addresses and localhost always are)",
   },
   forwardServices: {
     schema: bool.default(false),

@@ -42,6 +42,7 @@ export function settingsRecord(options: RenderOptions, template: SettingsRecord[
       if (options.tcpServices.length > 0) input[key] = options.tcpServices.map((t) => `${t.ref}:${t.port}`).join(",");
     } else if (key === "acceptProxy" || key === "allowSourceRange" || key === "denySourceRange")
       input[key] = options[key]!.join(",");
+    else if (key === "ownHosts") input[key] = options.ownHosts!.map(hostText).join(",");
     else if (key === "hostClaims") {
       const claims = Object.entries(options.hostClaims!).sort(([a], [b]) => compareStrings(a, b));
       input[key] = JSON.stringify(Object.fromEntries(claims.map(([ns, hosts]) => [ns, hosts.map(hostText)])));

@@ -3,8 +3,10 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseRenderOptions } from "../../shared/core/options.js";
+import { splitConfig } from "../../shared/core/pattern-files.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
+import { PATHS_MAP } from "../../shared/core/route-maps.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
@@ -211,6 +213,100 @@ describe("one tenant cannot take another's route", () => {
       "aaa/late -> zzz/docs",
       "aaa/squat -> shop/*",
       "aaa/under -> default/web",
+    ]);
+  });
+});
+
+describe("no claim takes the load balancer's own address or another tenant's space", () => {
+  const OLD = "2024-01-01T00:00:00Z";
+  const NEW = "2025-06-01T12:00:00Z";
+  const HOST = "serviceloadbalancer/lb.host";
+  const ACL = "serviceloadbalancer/lb.aclMatch";
+  const names = ["roll", "ip", "local", "node", "wild", "web", "admin", "dup", "api", "shop", "all"] as const;
+  const be: Record<string, EchoBackend> = {};
+  let setup: LoopbackSetup;
+  let hx: RunningHaproxy;
+  let port: number;
+  let warnings: Array<{ service: string; owner?: string; annotation?: string }>;
+  let pathsMap: readonly string[];
+
+  beforeAll(async () => {
+    requireHaproxy();
+    for (const n of names) be[n] = await echoBackend(n);
+    setup = await loopbackOptions({ tcpServices: "", ownHosts: "node1.test" });
+    port = setup.options.httpPort;
+    const items = [
+      ...exposed("roll", be.roll!, { created: NEW }),
+      // Host claims on the load balancer's own names, older than everything else.
+      ...exposed("ip", be.ip!, { ns: "evil", created: OLD, annotations: { [HOST]: "127.0.0.1" } }),
+      ...exposed("local", be.local!, { ns: "evil", created: OLD, annotations: { [HOST]: "localhost" } }),
+      ...exposed("node", be.node!, { ns: "evil", created: OLD, annotations: { [HOST]: "node1.test" } }),
+      ...exposed("wild", be.wild!, { ns: "evil", created: OLD, annotations: { [HOST]: "*.co.uk" } }),
+      // default/web is older than namespace web; namespace shop is older than default/shop.
+      ...exposed("web", be.web!, { created: OLD }),
+      ...exposed("admin", be.admin!, { ns: "web", created: NEW }),
+      ...exposed("dup", be.dup!, { ns: "web", created: NEW, annotations: { [ACL]: "/web" } }),
+      ...exposed("api", be.api!, { ns: "shop", created: OLD }),
+      ...exposed("shop", be.shop!, { created: NEW }),
+      ...exposed("all", be.all!, { ns: "catch", created: OLD, annotations: { [ACL]: "/" } }),
+    ];
+    const rendered = renderSnapshot(snapshotFromDocuments([list(items)]), setup.options, renderer);
+    warnings = rendered.warnings;
+    const split = splitConfig(rendered.config);
+    if ("error" in split) throw new Error(split.error);
+    pathsMap = split.files.get(PATHS_MAP) ?? [];
+    expect(haproxyCheck(rendered.config, setup.dir)).toMatchObject({ ok: true });
+    hx = await runHaproxy(rendered.config, setup.dir);
+  });
+
+  afterAll(async () => {
+    await hx?.stop();
+    await Promise.all(Object.values(be).map((b) => b.close()));
+    setup?.cleanup();
+  });
+
+  it.each([
+    // No Host given: the client sends the load balancer's address, 127.0.0.1:<port>.
+    ["the load balancer's address", undefined, "/roll/x", "roll /x"],
+    ["localhost", "localhost", "/roll/x", "roll /x"],
+    ["a name in --own-hosts", "node1.test:8080", "/roll/x", "roll /x"],
+    ["a name under a public suffix", "shop.co.uk", "/roll/x", "roll /x"],
+    ["a path of the older default/web, under namespace web's Service admin", "lb.test", "/web/admin/x", "web /admin/x"],
+    ["the older default/web's own path, claimed again from namespace web", "lb.test", "/web", "web /"],
+    ["a Service of the older namespace shop", "lb.test", "/shop/api/x", "api /x"],
+    ["the catch-all's own path", "lb.test", "/catch/all/x", "all /x"],
+  ])("%s: Host %s, GET %s is answered by its owner", async (_, host, path, expected) => {
+    const r = await httpGet(port, path, host ? { host } : {});
+    expect(r.status).toBe(200);
+    expect(r.body).toBe(expected);
+  });
+
+  it.each([
+    ["namespace shop's space, which the newer default/shop and a catch-all both covered", "/shop/other"],
+    ["a port default/web does not have, which only the catch-all covered", "/web:8080/x"],
+    ["nothing anyone owns, which only the catch-all covered", "/elsewhere"],
+  ])("%s: GET %s matches nothing", async (_, path) => {
+    const r = await httpGet(port, path, { host: "lb.test" });
+    expect(r.status).toBe(404);
+  });
+
+  it("writes each path once", () => {
+    const keys = pathsMap.map((l) => l.split(" ")[0]);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(pathsMap.filter((l) => l.startsWith("/web/"))).toEqual(["/web/ default_web_80"]);
+  });
+
+  it("warns every loser, naming the owner", () => {
+    expect(warnings.map((w) => `${w.service} ${w.annotation ?? "own path"} -> ${w.owner ?? "-"}`).sort()).toEqual([
+      "catch/all serviceloadbalancer/lb.aclMatch -> evil/*",
+      "default/shop own path -> shop/*",
+      "evil/ip serviceloadbalancer/lb.host -> --own-hosts",
+      "evil/local serviceloadbalancer/lb.host -> --own-hosts",
+      "evil/node serviceloadbalancer/lb.host -> --own-hosts",
+      "evil/wild serviceloadbalancer/lb.host -> -",
+      "web/admin own path -> default/web",
+      "web/dup own path -> default/web",
+      "web/dup serviceloadbalancer/lb.aclMatch -> default/web",
     ]);
   });
 });

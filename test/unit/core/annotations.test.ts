@@ -66,6 +66,18 @@ describe("parseAnnotations", () => {
     expect(warnings[0]!.message).not.toContain("\n");
   });
 
+  it.each([
+    ["*.com", "com"],
+    ["*.CO.UK", "co.uk"],
+    ["*.github.io", "github.io"],
+  ])("refuses the wildcard %s over a public suffix", (host, suffix) => {
+    const { values, warnings } = parseAnnotations({ [ANNOTATIONS.host]: host });
+    expect(values.host).toBeUndefined();
+    expect(warnings).toEqual([
+      { annotation: ANNOTATIONS.host, message: expect.stringContaining(`wildcard over the public suffix ${suffix}`) },
+    ]);
+  });
+
   it("ignores annotations of other prefixes", () => {
     expect(parseAnnotations({ "lb.algorithm": "nope", "example.com/lb.host": "x y" }).warnings).toEqual([]);
   });

@@ -427,18 +427,28 @@ describe("route ownership across namespaces", () => {
     ]);
   });
 
-  it("lb.aclMatch may claim its own namespace's space, even where a default Service is named like the namespace, and the shared space", () => {
+  it("lb.aclMatch may claim its own namespace's space and the shared space", () => {
     const m = build([
-      ...claim("shop", "default", OLD, {}),
       ...claim("api", "shop", NEW, { [ACL]: "/shop/v2" }),
       ...claim("x", "team-a", NEW, { [ACL]: "/docs" }),
     ]);
     expect(m.warnings).toEqual([]);
-    expect(routes(m)).toEqual([
-      "path:/shop/v2 -> shop_api_80",
-      "path:/docs -> team-a_x_80",
-      "path:/shop -> default_shop_80",
+    expect(routes(m)).toEqual(["path:/shop/v2 -> shop_api_80", "path:/docs -> team-a_x_80"]);
+  });
+
+  it("a namespace's space is its own only while it is older than a default Service of its name", () => {
+    const older = build([...claim("shop", "default", NEW, {}), ...claim("api", "shop", OLD, { [ACL]: "/shop/v2" })]);
+    expect(routes(older)).toEqual(["path:/shop/v2 -> shop_api_80"]);
+    expect(ownership(older)).toEqual([{ service: "default/shop", annotation: undefined, owner: "shop/*" }]);
+    const newer = build([...claim("shop", "default", OLD, {}), ...claim("api", "shop", NEW, { [ACL]: "/shop/v2" })]);
+    expect(routes(newer)).toEqual(["path:/shop -> default_shop_80"]);
+    expect(ownership(newer)).toEqual([
+      { service: "shop/api", annotation: undefined, owner: "default/shop" },
+      { service: "shop/api", annotation: ACL, owner: "default/shop" },
     ]);
+    expect(newer.warnings[1]!.message).toBe(
+      "path /shop/v2 lies in default/shop's own path /shop (oldest claim wins: creationTimestamp, then namespace/name); ignored, the port has no route left and is skipped",
+    );
   });
 
   it("a wildcard never takes an exact host: they are different claims, and the exact host is matched first", () => {

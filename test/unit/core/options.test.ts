@@ -56,6 +56,7 @@ describe("render options", () => {
     [{ hostClaims: "shop: [a b]" }, "--host-claims"],
     [{ hostClaims: { "Shop!": ["a.example.com"] } }, "--host-claims"],
     [{ hostClaims: "[shop.example.com]" }, "--host-claims: a map of namespace to host patterns"],
+    [{ ownHosts: "lb.example.com,bad host" }, '--own-hosts: "bad host" is not a host name'],
     [{ timeoutServer: "30" }, "--timeout-server: a time between 1ms and 24h"],
     [{ acceptProxy: "10.0.0.0/8 if TRUE" }, "--accept-proxy"],
     [{ timeoutClient: "25h" }, "--timeout-client"],
@@ -94,6 +95,14 @@ describe("render options", () => {
         .hostClaims,
     ).toEqual(expected);
     expect(parseRenderOptions({}).hostClaims).toBeUndefined();
+  });
+
+  it("reads --own-hosts as a comma list of host patterns", () => {
+    expect(parseRenderOptions({ ownHosts: "LB.example.com, *.nodes.example.com," }).ownHosts).toEqual([
+      { name: "lb.example.com", wildcard: false },
+      { name: "nodes.example.com", wildcard: true },
+    ]);
+    expect(parseRenderOptions({}).ownHosts).toBeUndefined();
   });
 
   it("has the timeouts the defaults sections always had, normalised when given", () => {

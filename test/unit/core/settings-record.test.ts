@@ -24,4 +24,11 @@ describe("settings recorded with a config", () => {
     expect(settingsRecordSchema.safeParse(record).success).toBe(true);
     expect(parseRenderOptions(record.options)).toEqual(options);
   });
+
+  it("hold --own-hosts as the comma list a flag takes", () => {
+    const options = parseRenderOptions({ ownHosts: "LB.example.com, *.nodes.example.com" });
+    const record = settingsRecord(options, { source: "built-in", sha256: "0".repeat(64) });
+    expect(record.options.ownHosts).toBe("lb.example.com,*.nodes.example.com");
+    expect(parseRenderOptions(record.options)).toEqual(options);
+  });
 });
