@@ -1,7 +1,9 @@
 /*
  * Tells the agents that a new config is published. A ping is an optimisation only: agents poll
  * the store on their own timer (invariant 4), so nothing here ever throws; failures are logged
- * and counted.
+ * and counted. A fleet is pinged a bounded number at a time within an overall deadline, and the
+ * agent Service's EndpointSlices are listed once per DISCOVERY_TTL_MS, not once per change: an
+ * agent not pinged in time, or not yet listed, converges by its own poll.
  */
 
 import { readFile } from "node:fs/promises";
@@ -25,6 +27,12 @@ export interface NotifierOptions {
   tokenFile?: string;
   /** Per ping and for the slice list. Default 2000 ms. */
   timeoutMs?: number;
+  /** Pings in flight at once. */
+  concurrency: number;
+  /** The whole round of pings; agents not pinged by then are counted, not pinged. */
+  deadlineMs: number;
+  /** Clock of the discovery cache (tests). */
+  now?: () => number;
 }
 
 export interface NotifyPayload {
@@ -46,9 +54,12 @@ export interface NotifyReport {
   agents: number;
   ok: number;
   failed: number;
-  /** Set when the agent Service could not be listed; the static agents were still pinged. */
+  /** Agents left unpinged when the deadline came: they converge by their poll. */
+  unpinged: number;
+  /** Set when the agent Service could not be listed; the last list (or the static agents) was pinged. */
   discoveryError?: string;
-  pings: AgentPing[];
+  /** The first MAX_REPORTED_FAILURES failed pings: a report stays small however large the fleet. */
+  failures: AgentPing[];
 }
 
 export interface Notifier {
@@ -58,10 +69,16 @@ export interface Notifier {
 }
 
 const DEFAULT_TIMEOUT_MS = 2000;
+/** How long a listing of the agent Service is used: a node that joins is pinged within this, and polls meanwhile. */
+export const DISCOVERY_TTL_MS = 30_000;
+const MAX_REPORTED_FAILURES = 20;
 
 export function createNotifier(options: NotifierOptions, log: Logger): Notifier {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const agentPort = options.agentPort ?? "agent";
+  const { concurrency, deadlineMs } = options;
+  const now = options.now ?? (() => performance.now());
+  let listed: { at: number; urls: string[] } | undefined;
 
   async function fromService(ref: { namespace: string; name: string }): Promise<string[]> {
     const kc = loadKubeConfig(options.kube ?? {});
@@ -79,12 +96,15 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
     const found = new Set(options.agents.map((a) => a.replace(/\/+$/, "")));
     let error: string | undefined;
     if (options.agentService) {
-      try {
-        for (const url of await fromService(options.agentService)) found.add(url);
-      } catch (err) {
-        const { namespace, name } = options.agentService;
-        error = `cannot list the EndpointSlices of agent Service ${namespace}/${name}: ${errorText(err)}`;
+      if (!listed || now() - listed.at >= DISCOVERY_TTL_MS) {
+        try {
+          listed = { at: now(), urls: await fromService(options.agentService) };
+        } catch (err) {
+          const { namespace, name } = options.agentService;
+          error = `cannot list the EndpointSlices of agent Service ${namespace}/${name}: ${errorText(err)}`;
+        }
       }
+      for (const url of listed?.urls ?? []) found.add(url);
     }
     return { agents: [...found].sort(), error };
   }
@@ -94,7 +114,7 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
     return (await readFile(options.tokenFile, "utf8")).trim();
   }
 
-  async function ping(agent: string, body: string, token: string | undefined): Promise<AgentPing> {
+  async function ping(agent: string, body: string, token: string | undefined, waitMs: number): Promise<AgentPing> {
     const started = performance.now();
     const ms = () => Math.round(performance.now() - started);
     try {
@@ -102,7 +122,7 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
         method: "POST",
         headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
         body,
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: AbortSignal.timeout(waitMs),
       });
       // Drain the body so that the connection is released.
       await res.arrayBuffer();
@@ -131,13 +151,32 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
         tokenError = `cannot read the notify token from ${options.tokenFile}: ${errorText(err)}`;
       }
       const body = JSON.stringify({ key: payload.key, sha256: payload.sha256, revision: payload.revision });
-      const pings = tokenError
-        ? agents.map((agent): AgentPing => ({ agent, ok: false, error: tokenError, ms: 0 }))
-        : await Promise.all(agents.map((agent) => ping(agent, body, token)));
-      for (const p of pings)
-        if (!p.ok) log.warn({ agent: p.agent, status: p.status, err: p.error, ms: p.ms }, "agent ping failed");
-      const ok = pings.filter((p) => p.ok).length;
-      return { agents: agents.length, ok, failed: pings.length - ok, discoveryError, pings };
+      const failures: AgentPing[] = [];
+      let ok = 0;
+      let failed = 0;
+      const count = (p: AgentPing) => {
+        if (p.ok) ok++;
+        else if (failed++ < MAX_REPORTED_FAILURES) failures.push(p);
+      };
+      let next = 0;
+      if (tokenError) {
+        for (const agent of agents) count({ agent, ok: false, error: tokenError, ms: 0 });
+        next = agents.length;
+      } else {
+        const end = performance.now() + deadlineMs;
+        const worker = async () => {
+          for (let left = end - performance.now(); next < agents.length && left > 0; left = end - performance.now())
+            count(await ping(agents[next++]!, body, token, Math.min(timeoutMs, Math.ceil(left))));
+        };
+        await Promise.all(Array.from({ length: Math.min(concurrency, agents.length) }, worker));
+      }
+      const unpinged = agents.length - next;
+      if (failed > 0 || unpinged > 0)
+        log.warn(
+          { agents: agents.length, ok, failed, unpinged, first: failures.slice(0, 5) },
+          "some agents were not pinged; they converge by their poll",
+        );
+      return { agents: agents.length, ok, failed, unpinged, discoveryError, failures };
     },
   };
 }

@@ -29,6 +29,10 @@ export interface NotifySettings {
   /** Read at every notify, so that a rotated Secret takes effect without a restart. */
   tokenFile?: string;
   timeoutMs: number;
+  /** Pings in flight at once. */
+  concurrency: number;
+  /** The whole round of pings of one publish. */
+  deadlineMs: number;
 }
 
 /** Settings only the deployed functions (and the CLI commands that share them) read. */
@@ -122,6 +126,16 @@ export const notifySettingSpecs = {
     help: "per-agent ping timeout",
     placeholder: "ms",
   },
+  notifyConcurrency: {
+    schema: wholeNumber("a whole number from 1 to 1000", 1, 1000).default(64),
+    help: "agent pings in flight at once",
+    placeholder: "n",
+  },
+  notifyDeadlineMs: {
+    schema: wholeNumber("a whole number of milliseconds from 100 to 60000", 100, 60_000).default(5000),
+    help: "the whole round of pings of one publish; agents not pinged by then converge by their poll",
+    placeholder: "ms",
+  },
 } as const satisfies Record<string, SettingSpec>;
 
 /** Set by variable or config file only: the CLI's commands have no use for them. */
@@ -188,6 +202,8 @@ export function loadFunctionSettings(
       token: extra.notifyToken,
       tokenFile: extra.notifyTokenFile,
       timeoutMs: extra.notifyTimeoutMs,
+      concurrency: extra.notifyConcurrency,
+      deadlineMs: extra.notifyDeadlineMs,
     },
   };
 }

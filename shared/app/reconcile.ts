@@ -157,6 +157,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         token: settings.notify.token,
         tokenFile: settings.notify.tokenFile,
         timeoutMs: settings.notify.timeoutMs,
+        concurrency: settings.notify.concurrency,
+        deadlineMs: settings.notify.deadlineMs,
       },
       log,
     );

@@ -351,7 +351,7 @@ describe("reconcile function", () => {
       discover: async () => ({ agents: [] }),
       async notify() {
         atPing.push(await h.objects());
-        return { agents: 0, ok: 0, failed: 0, pings: [] };
+        return { agents: 0, ok: 0, failed: 0, unpinged: 0, failures: [] };
       },
     };
     h = await harness({ SERVICELB_STORE_RETAIN: "1" }, { notifier });
