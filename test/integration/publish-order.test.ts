@@ -80,7 +80,14 @@ function reconciler(
       forcePathStyle: true,
       retain: 50,
     },
-    notify: { agents: agent ? [agent.url] : [], agentPort: "agent", token: TOKEN, timeoutMs: 2000 },
+    notify: {
+      agents: agent ? [agent.url] : [],
+      agentPort: "agent",
+      token: TOKEN,
+      timeoutMs: 2000,
+      concurrency: 64,
+      deadlineMs: 5000,
+    },
   };
   // The node's store is closed by the node's clean-up, so the reconciler is not closed.
   return { settings, reconciler: createReconciler(settings, { log: memoryLog().log, store: n.store, ...deps }) };

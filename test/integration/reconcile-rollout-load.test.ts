@@ -49,7 +49,14 @@ function reconcilerFor(agent: Agent, kubeconfig: string): Reconciler {
     confirmDelayMs: 50,
     digest: "auto",
     store: { url: `s3://${s3.bucket}/${n.prefix}`, endpoint: s3.endpoint, forcePathStyle: true, retain: 50 },
-    notify: { agents: [agent.url], agentPort: "agent", token: TOKEN, timeoutMs: 2000 },
+    notify: {
+      agents: [agent.url],
+      agentPort: "agent",
+      token: TOKEN,
+      timeoutMs: 2000,
+      concurrency: 64,
+      deadlineMs: 5000,
+    },
   };
   // The node's store is closed by the node's clean-up.
   return createReconciler(settings, { log: createLogger("rollout-test", "silent"), store: n.store });
