@@ -479,7 +479,7 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
       reloads: (await reloads(own.agentUrl)) - stormReloadsBefore,
       runtimeUpdates: (await runtimeUpdates()) - runtimeBefore,
     };
-    // The kind the function chose from the agent's report (app/digest-choice.ts).
+    // The kind the function chose from the agent's report (app/agent-reports.ts).
     const status = (await (await fetch(`${own.agentUrl}/status`)).json()) as { applied?: { sha256?: string } };
     digest = digestKind(status.applied?.sha256 ?? "");
     store.close();

@@ -26,6 +26,7 @@ import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
+import type { NodeFiles } from "../core/descriptors.js";
 import type { PatternFile } from "../core/pattern-files.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
 import { serverStateFileOf, statsSocketOf } from "../core/config-facts.js";
@@ -74,6 +75,8 @@ export interface ActivationOptions {
   backoff: Backoff;
   metrics: AgentMetrics;
   log: Logger;
+  /** The descriptors HAProxy may open on this node (verdict.ts); unknown, configs are not counted. */
+  openFiles?: () => NodeFiles | null;
   /** HAProxy's ports, real by default; a test injects fakes to force an interleaving. */
   check?: ConfigChecker;
   runtime?: RuntimePort;
@@ -155,10 +158,10 @@ export class Activation {
   }
 
   private verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
-    const { configPath, haproxyBin, checkTimeoutMs, log, check = checkConfig } = this.options;
+    const { configPath, haproxyBin, checkTimeoutMs, log, openFiles, check = checkConfig } = this.options;
     return configVerdict(
       config,
-      { check, haproxyBin, timeoutMs: checkTimeoutMs, workDir: dirname(configPath), log },
+      { check, haproxyBin, timeoutMs: checkTimeoutMs, workDir: dirname(configPath), log, openFiles },
       signal,
     );
   }

@@ -7,9 +7,10 @@
 
 import type { S3ClientConfig } from "@aws-sdk/client-s3";
 import { mkdir } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import { dirname } from "node:path";
 import { showProc } from "../adapters/haproxy/master.js";
-import { HaproxyProcess, type HaproxyProcessOptions } from "../adapters/haproxy/process.js";
+import { HaproxyProcess, type HaproxyProcessOptions, openFileLimit } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/object-store.js";
 import { openStore } from "../adapters/open-store.js";
@@ -30,6 +31,7 @@ import { watchStore } from "./store-watch.js";
 import { tokenSource } from "./token.js";
 import { until } from "./until.js";
 import { DIGEST_KINDS } from "../core/config-digest.js";
+import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/descriptors.js";
 
 export interface AgentDeps {
   log?: Logger;
@@ -146,6 +148,15 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     },
   };
 
+  /**
+   * HAProxy's own limit while it runs (a wrapper given as --haproxy-bin may have set it), else
+   * the agent's, which HAProxy inherits.
+   */
+  const openFiles = (): NodeFiles | null => {
+    const limit = openFileLimit(proc.pid ?? "self");
+    return limit === null ? null : { limit, cpus: availableParallelism() };
+  };
+
   let reporter: StatusReporter | undefined;
   const applier = new Applier({
     store: watched.store,
@@ -154,6 +165,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     stateFile,
     haproxyBin: options.haproxyBin,
     checkTimeoutMs: options.checkTimeout,
+    openFiles,
     minReloadIntervalMs: options.minReloadInterval,
     backoff: deps.backoff ?? { initialMs: 10_000, maxMs: 300_000 },
     metrics,
@@ -164,16 +176,20 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     trace: deps.trace,
   });
 
-  const status = (): NodeStatus => ({
-    node: options.nodeName,
-    ...applier.status(),
-    haproxy: { running: proc.running, ...proc.supervision() },
-    pull: watched.health(),
-    reportIntervalSeconds: options.statusInterval / 1000,
-    reportedAt: new Date().toISOString(),
-    agent: version,
-    digests: [...DIGEST_KINDS],
-  });
+  const status = (): NodeStatus => {
+    const files = openFiles();
+    return {
+      node: options.nodeName,
+      ...applier.status(),
+      haproxy: { running: proc.running, ...proc.supervision() },
+      pull: watched.health(),
+      reportIntervalSeconds: options.statusInterval / 1000,
+      reportedAt: new Date().toISOString(),
+      agent: version,
+      digests: [...DIGEST_KINDS],
+      openFiles: files && { limit: files.limit, reserved: haproxyReserve(haproxyThreads(files.cpus)) },
+    };
+  };
 
   /**
    * Whether this node load-balances: the liveness and readiness of the agent's pod. A store the

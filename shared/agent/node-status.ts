@@ -55,6 +55,12 @@ export const nodeStatusSchema = z.object({
    * report none and verify sha256 only: publishers keep to sha256 while one such report is there.
    */
   digests: z.array(z.string()).default([]),
+  /**
+   * The most file descriptors HAProxy may open on this node, and how many of them it takes before
+   * a config's listeners and servers (core/descriptors.ts); null when the agent cannot tell, and in
+   * reports of agents from before. Publishers keep configs within the smallest node's room.
+   */
+  openFiles: z.object({ limit: z.number(), reserved: z.number() }).nullable().default(null),
 });
 
 export type NodeStatus = z.infer<typeof nodeStatusSchema>;

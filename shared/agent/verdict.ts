@@ -2,6 +2,7 @@
 
 import type { CheckOptions, CheckResult } from "../adapters/haproxy/check.js";
 import type { Logger } from "../adapters/log.js";
+import { configDescriptors, descriptorsNeeded, type NodeFiles } from "../core/descriptors.js";
 import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render.js";
 import type { AgentError } from "./state.js";
 
@@ -22,6 +23,8 @@ export interface VerdictOptions {
   workDir: string;
   log: Logger;
   env?: NodeJS.ProcessEnv;
+  /** The descriptors HAProxy may open on this node, or null when they cannot be told (then not checked). */
+  openFiles?: () => NodeFiles | null;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -39,6 +42,18 @@ export async function configVerdict(
       stage: "check",
       message: `the config protects the stats page (--stats-user) but ${STATS_PASSWORD_VARIABLE} is not set for HAProxy on this node`,
     };
+  }
+  const files = options.openFiles?.() ?? null;
+  if (files !== null) {
+    const count = configDescriptors(config.config);
+    const need = descriptorsNeeded(count, files.cpus);
+    // `haproxy -c` passes such a config; HAProxy would fail to reload on it, and go on failing.
+    if (need > files.limit)
+      return {
+        ok: false,
+        stage: "check",
+        message: `the config needs ${need} file descriptors (${count.own} for its listeners and servers, ${need - count.own} for HAProxy itself), more than HAProxy may open on this node (its hard limit, ulimit -Hn: ${files.limit}): HAProxy would not start or reload on it`,
+      };
   }
   let check: CheckResult;
   try {

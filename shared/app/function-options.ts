@@ -15,7 +15,7 @@ import {
 } from "../core/settings.js";
 import { type StoreSettings, storeRetainSpec, storeSettingSpecs, storeSettings } from "../core/store-settings.js";
 import { mergeSettingSources } from "../adapters/setting-sources.js";
-import type { DigestSetting } from "./digest-choice.js";
+import type { DigestSetting } from "./agent-reports.js";
 
 /** How the reconcile function finds and pings the agents. */
 export interface NotifySettings {
@@ -49,7 +49,7 @@ export interface FunctionSettings {
   passTimeoutMs: number;
   /** How long the full list behind a head start that served its event waits for more events (0: not at all). */
   confirmDelayMs: number;
-  /** The digest configs are published by (app/digest-choice.ts). */
+  /** The digest configs are published by (app/agent-reports.ts). */
   digest: DigestSetting;
   notify: NotifySettings;
 }

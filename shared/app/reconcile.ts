@@ -34,7 +34,7 @@ import { requireStore, type FunctionSettings } from "./function-options.js";
 import { openStore } from "../adapters/open-store.js";
 import { RenderContext } from "./render-context.js";
 import { Coalescer, Settled } from "./pass-queue.js";
-import { DigestChoice } from "./digest-choice.js";
+import { AgentReports } from "./agent-reports.js";
 
 /** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
 export type LiveSnapshot = Snapshot & { listWarnings: string[]; endpointKind?: "EndpointSlice" | "Endpoints" };
@@ -181,7 +181,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     ((signal: AbortSignal) =>
       readClusterRevision(loadKubeConfig(kube), { namespace: settings.options.namespace, signal }));
   const recorded = settingsRecord(settings.options, ctx.template);
-  const digests = new DigestChoice(
+  const reports = new AgentReports(
     settings.digest,
     () => store.listStatuses(),
     async () => {
@@ -321,7 +321,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         if (refs.length > 0 && refs.every((r, i) => r.kind === "Service" && pending.held.includes(named[i]!)))
           return done("unchanged", { key: expected.key, held: named, reason: HELD_ONLY });
         // What the last read decided: a head start never waits for one.
-        ctx.useDigest(digests.current);
+        ctx.useDigest(reports.current);
+        ctx.useRoom(reports.room);
         const rendered = ctx.render(pending.snapshot);
         // The bytes of the newest config this instance knows (a new Service held back beside objects
         // that changed nothing, an edit that renders nothing new): nothing to deliver, so no request to
@@ -380,7 +381,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     let stage: Stage = "list";
     const { deadline, guard } = deadlineOf(() => stage);
     // Beside the list: only an instance's first pass waits for the agents' reports.
-    const digest = digests.forPass();
+    const digest = reports.forPass();
     try {
       const list = async () => {
         stage = "list";
@@ -406,7 +407,9 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           await guard(loadLayout(plog));
           stage = "render";
         }
-        ctx.useDigest(chosen === "tree1" ? digests.current : "sha256");
+        ctx.useDigest(chosen === "tree1" ? reports.current : "sha256");
+        const room = reports.room;
+        ctx.useRoom(room);
         const rendered = ctx.render(snapshot);
         durationsMs.build = rendered.stats.buildMs;
         durationsMs.render = rendered.stats.renderMs;
@@ -422,6 +425,11 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             "render warnings",
           );
         }
+        if (room !== null && rendered.stats.descriptors > room)
+          plog.warn(
+            { descriptors: rendered.stats.descriptors, room },
+            "the config needs more file descriptors than the smallest node has: nodes short of them refuse it and serve their last config",
+          );
         return { snapshot, rendered, held: pending.held };
       };
       // One PutObject of the whole config under a new key: nothing partial is ever visible.

@@ -59,10 +59,17 @@ export class RenderContext {
 
   /** The layout the newest published config was rendered with: a cold instance places Services into it. */
   useLayout(layout: BackendLayout): void {
+    const { room } = this.layout;
     this.layout = new LayoutState(layout);
+    this.layout.room = room;
   }
 
-  /** Renders from now on are digested by `kind` (app/digest-choice.ts). */
+  /** The descriptors the smallest node has for a config (app/agent-reports.ts): placement keeps within them. */
+  useRoom(room: number | null): void {
+    this.layout.room = room;
+  }
+
+  /** Renders from now on are digested by `kind` (app/agent-reports.ts). */
   useDigest(kind: DigestKind): void {
     if (kind !== this.hasher.kind) this.hasher = configHasher(kind);
   }

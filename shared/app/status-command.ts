@@ -5,7 +5,7 @@
  * node's own report intervals is marked stale: the agent is gone or cannot reach the store.
  * While a pin is set, the pinned config is what every node should run. Newer keys whose objects
  * do not verify are listed: they are skipped by the publisher and the agents. Which config
- * digests the fleet verifies says whether publishers may use tree1 (app/digest-choice.ts), and
+ * digests the fleet verifies says whether publishers may use tree1 (app/agent-reports.ts), and
  * which node keeps them on sha256.
  * Exits 3 (with the reasons on stderr) unless every node serves the newest config, as
  * `kubectl rollout status` fails until a rollout is done.
@@ -18,7 +18,7 @@ import { compareConfigKeys } from "../core/config-key.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
-import { digestForFleet } from "./digest-choice.js";
+import { digestForFleet } from "./agent-reports.js";
 import { type DigestKind, digestKind } from "../core/config-digest.js";
 
 export interface NodeRow {

@@ -10,7 +10,11 @@
  * is placed into the lowest free spare, its endpoints hashed into the spare's slots; a removed one leaves its backend behind
  * with every slot free (vacated), or frees its spare. Anything a spare cannot absorb (a Service
  * that needs its own backend, no spare left, a held Service that outgrew its spare) starts a
- * fresh layout: every Service in a backend of its own name and a new set of free spares. The
+ * fresh layout: every Service in a backend of its own name and a new set of free spares. So does
+ * a layout that would cost the nodes descriptors for nothing: backends left behind holding more
+ * slots than the spares do, or a config over the room the smallest node has (core/descriptors.ts).
+ * A node that cannot open a descriptor for every slot runs none of the config, and a removed
+ * Service's backends must not keep it there after the Service is gone. The
  * config then differs in its backends anyway, which is a reload; that reload provisions the
  * spares. Correctness never rests on the layout: the agent compares configs and reloads for any
  * change outside slots and maps (agent/decide.ts). The layout only decides how often it must.
@@ -23,6 +27,7 @@ import { z } from "zod";
 import type { Backend, HttpRoute, Model } from "./model.js";
 import { compareStrings } from "./compare.js";
 import { settingDefaults } from "./backend-settings.js";
+import { modelDescriptors } from "./descriptors.js";
 import { sha256 } from "./sha256.js";
 import { assignSlots, nextPowerOfTwo } from "./slots.js";
 
@@ -75,10 +80,17 @@ export class LayoutState {
   /** Free spares and vacated backends, by name, for as long as their options stay the same. */
   readonly freeBackends = new Map<string, Backend>();
   freeKey = "";
-  /** Input and output of the last placement, reused while the input is the same model. */
-  last: { input: Model; layout: BackendLayout | null; output: Model } | undefined;
+  /** Input and output of the last placement, reused while the input and the room are the same. */
+  last:
+    | { input: Model; layout: BackendLayout | null; output: Model; room: number | null; descriptors: number }
+    | undefined;
   /** The routes moved to spares, reused while routes and layout stay the same (the renderer caches the maps by identity). */
   moved: { input: readonly HttpRoute[]; layout: BackendLayout; output: HttpRoute[] } | undefined;
+  /**
+   * The descriptors the smallest node has for a config's listeners and server slots (its limit
+   * less what HAProxy takes itself), as the agents report it; null when not known.
+   */
+  room: number | null = null;
 
   constructor(layout: BackendLayout | null = null) {
     this.layout = layout;
@@ -90,6 +102,8 @@ export interface Placement {
   layout: BackendLayout;
   /** Why the layout started afresh, or null when the previous one absorbed the change. */
   fresh: string | null;
+  /** What the config asks of each node for its listeners and server slots (core/descriptors.ts). */
+  descriptors: number;
 }
 
 function freeSlots(count: number): Array<string | null> {
@@ -173,8 +187,8 @@ function sparesPossible(model: Model): boolean {
 export function placeBackends(model: Model, state: LayoutState = new LayoutState()): Placement {
   const previous = state.layout;
   const last = state.last;
-  if (last && last.input === model && last.layout === previous && previous !== null)
-    return { model: last.output, layout: previous, fresh: null };
+  if (last && last.input === model && last.layout === previous && last.room === state.room && previous !== null)
+    return { model: last.output, layout: previous, fresh: null, descriptors: last.descriptors };
   const spares = sparesPossible(model) ? model.options.spareBackends : 0;
   const tls = new Set<string>();
   for (const r of model.httpRoutes) if (r.action !== "route") tls.add(r.backend);
@@ -185,26 +199,46 @@ export function placeBackends(model: Model, state: LayoutState = new LayoutState
       : previous.spareSlots < spareFloor(model)
         ? `spares have ${previous.spareSlots} slots, fewer than --min-server-slots`
         : absorb(model, previous, tls, state);
-  if (typeof result === "string") {
-    const fresh: BackendLayout = {
-      version: 1,
-      spareSlots: spareSlotsFor(model),
-      named: model.backends.map((b) => b.name),
-      spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
-      vacated: [],
-    };
-    const placed = build(model, fresh, state);
-    remember(state, model, fresh, placed);
-    return { model: placed, layout: fresh, fresh: result };
+  if (typeof result !== "string") {
+    const placed = build(model, result, state);
+    const descriptors = modelDescriptors(placed);
+    const room = state.room;
+    // Over the room the absorbed layout may be only for what it keeps (spares sized for a Service
+    // gone, backends left behind): a fresh one sheds that. Over it anyway, the nodes refuse either.
+    if (room === null || descriptors <= room) return remember(state, model, result, placed, null, descriptors);
+    return placeFresh(
+      model,
+      spares,
+      state,
+      `the config would need ${descriptors} descriptors for its listeners and server slots, the smallest node has room for ${room}`,
+    );
   }
-  const placed = build(model, result, state);
-  remember(state, model, result, placed);
-  return { model: placed, layout: result, fresh: null };
+  return placeFresh(model, spares, state, result);
 }
 
-function remember(state: LayoutState, input: Model, layout: BackendLayout, output: Model): void {
+function placeFresh(model: Model, spares: number, state: LayoutState, why: string): Placement {
+  const fresh: BackendLayout = {
+    version: 1,
+    spareSlots: spareSlotsFor(model),
+    named: model.backends.map((b) => b.name),
+    spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
+    vacated: [],
+  };
+  const placed = build(model, fresh, state);
+  return remember(state, model, fresh, placed, why, modelDescriptors(placed));
+}
+
+function remember(
+  state: LayoutState,
+  input: Model,
+  layout: BackendLayout,
+  output: Model,
+  fresh: string | null,
+  descriptors: number,
+): Placement {
   state.layout = layout;
-  state.last = { input, layout, output };
+  state.last = { input, layout, output, room: state.room, descriptors };
+  return { model: output, layout, fresh, descriptors };
 }
 
 /** The backend of that name in a list sorted by name. */
@@ -274,6 +308,12 @@ function absorb(
     if (!v) return `${name} was removed and cannot stay behind empty`;
     vacated.set(name, v);
   }
+  // What is left behind costs a descriptor a slot like the spares: no more of them than the
+  // spares have, so that neither many removals nor one large one pin the nodes' descriptors.
+  let left = 0;
+  for (const v of vacated.values()) left += v.slots;
+  if (left > spares.length * slots)
+    return `backends left behind by removed Services would hold ${left} server slots, more than the ${spares.length * slots} of the spares`;
   return {
     version: 1,
     spareSlots: slots,

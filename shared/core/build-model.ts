@@ -9,7 +9,8 @@ import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from ".
 import { compareStrings } from "./compare.js";
 import type { RenderOptions } from "./options.js";
 import { OptionsError } from "./settings.js";
-import { assignSlots, slotCookies } from "./slots.js";
+import { MAX_PORT_ENDPOINTS, MAX_SERVICE_PORTS, MAX_SERVICE_SLOTS } from "./service-caps.js";
+import { assignSlots, slotCookies, slotCount } from "./slots.js";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
 import { SweptMap } from "./swept-map.js";
 
@@ -253,7 +254,21 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       annotation: "serviceloadbalancer/lb.sslTerm",
       message: "not served: no --ssl-cert is configured, and a TLS Service is never served in clear text",
     });
+  // Caps per Service (service-caps.ts): the ports over them, in port order, and the slots taken so far.
+  const overPorts: number[] = [];
+  const overSlots: number[] = [];
+  let slots = 0;
+  const minSlots = options.forwardServices ? 1 : options.minServerSlots;
+  // Room is kept for the port that carries the host and custom path, wherever its number falls.
+  let held = primary && {
+    ports: 1,
+    slots: slotCount(
+      options.forwardServices ? 1 : Math.min(c.index.addresses(svc, primary).length, MAX_PORT_ENDPOINTS),
+      minSlots,
+    ),
+  };
   for (const sp of ports) {
+    if (sp === primary) held = undefined;
     if (sp.protocol !== "TCP") {
       skip(`${sp.protocol} port: HAProxy balances TCP only`, sp.port);
       continue;
@@ -263,17 +278,37 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       skip("lb.sslTerm is set but no --ssl-cert is configured: not served in clear text", sp.port);
       continue;
     }
-    let addresses: string[];
-    if (options.forwardServices) {
-      const address = headless ? null : formatAddress(svc.spec.clusterIP!, sp.port);
-      if (!address) {
-        skip("headless Service: --forward-services needs a ClusterIP", sp.port);
-        continue;
-      }
-      addresses = [address];
-    } else {
-      addresses = c.index.addresses(svc, sp);
+    const forwarded = !options.forwardServices
+      ? undefined
+      : headless
+        ? null
+        : formatAddress(svc.spec.clusterIP!, sp.port);
+    if (forwarded === null) {
+      skip("headless Service: --forward-services needs a ClusterIP", sp.port);
+      continue;
     }
+    // Before its endpoints are looked up: a Service of thousands of ports costs no more than 64.
+    if (plan.ports.length + (held?.ports ?? 0) >= MAX_SERVICE_PORTS) {
+      overPorts.push(sp.port);
+      skip(`over the cap of ${MAX_SERVICE_PORTS} ports per Service`, sp.port);
+      continue;
+    }
+    let addresses = forwarded !== undefined ? [forwarded] : c.index.addresses(svc, sp);
+    if (addresses.length > MAX_PORT_ENDPOINTS) {
+      plan.warnings.push({
+        service: id,
+        port: sp.port,
+        message: `${addresses.length} ready endpoints: the first ${MAX_PORT_ENDPOINTS} by address are served, the cap per port`,
+      });
+      addresses = addresses.slice(0, MAX_PORT_ENDPOINTS);
+    }
+    const servers = assignSlots(addresses, minSlots);
+    if (plan.ports.length > 0 && slots + servers.length + (held?.slots ?? 0) > MAX_SERVICE_SLOTS) {
+      overSlots.push(sp.port);
+      skip(`over the cap of ${MAX_SERVICE_SLOTS} server slots per Service`, sp.port);
+      continue;
+    }
+    slots += servers.length;
     // No ready endpoint keeps the backend, every slot free: the route answers 503 (the Service
     // exists, nothing serves it) and scaling back up is a runtime change, not a reload.
     const backendName = `${namespace}_${name}_${sp.port}`;
@@ -289,7 +324,6 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
             timeoutSeconds: svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT,
           }
         : { kind: "none" };
-    const servers = assignSlots(addresses, options.forwardServices ? 1 : options.minServerSlots);
     const backend: Backend = {
       name: backendName,
       namespace,
@@ -315,7 +349,24 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       aclMatch: !isTcp && isPrimary ? (ann.aclMatch ?? null) : null,
     });
   }
+  if (overPorts.length > 0)
+    plan.warnings.push({
+      service: id,
+      message: `${portCount(overPorts)} not served (${portList(overPorts)}): over the cap of ${MAX_SERVICE_PORTS} ports per Service, which serves its lowest ports${primary ? ` and port ${primary.port}` : ""}`,
+    });
+  if (overSlots.length > 0)
+    plan.warnings.push({
+      service: id,
+      message: `${portCount(overSlots)} not served (${portList(overSlots)}): their server slots would take the Service over the cap of ${MAX_SERVICE_SLOTS} per Service`,
+    });
   return plan;
+}
+
+const portCount = (ports: readonly number[]) => (ports.length === 1 ? "1 port" : `${ports.length} ports`);
+
+/** "8080, 8081, 8082 … 9999" */
+function portList(ports: readonly number[]): string {
+  return ports.length <= 4 ? ports.join(", ") : `${ports.slice(0, 3).join(", ")} … ${ports.at(-1)}`;
 }
 
 /** The versions a plan depends on, or null when one is missing: a cache may only trust versions it can see. */

@@ -7,7 +7,7 @@
  * differ: a config published again in the other kind is a new config with the same bytes, which
  * agents apply without a reload (nothing changes).
  *
- * Publishers switch to tree1 only once every agent says it verifies it (app/digest-choice.ts):
+ * Publishers switch to tree1 only once every agent says it verifies it (app/agent-reports.ts):
  * an agent that knows only sha256 skips a tree1 config as not verifying.
  */
 import { z } from "zod";

@@ -9,11 +9,11 @@
 import { parseServer, sectionOf } from "./config-diff.js";
 
 /**
- * The first `keyword` line of a global section. Only global sections are read: found by a native
+ * The value of the first `keyword` line of a global section. Only global sections are read: found by a native
  * search for their header lines, not a walk over every line (a config of 10,000 Services has
  * 200,000, and the agent asks for these facts at every apply).
  */
-function globalSetting(text: string, keyword: string): string | undefined {
+export function globalSetting(text: string, keyword: string): string | undefined {
   const setting = new RegExp(`^\\s+${keyword}\\s+(\\S+)`);
   for (const header of text.matchAll(GLOBAL_HEADER)) {
     let from = header.index + header[0].length + 1;

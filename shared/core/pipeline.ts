@@ -7,6 +7,7 @@ import type { RenderOptions } from "./options.js";
 import type { Renderer } from "./render.js";
 import { scopeReport } from "./scope-report.js";
 import { type ConfigHasher, configHasher } from "./config-digest.js";
+import { modelDescriptors } from "./descriptors.js";
 import type { Snapshot } from "./snapshot.js";
 
 export interface RenderResult extends ConfigChunks {
@@ -29,6 +30,8 @@ export interface RenderResult extends ConfigChunks {
     /** Spare backends free for Services to come. */
     spares: number;
     servers: number;
+    /** File descriptors the config asks of each node for its listeners and server slots (descriptors.ts). */
+    descriptors: number;
     bytes: number;
     buildMs: number;
     renderMs: number;
@@ -85,6 +88,7 @@ export function renderSnapshot(
       backends: built.backends.length,
       spares: placement ? placement.layout.spares.filter((s) => s.holds === null).length : 0,
       servers: model.readyServers,
+      descriptors: placement?.descriptors ?? modelDescriptors(model),
       bytes: byteLength,
       buildMs: roundMs(t1 - t0),
       renderMs: roundMs(t2 - t1),

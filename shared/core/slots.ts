@@ -14,6 +14,11 @@ export function nextPowerOfTwo(n: number): number {
   return p;
 }
 
+/** The server slots of a backend of `endpoints` endpoints: a power of two, at least `minSlots`. */
+export function slotCount(endpoints: number, minSlots: number): number {
+  return Math.max(nextPowerOfTwo(minSlots), nextPowerOfTwo(endpoints));
+}
+
 /**
  * Places endpoints into a power-of-two number of server slots by hashing their address: the
  * address of each slot, null for a free one. An endpoint keeps its slot while others come and go
@@ -21,7 +26,7 @@ export function nextPowerOfTwo(n: number): number {
  * runtime API, and stick tables that remember a server keep pointing at the same pod.
  */
 export function assignSlots(addresses: readonly string[], minSlots: number): Array<string | null> {
-  const count = Math.max(nextPowerOfTwo(minSlots), nextPowerOfTwo(addresses.length));
+  const count = slotCount(addresses.length, minSlots);
   const slots: Array<string | null> = new Array<string | null>(count).fill(null);
   for (const address of addresses) {
     let i = fnv1a(address) % count;

@@ -22,6 +22,7 @@ import {
   type Reconciler,
 } from "../../shared/app/reconcile.js";
 import { RenderContext } from "../../shared/app/render-context.js";
+import { configDescriptors } from "../../shared/core/descriptors.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { agentReport, service, slice } from "../support/fixtures.js";
@@ -738,6 +739,59 @@ describe("events that cannot change the config", () => {
     expect((await h.send(apiServerEvent("ref", "update", webService()))).status).toBe(204);
     expect(api.requests.length).toBeGreaterThan(0);
     expect(await h.objects()).toHaveLength(1);
+  });
+});
+
+describe("configs within the nodes' file descriptors", () => {
+  const big = ["10.1.1.1", "10.1.1.2", "10.1.1.3", "10.1.1.4", "10.1.1.5"];
+  const own = (h: Harness) => async (key: string) => configDescriptors((await h.store.get(key)).config).own;
+  const roomRead = (h: Harness, room: number) =>
+    waitFor(
+      `the reports read, room ${room}`,
+      async () =>
+        h.lines.some((l) => l.room === room && String(l.msg).startsWith("the smallest node has room")) || undefined,
+    );
+
+  it("the layout starts afresh rather than keep a removed Service's backend the smallest node has no room for; a config over it anyway is a warning", async () => {
+    const h = await harness({ SERVICELB_DIGEST: "sha256" }, { digestRecheckMs: 0 });
+    const descriptors = own(h);
+    const before = await h.reconciler.reconcileNow({ id: "1", type: "resync" });
+    // More endpoints than a spare has slots: a backend of its own.
+    api.upsert("Service", service("big", [{ name: "http", port: 80, targetPort: 8080 }]) as unknown as KubeObject);
+    api.upsert(
+      "EndpointSlice",
+      slice("big", [{ name: "http", port: 8080 }], big, { name: "big-a" }) as unknown as KubeObject,
+    );
+    const grown = await h.reconciler.reconcileNow({ id: "2", type: "resync" });
+    const room = (await descriptors(grown.key!)) - 1;
+    // The node's report: what it may open, less what HAProxy takes itself.
+    await h.store.putStatus("node-a", {
+      ...agentReport("node-a", ["sha256"]),
+      openFiles: { limit: room + 228, reserved: 228 },
+    });
+    await h.reconciler.reconcileNow({ id: "3", type: "resync" });
+    await roomRead(h, room);
+
+    api.remove("Service", "default", "big");
+    api.remove("EndpointSlice", "default", "big-a");
+    const after = await h.reconciler.reconcileNow({ id: "4", type: "resync" });
+    expect(after.status).toBe("published");
+    expect((await h.store.get(after.key!)).config).not.toContain("backend default_big_80 ");
+    expect(await descriptors(after.key!)).toBe(await descriptors(before.key!));
+    expect(h.lines.some((l) => l.msg?.toString().startsWith("the config needs more file descriptors"))).toBe(false);
+
+    await h.store.putStatus("node-a", {
+      ...agentReport("node-a", ["sha256"]),
+      openFiles: { limit: 300, reserved: 228 },
+    });
+    await h.reconciler.reconcileNow({ id: "5", type: "resync" });
+    await roomRead(h, 72);
+    await h.reconciler.reconcileNow({ id: "6", type: "resync" });
+    expect(h.lines.find((l) => String(l.msg).startsWith("the config needs more file descriptors"))).toMatchObject({
+      level: 40,
+      descriptors: await descriptors(after.key!),
+      room: 72,
+    });
   });
 });
 

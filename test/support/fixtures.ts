@@ -83,6 +83,30 @@ export function slice(
   };
 }
 
+/**
+ * A Service with these ports (named p<port>, up to 55535), every one on the same pods, which listen
+ * on the port number + 10000; its slices hold 100 ports each, the most one may.
+ */
+export function wideService(
+  name: string,
+  ports: readonly number[],
+  pods: Array<string | SliceEndpoint>,
+  spec: ServiceSpec = {},
+): KubeFixture[] {
+  const named = ports.map((port) => ({ port, name: `p${port}` }));
+  const slices: KubeFixture[] = [];
+  for (let i = 0; i < named.length; i += 100)
+    slices.push(
+      slice(
+        name,
+        named.slice(i, i + 100).map((p) => ({ name: p.name, port: p.port + 10_000 })),
+        pods,
+        { namespace: spec.namespace, name: `${name}-${i / 100}` },
+      ),
+    );
+  return [service(name, named, spec), ...slices];
+}
+
 export function list(items: unknown[], resourceVersion = "100"): Record<string, unknown> {
   return { apiVersion: "v1", kind: "List", metadata: { resourceVersion }, items };
 }

@@ -105,6 +105,19 @@ export function isHaproxy(pid: number): boolean {
   }
 }
 
+/**
+ * Linux: the hard RLIMIT_NOFILE of a process, the most it may raise its own limit to (HAProxy
+ * raises its soft limit itself); null when unknown or unlimited.
+ */
+export function openFileLimit(pid: number | "self" = "self"): number | null {
+  try {
+    const line = /^Max open files\s+\S+\s+(\S+)/m.exec(readFileSync(`/proc/${pid}/limits`, "utf8"));
+    return line && /^\d+$/.test(line[1]!) ? Number(line[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Resolves true if p settles within ms. */
 function within(p: Promise<void>, ms: number): Promise<boolean> {
   return new Promise((resolve) => {

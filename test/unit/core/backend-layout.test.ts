@@ -5,7 +5,7 @@ import { RenderContext } from "../../../shared/app/render-context.js";
 import { backendLayoutSchema, layoutDigest } from "../../../shared/core/backend-layout.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
-import { list, service, slice } from "../../support/fixtures.js";
+import { list, service, slice, wideService } from "../../support/fixtures.js";
 
 const OPTIONS = { statsSocket: "/tmp/servicelb-test.sock", spareBackends: 3 };
 
@@ -129,6 +129,50 @@ describe("placeBackends", () => {
     expect(render([...web, ...custom, ...grown]).layoutFresh).toBe("default_d_80 outgrew spare_1");
   });
 
+  it("starts afresh when a removed Service would leave behind more slots than the spares have", () => {
+    const render = renderer();
+    const web = svc("web", ["10.0.0.1"]);
+    render(web);
+    // 64 ports of their own: more than the spares take, a fresh layout.
+    const wide = wideService(
+      "wide",
+      Array.from({ length: 64 }, (_, i) => 1000 + i),
+      ["10.0.0.9"],
+    );
+    expect(render([...web, ...wide]).layout!.named).toHaveLength(65);
+    const r = render(web);
+    expect(r.layoutFresh).toBe(
+      "backends left behind by removed Services would hold 256 server slots, more than the 12 of the spares",
+    );
+    expect(r.layout!.vacated).toEqual([]);
+    expect(backendsOf(r.config)).toEqual(["default_page", "default_web_80", "spare_1", "spare_2", "spare_3"]);
+  });
+
+  it("starts afresh when the absorbed config would need more descriptors than the smallest node has", () => {
+    const ctx = new RenderContext(parseRenderOptions(OPTIONS));
+    let revision = 100;
+    const render = (items: unknown[]) => ctx.render(snapshotFromDocuments([list(items, String(++revision))]));
+    const web = svc("web", ["10.0.0.1"]);
+    const before = render(web).stats.descriptors;
+    // A Service too large for a spare gets a backend of its own (and spares its size); gone again,
+    // it leaves its backend behind, which the spares' slots allow...
+    const own = svc("own", ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"]);
+    const grown = render([...web, ...own]).stats.descriptors;
+    expect(grown).toBeGreaterThan(before);
+    const kept = render(web);
+    expect(kept.layoutFresh).toBeNull();
+    expect(kept.stats.descriptors).toBe(grown);
+    // ...unless the nodes cannot open that many: they refused the config with it, and would refuse this too.
+    render([...web, ...own]);
+    ctx.useRoom(grown - 1);
+    const r = render(web);
+    expect(r.layoutFresh).toBe(
+      `the config would need ${grown} descriptors for its listeners and server slots, the smallest node has room for ${grown - 1}`,
+    );
+    expect(r.stats.descriptors).toBe(before);
+    expect(r.layout!.vacated).toEqual([]);
+  });
+
   it("has no spares when a global source list gives every backend its own pattern file", () => {
     const r = renderer({ allowSourceRange: "10.0.0.0/8" })(svc("web", ["10.0.0.1"]));
     expect(r.layout!.spares).toEqual([]);
@@ -166,7 +210,8 @@ describe("placeBackends", () => {
     let absorbed = 0;
     fc.assert(
       fc.property(fc.array(state, { minLength: 2, maxLength: 8 }), (states) => {
-        const render = renderer({ spareBackends: 2 });
+        // Backends left behind may hold as many slots as the spares: three Services' worth.
+        const render = renderer({ spareBackends: 3 });
         let before: string | null = null;
         for (const s of states) {
           const r = render(s.present.flatMap((name, i) => define(name, (s.endpoints + i) % 5)));

@@ -3,8 +3,9 @@ import { buildModel } from "../../../shared/core/build-model.js";
 import type { Model } from "../../../shared/core/model.js";
 import { parseRenderOptions, type RenderOptionsInput } from "../../../shared/core/options.js";
 import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
+import { MAX_PORT_ENDPOINTS, MAX_SERVICE_PORTS, MAX_SERVICE_SLOTS } from "../../../shared/core/service-caps.js";
 import { slotName } from "../../../shared/core/slots.js";
-import { list, service, slice } from "../../support/fixtures.js";
+import { list, service, slice, wideService } from "../../support/fixtures.js";
 
 function build(items: unknown[], options: RenderOptionsInput = {}): Model {
   return buildModel(snapshotFromDocuments([list(items)]), parseRenderOptions(options));
@@ -497,5 +498,80 @@ describe("conflicts", () => {
     ]);
     expect(m.backends.map((b) => b.name)).toEqual(["default_web_80"]);
     expect(m.warnings[0]!.message).toContain("broken");
+  });
+});
+
+describe("caps per Service", () => {
+  const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+  const pods = (n: number, prefix = "10.1") =>
+    Array.from({ length: n }, (_, i) => `${prefix}.${Math.floor(i / 250)}.${(i % 250) + 1}`);
+  const servedPorts = (m: Model, service: string) =>
+    m.backends
+      .filter((b) => b.service === service)
+      .map((b) => b.servicePort)
+      .sort((a, b) => a - b);
+
+  it("serves 64 ports of a Service of 5,000, port 80 among them, and says so once; other Services are untouched", () => {
+    const m = build([...wideService("wide", range(1, 5000), ["10.0.0.1"]), ...web()]);
+    const served = servedPorts(m, "wide");
+    expect(served).toHaveLength(MAX_SERVICE_PORTS);
+    expect(served).toEqual([...range(1, 63), 80]);
+    expect(m.warnings.filter((w) => w.service === "default/wide")).toEqual([
+      {
+        service: "default/wide",
+        message:
+          "4936 ports not served (64, 65, 66 … 5000): over the cap of 64 ports per Service, which serves its lowest ports and port 80",
+      },
+    ]);
+    const capped = m.skipped.filter((s) => s.service === "default/wide");
+    expect(capped).toHaveLength(5000 - MAX_SERVICE_PORTS);
+    expect(capped[0]).toEqual({ service: "default/wide", port: 64, reason: "over the cap of 64 ports per Service" });
+    expect(liveAddresses(m, "default_web_80")).toEqual(["10.0.0.1:8080", "10.0.0.2:8080"]);
+    // The host claim rides on port 80, which stays served.
+    const claimed = build(
+      wideService("wide", range(1, 5000), ["10.0.0.1"], {
+        annotations: { "serviceloadbalancer/lb.host": "wide.example.com" },
+      }),
+    );
+    expect(routes(claimed)).toContain("host:wide.example.com -> default_wide_80");
+  });
+
+  it("serves the first 1,000 endpoints of a port by address", () => {
+    const all = pods(1500);
+    const m = build([
+      service("big", [{ port: 80, name: "http" }]),
+      slice("big", [{ name: "http", port: 8080 }], all.slice(0, 750), { name: "big-a" }),
+      slice("big", [{ name: "http", port: 8080 }], all.slice(750), { name: "big-b" }),
+    ]);
+    const backend = m.backends.find((b) => b.name === "default_big_80")!;
+    expect(backend.servers).toHaveLength(1024);
+    const expected = all
+      .map((ip) => `${ip}:8080`)
+      .sort()
+      .slice(0, MAX_PORT_ENDPOINTS);
+    expect(liveAddresses(m, "default_big_80")).toEqual(expected.sort());
+    expect(m.warnings).toEqual([
+      {
+        service: "default/big",
+        port: 80,
+        message: "1500 ready endpoints: the first 1000 by address are served, the cap per port",
+      },
+    ]);
+  });
+
+  it("serves ports while the Service's slots stay within 2,048, keeping room for port 80", () => {
+    // Three ports of 1,000 endpoints take 1,024 slots each: two fit, port 80 one of them.
+    const m = build(wideService("big", [10, 20, 80], pods(1000)));
+    expect(servedPorts(m, "big")).toEqual([10, 80]);
+    expect(m.backends.reduce((n, b) => n + b.servers.length, 0)).toBe(MAX_SERVICE_SLOTS);
+    expect(m.skipped).toEqual([
+      { service: "default/big", port: 20, reason: "over the cap of 2048 server slots per Service" },
+    ]);
+    expect(m.warnings).toEqual([
+      {
+        service: "default/big",
+        message: "1 port not served (20): their server slots would take the Service over the cap of 2048 per Service",
+      },
+    ]);
   });
 });

@@ -1,12 +1,19 @@
 /*
- * Which kind of digest the reconcile function publishes configs by (core/config-digest.ts). A
- * tree1 config is skipped, as not verifying, by an agent that knows only sha256, which would then
- * serve its last config for as long as tree1 configs are published: so in `auto` (the default) a
- * publisher switches to tree1 only when every agent's report in the store (status/<node>.json)
- * says it verifies tree1, and back to sha256 as soon as one report does not. Whatever leaves it in
- * doubt counts as such a report: one that cannot be read, reports that cannot be read at all
- * (the store fails), fewer reports than agents the notifier finds, and a node's report left
- * behind after the node went (deleting it, or setting `tree1`, is how an operator says it is gone).
+ * What the reconcile function learns from the agents' reports in the store (status/<node>.json),
+ * read beside a pass at most once a minute:
+ *
+ * - Which kind of digest it publishes configs by (core/config-digest.ts). A tree1 config is
+ *   skipped, as not verifying, by an agent that knows only sha256, which would then serve its last
+ *   config for as long as tree1 configs are published: so in `auto` (the default) a publisher
+ *   switches to tree1 only when every agent's report says it verifies tree1, and back to sha256 as
+ *   soon as one report does not. Whatever leaves it in doubt counts as such a report: one that
+ *   cannot be read, reports that cannot be read at all (the store fails), fewer reports than agents
+ *   the notifier finds, and a node's report left behind after the node went (deleting it, or
+ *   setting `tree1`, is how an operator says it is gone).
+ * - How many file descriptors the smallest node has for a config's listeners and server slots
+ *   (core/descriptors.ts), which placement keeps configs within (core/backend-layout.ts), whatever
+ *   the digest setting. Limits seldom change: when the reports cannot be read, the last room read
+ *   stands.
  */
 import type { Logger } from "../adapters/log.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
@@ -40,8 +47,23 @@ export function digestForFleet(reports: readonly unknown[], agents = 0): { kind:
   return { kind: "tree1" };
 }
 
-export class DigestChoice {
+/**
+ * The room of the smallest node that reports one: its limit less what HAProxy takes itself. Null
+ * when no report says (agents from before, or that cannot tell their limit).
+ */
+export function roomForFleet(reports: readonly unknown[]): number | null {
+  let room: number | null = null;
+  for (const report of reports) {
+    const parsed = nodeStatusSchema.safeParse(report);
+    const files = parsed.success ? parsed.data.openFiles : null;
+    if (files) room = Math.min(room ?? Number.POSITIVE_INFINITY, files.limit - files.reserved);
+  }
+  return room;
+}
+
+export class AgentReports {
   private decided: DigestKind | undefined;
+  private nodeRoom: number | null = null;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
 
@@ -56,6 +78,11 @@ export class DigestChoice {
     private readonly firstWaitMs = FIRST_READ_WAIT_MS,
   ) {}
 
+  /** The room of the smallest node, by the last read (roomForFleet). */
+  get room(): number | null {
+    return this.nodeRoom;
+  }
+
   /** The kind decided so far. */
   get current(): DigestKind {
     return this.setting === "auto" ? (this.decided ?? "sha256") : this.setting;
@@ -63,15 +90,16 @@ export class DigestChoice {
 
   /**
    * The kind a pass publishes by. A read of the reports starts when one is due (beside the pass's
-   * list); the pass waits for it, for at most FIRST_READ_WAIT_MS, unless the last decision was
-   * sha256, which is never the wrong one: an instance's first pass, and every due one on tree1,
-   * so that an agent that joined without tree1 is served by the next pass.
+   * list); in `auto` the pass waits for it, for at most FIRST_READ_WAIT_MS, unless the last
+   * decision was sha256, which is never the wrong one: an instance's first pass, and every due one
+   * on tree1, so that an agent that joined without tree1 is served by the next pass. The room is
+   * never waited for: the one read last stands meanwhile.
    */
   async forPass(): Promise<DigestKind> {
-    if (this.setting !== "auto") return this.setting;
     // Never read synchronously: `reading` is set before the read can settle.
     if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs)
       this.reading = Promise.resolve().then(() => this.read());
+    if (this.setting !== "auto") return this.setting;
     if (this.decided !== "sha256" && this.reading !== undefined) {
       let timer: NodeJS.Timeout | undefined;
       const read = await Promise.race([
@@ -86,8 +114,22 @@ export class DigestChoice {
   }
 
   private async read(): Promise<void> {
+    const auto = this.setting === "auto";
     try {
-      const [reports, agents] = await Promise.all([this.readReports(), this.countAgents().catch(() => undefined)]);
+      const [reports, agents] = await Promise.all([
+        this.readReports(),
+        auto ? this.countAgents().catch(() => undefined) : undefined,
+      ]);
+      const room = roomForFleet(reports);
+      if (room !== this.nodeRoom)
+        this.log.info(
+          { room },
+          room === null
+            ? "no agent reports its file descriptor limit: configs are not kept within one"
+            : `the smallest node has room for ${room} file descriptors for a config's listeners and server slots`,
+        );
+      this.nodeRoom = room;
+      if (!auto) return;
       const { kind, reason } = digestForFleet(reports, agents);
       if (kind !== this.decided)
         this.log.info(
@@ -98,8 +140,16 @@ export class DigestChoice {
         );
       this.decided = kind;
     } catch (err) {
+      const error = err instanceof Error ? err.message : String(err);
+      if (!auto) {
+        this.log.warn(
+          { err: error, room: this.nodeRoom },
+          "cannot read the agents' reports: the last room read stands",
+        );
+        return;
+      }
       this.log.warn(
-        { err: err instanceof Error ? err.message : String(err), digest: "sha256" },
+        { err: error, digest: "sha256", room: this.nodeRoom },
         "cannot read the agents' reports to choose the config digest: configs are published by sha256",
       );
       this.decided = "sha256";

@@ -1,6 +1,6 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { DigestChoice, digestForFleet } from "../../../shared/app/digest-choice.js";
+import { AgentReports, digestForFleet, roomForFleet } from "../../../shared/app/agent-reports.js";
 import { agentReport } from "../../support/fixtures.js";
 
 const report = agentReport;
@@ -40,20 +40,27 @@ describe("the digest the agents' reports allow", () => {
 });
 
 describe("the digest a reconcile instance publishes by", () => {
-  it("is the setting's when it names one, without reading a report", async () => {
+  it("is the setting's when it names one, without waiting for a read or asking for the agents", async () => {
     let reads = 0;
-    const choice = new DigestChoice(
+    let counted = 0;
+    const choice = new AgentReports(
       "tree1",
-      async () => {
+      () => {
         reads++;
-        return [];
+        return new Promise<unknown[]>(() => undefined);
       },
-      unknownAgents,
+      async () => {
+        counted++;
+        return 1;
+      },
       silent,
     );
     expect(await choice.forPass()).toBe("tree1");
     expect(choice.current).toBe("tree1");
-    expect(reads).toBe(0);
+    // The reports are still read, for the nodes' room (below).
+    await new Promise((r) => setImmediate(r));
+    expect(reads).toBe(1);
+    expect(counted).toBe(0);
   });
 
   it("waits for a read on the first pass and on tree1, not on sha256, and reads again only when due", async () => {
@@ -61,7 +68,7 @@ describe("the digest a reconcile instance publishes by", () => {
     let reports: unknown[] = [report("a", ["sha256", "tree1"])];
     let reads = 0;
     let release: (() => void) | undefined;
-    const choice = new DigestChoice(
+    const choice = new AgentReports(
       "auto",
       async () => {
         reads++;
@@ -97,7 +104,7 @@ describe("the digest a reconcile instance publishes by", () => {
   it("goes back to sha256 when the reports cannot be read", async () => {
     let now = 0;
     let fail = true;
-    const choice = new DigestChoice(
+    const choice = new AgentReports(
       "auto",
       async () => {
         if (fail) throw new Error("store down");
@@ -121,7 +128,7 @@ describe("the digest a reconcile instance publishes by", () => {
   });
 
   it("waits at most a second for a first read that hangs, and publishes by sha256 meanwhile", async () => {
-    const choice = new DigestChoice(
+    const choice = new AgentReports(
       "auto",
       () => new Promise<unknown[]>(() => undefined),
       unknownAgents,
@@ -138,7 +145,7 @@ describe("the digest a reconcile instance publishes by", () => {
   it("publishes by sha256 on tree1 when a due read does not come back in time", async () => {
     let now = 0;
     let hang = false;
-    const choice = new DigestChoice(
+    const choice = new AgentReports(
       "auto",
       () => (hang ? new Promise<unknown[]>(() => undefined) : Promise.resolve([report("a", ["sha256", "tree1"])])),
       unknownAgents,
@@ -156,7 +163,7 @@ describe("the digest a reconcile instance publishes by", () => {
   it("counts the agents the notifier finds: fewer reports keep sha256", async () => {
     let agents: number | undefined = 2;
     let now = 0;
-    const choice = new DigestChoice(
+    const choice = new AgentReports(
       "auto",
       async () => [report("a", ["sha256", "tree1"])],
       async () => agents,
@@ -176,7 +183,7 @@ describe("the digest a reconcile instance publishes by", () => {
   it("reads again when due after a read that threw at once", async () => {
     let now = 0;
     let reads = 0;
-    const choice = new DigestChoice(
+    const choice = new AgentReports(
       "auto",
       () => {
         reads++;
@@ -194,5 +201,43 @@ describe("the digest a reconcile instance publishes by", () => {
     await new Promise((r) => setImmediate(r));
     expect(reads).toBe(2);
     expect(await choice.forPass()).toBe("tree1");
+  });
+});
+
+describe("the room of the smallest node", () => {
+  const limited = (node: string, limit: number, reserved: number) => ({
+    ...report(node, ["sha256", "tree1"]),
+    openFiles: { limit, reserved },
+  });
+
+  it("is the least limit less HAProxy's own, over the reports that say; unknown when none does", () => {
+    expect(roomForFleet([limited("a", 20_000, 228), limited("b", 1_048_576, 1_000), report("old")])).toBe(19_772);
+    expect(roomForFleet([report("old"), { node: 7 }])).toBeNull();
+    expect(roomForFleet([])).toBeNull();
+  });
+
+  it("is read whatever the digest setting, and stands while the reports cannot be read", async () => {
+    let now = 0;
+    let fail = false;
+    const reports = new AgentReports(
+      "sha256",
+      async () => {
+        if (fail) throw new Error("store down");
+        return [limited("a", 1000, 228)];
+      },
+      unknownAgents,
+      silent,
+      1000,
+      () => now,
+    );
+    expect(reports.room).toBeNull();
+    await reports.forPass();
+    await new Promise((r) => setImmediate(r));
+    expect(reports.room).toBe(772);
+    fail = true;
+    now = 1000;
+    await reports.forPass();
+    await new Promise((r) => setImmediate(r));
+    expect(reports.room).toBe(772);
   });
 });
