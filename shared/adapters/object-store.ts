@@ -22,7 +22,8 @@ import {
   type Mark,
 } from "../core/config-key.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
-import { decidePublish, pickView, storeMark } from "../core/publish-order.js";
+import { judgeKeys } from "../core/key-trust.js";
+import { decidePublish, nextSeq, pickView, storeMark } from "../core/publish-order.js";
 import type { ConfigChunks } from "../core/chunks.js";
 import { parseRevision } from "../core/revision.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
@@ -45,13 +46,15 @@ import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyBytes, readBodyText } 
  * Published configs live at <prefix>configs/<epoch>-<revision>-<seq>-<sha>.cfg (see
  * core/config-key.ts for the fields and their order, core/publish-order.ts for what a publish
  * writes). Keys are never overwritten, and "the newest config" is the greatest key in decision
- * order whose object verifies: a key alone is never trusted (anyone with write access can make
- * one), so a missing, mis-shaped or unverifiable newest object is skipped and reported, never a
- * reason to stop publishing. Beside the configs:
+ * order that is trusted by name (core/key-trust.ts: it leads the key before it by a bounded step)
+ * and whose object verifies: a key alone is never trusted (anyone with write access can make
+ * one), so a far-ahead, missing, mis-shaped or unverifiable newest key is skipped and reported,
+ * never a reason to stop publishing. Beside the configs:
  *   views/<epoch>-<revision>   a pass that found nothing to change saw this view (no config)
  *   settings/<digest>.json     the settings a config was rendered with (content-addressed)
  *   layouts/<digest>.json      which backend serves which Service port in a config (content-addressed)
  *   pin.json                   the config every agent runs until unpinned
+ *   reconcile.json             the reconcile function's last pass, and its failures in a row
  *   status/<node>.json         what each agent runs
  * Nothing depends on conditional writes, which S3-compatible stores (and our test server) may
  * lack: two publishers racing both write, and every reader picks the greater key.
@@ -63,9 +66,15 @@ const SETTINGS = "settings/";
 const LAYOUTS = "layouts/";
 const STATUS = "status/";
 const PIN = "pin.json";
+const PASS_RECORD = "reconcile.json";
 const DELETE_BATCH = 10;
 /** View markers kept: only the newest counts; a few more cover a racing pass's delete. */
 const VIEWS_KEPT = 5;
+/**
+ * Bodies a publish reads, at most, before it takes a config ahead of the live cluster as a
+ * regression (see publish): each that does not verify is skipped, and the rest cost one epoch.
+ */
+const BODIES_CHECKED = 4;
 
 export class StoreError extends Error {
   override readonly name = "StoreError";
@@ -203,6 +212,8 @@ export interface HistoryEntry {
   sha256Prefix: string;
   size: number;
   lastModified: Date;
+  /** Why the key may not be followed (core/key-trust.ts): publishers, agents and `status` skip it. */
+  untrusted?: string;
 }
 
 export const pinSchema = z.object({
@@ -215,13 +226,35 @@ export const pinSchema = z.object({
 /** pin.json: every agent runs this config until it is removed. */
 export type Pin = z.infer<typeof pinSchema>;
 
+export const passRecordSchema = z.object({
+  /** When the pass ended. */
+  at: z.string(),
+  /** The function that ran it ("producer"), e.g. servicelb/0.1.0. */
+  generator: z.string(),
+  /** Null when the pass succeeded; else the failures in a row one instance saw, the last described. */
+  failure: z
+    .object({
+      since: z.string(),
+      passes: z.number().int().min(1),
+      stage: z.string(),
+      message: z.string(),
+      /** Retrying later may succeed (store or API server unreachable, a deadline). */
+      transient: z.boolean(),
+      eventId: z.string(),
+    })
+    .nullable(),
+});
+
+/** reconcile.json: how the reconcile function's last recorded pass went. */
+export type PassRecord = z.infer<typeof passRecordSchema>;
+
 export interface ObjectStore {
   readonly bucket: string;
   readonly prefix: string;
   /** The endpoint as named in error messages. */
   readonly endpoint: string;
   publish(input: PublishInput): Promise<PublishResult>;
-  /** The newest config that verifies, and the newer keys skipped on the way. */
+  /** The newest trusted config that verifies, and the newer keys skipped on the way. */
   newest(): Promise<{ config: ConfigHead | null; skipped: SkippedKey[] }>;
   /** The newest config that verifies. */
   latest(): Promise<ConfigHead | null>;
@@ -229,11 +262,11 @@ export interface ObjectStore {
   head(key: string): Promise<ConfigHead>;
   /** Fetches a config and verifies its body against its metadata and key. */
   get(key: string): Promise<StoredConfig>;
-  /** Newest first, in decision order; keys only (see head()). */
+  /** Newest first, in decision order; keys only (see head()), each judged by name (`untrusted`). */
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
   /**
-   * Deletes all but the newest `keep` configs (keep >= 1; default: the store's retention), never
-   * the pinned one; returns the deleted keys.
+   * Deletes every config older than the newest `keep` trusted ones (keep >= 1; default: the
+   * store's retention), never the pinned one; returns the deleted keys.
    */
   prune(options?: { keep?: number }): Promise<string[]>;
   readSettings(digest: string): Promise<SettingsRecord>;
@@ -242,6 +275,9 @@ export interface ObjectStore {
   getPin(): Promise<Pin | null>;
   putPin(pin: Pin): Promise<void>;
   deletePin(): Promise<void>;
+  /** The reconcile function's record of its last pass, or null; a StoreError (not transient) when it is not one. */
+  getPassRecord(): Promise<PassRecord | null>;
+  putPassRecord(record: PassRecord): Promise<void>;
   putStatus(node: string, status: unknown): Promise<void>;
   listStatuses(): Promise<unknown[]>;
   /** Releases the client's sockets. */
@@ -269,6 +305,7 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   const layoutPrefix = `${prefix}${LAYOUTS}`;
   const statusPrefix = `${prefix}${STATUS}`;
   const pinKey = `${prefix}${PIN}`;
+  const passRecordKey = `${prefix}${PASS_RECORD}`;
 
   const client = new S3Client({
     region,
@@ -411,15 +448,27 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
   }
 
   /**
-   * The newest entry whose object verifies, walking down from the greatest key. A key that does
-   * not verify (gone, hand-made, forged) is skipped and reported; a store that fails is an error.
+   * The newest entry trusted by name whose object verifies, walking down from the greatest key. A
+   * key that is not (far ahead, gone, hand-made, forged) is skipped and reported; a store that
+   * fails is an error. `anchor`: a key verified before, which stands for the history before it.
    */
   async function findNewest(
     configs: readonly ConfigEntry[],
+    anchor?: string,
   ): Promise<{ entry: ConfigEntry | null; head: ConfigHead | null; skipped: SkippedKey[] }> {
     const skipped: SkippedKey[] = [];
+    const at = anchor === undefined ? -1 : configs.findIndex((e) => e.key === anchor);
+    const verdicts = judgeKeys(
+      configs.map((e) => e.name),
+      at < 0 ? undefined : at,
+    );
     for (let i = configs.length - 1; i >= 0; i--) {
       const entry = configs[i]!;
+      const distrusted = verdicts[i] ?? rejected.get(entry.key);
+      if (distrusted !== undefined) {
+        skipped.push({ key: entry.key, reason: distrusted });
+        continue;
+      }
       try {
         const head = verified.get(entry.key) ?? (await headConfig(entry.key, entry.name));
         remember(head);
@@ -441,6 +490,18 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     verified.delete(head.key);
     verified.set(head.key, head);
     if (verified.size > VERIFIED_KEPT) verified.delete(verified.keys().next().value!);
+  }
+
+  /**
+   * Keys whose metadata verifies but whose body does not (publish reads a body before it takes a
+   * config ahead of the live cluster as a regression): skipped like keys that do not verify.
+   */
+  const rejected = new Map<string, string>();
+  function reject(key: string, reason: string): void {
+    // No longer an anchor to list from (configsFromNewest): the history below it decides.
+    verified.delete(key);
+    rejected.set(key, reason);
+    if (rejected.size > REJECTED_KEPT) rejected.delete(rejected.keys().next().value!);
   }
 
   /** An agent GETs one config after another, each mostly the one before: tree1 verifies from what the last left. */
@@ -560,13 +621,15 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     assertKeep(keep, "keep");
     const pinned = await getPin().catch(() => null);
     const configs = await listConfigs();
-    const doomed = configs
-      .slice(0, -keep)
-      .map((entry) => entry.key)
-      .filter((key) => key !== pinned?.key);
+    // Counted in trusted keys: far-ahead keys, which sort newest, must not push the history out.
+    const verdicts = judgeKeys(configs.map((e) => e.name));
+    const trusted = configs.filter((_, i) => verdicts[i] === null);
+    const oldestKept = trusted.length > keep ? trusted[trusted.length - keep]!.name : null;
+    const older = oldestKept ? configs.filter((e) => compareConfigNames(e.name, oldestKept) < 0) : [];
+    const doomed = older.map((entry) => entry.key).filter((key) => key !== pinned?.key);
     await deleteKeys(doomed);
     knownCount = configs.length - doomed.length;
-    await pruneLayouts(configs.slice(-keep));
+    await pruneLayouts(configs.slice(older.length));
     return doomed;
   }
 
@@ -631,9 +694,10 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
    * before every later epoch. Hence only from a key of the current format: from a first-format
    * key, newer current-format keys of epoch 0 would sort before it. The listing starts just before
    * that key, so it is in the answer when it still exists; when it is not (deleted, a store put
-   * back), the whole history is listed.
+   * back), the whole history is listed. That key, verified, is the anchor the keys after it are
+   * judged from (core/key-trust.ts).
    */
-  async function configsFromNewest(): Promise<ConfigEntry[]> {
+  async function configsFromNewest(): Promise<{ configs: ConfigEntry[]; anchor?: string }> {
     const from = lastNewestKey;
     if (from !== null && verified.has(from) && parseConfigKey(from)?.legacy === false) {
       const startAfter = from.slice(0, -1);
@@ -641,17 +705,18 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       if (after.some((e) => e.key === from)) {
         // A store that ignores StartAfter answers with the whole history: then that is the count.
         knownCount = after.some((e) => e.key <= startAfter) ? after.length : knownCount + after.length - 1;
-        return after;
+        return { configs: after, anchor: from };
       }
     }
     const all = await listConfigs();
     knownCount = all.length;
-    return all;
+    return { configs: all };
   }
   /** A tree1 digest found to name the same bytes as a sha256 newest (see crossKind), and that sha256. */
   let sameBytes: { ours: string; newest: string } | null = null;
 
-  async function publish(input: PublishInput): Promise<PublishResult> {
+  /** `bodiesChecked`: the configs ahead of the live cluster this publish found not to verify (see `behind`). */
+  async function publish(input: PublishInput, bodiesChecked = 0): Promise<PublishResult> {
     const { config, generator } = input;
     const ours = parseRevision(input.revision);
     if (!/^[\x20-\x7e]*$/.test(generator)) {
@@ -672,8 +737,11 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     let live: Promise<bigint> | undefined;
     const liveRevision = () => (live ??= probe!().then(parseRevision));
     if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
-    const [configs, listedViews] = await Promise.all([configsFromNewest(), expectUnchanged ? null : listViews()]);
-    const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs);
+    const [{ configs, anchor }, listedViews] = await Promise.all([
+      configsFromNewest(),
+      expectUnchanged ? null : listViews(),
+    ]);
+    const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs, anchor);
     // A tree1 publisher takes a sha256 config of the same bytes as its own: every agent verifies
     // sha256, so a switch to tree1 (or an instance that has not switched yet) publishes nothing
     // again. A sha256 publisher does not take a tree1 one: it publishes by sha256 because some
@@ -687,11 +755,16 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
     const views = listedViews ?? (viewsMatter ? await listViews() : []);
     lastNewestSha = newestHead?.sha256 ?? null;
     lastNewestKey = newestHead?.key ?? null;
+    // A marker above the snapshot counts only if the live cluster has reached it (pickView): the
+    // fresh list is read for that only, and it is on its way already unless unchanged was expected.
+    const above = views.some((v) => v.mark.epoch === newestEntry?.name.epoch && v.mark.revision > ours);
+    const seen = !probe ? null : above ? maxRevision(ours, await liveRevision()) : ours;
     const state = {
       newest: newestEntry && newestHead && { name: newestEntry.name, sha256: newestHead.sha256 },
       view: pickView(
         views.map((v) => v.mark),
         newestEntry?.name ?? null,
+        seen,
       ),
     };
     const decision = decidePublish(state, { revision: ours, sha256: comparable }, input.restore ?? false);
@@ -699,10 +772,10 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       newestHead ? { key: newestHead.key, sha256: newestHead.sha256, revision: newestHead.revision } : fallback;
     const keyAt = (epoch: number, seq: number) =>
       `${configsPrefix}${formatConfigName({ epoch, revision: ours, seq, shaPrefix: digestHex(sha).slice(0, KEY_SHA_CHARS) })}`;
-    const seq = newestEntry ? newestEntry.name.seq + 1 : 0;
+    const seqAt = (epoch: number) => nextSeq(newestEntry?.name ?? null, epoch, ours);
 
     if (input.expectedNewest !== undefined && newestHead?.key !== input.expectedNewest) {
-      const key = keyAt(storeMark(state)?.epoch ?? 0, seq);
+      const key = keyAt(storeMark(state)?.epoch ?? 0, seqAt(storeMark(state)?.epoch ?? 0));
       return {
         status: "stale",
         key,
@@ -724,15 +797,18 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         skipped,
       };
       if (!decision.view) return result;
-      const view = `${viewsPrefix}${formatViewName(decision.view)}`;
+      const mark = decision.view;
+      const view = `${viewsPrefix}${formatViewName(mark)}`;
       await putJson(view, { generator });
-      // Only the newest marker counts; a failed clean-up is retried by the next marker.
-      await deleteKeys(views.slice(0, -(VIEWS_KEPT - 1)).map((v) => v.key)).catch(() => undefined);
+      // Only the newest marker counts; a failed clean-up is retried by the next marker. Markers
+      // above this one did not count (forged, or of a cluster that went back): left for the operator.
+      const below = views.filter((v) => compareMarks(v.mark, mark) < 0);
+      await deleteKeys(below.slice(0, -(VIEWS_KEPT - 1)).map((v) => v.key)).catch(() => undefined);
       return { ...result, view };
     }
 
     if (decision.kind === "behind") {
-      const key = keyAt(decision.mark.epoch, seq);
+      const key = keyAt(decision.mark.epoch, seqAt(decision.mark.epoch));
       const stale: PublishResult = {
         status: "stale",
         key,
@@ -745,6 +821,23 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       const live = await liveRevision();
       // The live cluster is at or past the recorded view: this pass listed before it, i.e. is stale.
       if (live >= decision.mark.revision) return stale;
+      // Markers above the live cluster do not count, so the newest config is ahead of it: the
+      // history of a cluster that went back, or another writer's key. Agents follow key order, so
+      // only the next epoch goes past it; but a config whose body does not verify is skipped, as
+      // every agent skips it, and costs nothing.
+      if (newestHead && bodiesChecked < BODIES_CHECKED) {
+        const problem = await get(newestHead.key).then(
+          () => null,
+          (err: unknown) => {
+            if (!(err instanceof StoreError) || err.transient) throw err;
+            return err.message;
+          },
+        );
+        if (problem !== null) {
+          reject(newestHead.key, problem);
+          return publish(input, bodiesChecked + 1);
+        }
+      }
       return {
         ...stale,
         status: "regressed",
@@ -852,8 +945,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
       if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0)) {
         throw new Error(`history limit must be an integer >= 0, got ${limit}`);
       }
-      const entries = (await listConfigs()).reverse();
-      return entries.slice(0, limit ?? entries.length).map((entry) => ({
+      const entries = await listConfigs();
+      const verdicts = judgeKeys(entries.map((e) => e.name));
+      const described = entries.map((entry, i) => ({
         key: entry.key,
         epoch: entry.name.epoch,
         revision: entry.name.revision.toString(),
@@ -861,7 +955,9 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
         sha256Prefix: entry.name.shaPrefix,
         size: entry.size,
         lastModified: entry.lastModified,
+        ...(verdicts[i] === null ? {} : { untrusted: verdicts[i]! }),
       }));
+      return described.reverse().slice(0, limit ?? described.length);
     },
 
     readSettings: (digest) =>
@@ -881,6 +977,27 @@ export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
 
     async deletePin() {
       await storeCall("delete", pinKey, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: pinKey })));
+    },
+
+    async getPassRecord() {
+      const text = await getText(passRecordKey);
+      if (text === null) return null;
+      const parsed = (() => {
+        try {
+          return passRecordSchema.safeParse(JSON.parse(text));
+        } catch {
+          return null;
+        }
+      })();
+      if (!parsed?.success)
+        throw new StoreError(`s3://${bucket}/${passRecordKey} at ${endpoint} is not a record of a reconcile pass`, {
+          transient: false,
+        });
+      return parsed.data;
+    },
+
+    async putPassRecord(record) {
+      await putJson(passRecordKey, passRecordSchema.parse(record));
     },
 
     async putStatus(node, status) {
@@ -920,6 +1037,8 @@ const SETTINGS_DIGEST = /^[0-9a-f]{16}$/;
 const TREE1_DIGEST = /^tree1:[0-9a-f]{64}$/;
 /** Verified keys a store remembers: the newest few are all a publisher looks at. */
 const VERIFIED_KEPT = 8;
+/** Rejected keys a store remembers: a few passes' worth of BODIES_CHECKED. */
+const REJECTED_KEPT = 64;
 
 function assertKeep(keep: number, name: string): void {
   if (!Number.isInteger(keep) || keep < 1) {
@@ -996,6 +1115,8 @@ function errorText(error: unknown): string {
     .join(", ");
   return error.message ? `${error.message} (${details})` : details;
 }
+
+const maxRevision = (a: bigint, b: bigint): bigint => (a > b ? a : b);
 
 function digestInKind(kind: DigestKind, config: string | Uint8Array | HashedConfig): string {
   return isHashed(config) ? configHasher(kind).digest(config.chunks) : configDigest(kind, config);

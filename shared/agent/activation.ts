@@ -288,7 +288,8 @@ export class Activation {
     }
     // An unpin is seen by the next pull.
     if (!this.host.pullRequested() || this.host.pinned()) return false;
-    const [newest] = await this.options.store.history({ limit: 1 }).catch(() => []);
+    const entries = await this.options.store.history().catch(() => []);
+    const newest = entries.find((e) => e.untrusted === undefined);
     return newest !== undefined && compareConfigKeys(newest.key, key) > 0;
   }
 

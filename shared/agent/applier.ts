@@ -4,7 +4,8 @@
  * hands the config to the apply steps (activation.ts; decide.ts says runtime API or reload).
  *
  * - Newest wins, never older: a config is taken only if its key sorts after the running one's
- *   (in decision order, core/config-key.ts), unless a pin names it (see pull-target.ts).
+ *   (in decision order, core/config-key.ts), unless a pin names it, or the store no longer trusts
+ *   the running key (see pull-target.ts).
  *   A key named by a ping is only a hint: when it cannot be fetched (or its digest differs from
  *   the ping's), the store is listed as without a ping, and nothing is recorded against that key.
  * - A failed config is retried only when a newer one appears or its backoff expires.
@@ -260,9 +261,15 @@ export class Applier {
     // Keys at or before the running one no longer matter to anyone.
     if (afterKey !== null) this.skipped.forgetUpTo(afterKey);
     let config: StoredConfig | null;
+    let runningDistrusted = false;
     const skips: SkippedKey[] = [];
     try {
-      config = await newestVerifiedAfter(store, afterKey, this.skipped, (key, reason) => skips.push({ key, reason }));
+      const running = this.node.current?.key ?? null;
+      const pulled = await newestVerifiedAfter(store, [running, afterKey], this.skipped, (key, reason) =>
+        skips.push({ key, reason }),
+      );
+      config = pulled.config;
+      runningDistrusted = running !== null && pulled.distrusted.has(running);
     } catch (err) {
       const key = err instanceof PullError ? err.key : null;
       return failed("pull", key, key === null ? `cannot read the store: ${message(err)}` : message(err));
@@ -276,7 +283,7 @@ export class Applier {
     metrics.pulls.inc({ result: "new" });
     stopTimer();
     this.trace("pull.end", { key: config.key, via: "list" });
-    return this.take(config);
+    return this.take(config, runningDistrusted);
   }
 
   private async nothingNew(stopTimer: () => void): Promise<void> {
@@ -314,7 +321,8 @@ export class Applier {
     return this.take(config);
   }
 
-  private async take(config: StoredConfig): Promise<void> {
+  /** `runningDistrusted`: the store no longer trusts the running key, which therefore orders nothing. */
+  private async take(config: StoredConfig, runningDistrusted = false): Promise<void> {
     if (this.stopped) return;
     // Newest wins, never older (invariant 1), whatever path brought the config here; a pin names exactly one.
     const runningKey = this.node.current?.key ?? null;
@@ -322,7 +330,7 @@ export class Applier {
     if (
       pinned !== undefined
         ? config.key !== pinned
-        : runningKey !== null && compareConfigKeys(config.key, runningKey) <= 0
+        : runningKey !== null && !runningDistrusted && compareConfigKeys(config.key, runningKey) <= 0
     ) {
       this.trace("take.stale", { key: config.key, running: runningKey });
       return;

@@ -1,8 +1,9 @@
 /*
  * Which config the agent pulls: the pinned one while a pin is set (`servicelb pin`), else the
- * newest config after the running one whose object verifies. Keys are not trusted blindly: a key
- * whose object is missing or does not verify (a forged far-future key, a hand upload) is skipped
- * and reported, and the next one down is taken, so that one bad key never freezes the node.
+ * newest config after the running one that is trusted by name and whose object verifies. Keys are
+ * not trusted blindly: a key that leads the one before it too far (core/key-trust.ts: a forged
+ * far-future key), or whose object is missing or does not verify (a hand upload), is skipped and
+ * reported, and the next one down is taken, so that one bad key never freezes the node.
  */
 
 import {
@@ -62,30 +63,44 @@ export class PullError extends Error {
 }
 
 /**
- * The newest config after `afterKey` whose object verifies; null when there is none. A store
- * failure (transient, or anything but a config that does not verify) is thrown as a PullError.
+ * The newest config that is trusted, whose object verifies, and that sorts after the greatest of
+ * `afterKeys` the store still trusts; null when there is none. A key of `afterKeys` the listing
+ * does not trust is returned in `distrusted`: a node that ran a far-ahead key (taken before
+ * servicelb judged keys) would otherwise wait behind it for good. A store failure (transient, or
+ * anything but a config that does not verify) is thrown as a PullError.
  */
 export async function newestVerifiedAfter(
   store: Pick<ObjectStore, "history" | "get">,
-  afterKey: string | null,
+  afterKeys: readonly (string | null)[],
   skipped: SkippedKeys,
   onSkip: (key: string, reason: string) => void,
-): Promise<StoredConfig | null> {
+): Promise<{ config: StoredConfig | null; distrusted: ReadonlySet<string> }> {
   const entries = await store.history().catch((err: unknown) => {
     throw new PullError(null, err);
   });
+  const distrusted = new Set(
+    entries.filter((e) => e.untrusted !== undefined && afterKeys.includes(e.key)).map((e) => e.key),
+  );
+  let after: string | null = null;
+  for (const k of afterKeys)
+    if (k !== null && !distrusted.has(k) && (after === null || compareConfigKeys(k, after) > 0)) after = k;
   for (const entry of entries) {
-    if (afterKey !== null && compareConfigKeys(entry.key, afterKey) <= 0) return null;
+    if (after !== null && compareConfigKeys(entry.key, after) <= 0) return { config: null, distrusted };
     if (skipped.holds(entry.key)) continue;
+    if (entry.untrusted !== undefined) {
+      skipped.add(entry.key, entry.untrusted);
+      onSkip(entry.key, entry.untrusted);
+      continue;
+    }
     try {
-      return await store.get(entry.key);
+      return { config: await store.get(entry.key), distrusted };
     } catch (err) {
       if (!(err instanceof StoreError) || err.transient) throw new PullError(entry.key, err);
       skipped.add(entry.key, err.message);
       onSkip(entry.key, err.message);
     }
   }
-  return null;
+  return { config: null, distrusted };
 }
 
 /** The pin, or null; a pin.json that is not a pin is reported through `onInvalid` and ignored. */

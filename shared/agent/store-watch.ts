@@ -84,7 +84,8 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
           if (!stopping.signal.aborted) pullFailed(err);
           throw err;
         });
-        const newest = entries[0]?.key;
+        // The key the pull goes for: keys nobody follows are skipped without a GET.
+        const newest = entries.find((e) => e.untrusted === undefined)?.key;
         listed = newest === undefined ? null : { key: newest, lastSuccess, failures };
         // Counted now, taken back if the GET it leads to fails: /status is right in between too.
         setLastSuccess(now());

@@ -16,7 +16,7 @@ import { openStore } from "../adapters/open-store.js";
 export interface DescribedEntry extends HistoryEntry {
   producer: string | null;
   settingsDigest: string | null;
-  /** The object does not verify: publishers and agents skip this key. */
+  /** The key is not trusted (core/key-trust.ts) or its object does not verify: publishers and agents skip it. */
   problem: string | null;
   pinned: boolean;
 }
@@ -33,7 +33,10 @@ export async function runHistory(flags: Record<string, unknown>): Promise<number
     ]);
     const described = await Promise.all(
       entries.map(async (e): Promise<DescribedEntry> => {
-        const head = await store.head(e.key).catch((err: unknown) => (err as Error).message);
+        const head =
+          e.untrusted !== undefined
+            ? `not trusted: ${e.untrusted}`
+            : await store.head(e.key).catch((err: unknown) => (err as Error).message);
         const ok = typeof head !== "string";
         return {
           ...e,
@@ -84,14 +87,16 @@ export function formatSettingsDiff(fromKey: string, toKey: string, changes: read
 
 /**
  * A config named the way an operator would: its full key, its file name, its snapshot revision,
- * `latest`, or `latest~N` (N configs before the newest, as in git).
+ * `latest`, or `latest~N` (N trusted configs before the newest, as in git: a key nobody follows
+ * is no step back).
  */
 export function resolveConfigRef(ref: string, entries: readonly HistoryEntry[]): string {
   const back = /^latest(?:~([0-9]+))?$/.exec(ref);
   if (back) {
     const n = Number(back[1] ?? 0);
-    const entry = entries[n];
-    if (!entry) throw new OptionsError(`${ref}: the store holds ${entries.length} config(s)`);
+    const trusted = entries.filter((e) => e.untrusted === undefined);
+    const entry = trusted[n];
+    if (!entry) throw new OptionsError(`${ref}: the store holds ${trusted.length} trusted config(s)`);
     return entry.key;
   }
   const matches = /^[0-9]+$/.test(ref)

@@ -48,6 +48,6 @@ export async function runReconcileOnce(flags: Record<string, unknown>): Promise<
     );
     return 0;
   } finally {
-    reconciler.close();
+    await reconciler.close();
   }
 }

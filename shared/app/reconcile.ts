@@ -18,6 +18,7 @@ import {
   type ConfigRef,
   StoreError,
   type ObjectStore,
+  type PassRecord,
   type PublishResult,
   type SkippedKey,
 } from "../adapters/object-store.js";
@@ -131,13 +132,21 @@ const GIVE_WAY = 3;
  * start, so a throttled API server must not hold it for the list's 30 s.
  */
 const HEAD_START_READ_TIMEOUT_MS = 2000;
+/**
+ * How often a succeeding instance writes its pass record again when nothing else makes it: so
+ * that a failure recorded by an instance that has gone since does not stand for longer.
+ */
+const PASS_RECORD_REFRESH_MS = 60_000;
+/** A failure's message in the pass record is cut here: the log line has it whole. */
+const MESSAGE_CHARS = 1000;
 
 export interface Reconciler {
   /** Classifies a CloudEvent and, when it may change the config, runs a full pass. */
   reconcile(event: unknown): Promise<ReconcileResult>;
   /** A full pass regardless of any event (the CLI's `reconcile --once`). */
   reconcileNow(trigger: { id: string; type: string }): Promise<ReconcileResult>;
-  close(): void;
+  /** Closes the store once the passes' records are written (a shell's pass exits right after). */
+  close(): Promise<void>;
 }
 
 const LOGGED_WARNINGS = 50;
@@ -203,6 +212,45 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     log.info(
       "no agents configured (SERVICELB_AGENTS, SERVICELB_AGENT_SERVICE): nobody is pinged, agents rely on their poll",
     );
+  }
+
+  /**
+   * The store's record of the last full pass (reconcile.json), which `servicelb status` reports: a
+   * failure at once, a success when this instance recorded a failure or no record lately. The
+   * writes go out one after another, behind the pass: they never delay a delivery's answer, and a
+   * store that cannot take one is the failure being recorded.
+   */
+  let failing: { since: string; passes: number } | null = null;
+  let recordedAt: number | undefined;
+  let recordedFailure = false;
+  let recording: Promise<void> = Promise.resolve();
+  function recordPass(failure: { stage: Stage; err: unknown; transient: boolean; eventId: string } | null): void {
+    const at = new Date().toISOString();
+    failing = failure ? { since: failing?.since ?? at, passes: (failing?.passes ?? 0) + 1 } : null;
+    const due = recordedAt === undefined || Date.now() - recordedAt >= PASS_RECORD_REFRESH_MS;
+    if (!failure && !recordedFailure && !due) return;
+    recordedAt = Date.now();
+    recordedFailure = failure !== null;
+    const record: PassRecord = {
+      at,
+      generator,
+      failure:
+        failure && failing
+          ? {
+              ...failing,
+              stage: failure.stage,
+              message: (failure.err instanceof Error ? failure.err.message : String(failure.err)).slice(
+                0,
+                MESSAGE_CHARS,
+              ),
+              transient: failure.transient,
+              eventId: failure.eventId,
+            }
+          : null,
+    };
+    recording = recording
+      .then(() => store.putPassRecord(record))
+      .catch((err: unknown) => log.warn({ err }, "cannot record the pass in the store (reconcile.json)"));
   }
 
   /** A failed clean-up must not turn a successful publish into an error the Broker retries. */
@@ -543,6 +591,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       };
       const { eventId: _id, eventType: _type, ...fields } = result;
       plog.info(fields, `reconciled: ${result.status}`);
+      recordPass(null);
       trace("pass.end", { n });
       return result;
     } catch (err) {
@@ -562,6 +611,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
           `reconcile failed at ${stage} and retrying will not help until the cause is fixed`,
         );
       }
+      recordPass({ stage, err, transient, eventId: trigger.id });
       throw err;
     }
   }
@@ -652,7 +702,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
     },
     reconcileNow: (trigger) => coalesced(trigger, "resync"),
-    close: () => store.close(),
+    close: () => recording.then(() => store.close()),
   };
 }
 

@@ -3,15 +3,17 @@
  * reported to the store (status/<node>.json): the config it runs, whether that is the newest
  * published one, its last error and how old its report is. A report older than three of the
  * node's own report intervals is marked stale: the agent is gone or cannot reach the store.
- * While a pin is set, the pinned config is what every node should run. Newer keys whose objects
- * do not verify are listed: they are skipped by the publisher and the agents. Which config
- * digests the fleet verifies says whether publishers may use tree1 (app/agent-reports.ts), and
- * which node keeps them on sha256.
- * Exits 3 (with the reasons on stderr) unless every node serves the newest config, as
- * `kubectl rollout status` fails until a rollout is done.
+ * While a pin is set, the pinned config is what every node should run. Newer keys that are not
+ * trusted or whose objects do not verify are listed: they are skipped by the publisher and the
+ * agents, and a node that runs one is behind. How the reconcile function's last recorded pass
+ * went (reconcile.json): a node is only as current as the function that publishes for it. Which
+ * config digests the fleet verifies says whether publishers may use tree1 (app/agent-reports.ts),
+ * and which node keeps them on sha256.
+ * Exits 3 (with the reasons on stderr) unless every node serves the newest config and the
+ * function's last pass succeeded, as `kubectl rollout status` fails until a rollout is done.
  */
 
-import type { ConfigHead, Pin, SkippedKey } from "../adapters/object-store.js";
+import { type ConfigHead, type PassRecord, type Pin, type SkippedKey, StoreError } from "../adapters/object-store.js";
 import { openStore } from "../adapters/open-store.js";
 import { compareStrings } from "../core/compare.js";
 import { compareConfigKeys } from "../core/config-key.js";
@@ -28,7 +30,10 @@ export interface NodeRow {
   sha256: string | null;
   how: string | null;
   appliedAt: string | null;
-  /** Runs no config, an unknown one, or one older than the newest published (not the pinned one while pinned). */
+  /**
+   * Runs no config, an unknown one, a skipped one, or one older than the newest published (not
+   * the pinned one while pinned).
+   */
   behind: boolean;
   reportedAt: string;
   ageSeconds: number;
@@ -49,16 +54,22 @@ export interface FleetStatus {
   unreadable: string[];
   /** The digest publishers in `auto` may use by these reports, and why not tree1. */
   digest: { kind: DigestKind; reason?: string };
+  /** The reconcile function's last recorded pass; null before its first (or from a function before the record). */
+  function: PassRecord | null;
+  /** Why the function's record cannot be read, when it cannot. */
+  functionUnreadable?: string;
 }
 
 export function fleetStatus(
   newest: ConfigHead | null,
   reports: readonly unknown[],
   now: number,
-  store: { pin?: Pin | null; skipped?: SkippedKey[] } = {},
+  store: { pin?: Pin | null; skipped?: SkippedKey[]; pass?: PassRecord | null; passUnreadable?: string } = {},
 ): FleetStatus {
   const pin = store.pin ?? null;
   const skipped = new Map((store.skipped ?? []).map((s) => [s.key, s]));
+  // Judged by the store alone: an agent's own list may name a key that is fine now (it came back).
+  const distrusted = new Set(skipped.keys());
   const nodes: NodeRow[] = [];
   const unreadable: string[] = [];
   for (const report of reports) {
@@ -77,7 +88,9 @@ export function fleetStatus(
       sha256: s.applied?.sha256 ?? null,
       how: s.applied?.how ?? null,
       appliedAt: s.applied?.appliedAt ?? null,
-      behind: pin ? key !== pin.key : newest !== null && (key === null || compareConfigKeys(key, newest.key) < 0),
+      behind: pin
+        ? key !== pin.key
+        : newest !== null && (key === null || distrusted.has(key) || compareConfigKeys(key, newest.key) < 0),
       reportedAt: s.reportedAt,
       ageSeconds,
       stale: ageSeconds > 3 * s.reportIntervalSeconds,
@@ -95,6 +108,8 @@ export function fleetStatus(
     nodes,
     unreadable,
     digest: digestForFleet(reports),
+    function: store.pass ?? null,
+    ...(store.passUnreadable !== undefined ? { functionUnreadable: store.passUnreadable } : {}),
   };
 }
 
@@ -102,19 +117,34 @@ export function fleetStatus(
 export const NOT_CONVERGED_EXIT = 3;
 
 /**
- * Why the fleet is not serving the newest config, one line per node, or nothing when it is:
- * a node behind, with HAProxy down, or whose report is stale; or no node reporting at all.
+ * Why the fleet is not serving the newest config, one line per problem, or nothing when it is:
+ * the function's last recorded pass failed; a node behind, with HAProxy down, or whose report is
+ * stale; or no node reporting at all.
  */
 export function notConverged(f: FleetStatus): string[] {
-  if (f.nodes.length === 0) return ["no agent has reported to the store"];
-  return f.nodes.flatMap((n) => {
-    const why = [
-      n.behind && "behind the newest config",
-      !n.haproxyRunning && "HAProxy down",
-      n.stale && "report stale (agent gone or cut off from the store)",
-    ].filter(Boolean);
-    return why.length === 0 ? [] : [`${n.node}: ${why.join(", ")}`];
-  });
+  const fn = functionProblem(f);
+  const problems = fn === null ? [] : [`function: ${fn}`];
+  if (f.nodes.length === 0) return [...problems, "no agent has reported to the store"];
+  return problems.concat(
+    f.nodes.flatMap((n) => {
+      const why = [
+        n.behind && "behind the newest config",
+        !n.haproxyRunning && "HAProxy down",
+        n.stale && "report stale (agent gone or cut off from the store)",
+      ].filter(Boolean);
+      return why.length === 0 ? [] : [`${n.node}: ${why.join(", ")}`];
+    }),
+  );
+}
+
+/** What is wrong with the function's passes, or null when its last recorded pass succeeded (or none is recorded). */
+function functionProblem(f: FleetStatus): string | null {
+  if (f.functionUnreadable !== undefined) return `its record cannot be read: ${f.functionUnreadable}`;
+  const failure = f.function?.failure;
+  if (!failure) return null;
+  const passes = failure.passes === 1 ? "1 pass failed" : `${failure.passes} passes failed`;
+  const since = failure.passes === 1 ? "" : ` since ${failure.since}`;
+  return `${passes}${since}, the last at ${f.function!.at} at ${failure.stage}: ${failure.message.split("\n")[0]}`;
 }
 
 function age(seconds: number): string {
@@ -128,7 +158,9 @@ export function formatFleet(f: FleetStatus): string {
     ? `PINNED: ${f.pin.key} since ${f.pin.pinnedAt}${f.pin.reason ? ` (${f.pin.reason})` : ""}: agents run it until \`servicelb unpin\`\n`
     : "";
   const digest = `digests: ${f.digest.kind === "tree1" ? "every node verifies tree1: configs may be published by tree1" : `sha256 only: ${f.digest.reason}`}\n`;
-  const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}${digest}`;
+  const fn = functionProblem(f);
+  const passLine = `function: ${fn !== null ? `FAILING: ${fn}` : f.function ? `last pass ${f.function.at} succeeded` : "no pass recorded"}\n`;
+  const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}${passLine}${digest}`;
   const rows = [
     ["NODE", "REVISION", "STATE", "HAPROXY", "REPORTED", "CONFIG", "VERIFIES", "LAST ERROR"],
     ...f.nodes.map((n) => [
@@ -147,19 +179,27 @@ export function formatFleet(f: FleetStatus): string {
   const table = formatTable(rows);
   const bad =
     f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") +
-    f.skipped.map((k) => `skipped key (does not verify): ${k.key}: ${k.reason}\n`).join("");
+    f.skipped.map((k) => `skipped key (not trusted or does not verify): ${k.key}: ${k.reason}\n`).join("");
   return `${head}${table}\n${bad}`;
 }
 
 export async function runStatus(flags: Record<string, unknown>): Promise<number> {
   const store = openStore(requireStore(loadFunctionSettings(process.env, flags)));
   try {
-    const [{ config: newest, skipped }, reports, pin] = await Promise.all([
+    const [{ config: newest, skipped }, reports, pin, pass] = await Promise.all([
       store.newest(),
       store.listStatuses(),
       store.getPin(),
+      store.getPassRecord().catch((err: unknown) => {
+        if (!(err instanceof StoreError) || err.transient) throw err;
+        return err;
+      }),
     ]);
-    const fleet = fleetStatus(newest, reports, Date.now(), { pin, skipped });
+    const fleet = fleetStatus(newest, reports, Date.now(), {
+      pin,
+      skipped,
+      ...(pass instanceof StoreError ? { passUnreadable: pass.message } : { pass }),
+    });
     process.stdout.write(flags.format === "json" ? `${JSON.stringify(fleet, null, 2)}\n` : formatFleet(fleet));
     const problems = notConverged(fleet);
     for (const p of problems) process.stderr.write(`servicelb: not converged: ${p}\n`);

@@ -6,13 +6,14 @@
  * string order is decision order:
  *   epoch     6 digits   advances when the cluster's revisions go back (restore, new cluster)
  *   revision 20 digits   the snapshot's cluster revision (etcd revisions are int64: ≤ 19 digits)
- *   seq      10 digits   the newest config's seq + 1: a later publish of an equal view wins
+ *   seq      10 digits   0, or the newest config's seq + 1 for a later publish of its view, which wins
  *   sha      16 hex      the first 64 bits of the body's digest (config-digest.ts: sha256 or tree1)
  * Names of the first format, `<revision>-<sha>.cfg`, are still read as epoch 0, seq 0, so that a
  * store written by an older servicelb keeps working; they do not sort with the new ones as
  * strings ('-' sorts before digits), which is why nobody may compare names as plain strings.
  *
  * A view marker `<epoch>-<revision>` (no config, see publish-order.ts) uses the first two fields.
+ * Which keys may be followed at all is key-trust.ts's to say.
  */
 
 import { compareStrings } from "./compare.js";

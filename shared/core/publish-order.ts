@@ -6,14 +6,15 @@
  * but saw a newer revision than the mark: without it, an older pass finishing after that one
  * could still publish (invariant 1, the "newer pass found nothing to change" case).
  *
- * - At or past the mark: publish in the mark's epoch, with seq = newest seq + 1, so that a later
- *   decision from an equal view (other settings, another template, an upgrade) wins whatever
- *   its sha; identical bytes write no config (invariant 2), only a marker if the view is newer.
+ * - At or past the mark: publish in the mark's epoch. The seq is 0 for a view no config has, and
+ *   the newest seq + 1 for a later decision from the newest config's view (other settings,
+ *   another template, an upgrade), so that it wins whatever its sha; identical bytes write no
+ *   config (invariant 2), only a marker if the view is newer.
  * - Below the mark: either a stale pass (it listed before another pass recorded a newer view)
  *   or a cluster whose revisions went back (etcd restore, a new cluster behind the same store,
  *   a restarted local stack). The decision needs evidence from the live cluster (see
  *   object-store.ts publish): a fresh list. Only a snapshot listed after that evidence was seen
- *   (`restore`) starts the next epoch.
+ *   (`restore`) starts the next epoch, the newest config's + 1 (core/key-trust.ts bounds it).
  */
 
 import { compareMarks, type ConfigName, type Mark } from "./config-key.js";
@@ -40,14 +41,20 @@ export function storeMark(state: StoreState): Mark | null {
 }
 
 /**
- * The newest view marker that may count. A marker is only a key (anyone with write access can
- * make one), so it may not lead the newest config by more than one epoch: a forged far-future
- * marker then costs at most one epoch, never the ability to publish.
+ * The newest view marker that may count. A marker is only a key that anyone with write access can
+ * make, and it carries no config, so it never moves an epoch and never claims more than a pass
+ * could have seen: it counts only in the newest config's epoch (none without a config), and only
+ * at or below `seen`, the newest revision the caller knows the live cluster has reached (its
+ * snapshot's, or a fresh list's; null when it knows none, and every marker of the epoch counts).
+ * A forged marker above the live cluster thus costs nothing; a genuine one is never above it,
+ * unless the cluster went back, when the newest config decides alone.
  */
-export function pickView(views: readonly Mark[], newest: ConfigName | null): Mark | null {
-  const maxEpoch = (newest?.epoch ?? 0) + 1;
+export function pickView(views: readonly Mark[], newest: ConfigName | null, seen: bigint | null): Mark | null {
+  if (!newest) return null;
   let best: Mark | null = null;
-  for (const v of views) if (v.epoch <= maxEpoch && (!best || compareMarks(v, best) > 0)) best = v;
+  for (const v of views)
+    if (v.epoch === newest.epoch && (seen === null || v.revision <= seen) && (!best || compareMarks(v, best) > 0))
+      best = v;
   return best;
 }
 
@@ -57,19 +64,28 @@ export function decidePublish(
   restore: boolean,
 ): Decision {
   const mark = storeMark(state);
-  const seq = state.newest ? state.newest.name.seq + 1 : 0;
-  if (!mark) return { kind: "write", epoch: 0, revision: ours.revision, seq, newEpoch: false };
+  if (!mark) return { kind: "write", epoch: 0, revision: ours.revision, seq: 0, newEpoch: false };
   // The fleet already has these bytes: whatever the views, there is nothing to fix.
   const sameBytes = state.newest?.sha256 === ours.sha256;
   if (ours.revision < mark.revision) {
     if (sameBytes) return { kind: "unchanged", view: null };
     if (!restore) return { kind: "behind", mark };
-    return { kind: "write", epoch: mark.epoch + 1, revision: ours.revision, seq, newEpoch: true };
+    return { kind: "write", epoch: mark.epoch + 1, revision: ours.revision, seq: 0, newEpoch: true };
   }
   if (sameBytes)
     return {
       kind: "unchanged",
       view: ours.revision > mark.revision ? { epoch: mark.epoch, revision: ours.revision } : null,
     };
+  const seq = nextSeq(state.newest?.name ?? null, mark.epoch, ours.revision);
   return { kind: "write", epoch: mark.epoch, revision: ours.revision, seq, newEpoch: false };
+}
+
+/**
+ * The seq of a config published at (epoch, revision) after `newest`. It counts the decisions from
+ * one view only, so that publishing never fills the field: a seq grows only while the cluster
+ * stands still, and core/key-trust.ts bounds each step.
+ */
+export function nextSeq(newest: ConfigName | null, epoch: number, revision: bigint): number {
+  return newest && newest.epoch === epoch && newest.revision === revision ? newest.seq + 1 : 0;
 }

@@ -123,7 +123,7 @@ async function accessesOfOnePass(
           data: obj,
         });
     } finally {
-      reconciler.close();
+      await reconciler.close();
     }
     // The render function's live dry run (shared/app/render-http.ts) reads the same way.
     await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig });

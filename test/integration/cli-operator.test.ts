@@ -86,6 +86,32 @@ describe("servicelb status", () => {
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
   });
+
+  it("exits 3 while the reconcile function's last recorded pass failed, though every node runs the newest config", async () => {
+    const { key } = await store.publish({ config: "global\n", revision: "100", generator: "servicelb/test" });
+    for (const node of ["node-a", "node-b"]) await store.putStatus(node, report(node, key));
+    const failure = {
+      since: "2026-12-01T10:00:00.000Z",
+      passes: 4,
+      stage: "publish",
+      message: "S3 put of s3://b/operator/configs/x.cfg failed: Access Denied (AccessDenied, HTTP 403)",
+      transient: false,
+      eventId: "e-4",
+    };
+    await store.putPassRecord({ at: "2026-12-01T10:03:00.000Z", generator: `servicelb/${version}`, failure });
+    let r = await cli(["status", ...storeArgs], credentials);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toContain(
+      "function: FAILING: 4 passes failed since 2026-12-01T10:00:00.000Z, the last at 2026-12-01T10:03:00.000Z at publish: S3 put",
+    );
+    expect(r.stdout).toMatch(/^node-a\s+1\s+current\s/m);
+    expect(r.stderr).toContain("servicelb: not converged: function: 4 passes failed since");
+
+    await store.putPassRecord({ at: "2026-12-01T10:04:00.000Z", generator: `servicelb/${version}`, failure: null });
+    r = await cli(["status", ...storeArgs], credentials);
+    expect(r.stdout).toContain("function: last pass 2026-12-01T10:04:00.000Z succeeded");
+    expect(r.code).toBe(0);
+  });
 });
 
 describe("servicelb errors", () => {

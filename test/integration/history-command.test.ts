@@ -63,7 +63,7 @@ describe("servicelb history", () => {
     const rows = stdout.trimEnd().split("\n");
     expect(rows[0]).toMatch(/^EPOCH\s+REVISION\s+SEQ\s+DIGEST\s+PRODUCER\s+SETTINGS\s+BYTES\s+PUBLISHED\s+KEY$/);
     expect(rows.slice(1).map((r) => r.split(/\s+/).slice(0, 5))).toEqual([
-      ["0", "130", "1", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
+      ["0", "130", "0", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
       ["0", "120", "0", expect.stringMatching(/^[0-9a-f]{16}$/), "servicelb/test"],
     ]);
 
@@ -71,7 +71,7 @@ describe("servicelb history", () => {
     expect(await runHistory({ ...flags, format: "json", limit: "1" })).toBe(0);
     const entries = JSON.parse(stdout) as HistoryEntry[];
     expect(entries.map((e) => e.revision)).toEqual(["130"]);
-    expect(entries[0]!.key).toMatch(/^history\/configs\/000000-0+130-0000000001-[0-9a-f]{16}\.cfg$/);
+    expect(entries[0]!.key).toMatch(/^history\/configs\/000000-0+130-0000000000-[0-9a-f]{16}\.cfg$/);
     expect(entries[0]).toMatchObject({
       producer: "servicelb/test",
       settingsDigest: null,
@@ -128,7 +128,7 @@ describe("resolveConfigRef", () => {
     expect(() => resolveConfigRef("120", entries)).toThrow(OptionsError);
     expect(() => resolveConfigRef("120", entries)).toThrow(/names 2 configs/);
     expect(() => resolveConfigRef("99", entries)).toThrow(/no such config/);
-    expect(() => resolveConfigRef("latest~3", entries)).toThrow(/holds 3 config/);
+    expect(() => resolveConfigRef("latest~3", entries)).toThrow(/holds 3 trusted config/);
   });
 });
 

@@ -195,13 +195,14 @@ describe("publish, latest, get", () => {
       // From just before the key it left: that key is in the answer, so it is known to still be there.
       const second = await pass(cfg(2), "11");
       expect(second).toMatchObject({ status: "published", startAfter: [first.key.slice(prefix.length, -1)] });
-      expect(second.key).toMatch(/-0000000001-[0-9a-f]{16}\.cfg$/);
+      // A view no config has: seq 0 (the seq counts decisions from one view).
+      expect(second.key).toMatch(/-00000000000000000011-0000000000-[0-9a-f]{16}\.cfg$/);
 
       // Another instance publishes past it: the listing from the known key finds that one.
       const other = await openStore(prefix).publish({ config: cfg(3), revision: "12", generator: GENERATOR });
       const third = await pass(cfg(4), "13");
       expect(third).toMatchObject({ status: "published", startAfter: [second.key.slice(prefix.length, -1)] });
-      expect(third.key).toMatch(/-0000000003-[0-9a-f]{16}\.cfg$/);
+      expect(third.key).toMatch(/-00000000000000000013-0000000000-[0-9a-f]{16}\.cfg$/);
       expect(other.key < third.key).toBe(true);
 
       // The key it knows is gone behind its back: the whole history is listed, and the newest
@@ -209,7 +210,7 @@ describe("publish, latest, get", () => {
       await s3.client.send(new DeleteObjectCommand({ Bucket: s3.bucket, Key: third.key }));
       const fourth = await pass(cfg(4), "13");
       expect(fourth).toMatchObject({ status: "published", startAfter: [third.key.slice(prefix.length, -1), null] });
-      expect(fourth.key).toMatch(/-0000000003-[0-9a-f]{16}\.cfg$/);
+      expect(fourth.key).toBe(third.key);
       expect(await pass(cfg(4), "13")).toMatchObject({ status: "unchanged", key: fourth.key });
     } finally {
       await proxy.stop();
@@ -531,7 +532,7 @@ describe("decision order across upgrades, overlaps and restores", () => {
     expect((await store.latest())?.key).toBe(before.key);
     const restored = await store.publish({ config: cfg(2), revision: "41", generator: GENERATOR, restore: true });
     expect(restored).toMatchObject({ status: "published", epoch: 1, newEpoch: true });
-    expect(restored.key).toMatch(/configs\/000001-00000000000000000041-0000000001-/);
+    expect(restored.key).toMatch(/configs\/000001-00000000000000000041-0000000000-/);
     expect((await store.latest())?.key).toBe(restored.key);
 
     // A pass that listed the old cluster (revision 480) before the restore finishes now: its
@@ -550,29 +551,33 @@ describe("decision order across upgrades, overlaps and restores", () => {
     });
   });
 
-  it("bounds view markers: a forged far-future marker costs one epoch, not publishing", async () => {
+  it("moves no epoch by a view marker: one past the newest config's epoch, or above the live cluster, counts for nothing", async () => {
     const prefix = newPrefix();
     const store = openStore(prefix);
     await store.publish({ config: cfg(1), revision: "100", generator: GENERATOR });
-    for (const forged of ["999999-99999999999999999999", "000001-99999999999999999999"]) {
-      await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `${prefix}views/${forged}`, Body: "{}" }));
+    const forged = ["999999-99999999999999999999", "000001-99999999999999999999", "000001-00000000000000000050"];
+    for (const view of [...forged, "000000-99999999999999999999"]) {
+      await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `${prefix}views/${view}`, Body: "{}" }));
     }
-    const behind = await store.publish({
-      config: cfg(2),
-      revision: "101",
-      generator: GENERATOR,
-      liveRevision: async () => "101",
+    for (const revision of ["101", "103"])
+      expect(
+        await store.publish({
+          config: cfg(Number(revision)),
+          revision,
+          generator: GENERATOR,
+          liveRevision: async () => revision,
+        }),
+      ).toMatchObject({ status: "published", epoch: 0 });
+    // With no fresh list to ask, a marker of the newest config's epoch still holds a pass back, as stale.
+    expect(await store.publish({ config: cfg(4), revision: "104", generator: GENERATOR })).toMatchObject({
+      status: "stale",
+      epoch: 0,
     });
-    expect(behind).toMatchObject({
-      status: "regressed",
-      regression: { mark: { epoch: 1, revision: "99999999999999999999" } },
-    });
-    expect(await store.publish({ config: cfg(2), revision: "102", generator: GENERATOR, restore: true })).toMatchObject(
-      { status: "published", epoch: 2 },
+    // The markers that did not count stay for the operator to see; a marker written since cleans up only below it.
+    await store.publish({ config: cfg(103), revision: "105", generator: GENERATOR, liveRevision: async () => "105" });
+    expect((await keysUnder(`${prefix}views/`)).map((k) => k.slice(`${prefix}views/`.length)).sort()).toEqual(
+      ["000000-00000000000000000105", "000000-99999999999999999999", ...forged].sort(),
     );
-    expect(
-      await store.publish({ config: cfg(3), revision: "103", generator: GENERATOR, liveRevision: async () => "103" }),
-    ).toMatchObject({ status: "published", epoch: 2 });
   });
 });
 
@@ -777,13 +782,50 @@ describe("history and retention", () => {
       key: keys[3],
       epoch: 0,
       revision: "4",
-      seq: 3,
+      seq: 0,
       sha256Prefix: sha256(cfg(4)).slice(0, 16),
       size: Buffer.byteLength(cfg(4)),
       lastModified: expect.any(Date),
     });
     expect((await store.history({ limit: 2 })).map((entry) => entry.revision)).toEqual(["4", "3"]);
     expect(await openStore().history()).toEqual([]);
+  });
+
+  it("judges keys by name: keys that lead the key before them too far are marked, skipped as newest, and keep no history out", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    const keys = await publishRevisions(store, [1, 2, 3]);
+    // Copies of the newest config whose metadata agrees with their keys: only their names give them away.
+    const copy = async (epoch: string, seq: string) => {
+      const key = `${prefix}configs/${epoch}-${"3".padStart(20, "0")}-${seq}-${sha256(cfg(3)).slice(0, 16)}.cfg`;
+      await s3.client.send(
+        new PutObjectCommand({
+          Bucket: s3.bucket,
+          Key: key,
+          Body: cfg(3),
+          Metadata: { sha256: sha256(cfg(3)), revision: "3", epoch: String(Number(epoch)), seq: String(Number(seq)) },
+        }),
+      );
+      return key;
+    };
+    const farEpoch = await copy("999999", "0000000000");
+    const farSeq = await copy("000000", "9999999999");
+    const history = await store.history();
+    expect(history.map((e) => [e.key, e.untrusted])).toEqual([
+      [farEpoch, expect.stringMatching(/^epoch 999999 leads the key before it \(epoch 0\) by more than 1$/)],
+      [farSeq, expect.stringMatching(/^seq 9999999999 leads the key before it \(seq 0\) by more than 16$/)],
+      ...[...keys].reverse().map((k) => [k, undefined]),
+    ]);
+    expect(await store.newest()).toEqual({
+      config: expect.objectContaining({ key: keys[2] }),
+      skipped: [
+        { key: farEpoch, reason: expect.stringMatching(/epoch 999999 leads/) },
+        { key: farSeq, reason: expect.stringMatching(/seq 9999999999 leads/) },
+      ],
+    });
+    // Retention counts trusted configs: the far keys, newest by order, do not push the history out.
+    expect(await store.prune({ keep: 2 })).toEqual([keys[0]]);
+    expect((await keysUnder(`${prefix}configs/`)).sort()).toEqual([keys[1], keys[2], farSeq, farEpoch].sort());
   });
 
   it("prunes all but the newest N and never the newest", async () => {

@@ -2,16 +2,18 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { PutObjectCommand } from "@aws-sdk/client-s3";
+import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { ClusterError } from "../../shared/adapters/cluster.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import type { Agent } from "../../shared/agent/agent.js";
 import type { FunctionSettings } from "../../shared/app/function-options.js";
 import { runPin, runUnpin } from "../../shared/app/pin-command.js";
 import { createReconciler, type LiveSnapshot, type ReconcileDeps } from "../../shared/app/reconcile.js";
 import { runStatus, type FleetStatus } from "../../shared/app/status-command.js";
+import { compareConfigKeys, formatConfigName, parseConfigKey } from "../../shared/core/config-key.js";
 import type { RenderOptions } from "../../shared/core/options.js";
 import { sha256 } from "../../shared/core/sha256.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
@@ -19,6 +21,7 @@ import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emul
 import { A, agentWorld, B, C, count, TOKEN, web, type Node } from "../support/agent.js";
 import { dripProxy } from "../support/drip.js";
 import { list, service, slice } from "../support/fixtures.js";
+import { waitFor } from "../support/net.js";
 import { S3RVER_CREDENTIALS } from "../support/s3.js";
 
 // Issue 11: the publish order through real operations, end to end: the reconcile pass against the
@@ -246,7 +249,7 @@ describe("keys are not trusted blindly", () => {
     expect(first).toMatchObject({
       status: "published",
       skipped: [
-        { key: forged, reason: expect.stringMatching(/key's digest prefix/) },
+        { key: forged, reason: expect.stringMatching(/epoch 999999 leads the key before it/) },
         { key: garbage, reason: expect.stringMatching(/no sha256/) },
       ],
     });
@@ -319,6 +322,267 @@ describe("keys are not trusted blindly", () => {
     expect(upgraded).toMatchObject({ status: "published", epoch: 0 });
     await appliedKey(agent, upgraded.key!);
     await served(n, "/web/", "A");
+  });
+});
+
+/**
+ * Another writer's key (a node holds write access to the store): the object under `from` copied to
+ * the key `to` names, its metadata made to agree with that key, so that the publisher's metadata
+ * check cannot tell it from a published config. `body` replaces the bytes (the metadata's size kept
+ * true), `sha256` the digest the metadata claims.
+ */
+async function forge(
+  n: Node,
+  from: string,
+  to: { epoch?: number; revision?: string; seq?: number },
+  tamper: { body?: string; sha256?: string } = {},
+): Promise<string> {
+  const source = await world.s3.client.send(new GetObjectCommand({ Bucket: world.s3.bucket, Key: from }));
+  const body = tamper.body ?? (await source.Body!.transformToString());
+  const name = parseConfigKey(from)!;
+  const sha = tamper.sha256 ?? source.Metadata!.sha256!;
+  const fields = {
+    epoch: to.epoch ?? name.epoch,
+    revision: BigInt(to.revision ?? name.revision),
+    seq: to.seq ?? name.seq,
+  };
+  const key = `${n.prefix}/configs/${formatConfigName({ ...fields, shaPrefix: sha.slice(0, 16) })}`;
+  await world.s3.client.send(
+    new PutObjectCommand({
+      Bucket: world.s3.bucket,
+      Key: key,
+      Body: body,
+      Metadata: {
+        ...source.Metadata,
+        sha256: sha,
+        revision: fields.revision.toString(),
+        epoch: String(fields.epoch),
+        seq: String(fields.seq),
+        bytes: String(Buffer.byteLength(body)),
+      },
+    }),
+  );
+  return key;
+}
+
+/** A forged view marker: what a pass that found nothing to change would leave. */
+async function forgeView(n: Node, epoch: number, revision: bigint): Promise<void> {
+  const key = `${n.prefix}/views/${String(epoch).padStart(6, "0")}-${revision.toString().padStart(20, "0")}`;
+  await world.s3.client.send(
+    new PutObjectCommand({ Bucket: world.s3.bucket, Key: key, Body: JSON.stringify({ generator: "forged" }) }),
+  );
+}
+
+describe("another writer's key never stops publishing (issue 28)", () => {
+  it("a valid copy of the newest config under seq 9999999999 is skipped: later passes publish, the agent follows them", async () => {
+    const n = await node();
+    const { api, kubeconfig } = await cluster([A]);
+    // Polling often: the agent lists the store, where it meets the forged keys, besides being pinged.
+    const agent = await start(n, { pollInterval: "300ms" });
+    const fn = reconciler(n, kubeconfig, agent).reconciler;
+    const first = await fn.reconcileNow(trigger("first"));
+    await appliedKey(agent, first.key!);
+    const forged = await forge(n, first.key!, { seq: 9_999_999_999 });
+
+    // A new pod: the next pass publishes past the forged key and reports it.
+    setEndpoints(api, [A, B]);
+    const second = await fn.reconcileNow(trigger("second"));
+    expect(second).toMatchObject({ status: "published", epoch: 0 });
+    expect(second.skipped).toEqual([{ key: forged, reason: expect.stringMatching(/seq 9999999999 leads/) }]);
+    await appliedKey(agent, second.key!);
+    expect(await answering(n, "/web/")).toEqual(["A", "B"]);
+
+    // A later decision from the same view (other settings) sorts below the forged key, and still wins.
+    const forgedAgain = await forge(n, second.key!, { seq: 9_999_999_999 });
+    const third = await reconciler(n, kubeconfig, agent, { balanceAlgorithm: "leastconn" }).reconciler.reconcileNow(
+      trigger("third"),
+    );
+    expect(third).toMatchObject({ status: "published", revision: second.revision, epoch: 0 });
+    expect(compareConfigKeys(third.key!, forgedAgain)).toBeLessThan(0);
+    await appliedKey(agent, third.key!);
+    expect(readFileSync(n.configPath, "utf8")).toContain("balance leastconn");
+    expect((await n.store.latest())?.key).toBe(third.key);
+    // Its polls list the forged key above it and skip it: it stays on the newest trusted config.
+    await waitFor("the agent skips the forged key", async () => (agent.status().skipped.length > 0 ? true : undefined));
+    expect(agent.status().skipped).toEqual([
+      { key: forgedAgain, reason: expect.stringMatching(/seq 9999999999 leads/) },
+    ]);
+    expect(agent.status().applied?.key).toBe(third.key);
+  });
+
+  it("a copy under epoch 999999 is skipped, and the cluster restarted behind the store is converged to in epoch 1", async () => {
+    const n = await node();
+    const old = await cluster([A], { resourceVersion: 5000 });
+    const agent = await start(n);
+    const before = await reconciler(n, old.kubeconfig, agent).reconciler.reconcileNow(trigger("before"));
+    await appliedKey(agent, before.key!);
+    const forged = await forge(n, before.key!, { epoch: 999_999 });
+
+    // The local stack restarted: lower revisions, the pods moved; a cold function instance.
+    await old.api.stop();
+    const restarted = await cluster([B], { resourceVersion: 10, dir: old.dir });
+    const after = await reconciler(n, restarted.kubeconfig, agent).reconciler.reconcileNow(trigger("after"));
+    expect(after).toMatchObject({ status: "published", epoch: 1, revision: restarted.api.resourceVersion });
+    expect(after.skipped).toEqual([{ key: forged, reason: expect.stringMatching(/epoch 999999 leads/) }]);
+    await appliedKey(agent, after.key!);
+    await served(n, "/web/", "B");
+    expect(await answering(n, "/web/")).toEqual(["B"]);
+  });
+
+  it("an agent that runs a key the store does not trust (a ping named it) goes back to the newest trusted config at its next poll", async () => {
+    const n = await node();
+    const { api, kubeconfig } = await cluster([A]);
+    const agent = await start(n, { pollInterval: "300ms" });
+    const fn = reconciler(n, kubeconfig, agent).reconciler;
+    const first = await fn.reconcileNow(trigger("first"));
+    await appliedKey(agent, first.key!);
+    // A ping is fetched without a listing, so whoever holds the token can make a node run such a
+    // key (as every node did before keys were judged): it orders nothing once the store is listed.
+    const forged = await forge(n, first.key!, { epoch: 999_999 });
+    expect((await n.notify(agent, { key: forged, sha256: first.sha256! })).status).toBe(202);
+    await appliedKey(agent, forged);
+    await appliedKey(agent, first.key!);
+    setEndpoints(api, [C]);
+    const moved = await fn.reconcileNow(trigger("moved"));
+    await appliedKey(agent, moved.key!);
+    await served(n, "/web/", "C");
+  });
+
+  it("forged view markers, one epoch ahead or far ahead in revision, repeated, move no epoch", async () => {
+    const n = await node();
+    const { api, kubeconfig } = await cluster([A]);
+    const agent = await start(n);
+    const fn = reconciler(n, kubeconfig, agent).reconciler;
+    let last = await fn.reconcileNow(trigger("first"));
+    const hosts = [[B], [C], [A]];
+    for (const [i, pods] of hosts.entries()) {
+      await forgeView(n, last.epoch! + 1, BigInt(last.revision!) + 1n);
+      await forgeView(n, last.epoch!, 10n ** 19n);
+      setEndpoints(api, pods);
+      last = await fn.reconcileNow(trigger(`round-${i}`));
+      expect(last).toMatchObject({ status: "published", epoch: 0 });
+      await appliedKey(agent, last.key!);
+      await served(n, "/web/", pods[0] === A ? "A" : pods[0] === B ? "B" : "C");
+    }
+    // Nothing changed since: no config, and no epoch either.
+    expect(await fn.reconcileNow(trigger("quiet"))).toMatchObject({ status: "unchanged", epoch: 0, key: last.key });
+  });
+
+  it("a config one revision ahead whose body does not match its digest starts no epoch; the next pod is served", async () => {
+    const n = await node();
+    const { api, kubeconfig } = await cluster([A]);
+    const agent = await start(n);
+    const fn = reconciler(n, kubeconfig, agent).reconciler;
+    const first = await fn.reconcileNow(trigger("first"));
+    await appliedKey(agent, first.key!);
+    const ahead = (BigInt(first.revision!) + 1n).toString();
+    const forged = await forge(
+      n,
+      first.key!,
+      { revision: ahead, seq: 1 },
+      { body: "global\n  bogus\n", sha256: sha256("global\n  claimed\n") },
+    );
+
+    const quiet = await fn.reconcileNow(trigger("quiet"));
+    expect(quiet).toMatchObject({ status: "unchanged", epoch: 0, key: first.key });
+    expect(quiet.skipped).toEqual([{ key: forged, reason: expect.stringMatching(/digest/) }]);
+
+    setEndpoints(api, [B]);
+    const moved = await fn.reconcileNow(trigger("moved"));
+    expect(moved).toMatchObject({ status: "published", epoch: 0 });
+    await appliedKey(agent, moved.key!);
+    await served(n, "/web/", "B");
+  });
+
+  it("a config one revision ahead that verifies but HAProxy refuses costs one epoch, then publishing goes on", async () => {
+    const n = await node();
+    const { api, kubeconfig } = await cluster([A]);
+    const agent = await start(n);
+    const fn = reconciler(n, kubeconfig, agent).reconciler;
+    const first = await fn.reconcileNow(trigger("first"));
+    await appliedKey(agent, first.key!);
+    const bad = "global\n  no-such-directive\n";
+    const ahead = (BigInt(first.revision!) + 1n).toString();
+    await forge(n, first.key!, { revision: ahead, seq: 1 }, { body: bad, sha256: sha256(bad) });
+
+    // Indistinguishable from the history of a cluster that went back: the next epoch goes past it.
+    const next = await fn.reconcileNow(trigger("next"));
+    expect(next).toMatchObject({ status: "published", epoch: 1 });
+    await appliedKey(agent, next.key!);
+    setEndpoints(api, [C]);
+    const moved = await fn.reconcileNow(trigger("moved"));
+    expect(moved).toMatchObject({ status: "published", epoch: 1 });
+    await appliedKey(agent, moved.key!);
+    await served(n, "/web/", "C");
+  });
+});
+
+/** `servicelb status --format json` on the node's store: its exit code, the report and what it said on stderr. */
+async function fleetOf(n: Node): Promise<{ code: number; fleet: FleetStatus; stderr: string }> {
+  vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
+  vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
+  let out = "";
+  let stderr = "";
+  const stdout = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
+    out += String(chunk);
+    return true;
+  });
+  const errors = vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
+  try {
+    const code = await runStatus({
+      store: `s3://${world.s3.bucket}/${n.prefix}`,
+      storeEndpoint: world.s3.endpoint,
+      storePathStyle: true,
+      format: "json",
+    });
+    return { code, fleet: JSON.parse(out) as FleetStatus, stderr };
+  } finally {
+    stdout.mockRestore();
+    errors.mockRestore();
+    vi.unstubAllEnvs();
+  }
+}
+
+describe("servicelb status while passes fail (issue 28)", () => {
+  it("exits 3 and names the last failed pass though every node runs the newest config; 0 after a pass succeeds", async () => {
+    const n = await node();
+    const { api, kubeconfig } = await cluster([A]);
+    const agent = await start(n);
+    const first = await reconciler(n, kubeconfig, agent).reconciler.reconcileNow(trigger("first"));
+    await appliedKey(agent, first.key!);
+    await waitFor("status 0", async () => ((await fleetOf(n)).code === 0 ? true : undefined));
+
+    const refused = new ClusterError("forbidden", 'services is forbidden: User "servicelb" cannot list resource', {
+      transient: false,
+      status: 403,
+    });
+    const broken = reconciler(n, kubeconfig, agent, {}, { readSnapshot: () => Promise.reject(refused) }).reconciler;
+    for (const id of ["broken-1", "broken-2"])
+      await expect(broken.reconcileNow(trigger(id))).rejects.toThrow(/forbidden/);
+    // The record is written behind the failed pass, which it does not delay.
+    const failing = await waitFor("both failures recorded", async () => {
+      const s = await fleetOf(n);
+      return s.fleet.function?.failure?.passes === 2 ? s : undefined;
+    });
+    expect(failing.code).toBe(3);
+    expect(failing.fleet.nodes).toEqual([expect.objectContaining({ key: first.key, behind: false })]);
+    expect(failing.fleet.function).toMatchObject({
+      failure: { stage: "list", passes: 2, message: expect.stringContaining("services is forbidden") },
+    });
+    expect(failing.stderr).toMatch(/not converged: function: 2 passes failed .*at list: services is forbidden/);
+
+    setEndpoints(api, [B]);
+    const fixed = await reconciler(n, kubeconfig, agent).reconciler.reconcileNow(trigger("fixed"));
+    await appliedKey(agent, fixed.key!);
+    const healthy = await waitFor("status 0 again", async () => {
+      const s = await fleetOf(n);
+      return s.code === 0 ? s : undefined;
+    });
+    expect(healthy.fleet.function).toMatchObject({ failure: null });
+    expect(healthy.stderr).toBe("");
   });
 });
 

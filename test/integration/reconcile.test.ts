@@ -167,7 +167,7 @@ beforeEach(async () => {
 afterEach(async () => {
   vi.restoreAllMocks();
   for (const { reconciler, server } of opened.splice(0)) {
-    reconciler.close();
+    await reconciler.close();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
   for (const store of stores.splice(0)) store.close();

@@ -62,6 +62,7 @@ describe("fleetStatus", () => {
     const text = formatFleet(f);
     expect(text.split("\n")).toEqual([
       `newest: ${newest.key} (revision 120)`,
+      "function: no pass recorded",
       "digests: sha256 only: node node-c (servicelb/0.1.0) does not report that it verifies tree1",
       expect.stringMatching(/^NODE\s+REVISION\s+STATE\s+HAPROXY\s+REPORTED\s+CONFIG\s+VERIFIES\s+LAST ERROR$/),
       expect.stringMatching(/^node-a\s+120\s+current\s+running\s+30s ago\s+0+120-a{16}\.cfg\s+sha256\s+-$/),
@@ -87,13 +88,13 @@ describe("fleetStatus", () => {
       reason: "node node-old (servicelb/0.1.0) does not report that it verifies tree1",
     });
     const lines = formatFleet(mixed).split("\n");
-    expect(lines[1]).toBe(
+    expect(lines[2]).toBe(
       "digests: sha256 only: node node-old (servicelb/0.1.0) does not report that it verifies tree1",
     );
-    expect(lines[3]).toMatch(/^node-a\s.*0+120-a{16}\.cfg \(tree1\)\s+sha256,tree1\s+-$/);
-    expect(lines[4]).toMatch(/^node-old\s.*0+120-a{16}\.cfg\s+sha256\s+-$/);
+    expect(lines[4]).toMatch(/^node-a\s.*0+120-a{16}\.cfg \(tree1\)\s+sha256,tree1\s+-$/);
+    expect(lines[5]).toMatch(/^node-old\s.*0+120-a{16}\.cfg\s+sha256\s+-$/);
     const upgraded = fleetStatus(newest, [report("node-a", newest.key, both)], now);
-    expect(formatFleet(upgraded).split("\n")[1]).toBe(
+    expect(formatFleet(upgraded).split("\n")[2]).toBe(
       "digests: every node verifies tree1: configs may be published by tree1",
     );
   });
@@ -127,5 +128,42 @@ describe("notConverged", () => {
 
   it("is not converged while no agent has reported", () => {
     expect(notConverged(fleetStatus(newest, [], now))).toEqual(["no agent has reported to the store"]);
+  });
+
+  it("counts a node that runs a skipped key as behind, though the key sorts after the newest", () => {
+    const forged = "p/configs/999999-00000000000000000120-0000000000-aaaaaaaaaaaaaaaa.cfg";
+    const f = fleetStatus(newest, [report("node-a", forged)], now, {
+      skipped: [{ key: forged, reason: "epoch 999999 leads the key before it (epoch 0) by more than 1" }],
+    });
+    expect(notConverged(f)).toEqual(["node-a: behind the newest config"]);
+    expect(formatFleet(f)).toContain(`skipped key (not trusted or does not verify): ${forged}: epoch 999999 leads`);
+  });
+
+  it("is not converged while the function's passes fail, whatever the nodes run", () => {
+    const pass = {
+      at: "2026-11-30T11:59:40Z",
+      generator: "servicelb/0.1.0",
+      failure: {
+        since: "2026-11-30T11:58:00Z",
+        passes: 3,
+        stage: "publish",
+        message: "S3 put of s3://b/p/configs/x.cfg failed: Access Denied (AccessDenied, HTTP 403)\nmore",
+        transient: false,
+        eventId: "e-1",
+      },
+    };
+    const f = fleetStatus(newest, [report("node-a", newest.key)], now, { pass });
+    const why =
+      "3 passes failed since 2026-11-30T11:58:00Z, the last at 2026-11-30T11:59:40Z at publish: S3 put of s3://b/p/configs/x.cfg failed: Access Denied (AccessDenied, HTTP 403)";
+    expect(notConverged(f)).toEqual([`function: ${why}`]);
+    expect(formatFleet(f).split("\n")[1]).toBe(`function: FAILING: ${why}`);
+    const one = fleetStatus(newest, [], now, { pass: { ...pass, failure: { ...pass.failure, passes: 1 } } });
+    expect(notConverged(one)[0]).toMatch(/^function: 1 pass failed, the last at 2026-11-30T11:59:40Z at publish: /);
+
+    const ok = fleetStatus(newest, [report("node-a", newest.key)], now, { pass: { ...pass, failure: null } });
+    expect(notConverged(ok)).toEqual([]);
+    expect(formatFleet(ok).split("\n")[1]).toBe("function: last pass 2026-11-30T11:59:40Z succeeded");
+    const unreadable = fleetStatus(newest, [report("node-a", newest.key)], now, { passUnreadable: "not JSON" });
+    expect(notConverged(unreadable)).toEqual(["function: its record cannot be read: not JSON"]);
   });
 });
