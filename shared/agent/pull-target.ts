@@ -1,6 +1,7 @@
 /*
  * Which config the agent pulls: the pinned one while a pin is set (`servicelb pin`), else the
- * newest config after the running one whose object verifies. Keys are not trusted blindly: a key
+ * newest config after the running one whose object verifies. A pin.json that is not a pin never
+ * moves the node (applier.ts holds it). Keys are not trusted blindly: a key
  * whose object is missing or does not verify (a forged far-future key, a hand upload) is skipped
  * and reported, and the next one down is taken, so that one bad key never freezes the node.
  */
@@ -88,16 +89,15 @@ export async function newestVerifiedAfter(
   return null;
 }
 
-/** The pin, or null; a pin.json that is not a pin is reported through `onInvalid` and ignored. */
-export async function readPin(
-  store: Pick<ObjectStore, "getPin">,
-  onInvalid: (reason: string) => void,
-): Promise<Pin | null> {
+/** What pin.json says: a pin, no pin (there is no pin.json), or why it is not a pin. */
+export type PinRecord = { readonly pin: Pin | null } | { readonly unreadable: string };
+
+/** pin.json, read; a store that fails to serve it throws. */
+export async function readPin(store: Pick<ObjectStore, "getPin">): Promise<PinRecord> {
   try {
-    return await store.getPin();
+    return { pin: await store.getPin() };
   } catch (err) {
     if (!(err instanceof StoreError) || err.transient) throw err;
-    onInvalid(err.message);
-    return null;
+    return { unreadable: err.message };
   }
 }
