@@ -129,7 +129,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     haproxyQuickCrashes: new Gauge({
       name: "servicelb_agent_haproxy_quick_crashes",
-      help: "HAProxy masters in a row that died before serving or soon after (0: the last one had served stably)",
+      help: "HAProxy masters in a row held against their config: died before serving, or before the config was known good (0: the last one was not)",
       registers,
     }),
     haproxyRestartDelay: new Gauge({

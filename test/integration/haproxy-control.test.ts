@@ -421,6 +421,58 @@ describe("HaproxyProcess edge cases", () => {
     expect(livePids(inst.cfgPath)).toEqual([]);
   });
 
+  it("a config that served stably once is known good: masters on it killed 0.5 s apart are each restarted at once; a config reloaded onto is not known good until it serves", async () => {
+    const inst = await instance("killed");
+    await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
+    const restarts: RestartInfo[] = [];
+    const recoveries: number[] = [];
+    // The shipped policy: 3 s to prove a config, 0.5 s first backoff.
+    const proc = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      onRestart: (i) => restarts.push(i),
+      onRestarted: (_, r) => recoveries.push(r.downMs),
+    });
+    const serving = (not: number) =>
+      waitFor("a new master with a worker", async () => {
+        const s = await showProc(inst.masterSock, { timeoutMs: 500 }).catch(() => undefined);
+        return s && s.master.pid === proc.pid && s.master.pid !== not && s.workers.length > 0 ? s : undefined;
+      });
+    /** Kills the master `times` times, each 0.5 s after the one before. */
+    const killEvery500ms = async (times: number) => {
+      for (let i = 0; i < times; i++) {
+        const t = Date.now();
+        const pid = proc.pid!;
+        process.kill(pid, "SIGKILL");
+        await serving(pid);
+        await new Promise((r) => setTimeout(r, Math.max(0, 500 - (Date.now() - t))));
+      }
+    };
+    try {
+      await proc.start();
+      await new Promise((r) => setTimeout(r, 3200));
+      await killEvery500ms(8);
+      expect(restarts.map((r) => [r.quickCrashes, r.delayMs])).toEqual(Array(8).fill([0, 0]));
+      expect(recoveries).toHaveLength(8);
+      for (const ms of recoveries) expect(ms).toBeLessThan(1000);
+      await served(inst, "A");
+
+      // Another config, reloaded onto and killed before it served 3 s: that may be the config.
+      await writeFile(inst.cfgPath, config(inst, { s1: b.port }));
+      expect((await proc.reload()).ok).toBe(true);
+      restarts.length = 0;
+      await killEvery500ms(2);
+      expect(restarts.map((r) => [r.quickCrashes, r.delayMs])).toEqual([
+        [1, 0],
+        [2, 500],
+      ]);
+      await served(inst, "B");
+    } finally {
+      await proc.stop();
+    }
+    expect(livePids(inst.cfgPath)).toEqual([]);
+  });
+
   it("reloads a master left without a worker (its worker ended while an old one drains), which 2.6 does not do by itself", async () => {
     // A backend that never answers keeps a request, and so the old worker, alive after a reload.
     const sockets = new Set<import("node:net").Socket>();
