@@ -127,8 +127,9 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  *
  * Supervision, as measured on 2.6.12: a master whose current worker dies exits as well when no
  * other worker is left, or when the worker died of anything but SIGTERM/SIGINT/exit 0 (its
- * "exit-on-failure", which `master-worker no-exit-on-failure` does not turn off in 2.6): the
- * restart below covers those. But a worker that exits cleanly while an old worker still drains
+ * "exit-on-failure", which `master-worker no-exit-on-failure` does not turn off in 2.6; it sends
+ * every process SIGTERM first, old workers still draining included): the restart below covers
+ * those. But a worker that exits cleanly while an old worker still drains
  * connections leaves the master up with no current worker and nothing listening, and the master
  * does not fork a new one by itself: a reload does, so the supervisor reloads then.
  */
