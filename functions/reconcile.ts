@@ -4,6 +4,7 @@ import * as functions from "@google-cloud/functions-framework";
 import { answerFrameworkRejections } from "../shared/adapters/framework-rejections.js";
 import { startFunctionThread } from "../shared/adapters/function-thread.js";
 import { createLogger } from "../shared/adapters/log.js";
+import { eventHint } from "../shared/app/event-hint.js";
 import { acknowledgeUnreadableDelivery } from "../shared/app/unreadable-delivery.js";
 
 /**
@@ -26,5 +27,7 @@ const thread = await startFunctionThread(worker, (err) => {
   log.fatal({ err }, "the reconcile pipeline is gone; the instance stops");
   setImmediate(() => process.exit(16));
 });
-functions.cloudEvent("reconcile", (event: functions.CloudEvent<unknown>) => thread.call(event));
+// Only what the pipeline reads crosses to the thread: a structured clone of any data the event
+// carried could fail on its depth alone, and cost its size every time.
+functions.cloudEvent("reconcile", (event: functions.CloudEvent<unknown>) => thread.call(eventHint(event)));
 answerFrameworkRejections(acknowledgeUnreadableDelivery(log));

@@ -28,7 +28,7 @@ import { compareConfigKeys } from "../core/config-key.js";
 import { configDigest, digestKind } from "../core/config-digest.js";
 import { Activation, type ActivationOptions } from "./activation.js";
 import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
-import { newestVerifiedAfter, PullError, readPin, SkippedKeys } from "./pull-target.js";
+import { newestVerifiedAfter, type PinRecord, PullError, readPin, SkippedKeys } from "./pull-target.js";
 
 export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
@@ -50,7 +50,7 @@ export class Applier {
   /** HAProxy was restarted by its supervisor on this file text (null: unknown); acted on in the loop. */
   private restarted: { text: string | null } | null = null;
   private readonly abort = new AbortController();
-  /** The pin seen by the last pull. */
+  /** The pin of the last valid pin.json read (null: none, or none read yet); kept while pin.json is not a pin. */
   private pinned: Pin | null = null;
   private readonly skipped: SkippedKeys;
   private readonly trace: StageTrace;
@@ -233,18 +233,15 @@ export class Applier {
       metrics.pulls.inc({ result: "failed" });
       return this.node.fail(stage, key, text);
     };
-    let pin: Pin | null;
+    let record: PinRecord;
     let hinted: StoredConfig | undefined;
     try {
-      [pin, hinted] = await Promise.all([
-        readPin(store, (reason) =>
-          log.error({ reason }, "pin.json is not a pin: ignored, the newest config is followed"),
-        ),
-        this.fetchHinted(afterKey),
-      ]);
+      [record, hinted] = await Promise.all([readPin(store), this.fetchHinted(afterKey)]);
     } catch (err) {
       return failed("pull", null, `cannot read the store: ${message(err)}`);
     }
+    if ("unreadable" in record) return this.holdOnUnreadablePin(record.unreadable, stopTimer);
+    const { pin } = record;
     if (pin?.key !== this.pinned?.key)
       log.warn(
         { pinned: pin?.key ?? null, was: this.pinned?.key ?? null },
@@ -295,6 +292,29 @@ export class Applier {
     const last = this.node.lastError;
     const stillSkipped = last?.stage === "verify" && last.key !== null && this.skipped.has(last.key);
     if (!this.node.failed && last && !stillSkipped) await this.node.recordError(null);
+  }
+
+  /**
+   * pin.json is there but is not a pin (not JSON, another schema): someone meant to pin, and which
+   * config is unknown, so the node does not move on its own. It keeps running the last pin it read,
+   * or, without one (it followed the newest, or it started while pin.json was like this), the
+   * config it runs; and it says so at every pull until pin.json is a pin again or is removed.
+   */
+  private async holdOnUnreadablePin(reason: string, stopTimer: () => void): Promise<void> {
+    const { metrics, log } = this.options;
+    const held = this.pinned;
+    const running = this.node.current?.key ?? null;
+    const text = `pin.json is not a pin (${reason}): holding at ${held ? `the last pin, ${held.key}` : `the config it runs, ${running ?? "none yet"}`} until pin.json is a pin again or is removed`;
+    log.error({ reason, holding: held?.key ?? running, pinned: held !== null }, text);
+    if (held) await this.pullPinned(held, stopTimer);
+    else {
+      stopTimer();
+      metrics.pulls.inc({ result: "failed" });
+      // What runs is restored, never moved: after a failed undo, the file's config again.
+      if (this.node.liveUnknown) await this.steps.reloadFromDisk();
+    }
+    // Last, over whatever the pinned config's pull recorded: the pin is what needs fixing first.
+    await this.node.recordError({ stage: "pull", key: held?.key ?? null, message: text, at: new Date().toISOString() });
   }
 
   /** A pin is set: run exactly that config, older or newer than the running one. */

@@ -129,7 +129,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     haproxyQuickCrashes: new Gauge({
       name: "servicelb_agent_haproxy_quick_crashes",
-      help: "HAProxy masters in a row that died before serving or soon after (0: the last one had served stably)",
+      help: "HAProxy masters in a row held against their config: died before serving, or before the config was known good (0: the last one was not)",
       registers,
     }),
     haproxyRestartDelay: new Gauge({
@@ -152,7 +152,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     lastSuccessfulPull: new Gauge({
       name: "servicelb_agent_last_successful_pull_timestamp_seconds",
-      help: "When the agent last completed a look at the store (list, and the newer config's fetch if there was one)",
+      help: "When the agent last completed a look at the store (pin.json, the listing or the pin, and the fetch of the config it names if there was one)",
       registers,
     }),
     pullStale: new Gauge({

@@ -3,8 +3,9 @@ import { agentErrorSchema, appliedSchema } from "./state.js";
 
 /** Whether the agent can pull from the store (store-watch.ts). */
 export const pullHealthSchema = z.object({
-  /** The last completed pull: the listing, and the newer config's GET when there was one. */
+  /** The last completed pull: pin.json, the listing (or the pin), and the GET of the config it named when there was one. */
   lastSuccessAt: z.string().nullable(),
+  /** Pulls failed since the last complete one: the store's failures and a pin.json that is not a pin alike. */
   consecutiveFailures: z.number(),
   lastFailure: z.object({ at: z.string(), message: z.string() }).nullable(),
   /** No completed pull for longer than staleAfterSeconds (--stale-pull-periods × --poll-interval). */

@@ -1,9 +1,10 @@
 /*
  * Which config the agent pulls: the pinned one while a pin is set (`servicelb pin`), else the
- * newest config after the running one that is trusted by name and whose object verifies. Keys are
- * not trusted blindly: a key that leads the one before it too far (core/key-trust.ts: a forged
- * far-future key), or whose object is missing or does not verify (a hand upload), is skipped and
- * reported, and the next one down is taken, so that one bad key never freezes the node.
+ * newest config after the running one that is trusted by name and whose object verifies. A
+ * pin.json that is not a pin never moves the node (applier.ts holds it). Keys are not trusted
+ * blindly: a key that leads the one before it too far (core/key-trust.ts: a forged far-future
+ * key), or whose object is missing or does not verify (a hand upload), is skipped and reported,
+ * and the next one down is taken, so that one bad key never freezes the node.
  */
 
 import {
@@ -103,16 +104,15 @@ export async function newestVerifiedAfter(
   return { config: null, distrusted };
 }
 
-/** The pin, or null; a pin.json that is not a pin is reported through `onInvalid` and ignored. */
-export async function readPin(
-  store: Pick<ObjectStore, "getPin">,
-  onInvalid: (reason: string) => void,
-): Promise<Pin | null> {
+/** What pin.json says: a pin, no pin (there is no pin.json), or why it is not a pin. */
+export type PinRecord = { readonly pin: Pin | null } | { readonly unreadable: string };
+
+/** pin.json, read; a store that fails to serve it throws. */
+export async function readPin(store: Pick<ObjectStore, "getPin">): Promise<PinRecord> {
   try {
-    return await store.getPin();
+    return { pin: await store.getPin() };
   } catch (err) {
     if (!(err instanceof StoreError) || err.transient) throw err;
-    onInvalid(err.message);
-    return null;
+    return { unreadable: err.message };
   }
 }

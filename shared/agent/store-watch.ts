@@ -1,9 +1,11 @@
 /*
  * The store as the agent's loops use it, watched:
- * - whether pulls complete: a pull is a listing and, when it names a config newer than the
- *   running one, that config's GET. A listing that works while the GET it leads to keeps
- *   failing (an object the store serves one byte at a time, one over the size cap) is no
- *   successful pull, so the agent can say it has not been able to pull for so long;
+ * - whether pulls complete: a pull is the read of pin.json, then a listing and, when it names a
+ *   config newer than the running one, that config's GET; while a pin is set, the pin names the
+ *   config instead of the listing. A pin that cannot be read fails the pull, and a listing that
+ *   works while the GET it leads to keeps failing (an object the store serves one byte at a
+ *   time, one over the size cap) is no successful pull, so the agent can say it has not been
+ *   able to pull for so long;
  * - every failure counted by operation and reason;
  * - stop() abandons every request in flight at once, so that stopping the agent never waits
  *   for the store (the request itself ends at its deadline, or when the store is closed).
@@ -43,7 +45,7 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
   let lastSuccess: number | null = null;
   let failures = 0;
   let lastFailure: { at: number; message: string } | null = null;
-  /** Set by a listing, until the GET of the newest key it named has settled: what to restore if that GET fails. */
+  /** Set by a listing (or a pin), until the GET of the key it named has settled: what to restore if that GET fails. */
   let listed: { key: string; lastSuccess: number | null; failures: number } | null = null;
 
   const setLastSuccess = (at: number | null) => {
@@ -113,7 +115,26 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
           throw err;
         }
       },
-      getPin: () => guarded("get", () => inner.getPin()),
+      async getPin() {
+        try {
+          const pin = await guarded("get", () => inner.getPin());
+          // A pin stands in for the listing: it names the config the pull is after, and while
+          // that config runs the pin's read is the whole pull.
+          if (pin !== null) {
+            listed = { key: pin.key, lastSuccess, failures };
+            setLastSuccess(now());
+            failures = 0;
+          }
+          return pin;
+        } catch (err) {
+          // Every pull reads the pin first: one that cannot be read (or is not a pin) fails the pull.
+          if (!stopping.signal.aborted) {
+            listed = null;
+            pullFailed(err);
+          }
+          throw err;
+        }
+      },
       putStatus: (node, status) => guarded("put", () => inner.putStatus(node, status)),
     },
     health() {

@@ -22,6 +22,7 @@ import { z } from "zod";
 import type { RenderOptions } from "../core/options.js";
 import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/event-types.js";
 import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
+import { eventHint } from "./event-hint.js";
 
 const APISERVER_EVENT_TYPE = /^dev\.knative\.apiserver\.(resource|ref)\.(add|update|delete)$/;
 
@@ -73,8 +74,9 @@ const refDataSchema = z.object({
   name: z.string().min(1),
 });
 
+/** Reads only the event's hint (app/event-hint.ts): the event itself and its hint classify alike. */
 export function classifyEvent(event: unknown, scope: ScopeOptions): Classification {
-  const envelope = envelopeSchema.safeParse(event);
+  const envelope = envelopeSchema.safeParse(eventHint(event));
   if (!envelope.success) return { verdict: "malformed", reason: `not a CloudEvent: ${issue(envelope.error)}` };
   const { id, type, source } = envelope.data;
   const base = { id, type, source };
@@ -83,7 +85,7 @@ export function classifyEvent(event: unknown, scope: ScopeOptions): Classificati
   const mode = APISERVER_EVENT_TYPE.exec(type)?.[1];
   if (!mode) return { ...base, verdict: "unknown", reason: `event type ${type} is not one servicelb handles` };
 
-  const data = decodeData(envelope.data.data);
+  const data = envelope.data.data;
   let object: EventObject;
   if (mode === "resource") {
     const parsed = resourceDataSchema.safeParse(data);
@@ -156,18 +158,6 @@ function readsKind(object: EventObject): boolean {
 function serviceOf(kind: string, name: string, labels: Readonly<Record<string, string>>): string | undefined {
   if (kind === "EndpointSlice") return labels[SERVICE_NAME_LABEL];
   return name;
-}
-
-/** Binary-mode data arrives parsed only when its content type is JSON; accept JSON text or bytes too. */
-function decodeData(data: unknown): unknown {
-  const text =
-    typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data).toString("utf8") : undefined;
-  if (text === undefined) return data;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
-  }
 }
 
 function issue(error: z.ZodError): string {

@@ -48,6 +48,39 @@ export function ipProblem(value: string): string | null {
   return isIPv4(value) || ipv6Problem(value) === null ? null : "must be a valid IP address";
 }
 
+const RFC3339 =
+  /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?(?:Z|[+-]([0-9]{2}):([0-9]{2}))$/;
+
+/**
+ * A time as metav1.Time reads it (Go's `time.Parse(time.RFC3339, …)`): the shape, and each field
+ * within its calendar range — no 13th month, no February 29th outside leap years, no hour 24, no
+ * leap second. `Date.parse` takes some of these (it rolls 2019-02-29 over to March 1st) and gives
+ * NaN for others, so a hand-made snapshot could pass for any age, the oldest included.
+ */
+export function rfc3339Problem(value: string): string | null {
+  const m = RFC3339.exec(value);
+  if (!m) return "must be an RFC 3339 time such as 2024-05-01T12:00:00Z";
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+  const outOfRange = (what: string) => `must be an RFC 3339 time: ${what} out of range`;
+  if (month < 1 || month > 12) return outOfRange("month");
+  if (day < 1 || day > daysInMonth[month - 1]!) return outOfRange("day");
+  if (hour > 23) return outOfRange("hour");
+  if (minute > 59) return outOfRange("minute");
+  if (second > 59) return outOfRange("second");
+  if (m[7] !== undefined && Number(m[7]) > 23) return outOfRange("time zone offset hour");
+  if (m[8] !== undefined && Number(m[8]) > 59) return outOfRange("time zone offset minute");
+  return null;
+}
+
 /** A port name (IANA_SVC_NAME, RFC 6335): what a named targetPort must be. */
 export function portNameProblem(value: string): string | null {
   if (value.length > 15) return "must be no more than 15 characters";

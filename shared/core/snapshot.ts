@@ -10,14 +10,19 @@
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "./k8s-names.js";
-import { endpointSliceIssues, endpointsIssues, serviceSpecIssues, type Issue } from "./k8s-validation.js";
+import {
+  endpointSliceIssues,
+  endpointsIssues,
+  rfc3339Problem,
+  serviceSpecIssues,
+  type Issue,
+} from "./k8s-validation.js";
 import { compareRevisions, decimalRevision } from "./revision.js";
 import { entryOf } from "./map-entry.js";
 import { SweptMap } from "./swept-map.js";
 
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
-const RFC3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$/;
 const objectMeta = (name: z.ZodString) =>
   z.object({
     name,
@@ -32,7 +37,13 @@ const objectMeta = (name: z.ZodString) =>
       .transform((v) => v ?? {}),
     resourceVersion: z.string().optional(),
     // Who owns a contested route is decided by age (oldest first), as the Gateway API does.
-    creationTimestamp: z.string().regex(RFC3339, "an RFC 3339 time such as 2024-05-01T12:00:00Z").nullish(),
+    creationTimestamp: z
+      .string()
+      .superRefine((value, ctx) => {
+        const problem = rfc3339Problem(value);
+        if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .nullish(),
   });
 const serviceMeta = objectMeta(z.string().regex(DNS1035_LABEL, "a Service name (RFC 1035 label)"));
 const otherMeta = objectMeta(z.string().max(253).regex(DNS1123_SUBDOMAIN, "an object name (RFC 1123 subdomain)"));

@@ -29,34 +29,59 @@ function objectsOf(text: string): Map<string, { kind: Kind; obj: KubeObject }> {
 /** Linux answers every 127.0.0.0/8 address on loopback: several endpoints of one slice can share a port. */
 const LOOPBACK = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
 
-/** Loopback addresses and ports the demo's endpoints point at: each gets a demo backend. */
-function loopbackEndpoints(objects: Iterable<{ kind: Kind; obj: KubeObject }>): Array<{ host: string; port: number }> {
+/** An endpoint port a hand-made file gives that no backend can listen on. */
+interface NoPort {
+  object: string;
+  host: string;
+  port: unknown;
+}
+
+const asArray = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+const portsOf = (value: unknown): unknown[] => asArray(value).map((p) => (p as { port?: unknown } | null)?.port);
+
+/**
+ * Loopback addresses and ports the demo's endpoints point at: each gets a demo backend. The file
+ * is hand-made, so nothing in it is taken on trust: a port that is no port (-5, 1.5, 70000) is
+ * reported rather than handed to listen(), and a field of the wrong shape reads as empty.
+ */
+function loopbackEndpoints(objects: Iterable<{ kind: Kind; obj: KubeObject }>): {
+  endpoints: Array<{ host: string; port: number }>;
+  noPorts: NoPort[];
+} {
   const found = new Map<string, { host: string; port: number }>();
-  const add = (hosts: string[], ports: Array<{ port?: number }>) => {
+  const noPorts: NoPort[] = [];
+  const add = (object: string, hosts: unknown[], ports: unknown[]) => {
     for (const host of hosts) {
-      if (!LOOPBACK.test(host)) continue;
-      for (const { port } of ports) if (port) found.set(`${host}:${port}`, { host, port });
+      if (typeof host !== "string" || !LOOPBACK.test(host)) continue;
+      for (const port of ports) {
+        // No port at all: the slice serves every port of its pods, which the demo has none of.
+        if (port === undefined || port === null) continue;
+        if (typeof port === "number" && Number.isInteger(port) && port >= 1 && port <= 65535)
+          found.set(`${host}:${port}`, { host, port });
+        else noPorts.push({ object, host, port });
+      }
     }
   };
   for (const { kind, obj } of objects) {
+    const object = `${kind} ${obj.metadata.namespace}/${obj.metadata.name}`;
     if (kind === "EndpointSlice") {
-      const eps = (obj.endpoints as Array<{ addresses?: string[] }> | undefined) ?? [];
       add(
-        eps.flatMap((e) => e.addresses ?? []),
-        (obj.ports as Array<{ port?: number }> | undefined) ?? [],
+        object,
+        asArray(obj.endpoints).flatMap((e) => asArray((e as { addresses?: unknown } | null)?.addresses)),
+        portsOf(obj.ports),
       );
     } else if (kind === "Endpoints") {
-      for (const s of (obj.subsets as
-        | Array<{ addresses?: Array<{ ip: string }>; ports?: Array<{ port?: number }> }>
-        | undefined) ?? []) {
+      for (const s of asArray(obj.subsets)) {
+        const subset = s as { addresses?: unknown; ports?: unknown } | null;
         add(
-          (s.addresses ?? []).map((a) => a.ip),
-          s.ports ?? [],
+          object,
+          asArray(subset?.addresses).map((a) => (a as { ip?: unknown } | null)?.ip),
+          portsOf(subset?.ports),
         );
       }
     }
   }
-  return [...found.values()];
+  return { endpoints: [...found.values()], noPorts };
 }
 
 /**
@@ -70,7 +95,7 @@ export class DemoCluster {
   private replaced = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly backends = new Set<string>();
-  private readonly processes = new DemoBackends();
+  private readonly processes: DemoBackends;
 
   constructor(
     private readonly file: string,
@@ -78,7 +103,9 @@ export class DemoCluster {
     private readonly log: Logger,
     /** Stage timing of file edits (bench/e2e). */
     private readonly trace: StageTrace = NO_TRACE,
-  ) {}
+  ) {
+    this.processes = new DemoBackends(log);
+  }
 
   /** Applies the file to the emulator: changed objects are written, vanished ones deleted. */
   async load(): Promise<{ written: number; removed: number }> {
@@ -100,7 +127,13 @@ export class DemoCluster {
       this.applied.delete(key);
       removed++;
     }
-    for (const { host, port } of loopbackEndpoints(objects.values())) await this.startBackend(host, port);
+    const { endpoints, noPorts } = loopbackEndpoints(objects.values());
+    for (const { object, host, port } of noPorts)
+      this.log.warn(
+        { file: this.file, object, address: host, port },
+        "demo cluster: an endpoint port is no port (1-65535); no demo backend for it, everything else is served",
+      );
+    for (const { host, port } of endpoints) await this.startBackend(host, port);
     this.trace("load.end", { written, removed });
     return { written, removed };
   }

@@ -39,6 +39,22 @@ export type GateFactory = <T>(deliver: (event: T) => void) => Gate<T>;
 
 const AT_ONCE: GateFactory = (deliver) => ({ offer: deliver, stop: () => undefined });
 
+/**
+ * An attribute's value as a header (CloudEvents HTTP binding 3.1.3.2): space, `"`, `%` and
+ * everything outside printable ASCII percent-encoded, as UTF-8. A hand-made object's name may hold
+ * a newline, which fetch refuses in a header outright, and the event would never be delivered.
+ */
+function headerValue(value: string): string {
+  let out = "";
+  for (const byte of Buffer.from(value, "utf8")) {
+    out +=
+      byte > 0x20 && byte < 0x7f && byte !== 0x22 && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
+}
+
 /** A CloudEvent in binary mode, as Knative's Broker delivers it to a Trigger's subscriber. */
 async function send(
   sink: string,
@@ -52,10 +68,10 @@ async function send(
     "ce-specversion": "1.0",
     "ce-id": randomUUID(),
     "ce-type": type,
-    "ce-source": source,
+    "ce-source": headerValue(source),
     "ce-time": new Date().toISOString(),
   };
-  for (const [k, v] of Object.entries(extensions)) headers[`ce-${k}`] = v;
+  for (const [k, v] of Object.entries(extensions)) headers[`ce-${k}`] = headerValue(v);
   const r = await fetch(sink, {
     method: "POST",
     headers,

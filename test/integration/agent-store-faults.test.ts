@@ -196,3 +196,51 @@ describe("an object over the size cap", () => {
     await served(n, "/web/", "B");
   });
 });
+
+describe("pin.json and the pulls' health", () => {
+  const pinGet = (req: IncomingMessage) =>
+    req.method === "GET" && new URL(req.url ?? "/", "http://x").pathname.endsWith("/pin.json");
+
+  it("a pin.json the store fails to serve is a failed pull in /status, as it is in the metrics", async () => {
+    const n = await node();
+    const drip = await proxy();
+    const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
+    // Never stale within the test: only the failures are looked at.
+    const agent = await start(
+      n,
+      { storeEndpoint: drip.endpoint, pollInterval: "300ms", stalePullPeriods: "1000" },
+      ownStore,
+    );
+    expect(agent.status().applied?.key).toBe(v1.key);
+
+    drip.refuseStatus = 500;
+    drip.mode = (req) => (pinGet(req) ? "refuse" : "pass");
+    await waitFor("three failed pin.json reads", async () =>
+      (await count(agent.metrics.storeFailures, { operation: "get" })) >= 3 ? true : undefined,
+    );
+    const failedReads = await count(agent.metrics.storeFailures, { operation: "get" });
+    const { pull, lastError } = agent.status();
+    expect(pull?.consecutiveFailures).toBeGreaterThanOrEqual(Math.min(3, failedReads));
+    expect(pull?.lastFailure?.message).toContain("pin.json");
+    expect(lastError).toMatchObject({ stage: "pull", message: expect.stringContaining("pin.json") });
+    await served(n, "/web/", "A");
+
+    drip.mode = () => "pass";
+    await waitFor("a complete pull", async () => (agent.status().pull?.consecutiveFailures === 0 ? true : undefined));
+    expect(agent.status().lastError).toBeNull();
+  });
+
+  it("while the pinned config runs, a pull is the pin's read: the pulls never go stale", async () => {
+    const n = await node();
+    const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
+    const agent = await start(n, { pollInterval: "200ms", stalePullPeriods: "3" });
+    await n.store.putPin({ key: v1.key, sha256: v1.sha256, pinnedAt: new Date().toISOString() });
+    await waitFor("the pin", async () => (agent.status().pinned?.key === v1.key ? true : undefined));
+    // Five stale periods: a pull completes at every poll.
+    await new Promise((r) => setTimeout(r, 3000));
+    const { pull } = agent.status();
+    expect(pull).toMatchObject({ stale: false, consecutiveFailures: 0 });
+    expect(Date.now() - Date.parse(pull!.lastSuccessAt!)).toBeLessThan(1500);
+    expect(await healthz(agent.url)).toEqual({ status: 200, body: { ok: true } });
+  });
+});

@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
@@ -7,16 +7,18 @@ import { startEventBridge } from "../../shared/dev/event-bridge.js";
 import { KubeApiEmulator } from "../../shared/dev/kube-api-emulator.js";
 import { freePort, waitFor } from "../support/net.js";
 
-/** A reconcile function stand-in that counts the CloudEvents it is sent, by type. */
-async function sink(): Promise<{ url: string; types: string[]; server: Server }> {
+/** A reconcile function stand-in that counts the CloudEvents it is sent, by type, and keeps their headers. */
+async function sink(): Promise<{ url: string; types: string[]; headers: IncomingHttpHeaders[]; server: Server }> {
   const types: string[] = [];
+  const headers: IncomingHttpHeaders[] = [];
   const server = createServer((req, res) => {
     types.push(String(req.headers["ce-type"]));
+    headers.push(req.headers);
     req.resume();
     req.on("end", () => res.writeHead(204).end());
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, types, server };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, types, headers, server };
 }
 
 function kubeconfig(port: number, token: string): KubeConfig {
@@ -75,5 +77,41 @@ describe("the local event bridge with a cluster that does not answer", () => {
       `the API server at http://127.0.0.1:${port} answers again: resyncing`,
     );
     expect(records.filter((r) => r.level >= 40)).toHaveLength(1);
+  });
+});
+
+describe("the local event bridge with a hand-made object", () => {
+  const cleanup: Array<() => unknown> = [];
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f();
+  });
+
+  it("delivers an object whose name no header can carry as is, percent-encoded as CloudEvents' HTTP binding says", async () => {
+    const api = await new KubeApiEmulator().start();
+    cleanup.push(() => api.stop());
+    const s = await sink();
+    cleanup.push(() => new Promise((r) => s.server.close(r)));
+    const { records, log } = recorder();
+    const stop = startEventBridge({
+      kc: kubeconfig(Number(new URL(api.url).port), api.token),
+      sink: s.url,
+      resyncMs: 60_000,
+      log,
+    });
+    cleanup.push(stop);
+    await waitFor("the first resync", async () => (s.types.includes("dev.knative.sources.ping") ? true : undefined));
+
+    api.upsert("Service", {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: 'web\nx "50%" é', namespace: "default" },
+      spec: { ports: [{ port: 80 }] },
+    });
+    const delivered = await waitFor("the Service's event", async () =>
+      s.headers.find((h) => h["ce-type"] === "dev.knative.apiserver.resource.add"),
+    );
+    expect(delivered["ce-name"]).toBe("web%0Ax%20%2250%25%22%20%C3%A9");
+    expect(delivered["ce-subject"]).toBe("/apis/v1/namespaces/default/services/web%0Ax%20%2250%25%22%20%C3%A9");
+    expect(records.filter((r) => r.level >= 40)).toEqual([]);
   });
 });

@@ -178,4 +178,36 @@ describe("the reconcile function's events reach its pipeline on the worker threa
     expect(await failed.text()).not.toMatch(/<html/i);
     expect((await post("dev.example.unknown")).status).toBe(204);
   });
+
+  // JSON.parse takes any depth, a structured clone (the event's way to the worker) does not.
+  const deep = (levels: number) => `${'{"a":'.repeat(levels)}{}${"}".repeat(levels)}`;
+
+  it.each([
+    [
+      "structured",
+      { "content-type": "application/cloudevents+json" },
+      `{"specversion":"1.0","id":"deep-s","type":"dev.knative.apiserver.resource.update","source":"test","data":${deep(5000)}}`,
+    ],
+    [
+      "binary",
+      {
+        "content-type": "application/json",
+        "ce-specversion": "1.0",
+        "ce-id": "deep-b",
+        "ce-type": "dev.knative.apiserver.resource.update",
+        "ce-source": "test",
+      },
+      deep(5000),
+    ],
+  ])("ignores a %s event whose data nests 5,000 levels deep: 204 and a warning, not 500", async (_, headers, body) => {
+    const before = reconcile.stderr().length;
+    const r = await fetch(reconcile.url, { method: "POST", headers, body });
+    expect(r.status).toBe(204);
+    expect(await loggedLine(reconcile, before, "event ignored: not understood")).toMatchObject({
+      level: 40,
+      verdict: "malformed",
+      reason: expect.stringContaining("not a Kubernetes object"),
+    });
+    expect(reconcile.stderr().slice(before)).not.toMatch(/call stack/);
+  });
 });

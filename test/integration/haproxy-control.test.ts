@@ -421,6 +421,58 @@ describe("HaproxyProcess edge cases", () => {
     expect(livePids(inst.cfgPath)).toEqual([]);
   });
 
+  it("a config that served stably once is known good: masters on it killed 0.5 s apart are each restarted at once; a config reloaded onto is not known good until it serves", async () => {
+    const inst = await instance("killed");
+    await writeFile(inst.cfgPath, config(inst, { s1: a.port }));
+    const restarts: RestartInfo[] = [];
+    const recoveries: number[] = [];
+    // The shipped policy: 3 s to prove a config, 0.5 s first backoff.
+    const proc = new HaproxyProcess({
+      configPath: inst.cfgPath,
+      masterSocket: inst.masterSock,
+      onRestart: (i) => restarts.push(i),
+      onRestarted: (_, r) => recoveries.push(r.downMs),
+    });
+    const serving = (not: number) =>
+      waitFor("a new master with a worker", async () => {
+        const s = await showProc(inst.masterSock, { timeoutMs: 500 }).catch(() => undefined);
+        return s && s.master.pid === proc.pid && s.master.pid !== not && s.workers.length > 0 ? s : undefined;
+      });
+    /** Kills the master `times` times, each 0.5 s after the one before. */
+    const killEvery500ms = async (times: number) => {
+      for (let i = 0; i < times; i++) {
+        const t = Date.now();
+        const pid = proc.pid!;
+        process.kill(pid, "SIGKILL");
+        await serving(pid);
+        await new Promise((r) => setTimeout(r, Math.max(0, 500 - (Date.now() - t))));
+      }
+    };
+    try {
+      await proc.start();
+      await new Promise((r) => setTimeout(r, 3200));
+      await killEvery500ms(8);
+      expect(restarts.map((r) => [r.quickCrashes, r.delayMs])).toEqual(Array(8).fill([0, 0]));
+      expect(recoveries).toHaveLength(8);
+      for (const ms of recoveries) expect(ms).toBeLessThan(1000);
+      await served(inst, "A");
+
+      // Another config, reloaded onto and killed before it served 3 s: that may be the config.
+      await writeFile(inst.cfgPath, config(inst, { s1: b.port }));
+      expect((await proc.reload()).ok).toBe(true);
+      restarts.length = 0;
+      await killEvery500ms(2);
+      expect(restarts.map((r) => [r.quickCrashes, r.delayMs])).toEqual([
+        [1, 0],
+        [2, 500],
+      ]);
+      await served(inst, "B");
+    } finally {
+      await proc.stop();
+    }
+    expect(livePids(inst.cfgPath)).toEqual([]);
+  });
+
   it("reloads a master left without a worker (its worker ended while an old one drains), which 2.6 does not do by itself", async () => {
     // A backend that never answers keeps a request, and so the old worker, alive after a reload.
     const sockets = new Set<import("node:net").Socket>();
@@ -478,6 +530,84 @@ describe("HaproxyProcess edge cases", () => {
       await new Promise<void>((r) => silent.close(() => r()));
     }
     expect(livePids(inst.cfgPath)).toEqual([]);
+  });
+
+  describe("a new worker that dies while the old one drains a request", () => {
+    /** HAProxy with a frontend whose backend answers after `ms`, a request in flight to it, and a reload: the old worker drains that request. */
+    async function draining(name: string, ms: number, global = "") {
+      const slow: Server = createServer((_, res) => setTimeout(() => res.end("slow answer"), ms));
+      let reached = false;
+      slow.on("connection", () => (reached = true));
+      await new Promise<void>((r) => slow.listen(0, "127.0.0.1", r));
+      const inst = await instance(name);
+      const slowPort = await freePort();
+      await writeFile(
+        inst.cfgPath,
+        `${config(inst, { s1: a.port }, { global: `    hard-stop-after 30s\n${global}`, serverTimeout: "30s" })}\nfrontend slow\n    bind 127.0.0.1:${slowPort}\n    default_backend slow\n\nbackend slow\n    server h 127.0.0.1:${(slow.address() as AddressInfo).port}\n`,
+      );
+      const restarts: RestartInfo[] = [];
+      const lines: string[] = [];
+      const proc = new HaproxyProcess({
+        configPath: inst.cfgPath,
+        masterSocket: inst.masterSock,
+        onRestart: (i) => restarts.push(i),
+        onOutput: (line) => lines.push(line),
+        stopGraceMs: 500,
+        killGraceMs: 2000,
+      });
+      await proc.start();
+      const pending = httpGet(slowPort, "/slow").catch((err: Error) => err);
+      await waitFor("the request to reach the backend", async () => (reached ? true : undefined));
+      expect((await proc.reload()).ok).toBe(true);
+      const s = await showProc(inst.masterSock);
+      expect(s.oldWorkers).toHaveLength(1);
+      return {
+        inst,
+        proc,
+        restarts,
+        lines,
+        pending,
+        oldWorker: s.oldWorkers[0]!.pid,
+        newWorker: s.workers[0]!.pid,
+        async close() {
+          await proc.stop();
+          slow.closeAllConnections();
+          await new Promise<void>((r) => slow.close(() => r()));
+        },
+      };
+    }
+
+    it("exits cleanly: the master stays, the supervisor forks a new worker beside the old one, and the request completes", async () => {
+      const d = await draining("drain-clean", 3000);
+      try {
+        process.kill(d.newWorker, "SIGTERM");
+        await waitFor("the supervisor to see the lost worker", async () => d.restarts[0]);
+        expect(d.restarts[0]).toMatchObject({ cause: "worker-lost" });
+        await served(d.inst, "A");
+        expect(processAlive(d.oldWorker)).toBe(true);
+        expect(await d.pending).toEqual({ status: 200, body: "slow answer", headers: expect.anything() });
+      } finally {
+        await d.close();
+      }
+    });
+
+    it("is killed: HAProxy 2.6's master ends the old worker itself (exit-on-failure, which no-exit-on-failure does not turn off), so its request is cut; the supervisor restarts the master", async () => {
+      const d = await draining("drain-killed", 3000, "    master-worker no-exit-on-failure\n");
+      try {
+        process.kill(d.newWorker, "SIGKILL");
+        await waitFor("the master's exit", async () => d.restarts[0]);
+        expect(d.restarts[0]).toMatchObject({ cause: "master-exited" });
+        expect(d.lines.join("\n")).toMatch(
+          new RegExp(
+            `exit-on-failure: killing every process[\\s\\S]*Former worker \\(${d.oldWorker}\\) exited with code 143`,
+          ),
+        );
+        expect(await d.pending).toBeInstanceOf(Error);
+        await served(d.inst, "A");
+      } finally {
+        await d.close();
+      }
+    });
   });
 
   it("stop() escalates to SIGTERM when a connection outlives the soft-stop grace", async () => {

@@ -122,6 +122,79 @@ describe("npm start (the local stack)", () => {
     expect(await second.exited).toBe(0);
   });
 
+  it("survives a typo in the cluster file: an endpoint port of -5 and a name with a newline are warned about, and the next edit is served", async () => {
+    requireHaproxy();
+    const [httpPort, statsPort, web1, web2, api] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
+    const file = join(dir, "typo-cluster.yaml");
+    writeFileSync(file, cluster(web1, api));
+    const { stack, exited, output, err } = await startStack([
+      "--demo",
+      "--cluster-file",
+      file,
+      "--data-dir",
+      join(dir, "typo-data"),
+      "--http-port",
+      String(httpPort),
+      "--stats-port",
+      String(statsPort),
+      "--resync",
+      "5000",
+    ]);
+    const typos = `  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: { name: web-typo, namespace: default, labels: { kubernetes.io/service-name: web } }
+    addressType: IPv4
+    ports: [{ name: http, port: -5, protocol: TCP }]
+    endpoints:
+      - addresses: [127.0.0.1]
+  - apiVersion: v1
+    kind: Service
+    metadata: { name: "new\\nline", namespace: default }
+    spec: { clusterIP: 10.96.0.77, ports: [{ port: 80 }] }
+`;
+    try {
+      await waitFor(
+        "the demo Service",
+        async () => ((await httpGet(httpPort, "/web/hello")).body.includes(`127.0.0.1:${web1}`) ? true : undefined),
+        30_000,
+      );
+      writeFileSync(file, `${cluster(web1, api)}${typos}`);
+      await waitFor(
+        "the warning about the port",
+        async () => (err().includes("an endpoint port is no port") ? true : undefined),
+        15_000,
+      );
+      // The Service with a newline in its name reached the function as an event, which refused it.
+      await waitFor(
+        "the function's word on the named Service",
+        async () => (err().includes("new\\nline") ? true : undefined),
+        15_000,
+      );
+      expect(err()).not.toMatch(/invalid header value|ERR_IPC_CHANNEL_CLOSED|reconcile unreachable/);
+
+      // Still serving, and the next edit (a backend on another port) is served.
+      expect((await httpGet(httpPort, "/web/still")).body).toContain(`127.0.0.1:${web1}`);
+      writeFileSync(file, `${cluster(web2, api).replace("addresses: [127.0.0.1]", "addresses: [127.0.0.2]")}${typos}`);
+      await waitFor(
+        "the next edit to be served",
+        async () => ((await httpGet(httpPort, "/web/again")).body.includes(`127.0.0.2:${web2}`) ? true : undefined),
+        15_000,
+      );
+      expect(stack.exitCode).toBeNull();
+    } catch (e) {
+      stack.kill("SIGKILL");
+      throw new Error(`${(e as Error).message}\n${output()}`);
+    }
+    stack.kill("SIGINT");
+    expect(await exited).toBe(0);
+  });
+
   it("serves the demo cluster through HAProxy, follows edits of the cluster file, and stops every process", async () => {
     requireHaproxy();
     const [httpPort, statsPort, web1, web2, api] = await Promise.all([

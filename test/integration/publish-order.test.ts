@@ -639,6 +639,84 @@ describe("pin and unpin", () => {
   });
 });
 
+describe("a pin.json that is not a pin", () => {
+  const putPinText = (n: Node, body: string) =>
+    world.s3.client.send(new PutObjectCommand({ Bucket: world.s3.bucket, Key: `${n.prefix}/pin.json`, Body: body }));
+  const pinError = (agent: Agent) =>
+    waitFor("the pin's error", async () =>
+      /pin\.json is not a pin/.test(agent.status().lastError?.message ?? "") ? agent.status() : undefined,
+    );
+
+  it.each([
+    ["not JSON", "{ nope"],
+    ["another schema", JSON.stringify({ config: "latest~1" })],
+  ])(
+    "%s: the agent keeps the last pin it read, says so, and follows again once a valid record says so",
+    async (_, body) => {
+      const n = await node();
+      const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
+      const v2 = await n.publish(web("web", world.pods.port, [B]), 110);
+      const agent = await start(n, { pollInterval: "200ms" });
+      await appliedKey(agent, v2.key);
+      await n.store.putPin({ key: v1.key, sha256: v1.sha256, pinnedAt: new Date().toISOString() });
+      await appliedKey(agent, v1.key);
+
+      await putPinText(n, body);
+      const v3 = await n.publish(web("web", world.pods.port, [C]), 120);
+      expect((await n.notify(agent, v3)).status).toBe(202);
+      const status = await pinError(agent);
+      expect(status).toMatchObject({
+        applied: { key: v1.key },
+        pinned: { key: v1.key },
+        lastError: {
+          stage: "pull",
+          key: v1.key,
+          message: expect.stringContaining(`holding at the last pin, ${v1.key}`),
+        },
+      });
+      // Several polls later it still holds, and still says why.
+      await new Promise((r) => setTimeout(r, 1200));
+      expect(agent.status()).toMatchObject({ applied: { key: v1.key }, lastError: { stage: "pull" } });
+      expect(await answering(n, "/web/")).toEqual(["A"]);
+
+      await n.store.deletePin();
+      await appliedKey(agent, v3.key);
+      await served(n, "/web/", "C");
+      expect(agent.status()).toMatchObject({ pinned: null, lastError: null });
+    },
+  );
+
+  it("an agent restarted while pin.json is not a pin holds at the config it runs, and says so", async () => {
+    const n = await node();
+    const v1 = await n.publish(web("web", world.pods.port, [A]), 100);
+    const first = await n.start({ pollInterval: "200ms" });
+    expect(first.status().applied?.key).toBe(v1.key);
+    await first.stop();
+
+    await putPinText(n, "{ nope");
+    const v2 = await n.publish(web("web", world.pods.port, [B]), 110);
+    const agent = await start(n, { pollInterval: "200ms" });
+    expect(agent.status()).toMatchObject({
+      applied: { key: v1.key, how: "start" },
+      pinned: null,
+      lastError: {
+        stage: "pull",
+        key: null,
+        message: expect.stringContaining(`holding at the config it runs, ${v1.key}`),
+      },
+    });
+    await served(n, "/web/", "A");
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(agent.status().applied?.key).toBe(v1.key);
+
+    // A valid pin decides again: here, to the newest.
+    await n.store.putPin({ key: v2.key, sha256: v2.sha256, pinnedAt: new Date().toISOString() });
+    await appliedKey(agent, v2.key);
+    await served(n, "/web/", "B");
+    expect(agent.status()).toMatchObject({ pinned: { key: v2.key }, lastError: null });
+  });
+});
+
 describe("no wedged pass", () => {
   it("a store that drips bytes fails the pass within its deadline; the next event succeeds", async () => {
     const n = await node();

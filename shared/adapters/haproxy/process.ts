@@ -4,7 +4,7 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
-import { decideRestart, DEFAULT_RESTART_POLICY } from "./restart-policy.js";
+import { decideRestart, DEFAULT_RESTART_POLICY, type RestartHistory } from "./restart-policy.js";
 
 /** master-exited: the master died and is started again; worker-lost: its worker died under it and a reload forks a new one. */
 export type RestartCause = "master-exited" | "worker-lost";
@@ -72,6 +72,8 @@ interface MasterRun {
   startedAt: number;
   /** When it was first seen serving (a worker answering in `show proc`). */
   servingSince?: number;
+  /** Since when it serves the config it runs: when it began serving, or was last reloaded onto another. */
+  configSince?: number;
   /** The master announced it kills everything and exits (2.6's exit-on-failure): no reload can save it. */
   exitingOnFailure?: boolean;
   exited: Promise<void>;
@@ -138,8 +140,9 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  *
  * Supervision, as measured on 2.6.12: a master whose current worker dies exits as well when no
  * other worker is left, or when the worker died of anything but SIGTERM/SIGINT/exit 0 (its
- * "exit-on-failure", which `master-worker no-exit-on-failure` does not turn off in 2.6): the
- * restart below covers those. But a worker that exits cleanly while an old worker still drains
+ * "exit-on-failure", which `master-worker no-exit-on-failure` does not turn off in 2.6; it sends
+ * every process SIGTERM first, old workers still draining included): the restart below covers
+ * those. But a worker that exits cleanly while an old worker still drains
  * connections leaves the master up with no current worker and nothing listening, and the master
  * does not fork a new one by itself: a reload does, so the supervisor reloads then.
  */
@@ -149,7 +152,7 @@ export class HaproxyProcess {
   private current: MasterRun | undefined;
   private supervised = false;
   private stopping = false;
-  private quickCrashes = 0;
+  private history: RestartHistory = { quickCrashes: 0, configKnownGood: false };
   private restartTimer: NodeJS.Timeout | undefined;
   private reloadQueue: Promise<unknown> = Promise.resolve();
   private readonly recent: string[] = [];
@@ -191,7 +194,7 @@ export class HaproxyProcess {
     if (this.current || this.restartTimer) throw new Error("HAProxy is already started");
     this.stopping = false;
     this.supervised = false;
-    this.quickCrashes = 0;
+    this.history = { quickCrashes: 0, configKnownGood: false };
     this.recent.length = 0;
     const run = this.spawnMaster();
     const deadline = Date.now() + this.options.startTimeoutMs;
@@ -212,15 +215,24 @@ export class HaproxyProcess {
       }
       await sleep(50);
     }
-    run.servingSince = Date.now();
+    run.servingSince = run.configSince = Date.now();
     this.supervised = true;
   }
 
-  /** Reloads via the master socket, one at a time; `ok: false` means the old worker kept serving. */
+  /**
+   * Reloads via the master socket, one at a time; `ok: false` means the old worker kept serving.
+   * The config reloaded onto has to prove itself anew (restart-policy.ts).
+   */
   reload(): Promise<ReloadResult> {
-    return this.queued(() => {
-      if (!this.running) return Promise.reject(new Error("HAProxy is not running"));
-      return reload(this.options.masterSocket, { timeoutMs: this.options.reloadTimeoutMs });
+    return this.queued(async () => {
+      const run = this.current;
+      if (!run || !this.running) throw new Error("HAProxy is not running");
+      const result = await reload(this.options.masterSocket, { timeoutMs: this.options.reloadTimeoutMs });
+      if (result.ok && this.current === run) {
+        run.configSince = Date.now();
+        this.history = { ...this.history, configKnownGood: false };
+      }
+      return result;
     });
   }
 
@@ -318,14 +330,15 @@ export class HaproxyProcess {
     if (this.stopping || !this.supervised) return;
     const diedAt = Date.now();
     const servedMs = run.servingSince === undefined ? null : diedAt - run.servingSince;
+    const configServedMs = run.configSince === undefined ? null : diedAt - run.configSince;
     const policy = {
       delayMs: this.options.restartDelayMs,
       stableMs: this.options.restartStableMs,
       backoffInitialMs: this.options.restartInitialDelayMs,
       backoffMaxMs: this.options.restartMaxDelayMs,
     };
-    const { quickCrashes, delayMs } = decideRestart(policy, this.quickCrashes, servedMs);
-    this.quickCrashes = quickCrashes;
+    const { quickCrashes, configKnownGood, delayMs } = decideRestart(policy, this.history, configServedMs);
+    this.history = { quickCrashes, configKnownGood };
     const how = signal ? `signal ${signal}` : code === null ? (this.recent.at(-1) ?? "spawn failure") : `code ${code}`;
     const lived = servedMs === null ? "before it served" : `after serving ${seconds(servedMs)}`;
     const streak =
@@ -372,7 +385,7 @@ export class HaproxyProcess {
         code: null,
         signal: null,
         servedMs,
-        quickCrashes: this.quickCrashes,
+        quickCrashes: this.history.quickCrashes,
         delayMs: 0,
       });
       const configText = this.readConfig();
@@ -381,7 +394,7 @@ export class HaproxyProcess {
       );
       if (this.current !== run || this.stopping) return;
       if (result?.ok && result.status.workers.length > 0) {
-        run.servingSince = Date.now();
+        run.servingSince = run.configSince = Date.now();
         this.options.onRestarted?.(configText, { cause: "worker-lost", downMs: Date.now() - diedAt });
         return;
       }
@@ -404,6 +417,7 @@ export class HaproxyProcess {
       const status = await showProc(this.options.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
       if (status && status.master.pid === run.child.pid && status.workers.length > 0) {
         run.servingSince ??= Date.now();
+        run.configSince ??= run.servingSince;
         return this.current === run;
       }
       await sleep(50);

@@ -6,7 +6,7 @@ import type { CheckOptions, CheckResult } from "../../../shared/adapters/haproxy
 import { RuntimeCommandsError } from "../../../shared/adapters/haproxy/runtime.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { StageTrace } from "../../../shared/adapters/stage-trace.js";
-import type { StoredConfig } from "../../../shared/adapters/object-store.js";
+import { type Pin, StoreError, type StoredConfig } from "../../../shared/adapters/object-store.js";
 import { Applier, type RuntimePort } from "../../../shared/agent/applier.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
 import { EMPTY_STATE } from "../../../shared/agent/state.js";
@@ -65,6 +65,8 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
   const dir = mkdtempSync(join(tmpdir(), "applier-"));
   dirs.push(dir);
   const configs: StoredConfig[] = [];
+  /** pin.json: a pin, none, or the reason it is not a pin. */
+  const pin: { value: Pin | null | string } = { value: null };
   const commands: string[] = [];
   const gate = gatedCheck();
   const runtime: RuntimePort = {
@@ -104,8 +106,15 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
           size: c.config.length,
           lastModified: new Date(),
         })),
-      get: async (key) => configs.find((c) => c.key === key)!,
-      getPin: async () => null,
+      get: async (key) => {
+        const found = configs.find((c) => c.key === key);
+        if (!found) throw new StoreError(`${key} does not exist yet`, { transient: true });
+        return found;
+      },
+      getPin: async () => {
+        if (typeof pin.value === "string") throw new StoreError(pin.value, { transient: false });
+        return pin.value;
+      },
     },
     haproxy: {
       running: true,
@@ -137,7 +146,7 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
     await started;
     return config;
   };
-  return { applier, configs, commands, gate, configPath, serve, reloads: () => reloads, checks: () => gate.calls };
+  return { applier, configs, pin, commands, gate, configPath, serve, reloads: () => reloads, checks: () => gate.calls };
 }
 
 const OK: CheckResult = { ok: true, warnings: [] };
@@ -300,5 +309,56 @@ describe("Applier with faked HAProxy ports", () => {
     expect(w.reloads()).toBe(1);
     expect(readFileSync(w.configPath, "utf8")).toBe(moved.config);
     expect(w.applier.status().applied).toMatchObject({ key: moved.key, how: "reload" });
+  });
+
+  describe("a pin.json that is not a pin never moves the node", () => {
+    const pinOf = (c: StoredConfig): Pin => ({ key: c.key, sha256: c.sha256, pinnedAt: "2026-01-01T00:00:00Z" });
+
+    it("following the newest, it holds at the running config and says so; removed, the newest is followed again", async () => {
+      const w = world();
+      const v1 = await w.serve(stored(1, config(["10.0.0.1:80", null])));
+      w.pin.value = "pin.json is not JSON";
+      w.configs.push(stored(2, config(["10.0.0.2:80", null])));
+      await w.applier.sync();
+      await w.applier.sync();
+      expect(w.applier.status()).toMatchObject({
+        applied: { key: v1.key },
+        pinned: null,
+        lastError: {
+          stage: "pull",
+          key: null,
+          message: `pin.json is not a pin (pin.json is not JSON): holding at the config it runs, ${v1.key} until pin.json is a pin again or is removed`,
+        },
+      });
+      expect(w.commands).toEqual([]);
+
+      w.pin.value = null;
+      await w.applier.sync();
+      expect(w.applier.status()).toMatchObject({ applied: { key: w.configs[1]!.key }, lastError: null });
+    });
+
+    it("pinned to a config it could not fetch yet, it goes on pulling that pin", async () => {
+      const w = world();
+      await w.serve(stored(2, config(["10.0.0.2:80", null])));
+      const v1 = stored(1, config(["10.0.0.1:80", "10.0.0.3:80"]));
+      w.pin.value = pinOf(v1);
+      await w.applier.sync();
+      expect(w.applier.status()).toMatchObject({ pinned: { key: v1.key }, lastError: { stage: "pull", key: v1.key } });
+
+      w.pin.value = "pin.json is not a pin: key: Required";
+      w.configs.push(v1, stored(3, config(["10.0.0.4:80", null])));
+      const applying = w.applier.sync();
+      await w.gate.next(OK);
+      await applying;
+      expect(w.applier.status()).toMatchObject({
+        applied: { key: v1.key, how: "reload" },
+        pinned: { key: v1.key },
+        lastError: {
+          stage: "pull",
+          key: v1.key,
+          message: expect.stringContaining(`holding at the last pin, ${v1.key}`),
+        },
+      });
+    });
   });
 });

@@ -23,12 +23,18 @@ function fakeStore() {
     newest: "configs/a",
     getFails: false,
     hang: false,
+    /** What pin.json holds: a pin, nothing, or a read that fails with this error. */
+    pin: null as { key: string } | null | Error,
     store: {
       endpoint: "http://store",
       history: async () => (s.hang ? new Promise<never>(() => undefined) : [entry(s.newest)]),
       get: async (key: string): Promise<StoredConfig> => {
         if (s.getFails) throw new StoreError(`get ${key} failed`, { transient: true });
         return { key, config: "x", sha256: "0".repeat(64), revision: "1" };
+      },
+      getPin: async () => {
+        if (s.pin instanceof Error) throw s.pin;
+        return s.pin && { ...s.pin, sha256: "0".repeat(64), pinnedAt: "2026-01-01T00:00:00Z" };
       },
       putStatus: async () => undefined,
     } as unknown as ObjectStore,
@@ -91,6 +97,57 @@ describe("watchStore", () => {
     await watched.store.history({ limit: 1 });
     fake.getFails = true;
     await expect(watched.store.get("configs/b")).rejects.toThrow("failed");
+    expect(watched.health()).toMatchObject({ lastSuccessAt: at(now()), consecutiveFailures: 0 });
+  });
+
+  it("counts a pin.json that cannot be read, or is not a pin, as a failed pull, pull after pull", async () => {
+    const { fake, watched, tick, now, at } = setup();
+    await watched.store.getPin();
+    await watched.store.history({ limit: 1 });
+    const good = now();
+    fake.pin = new StoreError("S3 get pin.json failed", { transient: true });
+    for (let i = 1; i <= 3; i++) {
+      tick(1500);
+      await expect(watched.store.getPin()).rejects.toThrow("failed");
+      expect(watched.health()).toMatchObject({
+        lastSuccessAt: at(good),
+        consecutiveFailures: i,
+        lastFailure: { at: at(now()), message: "S3 get pin.json failed" },
+      });
+    }
+    fake.pin = new StoreError("pin.json is not a pin", { transient: false });
+    await expect(watched.store.getPin()).rejects.toThrow("not a pin");
+    expect(watched.health()).toMatchObject({
+      consecutiveFailures: 4,
+      lastFailure: { message: "pin.json is not a pin" },
+    });
+    expect(watched.health().stale).toBe(true);
+
+    fake.pin = null;
+    await watched.store.getPin();
+    await watched.store.history({ limit: 1 });
+    expect(watched.health()).toMatchObject({ lastSuccessAt: at(now()), consecutiveFailures: 0, stale: false });
+  });
+
+  it("while pinned, the pin's read completes a pull, and the GET of the pinned config confirms or takes it back", async () => {
+    const { fake, watched, tick, now, at } = setup();
+    fake.pin = { key: "configs/p" };
+    tick(4000);
+    await watched.store.getPin();
+    expect(watched.health()).toMatchObject({ lastSuccessAt: at(now()), consecutiveFailures: 0, stale: false });
+    const good = now();
+
+    tick(1000);
+    fake.getFails = true;
+    await watched.store.getPin();
+    await expect(watched.store.get("configs/p")).rejects.toThrow("failed");
+    expect(watched.health()).toMatchObject({ lastSuccessAt: at(good), consecutiveFailures: 1 });
+
+    tick(1000);
+    fake.getFails = false;
+    await watched.store.getPin();
+    tick(10);
+    await watched.store.get("configs/p");
     expect(watched.health()).toMatchObject({ lastSuccessAt: at(now()), consecutiveFailures: 0 });
   });
 

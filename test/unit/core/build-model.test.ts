@@ -334,6 +334,17 @@ describe("route ownership across namespaces", () => {
     expect(m.backends.find((b) => b.name === "aaa_aaa_80")!.strip).toEqual({ prefix: "/aaa/aaa", unlessHost: null });
   });
 
+  it("a Service whose creationTimestamp is no time at all is refused, and takes no claim as the oldest", () => {
+    const m = build([
+      ...claim("api", "shop", OLD, { [HOST]: "api.example.com" }),
+      ...claim("evil", "evil", "2019-13-45T25:61:61Z", { [HOST]: "api.example.com" }),
+    ]);
+    expect(routes(m)).toEqual(["host:api.example.com -> shop_api_80", "path:/shop/api -> shop_api_80"]);
+    expect(m.warnings).toContainEqual(
+      expect.objectContaining({ message: expect.stringMatching(/evil\/evil.*creationTimestamp.*month out of range/) }),
+    );
+  });
+
   it("settles claims of the same age, and claims of objects without a creationTimestamp, by namespace/name", () => {
     const same = build([
       ...claim("b", "default", OLD, { [HOST]: "same.example.com" }),

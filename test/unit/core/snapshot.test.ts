@@ -205,6 +205,42 @@ describe("snapshot parsing", () => {
         /creationTimestamp/,
       );
     });
+
+    // As Go's time.Parse(time.RFC3339, …) behind metav1.Time refuses them.
+    it.each([
+      ["2019-13-45T25:61:61Z", "month out of range"],
+      ["2019-00-10T00:00:00Z", "month out of range"],
+      ["2019-02-29T00:00:00Z", "day out of range"],
+      ["2100-02-29T00:00:00Z", "day out of range"],
+      ["2019-04-31T00:00:00Z", "day out of range"],
+      ["2019-01-00T00:00:00Z", "day out of range"],
+      ["2019-01-01T24:00:00Z", "hour out of range"],
+      ["2019-01-01T23:60:00Z", "minute out of range"],
+      ["2019-01-01T23:59:60Z", "second out of range"],
+      ["2019-01-01T00:00:00+24:00", "time zone offset hour out of range"],
+      ["2019-01-01T00:00:00-05:60", "time zone offset minute out of range"],
+      ["2019-01-01t00:00:00z", "an RFC 3339 time"],
+      ["2019-01-01T00:00:00.Z", "an RFC 3339 time"],
+    ])("a creationTimestamp of %s: %s", (creationTimestamp, reason) => {
+      expect(refused({ ...svc([{ port: 80 }]), metadata: { name: "web", creationTimestamp } })).toMatch(
+        new RegExp(`metadata\\.creationTimestamp: .*${reason}`),
+      );
+    });
+
+    it.each([
+      "2020-02-29T23:59:59Z",
+      "2000-02-29T00:00:00Z",
+      "2019-12-31T23:59:59.123456789Z",
+      "2019-01-01T00:00:00.1234567891+05:30",
+      "2019-01-01T00:00:00-23:59",
+      "0000-01-01T00:00:00Z",
+    ])("accepts the creationTimestamp %s", (creationTimestamp) => {
+      const snap = parseSnapshot(
+        JSON.stringify(list([{ ...svc([{ port: 80 }]), metadata: { name: "web", creationTimestamp } }])),
+      );
+      expect(snap.problems).toEqual([]);
+      expect(snap.services[0]!.metadata.creationTimestamp).toBe(creationTimestamp);
+    });
   });
 
   it("refuses a YAML alias bomb with a clear error", () => {
