@@ -19,6 +19,8 @@ describe("loadFunctionSettings: reconcile settings", () => {
       token: undefined,
       tokenFile: undefined,
       timeoutMs: 2000,
+      concurrency: 64,
+      deadlineMs: 5000,
     });
     expect(() => requireStore(s)).toThrow(/--store \/ SERVICELB_STORE is required/);
   });
@@ -52,6 +54,8 @@ describe("loadFunctionSettings: reconcile settings", () => {
       token: undefined,
       tokenFile,
       timeoutMs: 750,
+      concurrency: 64,
+      deadlineMs: 5000,
     });
   });
 

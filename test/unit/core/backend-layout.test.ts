@@ -149,7 +149,8 @@ describe("placeBackends", () => {
   });
 
   it("starts afresh when the absorbed config would need more descriptors than the smallest node has", () => {
-    const ctx = new RenderContext(parseRenderOptions(OPTIONS));
+    // Servers cost descriptors when they are health-checked.
+    const ctx = new RenderContext(parseRenderOptions({ ...OPTIONS, activeChecks: "true" }));
     let revision = 100;
     const render = (items: unknown[]) => ctx.render(snapshotFromDocuments([list(items, String(++revision))]));
     const web = svc("web", ["10.0.0.1"]);
