@@ -12,7 +12,9 @@
  * that needs its own backend, no spare left, a held Service that outgrew its spare) starts a
  * fresh layout: every Service in a backend of its own name and a new set of free spares. So does
  * a layout that would cost the nodes descriptors for nothing: backends left behind holding more
- * slots than the spares do, or a config over the room the smallest node has (core/descriptors.ts).
+ * slots than the spares do, or a config over the room the smallest node has (core/descriptors.ts),
+ * or a backend that outgrew its slots (new server lines are a reload anyway, which a fresh layout
+ * uses to give every backend the slots its endpoints give: those that kept more shrink then).
  * A node that cannot open a descriptor for every slot runs none of the config, and a removed
  * Service's backends must not keep it there after the Service is gone. The
  * config then differs in its backends anyway, which is a reload; that reload provisions the
@@ -29,7 +31,7 @@ import { compareStrings } from "./compare.js";
 import { settingDefaults } from "./backend-settings.js";
 import { modelDescriptors } from "./descriptors.js";
 import { sha256 } from "./sha256.js";
-import { assignSlots, nextPowerOfTwo } from "./slots.js";
+import { assignSlots, slotCookies, slotsFit } from "./slots.js";
 
 const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
 const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
@@ -58,6 +60,20 @@ export const backendLayoutSchema = z.object({
     .max(1 << 16),
   /** Backends named after the Service port they serve, sorted. */
   named: z.array(BACKEND_NAME),
+  /**
+   * The server slots of each of `named`, in its order. A backend keeps its slots while its
+   * endpoints fit (slots.ts), so the count is the layout's to remember; absent in a record from
+   * before, whose backends then take the count their endpoints give.
+   */
+  slots: z
+    .array(
+      z
+        .number()
+        .int()
+        .min(1)
+        .max(1 << 16),
+    )
+    .optional(),
   /** The spares and the Service port each holds (by its own backend's name), in order. */
   spares: z.array(z.object({ name: SPARE_NAME, holds: BACKEND_NAME.nullable() })),
   /** Backends whose Service port is gone, kept with every slot free. */
@@ -84,6 +100,8 @@ export class LayoutState {
   last:
     | { input: Model; layout: BackendLayout | null; output: Model; room: number | null; descriptors: number }
     | undefined;
+  /** A named backend in the slots it keeps, by the canonical backend object (renderer caches by identity). */
+  readonly keptAs = new WeakMap<Backend, Backend>();
   /** The routes moved to spares, reused while routes and layout stay the same (the renderer caches the maps by identity). */
   moved: { input: readonly HttpRoute[]; layout: BackendLayout; output: HttpRoute[] } | undefined;
   /**
@@ -171,7 +189,7 @@ export function spareSlotsFor(model: Model): number {
 
 /** The fewest slots any backend has: --min-server-slots (1 with --forward-services). */
 function spareFloor(model: Model): number {
-  return model.options.forwardServices ? 1 : nextPowerOfTwo(model.options.minServerSlots);
+  return model.options.forwardServices ? 1 : model.options.minServerSlots;
 }
 
 /** Spares need a backend that names no Service's files: global source lists give every backend its own. */
@@ -221,6 +239,7 @@ function placeFresh(model: Model, spares: number, state: LayoutState, why: strin
     version: 1,
     spareSlots: spareSlotsFor(model),
     named: model.backends.map((b) => b.name),
+    slots: model.backends.map((b) => b.servers.length),
     spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
     vacated: [],
   };
@@ -268,6 +287,7 @@ function absorb(
   const vacated = new Map(previous.vacated.map((v) => [v.name, v]));
   const spares = previous.spares.map((s) => ({ ...s }));
   const named: string[] = [];
+  const namedSlots: number[] = [];
   const removed: string[] = [];
   const canonical = model.backends;
   const prev = previous.named;
@@ -275,7 +295,12 @@ function absorb(
   for (const b of canonical) {
     while (j < prev.length && compareStrings(prev[j]!, b.name) < 0) removed.push(prev[j++]!);
     if (j < prev.length && prev[j] === b.name) {
+      const had = previous.slots?.[j];
+      const kept = keptSlots(b, had, model);
+      // Outgrown: more server lines is a reload, which a fresh layout makes the most of.
+      if (had !== undefined && kept !== had) return `${b.name} outgrew its ${had} server slots`;
       named.push(b.name);
+      namedSlots.push(kept);
       j++;
       continue;
     }
@@ -287,10 +312,13 @@ function absorb(
     }
     const v = vacated.get(b.name);
     if (v !== undefined) {
+      const slotsAgain = keptSlots(b, v.slots, model);
       const again = vacatable(b, model, tls);
-      if (!again || JSON.stringify(again) !== JSON.stringify(v)) return `${b.name} came back other than it left`;
+      if (!again || JSON.stringify({ ...again, slots: slotsAgain }) !== JSON.stringify(v))
+        return `${b.name} came back other than it left`;
       vacated.delete(b.name);
       named.push(b.name);
+      namedSlots.push(slotsAgain);
       continue;
     }
     if (!spareCanServe(b, model, slots, tls)) return `${b.name} needs a backend of its own`;
@@ -302,8 +330,8 @@ function absorb(
   // Spares whose Service is gone are free again.
   for (const name of heldIn.keys()) spares.find((s) => s.holds === name)!.holds = null;
   for (const name of removed) {
-    // A warm instance's last input; a cold one has none, and starts afresh.
-    const before = state.last ? findBackend(state.last.input.backends, name) : undefined;
+    // A warm instance's last output (in the slots it kept); a cold one has none, and starts afresh.
+    const before = state.last ? findBackend(state.last.output.backends, name) : undefined;
     const v = before ? vacatable(before, model, tls) : null;
     if (!v) return `${name} was removed and cannot stay behind empty`;
     vacated.set(name, v);
@@ -318,12 +346,41 @@ function absorb(
     version: 1,
     spareSlots: slots,
     named,
+    slots: namedSlots,
     spares,
     vacated: [...vacated.values()].sort((a, b) => compareStrings(a.name, b.name)),
   };
 }
 
-/** The model with held Services moved into their spares, and the free spares and vacated backends added. */
+/**
+ * The slots a named backend keeps: those it had while its endpoints fit in them with one free
+ * (slots.ts), however many fewer endpoints it now has, so that neither a rollout's surge nor its
+ * end changes a slot count; else the count its endpoints give. Counts shrink with a fresh
+ * layout only, a reload that happens anyway.
+ */
+function keptSlots(b: Backend, had: number | undefined, model: Model): number {
+  if (had === undefined || model.options.forwardServices) return b.servers.length;
+  let endpoints = 0;
+  for (const address of b.servers) if (address !== null) endpoints++;
+  return slotsFit(endpoints, had) ? had : b.servers.length;
+}
+
+/** The backend in `count` slots: its endpoints hashed into them, as a backend of that size does. */
+function inSlots(b: Backend, count: number, state: LayoutState): Backend {
+  if (b.servers.length === count) return b;
+  let kept = state.keptAs.get(b);
+  if (!kept || kept.servers.length !== count) {
+    const servers = assignSlots(endpointsOf(b), count);
+    kept = { ...b, servers, cookies: b.cookies === null ? null : slotCookies(servers) };
+    state.keptAs.set(b, kept);
+  }
+  return kept;
+}
+
+/**
+ * The model with named backends in the slots they keep, held Services moved into their spares,
+ * and the free spares and vacated backends added.
+ */
 function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
   const slots = layout.spareSlots;
   const key = `${model.options.balanceAlgorithm} ${slots} ${JSON.stringify(settingDefaults(model.options).settings)}`;
@@ -407,11 +464,22 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
   // Backends of Services gone long ago, or of spares a fresh layout renamed, are not kept.
   if (state.freeBackends.size > used.size)
     for (const name of state.freeBackends.keys()) if (!used.has(name)) state.freeBackends.delete(name);
-  if (extras.length === 0) return model;
+  // The slots each named backend keeps, from `slots` in `named`'s order (both sorted by name).
+  let resized = false;
+  let at = 0;
+  const own = model.backends.map((b) => {
+    if (!layout.slots) return b;
+    while (at < layout.named.length && compareStrings(layout.named[at]!, b.name) < 0) at++;
+    if (layout.named[at] !== b.name) return b;
+    const kept = inSlots(b, layout.slots[at]!, state);
+    if (kept !== b) resized = true;
+    return kept;
+  });
+  if (extras.length === 0 && !resized) return model;
   extras.sort((a, b) => compareStrings(a.name, b.name));
   const backends: Backend[] = [];
   let k = 0;
-  for (const b of model.backends) {
+  for (const b of own) {
     if (held.has(b.name)) continue;
     while (k < extras.length && compareStrings(extras[k]!.name, b.name) < 0) backends.push(extras[k++]!);
     backends.push(b);

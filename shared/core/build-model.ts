@@ -265,6 +265,7 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     slots: slotCount(
       options.forwardServices ? 1 : Math.min(c.index.addresses(svc, primary).length, MAX_PORT_ENDPOINTS),
       minSlots,
+      !options.forwardServices,
     ),
   };
   for (const sp of ports) {
@@ -302,7 +303,7 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       });
       addresses = addresses.slice(0, MAX_PORT_ENDPOINTS);
     }
-    const servers = assignSlots(addresses, minSlots);
+    const servers = assignSlots(addresses, slotCount(addresses.length, minSlots, !options.forwardServices));
     if (plan.ports.length > 0 && slots + servers.length + (held?.slots ?? 0) > MAX_SERVICE_SLOTS) {
       overSlots.push(sp.port);
       skip(`over the cap of ${MAX_SERVICE_SLOTS} server slots per Service`, sp.port);

@@ -244,7 +244,7 @@ export const optionSpecs = {
   hardStopAfter: { schema: duration.default("5m"), help: "longest an old HAProxy worker lives after a reload" },
   minServerSlots: {
     schema: z.coerce.number().int().min(1).max(1024).default(4),
-    help: "server slots per backend (rounded up to a power of two) so endpoint changes apply without a reload",
+    help: "server slots per backend at least (more: a quarter and one more than its endpoints) so endpoint changes apply without a reload",
   },
   spareBackends: {
     schema: z.coerce.number().int().min(0).max(10_000).default(16),

@@ -8,25 +8,32 @@ export function fnv1a(text: string): number {
   return h >>> 0;
 }
 
-export function nextPowerOfTwo(n: number): number {
-  let p = 1;
-  while (p < n) p *= 2;
-  return p;
+/**
+ * The server slots a backend of `endpoints` endpoints starts with, at least `minSlots`: room for a
+ * rolling update's surge (Kubernetes' default maxSurge, 25 % rounded up, is at least one pod)
+ * with one slot still free, which a pod replaced in place needs to move through. A backend keeps
+ * its slots while its endpoints fit with one free (backend-layout.ts): a rollout or a step of the
+ * autoscaler changes no slot count, hence needs no reload. `surge` false: exactly the endpoints
+ * (--forward-services: one ClusterIP that never moves).
+ */
+export function slotCount(endpoints: number, minSlots: number, surge = true): number {
+  if (!surge) return Math.max(minSlots, endpoints);
+  return Math.max(minSlots, endpoints === 0 ? 0 : endpoints + Math.ceil(endpoints / 4) + 1);
 }
 
-/** The server slots of a backend of `endpoints` endpoints: a power of two, at least `minSlots`. */
-export function slotCount(endpoints: number, minSlots: number): number {
-  return Math.max(nextPowerOfTwo(minSlots), nextPowerOfTwo(endpoints));
+/** Whether a backend of `count` slots can keep them for `endpoints` endpoints: one slot stays free. */
+export function slotsFit(endpoints: number, count: number): boolean {
+  return endpoints < count;
 }
 
 /**
- * Places endpoints into a power-of-two number of server slots by hashing their address: the
- * address of each slot, null for a free one. An endpoint keeps its slot while others come and go
- * (unless the slot count changes), so the agent can apply scale-ups and scale-downs through the
- * runtime API, and stick tables that remember a server keep pointing at the same pod.
+ * Places endpoints into `count` server slots by hashing their address: the address of each slot,
+ * null for a free one. An endpoint keeps its slot while others come and go (unless the slot count
+ * changes), so the agent can apply scale-ups and scale-downs through the runtime API, and stick
+ * tables that remember a server keep pointing at the same pod.
  */
-export function assignSlots(addresses: readonly string[], minSlots: number): Array<string | null> {
-  const count = slotCount(addresses.length, minSlots);
+export function assignSlots(addresses: readonly string[], count: number): Array<string | null> {
+  if (addresses.length > count) throw new RangeError(`${addresses.length} endpoints do not fit ${count} slots`);
   const slots: Array<string | null> = new Array<string | null>(count).fill(null);
   for (const address of addresses) {
     let i = fnv1a(address) % count;

@@ -4,7 +4,14 @@ import { assignSlots } from "../../shared/core/slots.js";
 import { echoPods, httpGet, testNode, web, type Echo, type Node } from "../support/agent.js";
 import { requireHaproxy } from "../support/haproxy.js";
 import { waitFor } from "../support/net.js";
-import { podName, ROLLOUT_PODS, rolloutShortfalls, rolloutSteps, runRollout } from "../support/rollout.js";
+import {
+  podName,
+  ROLLOUT_PODS,
+  rollingUpdate,
+  rolloutShortfalls,
+  rolloutSteps,
+  runRollout,
+} from "../support/rollout.js";
 import { startS3, type TestS3 } from "../support/s3.js";
 
 // "A rollout drops nothing": 100 endpoint changes the way Deployments make them (in-place moves,
@@ -91,3 +98,38 @@ it("a keep-alive client whose request was in flight on a slot moved in place rea
     await agent.stop();
   }
 });
+
+it("a rolling update of 4 replicas, maxSurge 1, there and back under load: 0 reloads, 0 failed requests", async () => {
+  const old = ROLLOUT_PODS.slice(0, 4);
+  const next = ROLLOUT_PODS.slice(4, 8);
+  const steps = [...rollingUpdate(old, next, 1), ...rollingUpdate(next, old, 1)].map((ips) => ({
+    kind: "rolling update",
+    ips,
+    burst: false,
+  }));
+  const agent = await n.start();
+  try {
+    const result = await runRollout(
+      {
+        httpPort: n.lb.options.httpPort,
+        path: "/web",
+        publish: async (ips, step) => {
+          const result = await n.publish(web("web", pods.port, ips), 7000 + step);
+          expect(result.status, `step ${step}`).toBe("published");
+          return result;
+        },
+        notify: async (published) => expect((await n.notify(agent, published)).status).toBe(202),
+        applied: async (key) => {
+          await waitFor(`${key} applied`, async () => (agent.status().applied?.key === key ? true : undefined), 20_000);
+        },
+        reloads: () => n.reloads(),
+      },
+      old,
+      steps,
+    );
+    const { summary, shortfalls } = rolloutShortfalls(result, agent.status().lastError);
+    expect(shortfalls, summary).toEqual([]);
+  } finally {
+    await agent.stop();
+  }
+}, 120_000);

@@ -57,6 +57,25 @@ export function rolloutSteps(port: number, minSlots = 4): { initial: string[]; s
   return { initial: [x], steps };
 }
 
+/**
+ * The ready endpoints of a Deployment's rolling update from `old` to as many `next` pods, as
+ * maxSurge `surge` with maxUnavailable 0 makes them: `surge` new pods become ready, then as many
+ * of the oldest leave, until every pod is new.
+ */
+export function rollingUpdate(old: readonly string[], next: readonly string[], surge: number): string[][] {
+  const sets: string[][] = [];
+  let current = [...old];
+  for (let added = 0; added < next.length; ) {
+    const batch = next.slice(added, added + surge);
+    added += batch.length;
+    current = [...current, ...batch];
+    sets.push(current);
+    current = current.slice(batch.length);
+    sets.push(current);
+  }
+  return sets;
+}
+
 export interface RolloutTally {
   ok: number;
   /** 503s while the Service had no ready endpoint: the right answer then. */

@@ -1,3 +1,4 @@
+import { rollingUpdate } from "../../support/rollout.js";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decideApply } from "../../../shared/agent/decide.js";
@@ -39,6 +40,7 @@ describe("placeBackends", () => {
       version: 1,
       spareSlots: 4,
       named: ["default_web_80", "shop_api_80"],
+      slots: [4, 4],
       spares: [
         { name: "spare_1", holds: null },
         { name: "spare_2", holds: null },
@@ -76,12 +78,13 @@ describe("placeBackends", () => {
     const render = renderer();
     const ten = (prefix: string) => Array.from({ length: 10 }, (_, i) => `${prefix}.${i + 1}`);
     const web = svc("web", ten("10.0.0"));
-    expect(render(web).layout!.spareSlots).toBe(16);
+    // Ten endpoints take 14 slots: a quarter more, and one free (slots.ts).
+    expect(render(web).layout!.spareSlots).toBe(14);
     const r = render([...web, ...svc("api", ten("10.0.1"))]);
     expect(r.layoutFresh).toBeNull();
     expect(r.layout!.spares[0]).toEqual({ name: "spare_1", holds: "default_api_80" });
     const spare = /^backend spare_1 [^\n]*\n((?: {4}[^\n]*\n)*)/m.exec(r.config)![1]!;
-    expect(spare.match(/^ {4}server s\d+ /gm)).toHaveLength(16);
+    expect(spare.match(/^ {4}server s\d+ /gm)).toHaveLength(14);
     expect(spare.match(/^ {4}server s\d+ 10\.0\.1\.\d+:8080$/gm)).toHaveLength(10);
   });
 
@@ -227,5 +230,55 @@ describe("placeBackends", () => {
     );
     // The property says something only if most changes were absorbed rather than started afresh.
     expect(absorbed).toBeGreaterThan(120);
+  });
+
+  describe("slot counts that hold through rollouts and autoscaling", () => {
+    const pods = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}.${i + 1}`);
+    /** Renders each set of endpoints in turn; the changes after the first that would reload. */
+    const reloadsOver = (sets: string[][]): string[] => {
+      const render = renderer();
+      let before = render(svc("web", sets[0]!)).config;
+      const reloads: string[] = [];
+      for (const [i, set] of sets.slice(1).entries()) {
+        const r = render(svc("web", set));
+        const d = decideApply({ text: before, known: true }, r.config);
+        if (d.kind === "reload" || r.layoutFresh !== null) reloads.push(`step ${i + 1} (${set.length} pods)`);
+        before = r.config;
+      }
+      return reloads;
+    };
+
+    const replicas = Array.from({ length: 20 }, (_, i) => i + 1);
+    it.each(replicas)("a rolling update of %i replicas, maxSurge 1 and 25 %, there and back: no reload", (r) => {
+      for (const surge of [1, Math.ceil(r / 4)]) {
+        const old = pods("10.1.0", r);
+        const next = pods("10.2.0", r);
+        const sets = [old, ...rollingUpdate(old, next, surge), ...rollingUpdate(next, old, surge)];
+        expect(reloadsOver(sets), `maxSurge ${surge}`).toEqual([]);
+      }
+    });
+
+    it.each(replicas)("the autoscaler stepping %i replicas by one, up and down and back: no reload", (r) => {
+      const at = (n: number) => pods("10.1.0", n);
+      expect(reloadsOver([at(r), at(r + 1), at(r), ...(r > 1 ? [at(r - 1), at(r)] : [])])).toEqual([]);
+    });
+
+    it("a backend that outgrows its slots starts a fresh layout, which shrinks the others", () => {
+      const render = renderer();
+      const slotsOf = (config: string, backend: string) =>
+        new RegExp(`^backend ${backend} [^\\n]*\\n((?: {4}[^\\n]*\\n)*)`, "m")
+          .exec(config)![1]!
+          .match(/^ {4}server /gm)!.length;
+      // 10 pods take 14 slots; scaled down to 2, the backend keeps them.
+      render([...svc("web", pods("10.1.0", 10)), ...svc("api", pods("10.2.0", 2))]);
+      const down = render([...svc("web", pods("10.1.0", 2)), ...svc("api", pods("10.2.0", 2))]);
+      expect(down.layoutFresh).toBeNull();
+      expect(slotsOf(down.config, "default_web_80")).toBe(14);
+      // api outgrows its 4 slots: that is a reload, and web gets the 4 slots its 2 pods give.
+      const grown = render([...svc("web", pods("10.1.0", 2)), ...svc("api", pods("10.2.0", 4))]);
+      expect(grown.layoutFresh).toBe("default_api_80 outgrew its 4 server slots");
+      expect(slotsOf(grown.config, "default_web_80")).toBe(4);
+      expect(slotsOf(grown.config, "default_api_80")).toBe(6);
+    });
   });
 });

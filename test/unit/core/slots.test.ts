@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { assignSlots, fnv1a, slotCookies, slotName } from "../../../shared/core/slots.js";
+import { assignSlots, fnv1a, slotCookies, slotCount, slotName, slotsFit } from "../../../shared/core/slots.js";
 
 // What the agent's runtime updates rely on: an endpoint keeps its slot while others come and go.
 
@@ -8,24 +8,41 @@ const endpoint = fc
   .tuple(fc.integer({ min: 1, max: 254 }), fc.integer({ min: 1, max: 254 }))
   .map(([a, b]) => `10.0.${a}.${b}:8080`);
 
+describe("slotCount", () => {
+  it.each([
+    [0, 4, 4],
+    [1, 4, 4],
+    [2, 4, 4],
+    [3, 4, 5],
+    [4, 4, 6],
+    [10, 4, 14],
+    [20, 4, 26],
+    [1000, 4, 1251],
+    [3, 16, 16],
+  ])("%i endpoints, at least %i: %i slots (a quarter more and one)", (endpoints, min, slots) => {
+    expect(slotCount(endpoints, min)).toBe(slots);
+  });
+
+  it("leaves room for a rolling update's surge (25 % rounded up) with one slot free", () => {
+    for (let n = 1; n <= 1000; n++) expect(slotsFit(n + Math.ceil(n / 4), slotCount(n, 1))).toBe(true);
+  });
+
+  it("without a surge (--forward-services), exactly the endpoints, at least the minimum", () => {
+    expect(slotCount(1, 1, false)).toBe(1);
+    expect(slotCount(0, 1, false)).toBe(1);
+  });
+});
+
 describe("assignSlots", () => {
-  it("makes a power-of-two number of slots, at least the minimum and enough for every endpoint", () => {
-    expect(assignSlots([], 4)).toHaveLength(4);
-    expect(assignSlots(["10.0.0.1:80"], 3)).toHaveLength(4);
-    expect(
-      assignSlots(
-        Array.from({ length: 5 }, (_, i) => `10.0.0.${i + 1}:80`),
-        4,
-      ),
-    ).toHaveLength(8);
-    expect(assignSlots(["10.0.0.1:80"], 1)).toHaveLength(1);
+  it("refuses more endpoints than slots", () => {
+    expect(() => assignSlots(["10.0.0.1:80", "10.0.0.2:80"], 1)).toThrow(RangeError);
   });
 
   it("places every endpoint once", () => {
     fc.assert(
       fc.property(fc.uniqueArray(endpoint, { maxLength: 20 }), fc.constantFrom(1, 2, 4, 8), (eps, min) => {
         expect(
-          assignSlots(eps, min)
+          assignSlots(eps, slotCount(eps.length, min))
             .filter((a) => a !== null)
             .sort(),
         ).toEqual([...eps].sort());
