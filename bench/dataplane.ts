@@ -81,8 +81,9 @@ function withPoolMaxConn0(config: string): string {
   let at = -1;
   for (let i = start + 1; start >= 0 && i < lines.length && /^\s/.test(lines[i]!); i++)
     if (/^\s+default-server\b/.test(lines[i]!)) at = i;
-  if (at < 0) throw new Error("no default-server line in the rendered config's defaults http_defaults");
-  lines[at] = `${lines[at]} pool-max-conn 0`;
+  if (start < 0) throw new Error("no defaults http_defaults in the rendered config");
+  if (at >= 0) lines[at] = `${lines[at]} pool-max-conn 0`;
+  else lines.splice(start + 1, 0, "    default-server pool-max-conn 0");
   return lines.join("\n");
 }
 
