@@ -378,7 +378,8 @@ describe("another writer's key never stops publishing (issue 28)", () => {
     const n = await node();
     const { api, kubeconfig } = await cluster([A]);
     // Polling often: the agent lists the store, where it meets the forged keys, besides being pinged.
-    const agent = await start(n, { pollInterval: "300ms" });
+    // A poll period long enough that the forged key is seen applied before the poll moves it back.
+    const agent = await start(n, { pollInterval: "2s" });
     const fn = reconciler(n, kubeconfig, agent).reconciler;
     const first = await fn.reconcileNow(trigger("first"));
     await appliedKey(agent, first.key!);
@@ -432,7 +433,8 @@ describe("another writer's key never stops publishing (issue 28)", () => {
   it("an agent that runs a key the store does not trust (a ping named it) goes back to the newest trusted config at its next poll", async () => {
     const n = await node();
     const { api, kubeconfig } = await cluster([A]);
-    const agent = await start(n, { pollInterval: "300ms" });
+    // A poll period long enough that the forged key is seen applied before the poll moves it back.
+    const agent = await start(n, { pollInterval: "2s" });
     const fn = reconciler(n, kubeconfig, agent).reconciler;
     const first = await fn.reconcileNow(trigger("first"));
     await appliedKey(agent, first.key!);
