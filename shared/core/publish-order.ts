@@ -9,7 +9,8 @@
  * - At or past the mark: publish in the mark's epoch. The seq is 0 for a view no config has, and
  *   the newest seq + 1 for a later decision from the newest config's view (other settings,
  *   another template, an upgrade), so that it wins whatever its sha; identical bytes write no
- *   config (invariant 2), only a marker if the view is newer.
+ *   config (README, "The reconcile function": a config byte-identical to the newest is not
+ *   published), only a marker if the view is newer.
  * - Below the mark: either a stale pass (it listed before another pass recorded a newer view)
  *   or a cluster whose revisions went back (etcd restore, a new cluster behind the same store,
  *   a restarted local stack). The decision needs evidence from the live cluster (see
