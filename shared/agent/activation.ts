@@ -6,8 +6,8 @@
  * loop (applier.ts) calls it one step at a time; nothing here runs concurrently.
  *
  * Never lose the last good config (invariant 3): haproxy.cfg only ever holds a config that passed
- * `haproxy -c`, or one that differs from such a config only in server addresses HAProxy's runtime
- * API accepted; when a reload or start fails the previous file is put back, so a later reload or
+ * `haproxy -c`, or one that differs from such a config only in server addresses and server lines
+ * HAProxy's runtime API accepted; when a reload or start fails the previous file is put back, so a later reload or
  * restart cannot pick up a failure.
  */
 
@@ -171,10 +171,12 @@ export class Activation {
    * (slots make before break, each file swapped atomically), then written. No `haproxy -c`: the
    * new config is a config that passed it (or that HAProxy runs) with other server addresses and
    * `disabled` flags in existing slots, and other lines in pattern files it already loads, and
-   * nothing else — every other line is byte-identical (diffConfigs, diffPatternFiles), each
-   * changed server line matches the server grammar (an IP literal and a port, the same
-   * parameters), each pattern line is an address or CIDR (splitConfig), and HAProxy's runtime
-   * API accepted each address, state and pattern. A config HAProxy parsed with these differs
+   * server lines appended to a backend's servers, and nothing else — every other line is
+   * byte-identical (diffConfigs, diffPatternFiles), each changed or added server line matches the
+   * server grammar (an IP literal and a port, the same parameters; an added one none but
+   * `disabled`), each pattern line is an address or CIDR (splitConfig), and HAProxy's runtime API
+   * accepted each address, state, pattern and new server (`add server`, given the backend's
+   * `default-server` parameters, which are the config parser's defaults for the line). A config HAProxy parsed with these differs
    * from one it accepted only in values its own runtime API just validated, so the check could
    * not say no; it would cost a full parse of the config (a quarter of a second of CPU at 1,000
    * Services) per change. Should the files not be written, the slots and lists go back, so

@@ -13,8 +13,8 @@ export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */
   | { kind: "identical" }
   /**
-   * Only server slots and the lines of pattern files and route maps changed (a Service added into
-   * a spare backend is such a change): these slot commands, in make-before-break order, then these
+   * Only server slots and the lines of pattern files and route maps changed, or a backend gained
+   * server slots it can add at runtime (a Service added into a spare backend is such a change): these slot commands, in make-before-break order, then these
    * files swapped whole (each atomically), on `socket`. Slots first, so a new Service's endpoints
    * are ready before its routes point at them.
    */
@@ -45,7 +45,14 @@ export function decideApply(live: LiveConfig | null, next: string, split: Splitt
   const diff = diffConfigs(from.head, to.head);
   if (diff.kind === "reload") return diff;
   const changes = diff.kind === "runtime" ? diff.changes : [];
-  const plan = planRuntime(changes, diff.kind === "runtime" ? diff.spare : new Map());
+  const adds = diff.kind === "runtime" ? diff.adds : [];
+  const plan = planRuntime(changes, diff.kind === "runtime" ? diff.spare : new Map(), adds);
   if (plan.kind === "reload") return plan;
-  return { kind: "runtime", socket, commands: plan.commands, slots: changes.length, files: files.changed };
+  return {
+    kind: "runtime",
+    socket,
+    commands: plan.commands,
+    slots: changes.length + adds.length,
+    files: files.changed,
+  };
 }

@@ -13,8 +13,10 @@
  * fresh layout: every Service in a backend of its own name and a new set of free spares. So does
  * a layout that would cost the nodes descriptors for nothing: backends left behind holding more
  * slots than the spares do, or a config over the room the smallest node has (core/descriptors.ts),
- * or a backend that outgrew its slots (new server lines are a reload anyway, which a fresh layout
- * uses to give every backend the slots its endpoints give: those that kept more shrink then).
+ * or a backend that outgrew its slots and cannot grow at runtime (slots.ts growsAtRuntime: new
+ * server lines are then a reload anyway, which a fresh layout uses to give every backend the
+ * slots its endpoints give: those that kept more shrink then). A backend that can grow keeps its
+ * place and gets the slots its endpoints give, appended to those it has (`add server`).
  * A node that cannot open a descriptor for every slot runs none of the config, and a removed
  * Service's backends must not keep it there after the Service is gone. The
  * config then differs in its backends anyway, which is a reload; that reload provisions the
@@ -31,7 +33,7 @@ import { compareStrings } from "./compare.js";
 import { settingDefaults } from "./backend-settings.js";
 import { modelDescriptors } from "./descriptors.js";
 import { sha256 } from "./sha256.js";
-import { assignSlots, slotCookies, slotsFit } from "./slots.js";
+import { assignSlots, growsAtRuntime, slotCookies, slotsFit } from "./slots.js";
 
 const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
 const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
@@ -74,6 +76,20 @@ export const backendLayoutSchema = z.object({
         .max(1 << 16),
     )
     .optional(),
+  /**
+   * The slot count each backend that grew at runtime hashes its endpoints into: its count when
+   * the layout placed it (slots.ts assignSlots). Absent: its `slots`.
+   */
+  hashSlots: z
+    .record(
+      BACKEND_NAME,
+      z
+        .number()
+        .int()
+        .min(1)
+        .max(1 << 16),
+    )
+    .optional(),
   /** The spares and the Service port each holds (by its own backend's name), in order. */
   spares: z.array(z.object({ name: SPARE_NAME, holds: BACKEND_NAME.nullable() })),
   /** Backends whose Service port is gone, kept with every slot free. */
@@ -101,7 +117,7 @@ export class LayoutState {
     | { input: Model; layout: BackendLayout | null; output: Model; room: number | null; descriptors: number }
     | undefined;
   /** A named backend in the slots it keeps, by the canonical backend object (renderer caches by identity). */
-  readonly keptAs = new WeakMap<Backend, Backend>();
+  readonly keptAs = new WeakMap<Backend, { hashSlots: number; backend: Backend }>();
   /** The routes moved to spares, reused while routes and layout stay the same (the renderer caches the maps by identity). */
   moved: { input: readonly HttpRoute[]; layout: BackendLayout; output: HttpRoute[] } | undefined;
   /**
@@ -288,6 +304,7 @@ function absorb(
   const spares = previous.spares.map((s) => ({ ...s }));
   const named: string[] = [];
   const namedSlots: number[] = [];
+  const hashSlots: Record<string, number> = {};
   const removed: string[] = [];
   const canonical = model.backends;
   const prev = previous.named;
@@ -297,8 +314,13 @@ function absorb(
     if (j < prev.length && prev[j] === b.name) {
       const had = previous.slots?.[j];
       const kept = keptSlots(b, had, model);
-      // Outgrown: more server lines is a reload, which a fresh layout makes the most of.
-      if (had !== undefined && kept !== had) return `${b.name} outgrew its ${had} server slots`;
+      const hashed = previous.hashSlots?.[b.name] ?? had;
+      if (had !== undefined && kept !== had) {
+        // Outgrown, and no runtime growth: more server lines is a reload, which a fresh layout makes the most of.
+        if (!growsAtRuntime(b.algorithm, b.affinity.kind, b.settings.check))
+          return `${b.name} outgrew its ${had} server slots`;
+        hashSlots[b.name] = hashed!;
+      } else if (hashed !== undefined && hashed !== kept) hashSlots[b.name] = hashed;
       named.push(b.name);
       namedSlots.push(kept);
       j++;
@@ -347,6 +369,7 @@ function absorb(
     spareSlots: slots,
     named,
     slots: namedSlots,
+    ...(Object.keys(hashSlots).length > 0 ? { hashSlots } : {}),
     spares,
     vacated: [...vacated.values()].sort((a, b) => compareStrings(a.name, b.name)),
   };
@@ -365,16 +388,15 @@ function keptSlots(b: Backend, had: number | undefined, model: Model): number {
   return slotsFit(endpoints, had) ? had : b.servers.length;
 }
 
-/** The backend in `count` slots: its endpoints hashed into them, as a backend of that size does. */
-function inSlots(b: Backend, count: number, state: LayoutState): Backend {
-  if (b.servers.length === count) return b;
-  let kept = state.keptAs.get(b);
-  if (!kept || kept.servers.length !== count) {
-    const servers = assignSlots(endpointsOf(b), count);
-    kept = { ...b, servers, cookies: b.cookies === null ? null : slotCookies(servers) };
-    state.keptAs.set(b, kept);
-  }
-  return kept;
+/** The backend in `count` slots: its endpoints hashed into the first `hashSlots` of them (slots.ts assignSlots). */
+function inSlots(b: Backend, count: number, hashSlots: number, state: LayoutState): Backend {
+  if (b.servers.length === count && hashSlots === count) return b;
+  const kept = state.keptAs.get(b);
+  if (kept && kept.backend.servers.length === count && kept.hashSlots === hashSlots) return kept.backend;
+  const servers = assignSlots(endpointsOf(b), count, hashSlots);
+  const backend = { ...b, servers, cookies: b.cookies === null ? null : slotCookies(servers) };
+  state.keptAs.set(b, { hashSlots, backend });
+  return backend;
 }
 
 /**
@@ -471,7 +493,8 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
     if (!layout.slots) return b;
     while (at < layout.named.length && compareStrings(layout.named[at]!, b.name) < 0) at++;
     if (layout.named[at] !== b.name) return b;
-    const kept = inSlots(b, layout.slots[at]!, state);
+    const count = layout.slots[at]!;
+    const kept = inSlots(b, count, layout.hashSlots?.[b.name] ?? count, state);
     if (kept !== b) resized = true;
     return kept;
   });

@@ -10,7 +10,7 @@ import { compareStrings } from "./compare.js";
 import type { RenderOptions } from "./options.js";
 import { OptionsError } from "./settings.js";
 import { MAX_PORT_ENDPOINTS, MAX_SERVICE_PORTS, MAX_SERVICE_SLOTS } from "./service-caps.js";
-import { assignSlots, slotCookies, slotCount } from "./slots.js";
+import { assignSlots, growsAtRuntime, slotCookies, slotCount } from "./slots.js";
 import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
 import { SweptMap } from "./swept-map.js";
 
@@ -303,7 +303,19 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
       });
       addresses = addresses.slice(0, MAX_PORT_ENDPOINTS);
     }
-    const servers = assignSlots(addresses, slotCount(addresses.length, minSlots, !options.forwardServices));
+    const { settings, ignored } = settingsFor(parsedSettings, isTcp ? "tcp" : "http");
+    const cookie = !isTcp && ann.cookieSticky;
+    const algorithm = ann.algorithm ?? options.balanceAlgorithm;
+    const affinity: Backend["affinity"] = cookie
+      ? { kind: "cookie" }
+      : svc.spec.sessionAffinity === "ClientIP"
+        ? {
+            kind: "source",
+            timeoutSeconds: svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT,
+          }
+        : { kind: "none" };
+    const grows = growsAtRuntime(algorithm, affinity.kind, settings.check);
+    const servers = assignSlots(addresses, slotCount(addresses.length, minSlots, !options.forwardServices, grows));
     if (plan.ports.length > 0 && slots + servers.length + (held?.slots ?? 0) > MAX_SERVICE_SLOTS) {
       overSlots.push(sp.port);
       skip(`over the cap of ${MAX_SERVICE_SLOTS} server slots per Service`, sp.port);
@@ -313,25 +325,15 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     // No ready endpoint keeps the backend, every slot free: the route answers 503 (the Service
     // exists, nothing serves it) and scaling back up is a runtime change, not a reload.
     const backendName = `${namespace}_${name}_${sp.port}`;
-    const { settings, ignored } = settingsFor(parsedSettings, isTcp ? "tcp" : "http");
     for (const w of ignored)
       plan.warnings.push({ service: id, port: sp.port, annotation: w.annotation, message: w.message });
-    const cookie = !isTcp && ann.cookieSticky;
-    const affinity: Backend["affinity"] = cookie
-      ? { kind: "cookie" }
-      : svc.spec.sessionAffinity === "ClientIP"
-        ? {
-            kind: "source",
-            timeoutSeconds: svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT,
-          }
-        : { kind: "none" };
     const backend: Backend = {
       name: backendName,
       namespace,
       service: name,
       servicePort: sp.port,
       mode: isTcp ? "tcp" : "http",
-      algorithm: ann.algorithm ?? options.balanceAlgorithm,
+      algorithm,
       affinity,
       servers,
       cookies: affinity.kind === "cookie" ? slotCookies(servers) : null,

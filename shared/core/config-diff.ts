@@ -1,11 +1,14 @@
 /*
  * Decides whether a new HAProxy config can be applied through the runtime API
- * (`set server ... addr/state`) instead of a reload. Pure: text in, verdict out.
+ * (`set server ... addr/state`, `add server`) instead of a reload. Pure: text in, verdict out.
  *
  * It relies on the exact server line our templates produce, inside `backend` sections:
  *   "    server <slot> <ipv4>|[<ipv6>]:<port>[ disabled][ <params>]"
  * Anything it does not recognise must be byte-identical, so an unexpected shape can only
- * cost a reload, never a wrong runtime change.
+ * cost a reload, never a wrong runtime change. The one kind of line that may be new: server
+ * lines appended to a backend's servers (a backend that grew, core/slots.ts), when HAProxy 2.6
+ * can add them at runtime — a dynamic algorithm, no cookie, and `default-server` parameters that
+ * `add server` takes (it does not read `default-server`, so the agent passes them itself).
  */
 
 export interface SlotState {
@@ -23,7 +26,16 @@ export interface ServerChange {
   to: SlotState;
 }
 
-/** A slot that is `disabled` and unchanged in both configs: free to carry an endpoint for a moment. */
+/** A server line the new config appends to a backend, with the backend's `default-server` parameters. */
+export interface ServerAdd {
+  backend: string;
+  server: string;
+  to: SlotState;
+  /** What `add server` is to be given beside the address: the backend's `default-server` parameters. */
+  params: string;
+}
+
+/** A slot that is `disabled` and unchanged in both configs, or added free: free to carry an endpoint for a moment. */
 export interface SpareSlot extends SlotState {
   server: string;
 }
@@ -31,7 +43,7 @@ export interface SpareSlot extends SlotState {
 export type ConfigDiff =
   | { kind: "identical" }
   /** `spare`: for each backend with changes, its slots free before and after (in config order). */
-  | { kind: "runtime"; changes: ServerChange[]; spare: Map<string, SpareSlot[]> }
+  | { kind: "runtime"; changes: ServerChange[]; adds: ServerAdd[]; spare: Map<string, SpareSlot[]> }
   | { kind: "reload"; reason: string };
 
 interface ServerLine {
@@ -75,50 +87,147 @@ function spareOf(line: string): SpareSlot | undefined {
   return s && !s.enabled ? { server: s.server, address: s.address, port: s.port, enabled: false } : undefined;
 }
 
+/**
+ * `default-server` keywords our templates write (core/render.ts serverParams) that HAProxy 2.6's
+ * `add server` accepts with their values. `check` is not among them: a checked server holds a
+ * descriptor, which only the agent's check stage counts.
+ */
+const ADDABLE_PARAMS = new Map<string, number>([
+  ["maxconn", 1],
+  ["proto", 1],
+  ["ssl", 0],
+  ["verify", 1],
+  ["sni", 1],
+  ["alpn", 1],
+  ["send-proxy", 0],
+  ["send-proxy-v2", 0],
+]);
+const DYNAMIC_ALGORITHMS = new Set(["roundrobin", "leastconn", "first"]);
+
+/** What a backend's lines before its servers say about adding servers at runtime. */
+interface BackendFacts {
+  algorithm: string | null;
+  cookie: boolean;
+  params: string;
+}
+
+function noteFact(facts: BackendFacts, line: string): void {
+  if (line.startsWith("    balance ")) facts.algorithm = line.slice(12);
+  else if (line.startsWith("    cookie ")) facts.cookie = true;
+  else if (line.startsWith("    default-server ")) facts.params = line.slice(19);
+}
+
+/** Why HAProxy 2.6 cannot add a server to this backend at runtime, or null when it can. */
+function cannotAdd(facts: BackendFacts, added: ServerLine): string | null {
+  if (facts.algorithm === null || !DYNAMIC_ALGORITHMS.has(facts.algorithm))
+    return `it balances by ${facts.algorithm ?? "no stated algorithm"}, not a dynamic algorithm`;
+  if (facts.cookie) return "it sets cookies, which add server does not take";
+  if (added.params !== "") return `the server line has parameters (${added.params.trim()})`;
+  const words = facts.params.split(" ").filter((w) => w !== "");
+  for (let k = 0; k < words.length; k++) {
+    const values = ADDABLE_PARAMS.get(words[k]!);
+    if (values === undefined) return `its default-server has ${words[k]}, which the agent does not add at runtime`;
+    for (let v = 0; v < values; v++)
+      if (!/^[A-Za-z0-9_.:/()-]+$/.test(words[++k] ?? "")) return "its default-server has an unexpected value";
+  }
+  return null;
+}
+
 export function diffConfigs(oldText: string, newText: string): ConfigDiff {
   if (oldText === newText) return { kind: "identical" };
-  let { start, oldEnd, newEnd } = differingSections(oldText, newText);
-  let a = oldText.slice(start, oldEnd).split("\n");
-  let b = newText.slice(start, newEnd).split("\n");
-  if (a.length !== b.length) {
-    // Lines added or removed: a reload, whichever line says so. The whole configs are compared so
-    // that the reason names the same line as always (past the region, lines no longer pair up).
-    start = 0;
-    a = oldText.split("\n");
-    b = newText.split("\n");
-  }
+  const { start, oldEnd, newEnd } = differingSections(oldText, newText);
   // Reasons name lines of the whole config; the lines before the region are counted only for one.
-  const lineNo = (i: number) => lineCount(oldText, start) + i + 1;
+  const before = lineCount(oldText, start);
+  const diff = walkLines(
+    oldText.slice(start, oldEnd).split("\n"),
+    newText.slice(start, newEnd).split("\n"),
+    (i) => before + i + 1,
+    true,
+  );
+  // Lines added or removed other than a backend's new servers: a reload, whichever line says so.
+  // The whole configs are paired line by line so that the reason names the same line as always.
+  return diff !== "misaligned"
+    ? diff
+    : (walkLines(oldText.split("\n"), newText.split("\n"), (i) => i + 1, false) as ConfigDiff);
+}
+
+/**
+ * Pairs the lines of both configs. `adding`: a server line appended to a backend's servers is an
+ * add, and any other line added or removed makes the walk "misaligned"; else lines pair by index
+ * and the first one past either end is the reload's reason.
+ */
+function walkLines(
+  a: readonly string[],
+  b: readonly string[],
+  lineNo: (i: number) => number,
+  adding: boolean,
+): ConfigDiff | "misaligned" {
   const changes: ServerChange[] = [];
+  const adds: ServerAdd[] = [];
   const spare = new Map<string, SpareSlot[]>();
   // Lines before any difference are identical, so both sides are always in the same section.
   let backend: string | null = null;
+  let facts: BackendFacts = { algorithm: null, cookie: false, params: "" };
   // The current backend's free slots; kept only if the backend has changes.
   let spareHere: SpareSlot[] = [];
   let changesBefore = 0;
+  let previousWasServer = false;
   const closeSection = () => {
     if (backend !== null && changes.length > changesBefore) spare.set(backend, spareHere);
     spareHere = [];
     changesBefore = changes.length;
   };
-  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
     const oldLine = a[i];
-    const newLine = b[i];
-    if (oldLine === undefined) return { kind: "reload", reason: `line ${lineNo(i)} added: ${show(newLine!)}` };
-    if (newLine === undefined) return { kind: "reload", reason: `line ${lineNo(i)} removed: ${show(oldLine)}` };
-    if (oldLine === newLine) {
+    const newLine = b[j];
+    if (oldLine !== undefined && oldLine === newLine) {
       const s = sectionOf(oldLine);
       if (s !== undefined) {
         closeSection();
         backend = s;
+        facts = { algorithm: null, cookie: false, params: "" };
       } else if (backend !== null) {
+        noteFact(facts, oldLine);
         const free = spareOf(oldLine);
         if (free) spareHere.push(free);
       }
+      previousWasServer = oldLine.startsWith("    server ");
+      i++;
+      j++;
       continue;
     }
-    const before = parseServer(oldLine);
-    const after = parseServer(newLine);
+    // A server line after the backend's last one, where the old config's servers end.
+    const added =
+      adding && backend !== null && previousWasServer && newLine !== undefined ? parseServer(newLine) : undefined;
+    if (added && (oldLine === undefined || !oldLine.startsWith("    server "))) {
+      const why = cannotAdd(facts, added);
+      if (why !== null)
+        return {
+          kind: "reload",
+          reason: `server ${backend}/${added.server} is new and cannot be added at runtime: ${why}`,
+        };
+      adds.push({
+        backend: backend!,
+        server: added.server,
+        to: { address: added.address, port: added.port, enabled: added.enabled },
+        params: facts.params,
+      });
+      // Added first (runtime-plan.ts), a new free slot can carry a moving endpoint like any other.
+      if (!added.enabled && added.params === "")
+        spareHere.push({ server: added.server, address: added.address, port: added.port, enabled: false });
+      j++;
+      continue;
+    }
+    const before = oldLine === undefined ? undefined : parseServer(oldLine);
+    const after = newLine === undefined ? undefined : parseServer(newLine);
+    const pairs =
+      backend !== null && before && after && before.server === after.server && before.params === after.params;
+    // A line added or removed, not a server line changed in place.
+    if (!pairs && adding && a.length - i !== b.length - j) return "misaligned";
+    if (oldLine === undefined) return { kind: "reload", reason: `line ${lineNo(i)} added: ${show(newLine!)}` };
+    if (newLine === undefined) return { kind: "reload", reason: `line ${lineNo(i)} removed: ${show(oldLine)}` };
     if (backend === null || !before || !after)
       return { kind: "reload", reason: `line ${lineNo(i)} differs: ${show(oldLine)} -> ${show(newLine)}` };
     if (before.server !== after.server)
@@ -138,9 +247,12 @@ export function diffConfigs(oldText: string, newText: string): ConfigDiff {
       from: { address: before.address, port: before.port, enabled: before.enabled },
       to: { address: after.address, port: after.port, enabled: after.enabled },
     });
+    previousWasServer = true;
+    i++;
+    j++;
   }
   closeSection();
-  return { kind: "runtime", changes, spare };
+  return { kind: "runtime", changes, adds, spare };
 }
 
 /**

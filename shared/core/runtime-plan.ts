@@ -4,6 +4,9 @@
  * instant: make before break. Pure: slot changes in, commands out.
  *
  * Per backend, in this order:
+ * 0. add: a server line the backend gained (it grew, core/slots.ts) is added in maintenance with
+ *    its address (`add server`, HAProxy 2.6: a new server starts in maintenance), and readied
+ *    with the ups when it carries an endpoint;
  * 1. up: a free slot gets its new address while still in maintenance, then goes ready (a
  *    server leaving maintenance starts UP at once on 2.6, with no stale health from its old
  *    address);
@@ -20,10 +23,11 @@
  * diff sees the file's state and nothing else.
  */
 
-import type { ServerChange, SlotState, SpareSlot } from "./config-diff.js";
+import type { ServerAdd, ServerChange, SlotState, SpareSlot } from "./config-diff.js";
 import { entryOf } from "./map-entry.js";
 
 export type RuntimeCommand =
+  | { op: "add"; backend: string; server: string; address: string; port: number; params: string }
   | { op: "addr"; backend: string; server: string; address: string; port: number }
   | { op: "state"; backend: string; server: string; state: "ready" | "drain" | "maint" };
 
@@ -31,6 +35,10 @@ export type RuntimePlan = { kind: "runtime"; commands: RuntimeCommand[] } | { ki
 
 /** The runtime API command line, as HAProxy 2.6's stats socket takes it. */
 export function commandText(c: RuntimeCommand): string {
+  if (c.op === "add") {
+    const address = c.address.includes(":") ? `[${c.address}]` : c.address;
+    return `add server ${c.backend}/${c.server} ${address}:${c.port}${c.params === "" ? "" : ` ${c.params}`}`;
+  }
   return c.op === "addr"
     ? `set server ${c.backend}/${c.server} addr ${c.address} port ${c.port}`
     : `set server ${c.backend}/${c.server} state ${c.state}`;
@@ -41,8 +49,14 @@ const sameAddress = (a: SlotState, b: SlotState) => a.address === b.address && a
 export function planRuntime(
   changes: readonly ServerChange[],
   spare: ReadonlyMap<string, readonly SpareSlot[]>,
+  adds: readonly ServerAdd[] = [],
 ): RuntimePlan {
   const byBackend = new Map<string, ServerChange[]>();
+  const addsOf = new Map<string, ServerAdd[]>();
+  for (const c of adds) {
+    entryOf(addsOf, c.backend, () => []).push(c);
+    entryOf(byBackend, c.backend, () => []);
+  }
   for (const c of changes) entryOf(byBackend, c.backend, () => []).push(c);
   const commands: RuntimeCommand[] = [];
   for (const [backend, list] of byBackend) {
@@ -63,8 +77,12 @@ export function planRuntime(
     const moves = list.filter((c) => c.from.enabled && c.to.enabled && !sameAddress(c.from, c.to));
     const downs = list.filter((c) => c.from.enabled && !c.to.enabled);
     const quiet = list.filter((c) => !c.from.enabled && !c.to.enabled);
-    // Every new address first, then every slot ready: two lines of the CLI (see runtimeLines).
+    const added = addsOf.get(backend) ?? [];
+    // Every new server and address first, then every slot ready: two lines of the CLI (see runtimeLines).
+    for (const c of added)
+      commands.push({ op: "add", backend, server: c.server, address: c.to.address, port: c.to.port, params: c.params });
     for (const c of ups) if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
+    for (const c of added) if (c.to.enabled) commands.push(state(c.server, "ready"));
     for (const c of ups) commands.push(state(c.server, "ready"));
     if (moves.length > 0) {
       const bridge = spare.get(backend)?.[0];
@@ -101,7 +119,8 @@ export function planRuntime(
  * order; a line goes out only once every command before it took effect. The CLI runs the rest of
  * a line after a refused command, so a line never holds a command whose safety rests on another
  * command of the same line:
- * - a `ready` on a slot that line re-addresses (refused, the slot would serve its old address);
+ * - a `ready` on a slot that line re-addresses or adds (refused, the slot would serve its old
+ *   address, or does not exist);
  * - a `drain` or `maint` after a `ready` (refused, capacity would go before it came);
  * - an `addr` on a slot that line takes out of service or puts in (refused, the slot may still
  *   serve, or serve the old address).
@@ -115,10 +134,10 @@ export function runtimeLines(commands: readonly RuntimeCommand[]): RuntimeComman
   const sameSlot = (a: RuntimeCommand, b: RuntimeCommand) => a.backend === b.backend && a.server === b.server;
   for (const c of commands) {
     const restsOnLine = line.some((d) =>
-      c.op === "addr"
+      c.op !== "state"
         ? d.op === "state" && sameSlot(c, d)
         : c.state === "ready"
-          ? d.op === "addr" && sameSlot(c, d)
+          ? d.op !== "state" && sameSlot(c, d)
           : d.op === "state" && d.state === "ready",
     );
     if (restsOnLine) {

@@ -12,12 +12,14 @@
 export const MAX_SERVICE_PORTS = 64;
 /**
  * Ready endpoints served per port, first by address: 1,000, where the v1 Endpoints API truncates
- * too (`endpoints.kubernetes.io/over-capacity`). At most slotCount(1,000) = 1,251 slots.
+ * too (`endpoints.kubernetes.io/over-capacity`). At most slotCount(1,000) slots: 1,001 in a
+ * backend that grows at runtime, 1,251 in one that cannot (core/slots.ts).
  */
 export const MAX_PORT_ENDPOINTS = 1000;
 /**
  * Server slots per Service, over all its ports: a port that would take the Service past it is
  * not served. Its first port always is, and room is kept for the port of its host: two ports of
- * the most endpoints (1,251 slots each, more than --min-server-slots gives) fit.
+ * the most endpoints (1,251 slots each where they cannot grow at runtime, more than
+ * --min-server-slots gives) fit.
  */
 export const MAX_SERVICE_SLOTS = 2502;

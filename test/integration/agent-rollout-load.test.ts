@@ -115,3 +115,37 @@ it("a rolling update of 4 replicas, maxSurge 1, there and back under load: 0 rel
   }));
   expect(await rolloutShortfallsThroughAgent(old, steps, 7000)).toEqual([]);
 }, 120_000);
+
+it("a backend that outgrows its slots grows at runtime (add server): every new pod serves, 0 reloads, and a restart loads the grown file", async () => {
+  const all = ROLLOUT_PODS.slice(0, 8);
+  const first = await n.publish(web("web", pods.port, all.slice(0, 1)), 9000);
+  const agent = await n.start();
+  try {
+    await waitFor("one pod served", async () => (agent.status().applied?.key === first.key ? true : undefined));
+    const reloads = await n.reloads();
+    // One pod takes --min-server-slots (4); from the 4th pod on, each outgrows the slots by one.
+    for (let size = 2; size <= all.length; size++) {
+      const step = await n.publish(web("web", pods.port, all.slice(0, size)), 9000 + size);
+      expect((await n.notify(agent, step)).status).toBe(202);
+      await waitFor(`${size} pods applied`, async () => (agent.status().applied?.key === step.key ? true : undefined));
+      expect(agent.status().applied?.how, `${size} pods`).toBe("runtime");
+    }
+    expect(n.lastConfig().match(/^ {4}server s\d+ /gm)!.length).toBeGreaterThanOrEqual(9);
+    const served = new Set<string>();
+    for (let i = 0; i < 64 && served.size < all.length; i++) served.add((await n.get(`/web/${i}`)).body.split(" ")[0]!);
+    expect([...served].sort()).toEqual(all.map(podName).sort());
+    expect(await n.reloads()).toBe(reloads);
+  } finally {
+    await agent.stop();
+  }
+  // A new agent starts HAProxy on the file: the grown backend as it was written, every pod served.
+  const again = await n.start();
+  try {
+    await waitFor("restarted", async () => (again.status().applied ? true : undefined));
+    const served = new Set<string>();
+    for (let i = 0; i < 64 && served.size < all.length; i++) served.add((await n.get(`/web/${i}`)).body.split(" ")[0]!);
+    expect([...served].sort()).toEqual(all.map(podName).sort());
+  } finally {
+    await again.stop();
+  }
+}, 120_000);

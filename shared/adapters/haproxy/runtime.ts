@@ -40,12 +40,17 @@ function checkedCommandText(c: RuntimeCommand): string {
   const address = c.address.replace(/^\[(.*)\]$/, "$1");
   if (isIP(address) === 0) throw new Error(`not an IP address: ${JSON.stringify(c.address)}`);
   if (!Number.isInteger(c.port) || c.port < 1 || c.port > 65535) throw new Error(`invalid port: ${c.port}`);
+  // A `;` would end the command and start another on the CLI.
+  if (c.op === "add" && !/^[A-Za-z0-9_.:/() -]*$/.test(c.params))
+    throw new Error(`invalid server parameters for the runtime API: ${JSON.stringify(c.params)}`);
   return commandText({ ...c, address });
 }
 
 /** Whether HAProxy 2.6 answered a slot command with what it answers when it did it. */
 function tookEffect(c: RuntimeCommand, answer: string): boolean {
-  // An address: "IP changed from ..." or "no need to change the addr, ..." (2.6.12); a state: nothing.
+  // An address: "IP changed from ..." or "no need to change the addr, ..." (2.6.12); a new
+  // server: "New server registered."; a state: nothing.
+  if (c.op === "add") return answer === "New server registered.";
   return c.op === "addr" ? /^(IP changed from|no need to change the addr)/.test(answer) : answer === "";
 }
 

@@ -56,10 +56,14 @@ describe("decideApply", () => {
       'reload: line 4 differs: "" -> "    maxconn 100"',
     ],
     [
-      "an added slot",
+      "slots added to the backend (it grew): added in maintenance, the one with an endpoint readied",
       { text: config([A, null]), known: true },
       config([A, null, B, null]),
-      'reload: line 9 differs: "" -> "    server s3 10.0.0.2:8080"',
+      [
+        "add server default_web_80/s3 10.0.0.2:8080",
+        "add server default_web_80/s4 127.0.0.1:1",
+        "set server default_web_80/s3 state ready",
+      ],
     ],
     [
       "scale up",

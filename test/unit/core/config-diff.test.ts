@@ -53,6 +53,7 @@ describe("diffConfigs", () => {
     expect(diffConfigs(base, next)).toEqual({
       kind: "runtime",
       changes: [{ backend: web, server: "s1", from: on("10.0.0.1", 8080), to: on("10.0.0.9", 8081) }],
+      adds: [],
       // The backend's slots free before and after, for make before break (core/runtime-plan.ts).
       spare: new Map([[web, [free("s2"), free("s4")]]]),
     });
@@ -63,6 +64,7 @@ describe("diffConfigs", () => {
     expect(diffConfigs(base, next)).toEqual({
       kind: "runtime",
       changes: [{ backend: web, server: "s2", from: off, to: on("10.0.0.2", 8080) }],
+      adds: [],
       spare: new Map([[web, [free("s4")]]]),
     });
   });
@@ -72,6 +74,7 @@ describe("diffConfigs", () => {
     expect(diffConfigs(base, next)).toEqual({
       kind: "runtime",
       changes: [{ backend: web, server: "s1", from: on("10.0.0.1", 8080), to: off }],
+      adds: [],
       spare: new Map([[web, [free("s2"), free("s4")]]]),
     });
   });
@@ -84,6 +87,7 @@ describe("diffConfigs", () => {
         { backend: web, server: "s3", from: on("fd00::1", 8080), to: on("fd00::2:1", 8443) },
         { backend: "shop_api_8080", server: "s2", from: on("10.0.1.2", 9000), to: on("10.0.1.3", 9000) },
       ],
+      adds: [],
       // shop_api_8080 has no free slot: an in-place move there cannot be bridged.
       spare: new Map([
         [web, [free("s2"), free("s4")]],
@@ -97,21 +101,84 @@ describe("diffConfigs", () => {
     expect(diffConfigs(base, next)).toMatchObject({
       kind: "runtime",
       changes: [{ server: "s1", to: { address: "2001:db8::7" } }],
+      adds: [],
     });
     expect(diffConfigs(next, base)).toMatchObject({
       kind: "runtime",
       changes: [{ server: "s1", to: { address: "10.0.0.1" } }],
+      adds: [],
     });
   });
 
-  it("an added server needs a reload", () => {
-    const next = edit(
+  it("a server appended to a backend that balances dynamically is added at runtime, with its default-server", () => {
+    const grown = base
+      .replace("    balance roundrobin\n", "    balance roundrobin\n    default-server maxconn 50 send-proxy\n")
+      .replace(
+        "    server s4 127.0.0.1:1 disabled\n",
+        "    server s4 127.0.0.1:1 disabled\n    server s5 10.0.0.4:8080\n    server s6 127.0.0.1:1 disabled\n",
+      );
+    const before = base.replace(
+      "    balance roundrobin\n",
+      "    balance roundrobin\n    default-server maxconn 50 send-proxy\n",
+    );
+    expect(diffConfigs(before, grown)).toEqual({
+      kind: "runtime",
+      changes: [],
+      adds: [
+        { backend: web, server: "s5", to: on("10.0.0.4", 8080), params: "maxconn 50 send-proxy" },
+        { backend: web, server: "s6", to: off, params: "maxconn 50 send-proxy" },
+      ],
+      spare: new Map(),
+    });
+  });
+
+  it.each([
+    [
+      "a static algorithm",
+      "    balance roundrobin\n",
+      "    balance source\n",
+      /balances by source, not a dynamic algorithm/,
+    ],
+    [
+      "cookies",
+      "    balance roundrobin\n",
+      "    balance roundrobin\n    cookie SERVERID insert indirect nocache\n",
+      /sets cookies/,
+    ],
+    [
+      "health checks",
+      "    balance roundrobin\n",
+      "    balance roundrobin\n    default-server check inter 2s\n",
+      /default-server has check/,
+    ],
+  ])("a server appended to a backend with %s needs a reload", (_, from, to, why) => {
+    const before = edit(from, to);
+    const next = before.replace(
       "    server s4 127.0.0.1:1 disabled\n",
       "    server s4 127.0.0.1:1 disabled\n    server s5 10.0.0.4:8080\n",
     );
-    const d = diffConfigs(base, next);
-    expect(d.kind).toBe("reload");
-    expect(d.kind === "reload" && d.reason).toMatch(/^line 19 differs: "" -> " {4}server s5 10\.0\.0\.4:8080/);
+    const d = diffConfigs(before, next);
+    expect(d.kind === "reload" && d.reason).toMatch(
+      /^server default_web_80\/s5 is new and cannot be added at runtime: /,
+    );
+    expect(d.kind === "reload" && d.reason).toMatch(why);
+  });
+
+  it("a server line added anywhere else needs a reload", () => {
+    const first = edit("    server s1 10.0.0.1:8080\n", "    server s0 10.0.0.5:8080\n    server s1 10.0.0.1:8080\n");
+    expect(diffConfigs(base, first)).toEqual({
+      kind: "reload",
+      reason: "line 15: server default_web_80/s1 replaced by s0",
+    });
+    const cookies = edit(
+      "    server s2 10.0.1.2:9000 cookie 0123beef\n",
+      "    server s2 10.0.1.2:9000 cookie 0123beef\n    server s3 10.0.1.3:9000\n",
+    );
+    expect(diffConfigs(base, cookies)).toEqual({
+      kind: "reload",
+      reason:
+        "server shop_api_8080/s3 is new and cannot be added at runtime: it balances by no stated algorithm, not a dynamic algorithm",
+    });
   });
 
   it("a changed server parameter needs a reload, even with an address change", () => {
@@ -237,15 +304,19 @@ describe("the contract between the built-in templates and the agent", () => {
 /**
  * The walk over every line of both configs that diffConfigs did before it walked only the sections
  * that differ: the oracle of the tests below, which must agree with it on every verdict, change,
- * spare slot and reason.
+ * added server, spare slot and reason. Server lines appended to a backend's servers are added
+ * (this file's configs balance roundrobin with no default-server); any other line added or
+ * removed is a reload, named by pairing the lines by index.
  */
 function wholeTextWalk(oldText: string, newText: string) {
   if (oldText === newText) return { kind: "identical" };
   const a = oldText.split("\n");
   const b = newText.split("\n");
   const changes: unknown[] = [];
+  const adds: unknown[] = [];
   const spare = new Map<string, unknown[]>();
   let backend: string | null = null;
+  let dynamic = false;
   let spareHere: Array<{ server: string; address: string; port: number; enabled: boolean }> = [];
   let changesBefore = 0;
   const show = (line: string, max = 100) => JSON.stringify(line.length > max ? `${line.slice(0, max)}…` : line);
@@ -254,26 +325,46 @@ function wholeTextWalk(oldText: string, newText: string) {
     spareHere = [];
     changesBefore = changes.length;
   };
-  for (let i = 0; i < Math.max(a.length, b.length); i++) {
-    const [oldLine, newLine, n] = [a[i], b[i], i + 1];
-    if (oldLine === undefined) return { kind: "reload", reason: `line ${n} added: ${show(newLine!)}` };
-    if (newLine === undefined) return { kind: "reload", reason: `line ${n} removed: ${show(oldLine)}` };
-    if (oldLine === newLine) {
+  const isServer = (line: string | undefined) => line?.startsWith("    server ") === true;
+  let i = 0;
+  let j = 0;
+  for (; i < a.length || j < b.length; i++, j++) {
+    const [oldLine, newLine, n] = [a[i], b[j], i + 1];
+    if (oldLine !== undefined && oldLine === newLine) {
       const s = sectionOf(oldLine);
       if (s !== undefined) {
         closeSection();
         backend = s;
+        dynamic = false;
       } else if (backend !== null) {
+        if (oldLine === "    balance roundrobin") dynamic = true;
         const p = parseServer(oldLine);
         if (p && !p.enabled && p.params === "")
           spareHere.push({ server: p.server, address: p.address, port: p.port, enabled: false });
       }
       continue;
     }
-    const before = parseServer(oldLine);
-    const after = parseServer(newLine);
+    const added = newLine === undefined ? undefined : parseServer(newLine);
+    if (backend !== null && added && isServer(a[i - 1]) && !isServer(oldLine)) {
+      if (!dynamic || added.params !== "") return pairWalk(a, b);
+      adds.push({
+        backend,
+        server: added.server,
+        to: { address: added.address, port: added.port, enabled: added.enabled },
+        params: "",
+      });
+      if (!added.enabled)
+        spareHere.push({ server: added.server, address: added.address, port: added.port, enabled: false });
+      i--;
+      continue;
+    }
+    const before = oldLine === undefined ? undefined : parseServer(oldLine);
+    const after = newLine === undefined ? undefined : parseServer(newLine);
+    const inPlace =
+      backend !== null && before && after && before.server === after.server && before.params === after.params;
+    if (!inPlace && a.length - i !== b.length - j) return pairWalk(a, b);
     if (backend === null || !before || !after)
-      return { kind: "reload", reason: `line ${n} differs: ${show(oldLine)} -> ${show(newLine)}` };
+      return { kind: "reload", reason: `line ${n} differs: ${show(oldLine!)} -> ${show(newLine!)}` };
     if (before.server !== after.server)
       return { kind: "reload", reason: `line ${n}: server ${backend}/${before.server} replaced by ${after.server}` };
     if (before.params !== after.params)
@@ -289,7 +380,41 @@ function wholeTextWalk(oldText: string, newText: string) {
     });
   }
   closeSection();
-  return { kind: "runtime", changes, spare };
+  return { kind: "runtime", changes, adds, spare };
+
+  /** Lines added or removed: the first line where an index-by-index pairing stops. */
+  function pairWalk(a: string[], b: string[]) {
+    for (let k = 0; k < Math.max(a.length, b.length); k++) {
+      const [oldLine, newLine, n] = [a[k], b[k], k + 1];
+      if (oldLine === undefined) return { kind: "reload", reason: `line ${n} added: ${show(newLine!)}` };
+      if (newLine === undefined) return { kind: "reload", reason: `line ${n} removed: ${show(oldLine)}` };
+      if (oldLine === newLine) continue;
+      const before = parseServer(oldLine);
+      const after = parseServer(newLine);
+      if (sectionAt(a, k) === null || !before || !after)
+        return { kind: "reload", reason: `line ${n} differs: ${show(oldLine)} -> ${show(newLine)}` };
+      if (before.server !== after.server)
+        return {
+          kind: "reload",
+          reason: `line ${n}: server ${sectionAt(a, k)}/${before.server} replaced by ${after.server}`,
+        };
+      if (before.params !== after.params)
+        return {
+          kind: "reload",
+          reason: `line ${n}: server ${sectionAt(a, k)}/${before.server} parameters changed: ${show(before.params.trim(), 60)} -> ${show(after.params.trim(), 60)}`,
+        };
+    }
+    throw new Error("configs of different lengths always differ in a line");
+  }
+}
+
+/** The backend whose section holds line k. */
+function sectionAt(lines: string[], k: number): string | null {
+  for (let i = k; i >= 0; i--) {
+    const s = sectionOf(lines[i]!);
+    if (s !== undefined) return s;
+  }
+  return null;
 }
 
 describe("diffConfigs walks only the sections that differ", () => {
@@ -330,6 +455,14 @@ describe("diffConfigs walks only the sections that differ", () => {
         config,
         "backend svc_1500_80 from http_defaults\n    balance roundrobin\n    server s1 10.5.220.1:8080\n    server s2 10.5.220.2:8080\n    server s3 10.5.220.3:8080\n    server s4 127.0.0.1:1 disabled",
         "backend svc_1500_80 from http_defaults\n    balance roundrobin\n    server s1 10.5.220.1:8080\n    server s2 10.5.220.2:8080\n    server s3 10.5.220.3:8080\n    server s4 10.9.9.9:8080",
+      ),
+    ],
+    [
+      "a free slot taken and a server appended after the backend's last",
+      at(
+        config,
+        "    server s3 10.0.9.3:8080\n    server s4 127.0.0.1:1 disabled\n",
+        "    server s3 10.0.9.3:8080\n    server s4 10.9.9.9:8080\n    server s5 127.0.0.1:1 disabled\n",
       ),
     ],
     ["a backend renamed", at(config, "backend svc_2000_80 ", "backend svc_2000_81 ")],
@@ -395,6 +528,7 @@ describe("diffConfigs walks only the sections that differ", () => {
     expect(diffConfigs(config, next)).toEqual({
       kind: "runtime",
       changes: [{ backend: "svc_768_80", server: "s2", from: on("10.3.0.2", 8080), to: on("10.9.9.9", 8080) }],
+      adds: [],
       spare: new Map([["svc_768_80", [free("s4")]]]),
     });
   });

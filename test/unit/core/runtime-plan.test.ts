@@ -17,7 +17,7 @@ function backend(name: string, slots: Array<string | null>): string {
 function plan(before: string, after: string): RuntimePlan {
   const d = diffConfigs(before, after);
   if (d.kind !== "runtime") throw new Error(`expected a runtime diff, got ${JSON.stringify(d)}`);
-  return planRuntime(d.changes, d.spare);
+  return planRuntime(d.changes, d.spare, d.adds);
 }
 
 function commands(before: Array<string | null>, after: Array<string | null>): string[] | string {
@@ -103,6 +103,31 @@ describe("planRuntime", () => {
     expect(commands(["[fd00::1]:80"], ["[fd00::2]:80"])).toMatch(/from \[fd00::1\]:80 to \[fd00::2\]:80/);
   });
 
+  it("adds the slots a backend grew by in maintenance, then readies the one that carries an endpoint with the ups", () => {
+    expect(commands([A, null], [A, B, null, C])).toEqual([
+      "add server web/s3 127.0.0.1:1",
+      "add server web/s4 10.0.0.3:8080",
+      "set server web/s2 addr 10.0.0.2 port 8080",
+      "set server web/s4 state ready",
+      "set server web/s2 state ready",
+    ]);
+  });
+
+  it("moves an endpoint in place through a slot the backend just grew by", () => {
+    expect(commands([A, B], [C, B, null])).toEqual([
+      "add server web/s3 127.0.0.1:1",
+      "set server web/s3 addr 10.0.0.3 port 8080",
+      "set server web/s3 state ready",
+      "set server web/s1 state drain",
+      "set server web/s1 state maint",
+      "set server web/s1 addr 10.0.0.3 port 8080",
+      "set server web/s1 state ready",
+      "set server web/s3 state drain",
+      "set server web/s3 state maint",
+      "set server web/s3 addr 127.0.0.1 port 1",
+    ]);
+  });
+
   it("keeps backends apart: each uses its own spare", () => {
     const p = plan(
       backend("a", [A, null]) + backend("b", [B, null]),
@@ -130,15 +155,18 @@ function liveOf(slots: Array<string | null>): Map<string, Live> {
 const pool = Array.from({ length: 12 }, (_, i) => `10.1.0.${i + 1}:8080`);
 const endpointSet = fc.uniqueArray(fc.constantFrom(...pool), { maxLength: 8 });
 /**
- * A backend's endpoints before and after, placed into its slots, as many before as after (a
- * different slot count is a structural change: a reload, not the planner's business).
+ * A backend's endpoints before and after, placed into its slots: as many after as before, or
+ * more (it grew: the new slots appended, endpoints hashed into the first as before). Fewer is a
+ * fresh layout's reload, not the planner's business.
  */
-const slotChange = fc.tuple(endpointSet, endpointSet, fc.constantFrom(8, 9, 12, 16)).map(([before, after, slots]) => ({
-  before,
-  after,
-  old: assignSlots(before, slots),
-  next: assignSlots(after, slots),
-}));
+const slotChange = fc
+  .tuple(endpointSet, endpointSet, fc.constantFrom(8, 9, 12, 16), fc.nat({ max: 4 }))
+  .map(([before, after, slots, grown]) => ({
+    before,
+    after,
+    old: assignSlots(before, slots),
+    next: assignSlots(after, slots + grown, slots),
+  }));
 
 describe("planRuntime, any endpoint change of a backend", () => {
   it("never has fewer ready servers than min(before, after), never re-addresses a serving slot, and ends in the new slots", () => {
@@ -148,7 +176,7 @@ describe("planRuntime, any endpoint change of a backend", () => {
         if (d.kind === "identical") return;
         expect(d.kind).toBe("runtime");
         if (d.kind !== "runtime") return;
-        const p = planRuntime(d.changes, d.spare);
+        const p = planRuntime(d.changes, d.spare, d.adds);
         if (p.kind === "reload") {
           // Only for lack of a spare slot.
           expect(next.concat(old).filter((a) => a === null).length).toBeLessThan(2 * old.length);
@@ -159,6 +187,11 @@ describe("planRuntime, any endpoint change of a backend", () => {
         const ready = () => [...live.values()].filter((l) => l.admin === "ready").length;
         const floor = Math.min(before.length, after.length);
         for (const c of p.commands) {
+          if (c.op === "add") {
+            expect(live.has(c.server), `${commandText(c)}: the slot exists`).toBe(false);
+            live.set(c.server, { addr: `${c.address}:${c.port}`, admin: "maint" });
+            continue;
+          }
           const slot = live.get(c.server)!;
           if (c.op === "addr") {
             expect(slot.admin, `${commandText(c)} on a slot in ${slot.admin}`).toBe("maint");
@@ -202,7 +235,7 @@ describe("runtimeLines", () => {
       fc.property(slotChange, ({ before, after, old, next }) => {
         const d = diffConfigs(backend("web", old), backend("web", next));
         if (d.kind !== "runtime") return;
-        const p = planRuntime(d.changes, d.spare);
+        const p = planRuntime(d.changes, d.spare, d.adds);
         if (p.kind === "reload") return;
         const lines = runtimeLines(p.commands);
         expect(lines.flat()).toEqual(p.commands);
@@ -218,7 +251,13 @@ describe("runtimeLines", () => {
                 failed = true;
                 continue;
               }
-              const slot = live.get(c.server)!;
+              if (c.op === "add") {
+                live.set(c.server, { addr: `${c.address}:${c.port}`, admin: "maint" });
+                continue;
+              }
+              // A slot whose add was refused does not exist: HAProxy refuses its commands too.
+              const slot = live.get(c.server);
+              if (!slot) continue;
               if (c.op === "addr") slot.addr = `${c.address}:${c.port}`;
               else slot.admin = c.state;
               const ready = [...live.values()].filter((l) => l.admin === "ready");

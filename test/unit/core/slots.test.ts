@@ -1,12 +1,45 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { assignSlots, fnv1a, slotCookies, slotCount, slotName, slotsFit } from "../../../shared/core/slots.js";
+import {
+  assignSlots,
+  fnv1a,
+  growsAtRuntime,
+  slotCookies,
+  slotCount,
+  slotName,
+  slotsFit,
+} from "../../../shared/core/slots.js";
 
 // What the agent's runtime updates rely on: an endpoint keeps its slot while others come and go.
 
 const endpoint = fc
   .tuple(fc.integer({ min: 1, max: 254 }), fc.integer({ min: 1, max: 254 }))
   .map(([a, b]) => `10.0.${a}.${b}:8080`);
+
+describe("growsAtRuntime", () => {
+  it.each([
+    ["roundrobin", "none", false, true],
+    ["leastconn", "source", false, true],
+    ["first", "none", false, true],
+    ["source", "none", false, false],
+    ["roundrobin", "cookie", false, false],
+    ["roundrobin", "none", true, false],
+  ] as const)("%s, affinity %s, checked %s: %s", (algorithm, affinity, check, grows) => {
+    expect(growsAtRuntime(algorithm, affinity, check)).toBe(grows);
+  });
+});
+
+describe("slotCount, a backend that grows at runtime", () => {
+  it.each([
+    [0, 4, 4],
+    [3, 4, 4],
+    [4, 4, 5],
+    [10, 4, 11],
+    [1000, 4, 1001],
+  ])("%i endpoints, at least %i: %i slots (one free)", (endpoints, min, slots) => {
+    expect(slotCount(endpoints, min, true, true)).toBe(slots);
+  });
+});
 
 describe("slotCount", () => {
   it.each([
@@ -98,5 +131,30 @@ describe("slotCookies", () => {
 describe("slotName", () => {
   it("names slots s1…sN by position, in any order of asking", () => {
     expect([15, 0, 1023, 1].map(slotName)).toEqual(["s16", "s1", "s1024", "s2"]);
+  });
+});
+
+describe("assignSlots in a backend that grew", () => {
+  it("places endpoints that fit the first hashSlots slots as a backend of that size does, the added ones free", () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(endpoint, { maxLength: 12 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.nat({ max: 6 }),
+        (addresses, base, grown) => {
+          fc.pre(addresses.length <= base);
+          const slots = assignSlots(addresses, base + grown, base);
+          expect(slots.slice(0, base)).toEqual(assignSlots(addresses, base));
+          expect(slots.slice(base).every((s) => s === null)).toBe(true);
+        },
+      ),
+    );
+  });
+
+  it("puts what the first hashSlots cannot hold into the added slots, in order", () => {
+    const addresses = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80", "10.0.0.5:80"];
+    const slots = assignSlots(addresses, 6, 4);
+    expect(new Set(slots.slice(0, 4))).toEqual(new Set(addresses.slice(0, 4)));
+    expect(slots.slice(4)).toEqual(["10.0.0.5:80", null]);
   });
 });
