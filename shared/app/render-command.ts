@@ -15,7 +15,7 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   const ctx = new RenderContext(options, { template: merged.template as string | undefined });
   const t0 = performance.now();
   const snapshot = flags.snapshot
-    ? readSnapshotFile(flags.snapshot as string)
+    ? readSnapshotFile(flags.snapshot as string, "--snapshot")
     : await (await import("../adapters/snapshot-source.js")).readLiveSnapshot(options, {
         kubeconfig: merged.kubeconfig as string | undefined,
         context: merged.context as string | undefined,
