@@ -47,7 +47,11 @@ addRenderOptions(
     .description("render haproxy.cfg for a snapshot file or the live cluster; publishes nothing")
     .option("--snapshot <file>", "kubectl get services,endpointslices -A -o json|yaml output; - for stdin")
     .addOption(new Option("--format <format>", "output").choices(["cfg", "json"]).default("cfg"))
-    .option("--check", "also validate the result with haproxy -c"),
+    .option("--check", "also validate the result with haproxy -c")
+    .option(
+      "--out <dir>",
+      "write what the agent puts on disk (haproxy.cfg, maps/, patterns/) into this new, empty or previously rendered directory instead of printing the config",
+    ),
 ).action(async (flags: Record<string, unknown>) => {
   const { runRender } = await import("../shared/app/render-command.js");
   process.exitCode = await runRender(flags);

@@ -1,9 +1,10 @@
 /*
  * Tells the agents that a new config is published. A ping is an optimisation only: agents poll
- * the store on their own timer (invariant 4), so nothing here ever throws; failures are logged
- * and counted. A fleet is pinged a bounded number at a time within an overall deadline, and the
- * agent Service's EndpointSlices are listed once per DISCOVERY_TTL_MS, not once per change: an
- * agent not pinged in time, or not yet listed, converges by its own poll.
+ * the store on their own timer (docs/design.md#invariant-4-converge-without-pings), so nothing
+ * here ever throws; failures are logged and counted. A fleet is pinged a bounded number at a time
+ * within an overall deadline, and the agent Service's EndpointSlices are listed once per
+ * DISCOVERY_TTL_MS, not once per change: an agent not pinged in time, or not yet listed, converges
+ * by its own poll.
  */
 
 import { readFile } from "node:fs/promises";

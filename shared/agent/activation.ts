@@ -5,9 +5,10 @@
  * else `haproxy -c`, atomic write, reload (or the first start). The pull
  * loop (applier.ts) calls it one step at a time; nothing here runs concurrently.
  *
- * Never lose the last good config (invariant 3): haproxy.cfg only ever holds a config that passed
- * `haproxy -c`, or one that differs from such a config only in server addresses and server lines
- * HAProxy's runtime API accepted; when a reload or start fails the previous file is put back, so a later reload or
+ * Never lose the last good config (docs/design.md#invariant-3-never-lose-the-last-good-config):
+ * haproxy.cfg only ever holds a config that passed `haproxy -c`, or one that differs from such a
+ * config only in server addresses and server lines HAProxy's runtime API accepted; when a reload
+ * or start fails the previous file is put back, so a later reload or
  * restart cannot pick up a failure.
  */
 

@@ -344,7 +344,8 @@ export class Applier {
   /** `runningDistrusted`: the store no longer trusts the running key, which therefore orders nothing. */
   private async take(config: StoredConfig, runningDistrusted = false): Promise<void> {
     if (this.stopped) return;
-    // Newest wins, never older (invariant 1), whatever path brought the config here; a pin names exactly one.
+    // Newest wins, never older (docs/design.md#invariant-1-the-latest-decision-wins), whatever path
+    // brought the config here; a pin names exactly one.
     const runningKey = this.node.current?.key ?? null;
     const pinned = this.pinned?.key;
     if (

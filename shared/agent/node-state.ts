@@ -122,8 +122,9 @@ export class NodeState {
 
   /**
    * Only a key after this one may be taken: the running config's, or the failed one's while it
-   * backs off when that is newer (invariant 1: a config running through the runtime API moves
-   * `current` past a failure without clearing it, so the failure alone is not enough).
+   * backs off when that is newer (docs/design.md#invariant-1-the-latest-decision-wins: a config
+   * running through the runtime API moves `current` past a failure without clearing it, so the
+   * failure alone is not enough).
    */
   afterKey(): string | null {
     const running = this.current?.key ?? null;

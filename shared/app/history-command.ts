@@ -1,7 +1,7 @@
 /*
  * `servicelb history` and `servicelb diff A B`: the operator's view of the published configs
- * (invariant 6), with the same settings (flags, SERVICELB_*, config file) as the functions. Each
- * returns the exit code; output goes to stdout.
+ * (docs/design.md#invariant-6-history), with the same settings (flags, SERVICELB_*, config file)
+ * as the functions. Each returns the exit code; output goes to stdout.
  */
 
 import { OptionsError } from "../core/settings.js";

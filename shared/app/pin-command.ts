@@ -1,8 +1,9 @@
 /*
- * `servicelb pin <key|latest~N>` and `servicelb unpin`: the incident lever (invariant 6). A pin is
- * one object in the store (pin.json); every agent reads it on each pull and runs the pinned
- * config until it is removed, older or newer than what it runs. Reconcile passes go on
- * publishing meanwhile, so history keeps growing and unpinning moves the fleet to the newest.
+ * `servicelb pin <key|latest~N>` and `servicelb unpin`: the incident lever
+ * (docs/design.md#invariant-6-history). A pin is one object in the store (pin.json); every agent
+ * reads it on each pull and runs the pinned config until it is removed, older or newer than what
+ * it runs. Reconcile passes go on publishing meanwhile, so history keeps growing and unpinning
+ * moves the fleet to the newest.
  */
 
 import { OptionsError } from "../core/settings.js";

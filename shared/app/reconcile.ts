@@ -1,5 +1,5 @@
 /*
- * The event-triggered pipeline (DESIGN §1, steps 1-5): list the cluster, build, render, publish,
+ * The event-triggered pipeline (docs/design.md#the-pipeline, steps 1-5): list the cluster, build, render, publish,
  * ping the agents. Stateless apart from what a warm instance caches (templates, clients): the
  * object store decides what is newest, so two instances may run side by side.
  */
@@ -375,7 +375,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
         // The bytes of the newest config this instance knows (a new Service held back beside objects
         // that changed nothing, an edit that renders nothing new): nothing to deliver, so no request to
         // the store that the next head start would wait behind. The full pass behind it records
-        // the view, and settles what another instance may have published since (README).
+        // the view, and settles what another instance may have published since
+        // (docs/design.md#the-reconcile-function).
         if (rendered.sha256 === expected.sha256) return done("unchanged", { key: expected.key });
         const published = await guard(
           store.publish({

@@ -2,6 +2,8 @@ import { msSince } from "../core/milliseconds.js";
 import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/options.js";
 import { mergeSettingSources } from "../adapters/setting-sources.js";
 import { readSnapshotFile } from "../adapters/snapshot-file.js";
+import { checkRenderDir, writeRenderDir } from "../adapters/render-dir.js";
+import { nodeFiles } from "../core/pattern-files.js";
 import { clusterSettingSpecs } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
@@ -9,10 +11,11 @@ import { RenderContext, renderJson } from "./render-context.js";
 export async function runRender(flags: Record<string, unknown>): Promise<number> {
   const merged = mergeSettingSources({ specs: { ...optionSpecs, ...clusterSettingSpecs }, env: process.env, flags });
   const options = parseRenderOptions(pickRenderOptions(merged));
+  if (typeof flags.out === "string") await checkRenderDir(flags.out);
   const ctx = new RenderContext(options, { template: merged.template as string | undefined });
   const t0 = performance.now();
   const snapshot = flags.snapshot
-    ? readSnapshotFile(flags.snapshot as string)
+    ? readSnapshotFile(flags.snapshot as string, "--snapshot")
     : await (await import("../adapters/snapshot-source.js")).readLiveSnapshot(options, {
         kubeconfig: merged.kubeconfig as string | undefined,
         context: merged.context as string | undefined,
@@ -29,10 +32,16 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
       return 1;
     }
   }
+  if (typeof flags.out === "string") {
+    const files = nodeFiles(result.config);
+    // The renderer wrote the section; a split that fails is a bug, not the user's input.
+    if ("error" in files) throw new Error(`the rendered config's ${files.error}`);
+    await writeRenderDir(flags.out, files);
+  }
   if (flags.format === "json") {
     process.stdout.write(renderJson(result, { readMs }));
   } else {
-    process.stdout.write(result.bytes);
+    if (flags.out === undefined) process.stdout.write(result.bytes);
     for (const w of result.warnings) {
       process.stderr.write(
         `warning: ${w.service}${w.port ? `:${w.port}` : ""}${w.annotation ? ` ${w.annotation}` : ""}: ${w.message}\n`,

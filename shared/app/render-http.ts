@@ -1,6 +1,7 @@
 import type { Request, Response } from "@google-cloud/functions-framework";
 import { SnapshotError, parseSnapshot, type Snapshot } from "../core/snapshot.js";
 import { OptionsError } from "../core/settings.js";
+import { nodeFiles } from "../core/pattern-files.js";
 import { ClusterError } from "../adapters/cluster.js";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
@@ -16,9 +17,18 @@ function answerError(res: Response, status: number, error: string): void {
     .send(`${JSON.stringify({ error })}\n`);
 }
 
+/** `?format=files`: what `render --out` writes, the files the agent would put on disk, by path. */
+function filesJson(config: string): string {
+  const files = nodeFiles(config);
+  // The renderer wrote the section; a split that fails is a bug, answered 500 like any other.
+  if ("error" in files) throw new Error(`the rendered config's ${files.error}`);
+  return `${JSON.stringify({ files: Object.fromEntries(files.map((f) => [f.path, f.text])) })}\n`;
+}
+
 /**
  * The manual dry run over HTTP: POST a snapshot (JSON or YAML List) to render it, GET to render
- * the live cluster. Publishes nothing. `?format=json` adds warnings and stats; `?check=1` runs
+ * the live cluster. Publishes nothing. `?format=json` adds warnings and stats, `?format=files` gives
+ * the files the agent would write (haproxy.cfg, maps/, patterns/); `?check=1` runs
  * `haproxy -c` where HAProxy is installed; `GET /metrics` gives the warnings as Prometheus metrics.
  */
 export function createRenderHandler(
@@ -77,6 +87,7 @@ export function createRenderHandler(
         "dry run rendered",
       );
       if (req.query.format === "json") res.status(200).type("application/json").send(renderJson(result));
+      else if (req.query.format === "files") res.status(200).type("application/json").send(filesJson(result.config));
       else res.status(200).type("text/plain; charset=utf-8").send(result.bytes);
     } catch (err) {
       if (err instanceof SnapshotError || err instanceof OptionsError) {

@@ -166,7 +166,7 @@ function unusable(list: SourceListReading): string {
 }
 
 /**
- * The allow and deny lists, failing closed (README, "Allow and deny lists"): a list that cannot be
+ * The allow and deny lists, failing closed (docs/annotations.md#allow-and-deny-lists): a list that cannot be
  * applied as written never lets in a client it was meant to keep out. Dropping entries from an
  * allow list only narrows it, so an allow list keeps its valid entries (none left: nobody is
  * allowed). A deny list cannot drop an entry without letting that entry's clients in, so one

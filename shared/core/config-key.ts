@@ -1,6 +1,6 @@
 /*
- * The order of published configs (invariant 1), in one place: the publisher, the agent, `status`
- * and `history` all compare keys with compareConfigNames.
+ * The order of published configs (docs/design.md#invariant-1-the-latest-decision-wins), in one
+ * place: the publisher, the agent, `status` and `history` all compare keys with compareConfigNames.
  *
  * A config's name is `<epoch>-<revision>-<seq>-<sha>.cfg`, fixed width, so that among these names
  * string order is decision order:

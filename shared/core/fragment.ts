@@ -3,7 +3,7 @@
  * routing rule — tens of thousands of times per config.
  *
  * liquidjs costs microseconds per tag, which at 10,000 backends × 10 servers is over a second
- * (DESIGN §5). Most fragments only print fields and test fields for truthiness; for those the
+ * (docs/design.md#rendering-cost). Most fragments only print fields and test fields for truthiness; for those the
  * output is a fixed sequence of literal text and field values once the truthiness of every field
  * is known. So we let liquidjs render the fragment once per truthiness pattern with sentinel
  * values, split its output at the sentinels, and afterwards join literal parts and field values

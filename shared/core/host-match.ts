@@ -48,7 +48,7 @@ export function isAddress(h: HostMatch): boolean {
 /**
  * Common public suffixes of two labels (after the Public Suffix List, publicsuffix.org): countries'
  * second levels, then hosting platforms that give each customer a name. Under them, as under every
- * top-level domain, each name belongs to someone else. The README lists them.
+ * top-level domain, each name belongs to someone else. docs/annotations.md#who-owns-a-route lists them.
  */
 export const PUBLIC_SUFFIXES: ReadonlySet<string> = new Set(
   `co.uk org.uk me.uk ltd.uk plc.uk net.uk ac.uk gov.uk

@@ -21,11 +21,12 @@ import {
   type SettingSpec,
   type SettingValues,
   settingsSchema,
+  wholeNumber,
 } from "./settings.js";
 
 export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
 
-const port = z.coerce.number().int().min(1).max(65535);
+const port = wholeNumber("a port number from 1 to 65535", 1, 65535);
 const duration = z.string().regex(/^[0-9]{1,9}(us|ms|s|m|h|d)$/, "a duration such as 500ms, 2s, 5m or 1h");
 // Paths end up unquoted in haproxy.cfg: refuse anything that could split or comment a line.
 const path = z.string().regex(/^[A-Za-z0-9._/@:+-]{1,1024}$/, "a file path of letters, digits and . _ / @ : + - only");
@@ -56,7 +57,7 @@ const sourceRanges = z.string().transform((text, ctx) => {
 /** An HTTP status from a fixed list (those HAProxy has a page or a redirect for). */
 function statusOf<const T extends number>(codes: readonly T[]) {
   return z.coerce
-    .number()
+    .number({ error: `one of ${codes.join(", ")}` })
     .refine((v) => (codes as readonly number[]).includes(v), `one of ${codes.join(", ")}`)
     .transform((v) => v as T);
 }
@@ -179,7 +180,7 @@ export const optionSpecs = {
   },
   sslCaCert: { schema: path.optional(), help: "CA bundle path: clients must present a certificate it signed" },
   hstsMaxAge: {
-    schema: z.coerce.number().int().min(0).max(63072000).default(0),
+    schema: wholeNumber("a whole number of seconds from 0 to 63072000", 0, 63_072_000).default(0),
     help: "HSTS max-age in seconds on HTTPS responses (0: off)",
   },
   sslRedirectCode: {
@@ -195,7 +196,7 @@ export const optionSpecs = {
     help: "comma list of addresses or CIDRs refused by every Service (lb.deny-source-range per Service replaces it)",
   },
   rateLimitRps: {
-    schema: z.coerce.number().int().min(1).max(1_000_000).optional(),
+    schema: wholeNumber("a whole number from 1 to 1000000", 1, 1_000_000).optional(),
     help: "HTTP Services: requests per second per client address (lb.rate-limit-rps per Service replaces it)",
   },
   rateLimitStatus: {
@@ -207,7 +208,7 @@ export const optionSpecs = {
     help: `default balance algorithm (${ALGORITHMS.join(", ")})`,
   },
   defaultReturnCode: {
-    schema: z.coerce.number().int().min(200).max(599).default(404),
+    schema: wholeNumber("an HTTP status from 200 to 599", 200, 599).default(404),
     help: "status for requests no Service matches",
   },
   errorPage: {
@@ -243,11 +244,11 @@ export const optionSpecs = {
   },
   hardStopAfter: { schema: duration.default("5m"), help: "longest an old HAProxy worker lives after a reload" },
   minServerSlots: {
-    schema: z.coerce.number().int().min(1).max(1024).default(4),
+    schema: wholeNumber("a whole number from 1 to 1024", 1, 1024).default(4),
     help: "server slots per backend at least (more: a quarter and one more than its endpoints) so endpoint changes apply without a reload",
   },
   spareBackends: {
-    schema: z.coerce.number().int().min(0).max(10_000).default(16),
+    schema: wholeNumber("a whole number from 0 to 10000", 0, 10_000).default(16),
     help: "empty backends kept ready so that a Service added (or removed) needs no reload; 0: none",
   },
   statsSocket: { schema: path.default("/var/run/haproxy/admin.sock"), help: "HAProxy runtime API socket path" },

@@ -155,6 +155,27 @@ export function splitConfig(text: string): SplitConfig | { error: string } {
   return { head, files };
 }
 
+/** A file the agent puts on disk for a config, by its path relative to the config's directory. */
+export interface NodeFile {
+  path: string;
+  text: string;
+}
+
+export const CONFIG_FILE = "haproxy.cfg";
+
+/**
+ * What the agent writes for a config (agent/config-files.ts): haproxy.cfg, the whole text, and
+ * every file of its pattern section. The dry run writes the same, so HAProxy loads its output.
+ */
+export function nodeFiles(text: string): NodeFile[] | { error: string } {
+  const split = splitConfig(text);
+  if ("error" in split) return split;
+  return [
+    { path: CONFIG_FILE, text },
+    ...[...split.files].map(([path, entries]) => ({ path, text: patternFileText(entries) })),
+  ];
+}
+
 export type PatternDiff = { kind: "files"; changed: PatternFile[] } | { kind: "reload"; reason: string };
 
 /**

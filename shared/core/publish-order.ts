@@ -4,12 +4,13 @@
  * The store's mark is the newest (epoch, revision) it records: the newest verified config's, or
  * the newest view marker's. A view marker is what a pass leaves when it found nothing to change
  * but saw a newer revision than the mark: without it, an older pass finishing after that one
- * could still publish (invariant 1, the "newer pass found nothing to change" case).
+ * could still publish (docs/design.md#invariant-1-the-latest-decision-wins: the "newer pass found
+ * nothing to change" case).
  *
  * - At or past the mark: publish in the mark's epoch. The seq is 0 for a view no config has, and
  *   the newest seq + 1 for a later decision from the newest config's view (other settings,
  *   another template, an upgrade), so that it wins whatever its sha; identical bytes write no
- *   config (README, "The reconcile function": a config byte-identical to the newest is not
+ *   config (docs/design.md#the-reconcile-function: a config byte-identical to the newest is not
  *   published), only a marker if the view is newer.
  * - Below the mark: either a stale pass (it listed before another pass recorded a newer view)
  *   or a cluster whose revisions went back (etcd restore, a new cluster behind the same store,

@@ -1,5 +1,5 @@
 /*
- * The settings that shaped a config, recorded with it in the store (invariant 6 and issue 11):
+ * The settings that shaped a config, recorded with it in the store (docs/design.md#invariant-6-history; issue 11):
  * the render options as they would be typed (so they can be parsed again) and the template's
  * digest. No secrets: render options hold paths and names, never passwords or tokens (the stats
  * password is read by HAProxy on the node, the notify token is not a render option).

@@ -14,7 +14,7 @@ export interface StoreSettings {
   endpoint?: string;
   region?: string;
   forcePathStyle: boolean;
-  /** How many configs a publisher keeps (invariant 6: bounded history); readers leave it unset. */
+  /** How many configs a publisher keeps (docs/design.md#invariant-6-history: bounded); readers leave it unset. */
   retain?: number;
 }
 

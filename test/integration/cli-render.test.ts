@@ -94,7 +94,10 @@ describe("servicelb render", () => {
     [["render", "--snapshot", demo, "--balance-algorithm", "uri"], "--balance-algorithm"],
     [["render", "--snapshot", demo, "--ssl-ca-cert", "/ca.pem"], "--ssl-ca-cert needs --ssl-cert"],
     [["render", "--snapshot", demo, "--no-such-flag"], "unknown option"],
-    [["render", "--snapshot", "/does/not/exist.yaml"], "cannot read snapshot"],
+    [
+      ["render", "--snapshot", "/does/not/exist.yaml"],
+      "servicelb: --snapshot: cannot read /does/not/exist.yaml: ENOENT",
+    ],
     [["render", "--snapshot", "-"], "not a Kubernetes object"],
     [["render", "--snapshot", demo, "--format", "xml"], "xml"],
   ])("exits 2 with a message and no stdout on bad input: %j", (args, needle) => {

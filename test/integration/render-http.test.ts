@@ -1,9 +1,11 @@
 import * as functions from "@google-cloud/functions-framework";
 import { getTestServer } from "@google-cloud/functions-framework/testing";
-import { readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
@@ -122,6 +124,39 @@ describe("HTTP function render (dry run)", () => {
     } finally {
       process.env.PATH = path;
       await new Promise((resolve) => other.close(resolve));
+    }
+  });
+
+  it("?format=files: the files `render --out` writes, by path, which HAProxy loads", async () => {
+    requireHaproxy();
+    const snapshot = readFileSync(join(import.meta.dirname, "..", "golden", "settings.yaml"), "utf8");
+    const r = await fetch(`${base}/?format=files`, {
+      method: "POST",
+      body: snapshot,
+      headers: { "content-type": "application/yaml" },
+    });
+    expect(r.status).toBe(200);
+    const { files } = (await r.json()) as { files: Record<string, string> };
+    const config = new RenderContext(loadFunctionSettings({ SERVICELB_STATS_USER: "admin" }).options).render(
+      parseSnapshot(snapshot),
+    ).config;
+    expect(files["haproxy.cfg"]).toBe(config);
+    const paths = Object.keys(files);
+    expect(paths.filter((p) => p.startsWith("maps/")).length).toBe(3);
+    expect(paths.some((p) => p.startsWith("patterns/"))).toBe(true);
+    const dir = mkdtempSync(join(tmpdir(), "servicelb-files-"));
+    try {
+      for (const [path, text] of Object.entries(files)) {
+        mkdirSync(dirname(join(dir, path)), { recursive: true });
+        writeFileSync(join(dir, path), text);
+      }
+      const check = spawnSync("haproxy", ["-c", "-f", join(dir, "haproxy.cfg")], {
+        encoding: "utf8",
+        env: { PATH: process.env.PATH ?? "", SERVICELB_STATS_PASSWORD: "secret" },
+      });
+      expect(check.status, `${check.stdout}${check.stderr}`).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

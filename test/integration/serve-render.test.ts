@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { freePort } from "../support/net.js";
 
-// `servicelb serve-render`, the README's dry run over HTTP, as an operator starts it.
+// `servicelb serve-render`, the dry run over HTTP of docs/operations.md, as an operator starts it.
 
 const root = join(import.meta.dirname, "..", "..");
 const bin = join(root, "bin", "servicelb.js");

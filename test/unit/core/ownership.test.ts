@@ -344,7 +344,7 @@ describe("properties over small clusters of colliding names", () => {
     return best && `${m.backends.find((b) => b.name === best.backend)!.namespace}/${best.backend}`;
   }
 
-  /** Who a request path belongs to, by the README's rules: `<ns>/*`, `default/<name>`, or null (shared). */
+  /** Who a request path belongs to, by the rules of docs/annotations.md: `<ns>/*`, `default/<name>`, or null (shared). */
   function owner(gens: Gen[], path: string): string | null {
     const first = path.split("/")[1]!;
     const [name, port] = first.split(":");

@@ -13,7 +13,7 @@ import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
 import { ChunkedTreeDigest, SuccessiveTreeDigest, treeDigest } from "../../../shared/core/tree-digest.js";
 import { list, service, slice } from "../../support/fixtures.js";
 
-/** The definition as the README states it, line by line: a cut before every line but the first that starts `backend `. */
+/** The definition as docs/design.md states it, line by line: a cut before every line but the first that starts `backend `. */
 function byDefinition(config: string): string {
   const pieces: string[] = [];
   const lines = config.split(/(?<=\n)/);
@@ -45,15 +45,15 @@ describe("the tree digest (tree1)", () => {
     );
   });
 
-  it("is the value the README's shell command printed for these bytes when this test was written", () => {
+  it("is the value the shell command of docs/design.md printed for these bytes when this test was written", () => {
     const text = "global\n  daemon\nfrontend http\n  use_backend a\nbackend a\n  server s 10.0.0.1:80\nbackend b\n";
     expect(treeDigest(text)).toBe("a79caa6ba958bd19dc5b576e2e186ae91dc316b67242d1dbff17fdbdf26b4204");
   });
 
-  it("is what the README's shell command prints for a rendered config", () => {
-    const readme = readFileSync(join(packageRoot(), "README.md"), "utf8");
-    const script = /```sh\n(d=\$\(mktemp -d\)[\s\S]*?)```/.exec(readme)?.[1];
-    expect(script, "the README's tree1 command").toBeDefined();
+  it("is what the shell command of docs/design.md prints for a rendered config", () => {
+    const doc = readFileSync(join(packageRoot(), "docs", "design.md"), "utf8");
+    const script = /```sh\n(d=\$\(mktemp -d\)[\s\S]*?)```/.exec(doc)?.[1];
+    expect(script, "the tree1 command of docs/design.md").toBeDefined();
     const dir = mkdtempSync(join(tmpdir(), "tree1-"));
     try {
       const services = Array.from({ length: 40 }, (_, i) =>

@@ -7,16 +7,16 @@ import { parseAllDocuments } from "yaml";
 import { KUSTOMIZATIONS, REPO, type K8sObject } from "../support/infra-manifests.js";
 import { podSpecOf } from "../support/infra-pods.js";
 
-// The README's deploy steps, run as written on a copy of infra/.
+// The deploy steps of docs/deploying.md, run as written on a copy of infra/.
 
-const README = readFileSync(join(REPO, "README.md"), "utf8");
+const DOC = readFileSync(join(REPO, "docs", "deploying.md"), "utf8");
 const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string };
 const REGISTRY = "registry.example.net/team";
 
-/** The one README line that starts with `command` (indented: a code block). */
+/** The one line of the document that starts with `command` (indented: a code block). */
 function readmeLine(command: string): string {
-  const lines = README.split("\n").filter((l) => l.trimStart().startsWith(`${command} `));
-  expect(lines, `README lines starting with ${command}`).toHaveLength(1);
+  const lines = DOC.split("\n").filter((l) => l.trimStart().startsWith(`${command} `));
+  expect(lines, `docs/deploying.md lines starting with ${command}`).toHaveLength(1);
   return lines[0]!.trim();
 }
 
@@ -30,9 +30,9 @@ function images(objects: readonly K8sObject[]): string[] {
   });
 }
 
-describe("README, Deploying", () => {
+describe("docs/deploying.md", () => {
   it("points every overlay at the operator's registry in one step that kubectl's kustomize honours", () => {
-    const root = mkdtempSync(join(tmpdir(), "servicelb-readme-"));
+    const root = mkdtempSync(join(tmpdir(), "servicelb-deploying-"));
     cpSync(join(REPO, "infra"), join(root, "infra"), { recursive: true });
     execSync(readmeLine("sed -i").replaceAll("REGISTRY", REGISTRY), { cwd: root, stdio: "pipe" });
     for (const dir of KUSTOMIZATIONS) {
@@ -51,8 +51,8 @@ describe("README, Deploying", () => {
 
   it("builds the images under the names and tag the manifests pull", () => {
     for (const name of ["function", "agent"]) {
-      expect(README).toContain(`docker build -f infra/images/Dockerfile.${name}`);
-      expect(README).toMatch(new RegExp(`-t REGISTRY/servicelb/${name}:${pkg.version.replace(/\./g, "\\.")} \\.`));
+      expect(DOC).toContain(`docker build -f infra/images/Dockerfile.${name}`);
+      expect(DOC).toMatch(new RegExp(`-t REGISTRY/servicelb/${name}:${pkg.version.replace(/\./g, "\\.")} \\.`));
     }
   });
 });
