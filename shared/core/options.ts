@@ -245,7 +245,7 @@ export const optionSpecs = {
   hardStopAfter: { schema: duration.default("5m"), help: "longest an old HAProxy worker lives after a reload" },
   minServerSlots: {
     schema: wholeNumber("a whole number from 1 to 1024", 1, 1024).default(4),
-    help: "server slots per backend at least (more: a quarter and one more than its endpoints) so endpoint changes apply without a reload",
+    help: "server slots per backend at least (more: one more than its endpoints) so endpoint changes apply without a reload",
   },
   spareBackends: {
     schema: wholeNumber("a whole number from 0 to 10000", 0, 10_000).default(16),
