@@ -114,11 +114,11 @@ export const agentOptionSpecs = {
   },
   checkTimeout: {
     schema: durationMs(1000).default(30_000),
-    help: "longest haproxy -c may take before the config counts as not checked (default 30s; it parses the whole config: about 30s at 50,000 Services on a small node)",
+    help: "longest haproxy -c may take before the config counts as not checked (default 30s, and 2s per MiB of config when that is longer: it parses the whole config)",
   },
   startTimeout: {
     schema: durationMs(1000).default(15_000),
-    help: "longest HAProxy may take to start or reload and serve (default 15s; it parses the whole config, as haproxy -c does)",
+    help: "longest HAProxy may take to start or reload and serve (default 15s, and 2s per MiB of config when that is longer: it parses the whole config, as haproxy -c does)",
   },
   stopGrace: {
     schema: durationMs(0).default(330_000),

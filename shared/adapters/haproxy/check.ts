@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { parseTimeoutMs } from "../../core/parse-time.js";
 import { patternFileText, splitConfig } from "../../core/pattern-files.js";
 
 export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
@@ -42,7 +43,7 @@ function run(bin: string, args: string[], timeoutMs: number, signal?: AbortSigna
       else if (typeof code === "number") resolve({ code, stdout, stderr });
       else if (code === "ENOENT")
         reject(new Error(`HAProxy binary "${bin}" not found; install it: ${HAPROXY_INSTALL_HINT}`));
-      else if (err.killed) reject(new Error(`${bin} ${args.join(" ")} timed out after ${timeoutMs} ms`));
+      else if (err.killed) reject(new Error(`${bin} ${args.join(" ")} did not finish within ${timeoutMs} ms`));
       else reject(err);
     });
   });
@@ -89,7 +90,7 @@ export async function checkConfig(
       await writeFile(join(dir, path), patternFileText(entries));
     }
     await writeFile(file, text);
-    const r = await run(haproxyBin, ["-c", "-f", file], timeoutMs, signal);
+    const r = await run(haproxyBin, ["-c", "-f", file], parseTimeoutMs(Buffer.byteLength(text), timeoutMs), signal);
     // Messages name the temporary file; report it as plain "haproxy.cfg" so errors read the same every time.
     const output = `${r.stderr}${r.stdout}`.split(file).join("haproxy.cfg");
     if (r.code === 0) return { ok: true, warnings: messages(output, "WARNING") };

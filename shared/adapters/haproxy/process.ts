@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
+import { parseTimeoutMs } from "../../core/parse-time.js";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
 import { decideRestart, DEFAULT_RESTART_POLICY, type RestartHistory } from "./restart-policy.js";
@@ -189,6 +190,15 @@ export class HaproxyProcess {
     return { restarts: this.restarts, lastRestart: this.lastRestart, pendingRestart: this.pendingRestart };
   }
 
+  /** A wait for HAProxy to parse the config file: the setting, or longer for a large file (core/parse-time.ts). */
+  private parseWait(settingMs: number): number {
+    try {
+      return parseTimeoutMs(statSync(this.options.configPath).size, settingMs);
+    } catch {
+      return settingMs;
+    }
+  }
+
   /** Starts HAProxy and resolves once its master answers with a worker; rejects (no restart) if it exits first. */
   async start(): Promise<void> {
     if (this.current || this.restartTimer) throw new Error("HAProxy is already started");
@@ -197,7 +207,8 @@ export class HaproxyProcess {
     this.history = { quickCrashes: 0, configKnownGood: false };
     this.recent.length = 0;
     const run = this.spawnMaster();
-    const deadline = Date.now() + this.options.startTimeoutMs;
+    const waitMs = this.parseWait(this.options.startTimeoutMs);
+    const deadline = Date.now() + waitMs;
     for (;;) {
       if (!run.child.pid || run.child.exitCode !== null || run.child.signalCode !== null) {
         await within(run.closed, 1000); // its last words are the error message
@@ -210,7 +221,7 @@ export class HaproxyProcess {
         run.child.kill("SIGKILL");
         await run.exited;
         throw new Error(
-          `HAProxy did not become ready within ${this.options.startTimeoutMs} ms:\n${this.recent.join("\n")}`,
+          `HAProxy did not become ready (a worker serving the config) within ${waitMs} ms:\n${this.recent.join("\n")}`,
         );
       }
       await sleep(50);
@@ -227,7 +238,9 @@ export class HaproxyProcess {
     return this.queued(async () => {
       const run = this.current;
       if (!run || !this.running) throw new Error("HAProxy is not running");
-      const result = await reload(this.options.masterSocket, { timeoutMs: this.options.reloadTimeoutMs });
+      const result = await reload(this.options.masterSocket, {
+        timeoutMs: this.parseWait(this.options.reloadTimeoutMs),
+      });
       if (result.ok && this.current === run) {
         run.configSince = Date.now();
         this.history = { ...this.history, configKnownGood: false };
@@ -389,9 +402,9 @@ export class HaproxyProcess {
         delayMs: 0,
       });
       const configText = this.readConfig();
-      const result = await reload(this.options.masterSocket, { timeoutMs: this.options.reloadTimeoutMs }).catch(
-        () => undefined,
-      );
+      const result = await reload(this.options.masterSocket, {
+        timeoutMs: this.parseWait(this.options.reloadTimeoutMs),
+      }).catch(() => undefined);
       if (this.current !== run || this.stopping) return;
       if (result?.ok && result.status.workers.length > 0) {
         run.servingSince = run.configSince = Date.now();
@@ -405,7 +418,7 @@ export class HaproxyProcess {
   }
 
   /** True once `run`'s master answers with a worker; false if it exits, is replaced or stopped, or times out. */
-  private async serving(run: MasterRun, timeoutMs = this.options.startTimeoutMs): Promise<boolean> {
+  private async serving(run: MasterRun, timeoutMs = this.parseWait(this.options.startTimeoutMs)): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (
       this.current === run &&
