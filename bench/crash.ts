@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { showProc } from "../shared/adapters/haproxy/master.js";
 import { processAlive } from "../shared/adapters/haproxy/process.js";
-import { createObjectStore } from "../shared/adapters/object-store.js";
+import { createObjectStore } from "../shared/adapters/store.js";
 import { RenderContext } from "../shared/app/render-context.js";
 import { snapshotFromDocuments } from "../shared/core/snapshot.js";
 import { echoPods, httpGet, web } from "../test/support/agent.js";

@@ -5,7 +5,7 @@ import { parse } from "yaml";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createObjectStore } from "../shared/adapters/object-store.js";
+import { createObjectStore } from "../shared/adapters/store.js";
 import { freePort } from "../shared/dev/ports.js";
 import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";

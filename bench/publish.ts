@@ -8,7 +8,7 @@
  * s3rver runs in this process: the CPU column is the publisher's and the store's together.
  */
 import { loadavg } from "node:os";
-import { createObjectStore } from "../shared/adapters/object-store.js";
+import { createObjectStore } from "../shared/adapters/store.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
 import { buildModel } from "../shared/core/build-model.js";
 import { configHasher } from "../shared/core/config-digest.js";

@@ -4,7 +4,7 @@
  */
 
 import type { StoreSettings } from "../core/store-settings.js";
-import { createObjectStore, type ObjectStore, type ObjectStoreOptions } from "./object-store.js";
+import { createObjectStore, type ObjectStore, type ObjectStoreOptions } from "./store.js";
 
 export type StoreTuning = Pick<ObjectStoreOptions, "credentials" | "timeoutMs" | "deadlineMs" | "maxObjectBytes">;
 

@@ -23,7 +23,7 @@ import {
   swapPatternFile,
 } from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
-import type { ObjectStore, StoredConfig } from "../adapters/object-store.js";
+import type { ObjectStore, StoredConfig } from "../adapters/store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";

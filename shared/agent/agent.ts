@@ -12,7 +12,7 @@ import { dirname } from "node:path";
 import { showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions, openFileLimit } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
-import type { ObjectStore } from "../adapters/object-store.js";
+import type { ObjectStore } from "../adapters/store.js";
 import { openStore } from "../adapters/open-store.js";
 import { packageVersion } from "../adapters/package-version.js";
 import type { StageTrace } from "../adapters/stage-trace.js";

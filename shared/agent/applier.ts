@@ -16,13 +16,7 @@
  *   and the newest config is applied again from the file's.
  */
 
-import {
-  StoreError,
-  type ObjectStore,
-  type Pin,
-  type SkippedKey,
-  type StoredConfig,
-} from "../adapters/object-store.js";
+import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { configDigest, digestKind } from "../core/config-digest.js";

@@ -5,7 +5,7 @@
  */
 
 import type { Logger } from "../adapters/log.js";
-import type { SkippedKey, StoredConfig } from "../adapters/object-store.js";
+import type { SkippedKey, StoredConfig } from "../adapters/store.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import type { StageTrace } from "../adapters/stage-trace.js";

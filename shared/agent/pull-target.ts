@@ -7,13 +7,7 @@
  * and the next one down is taken, so that one bad key never freezes the node.
  */
 
-import {
-  StoreError,
-  type ObjectStore,
-  type Pin,
-  type SkippedKey,
-  type StoredConfig,
-} from "../adapters/object-store.js";
+import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/store.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 

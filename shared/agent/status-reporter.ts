@@ -7,7 +7,7 @@
  */
 
 import type { Logger } from "../adapters/log.js";
-import type { ObjectStore } from "../adapters/object-store.js";
+import type { ObjectStore } from "../adapters/store.js";
 import { until, type Loop } from "./until.js";
 
 /** How long after a change its report is written. */

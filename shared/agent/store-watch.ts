@@ -11,7 +11,7 @@
  *   for the store (the request itself ends at its deadline, or when the store is closed).
  */
 
-import { StoreError, type ObjectStore } from "../adapters/object-store.js";
+import { StoreError, type ObjectStore } from "../adapters/store.js";
 import { ObjectTooLargeError, StoreDeadlineError } from "../adapters/store-limits.js";
 import type { AgentMetrics } from "./metrics.js";
 import type { PullHealth } from "./node-status.js";

@@ -6,7 +6,7 @@
 
 import { OptionsError } from "../core/settings.js";
 import { unifiedDiff } from "../core/line-diff.js";
-import type { ConfigHead, HistoryEntry, ObjectStore } from "../adapters/object-store.js";
+import type { ConfigHead, HistoryEntry, ObjectStore } from "../adapters/store.js";
 import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/settings-record.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";

@@ -21,7 +21,7 @@ import {
   type PassRecord,
   type PublishResult,
   type SkippedKey,
-} from "../adapters/object-store.js";
+} from "../adapters/store.js";
 import { readFreshObjects, readLiveSnapshot } from "../adapters/snapshot-source.js";
 import type { ObjectRef } from "../adapters/cluster.js";
 import { readRevision, type FreshReads } from "../core/snapshot-overlay.js";

@@ -6,7 +6,7 @@
  */
 
 import { mergeSettingSources } from "../adapters/setting-sources.js";
-import { StoreError, type ObjectStore } from "../adapters/object-store.js";
+import { StoreError, type ObjectStore } from "../adapters/store.js";
 import { parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
 import { diffSettings, settingsRecord, type SettingsChange, type SettingsRecord } from "../core/settings-record.js";
 import { functionSettingSpecs } from "./function-options.js";

@@ -13,7 +13,7 @@
  * function's last pass succeeded, as `kubectl rollout status` fails until a rollout is done.
  */
 
-import { type ConfigHead, type PassRecord, type Pin, type SkippedKey, StoreError } from "../adapters/object-store.js";
+import { type ConfigHead, type PassRecord, type Pin, type SkippedKey, StoreError } from "../adapters/store.js";
 import { openStore } from "../adapters/open-store.js";
 import { compareStrings } from "../core/compare.js";
 import { compareConfigKeys } from "../core/config-key.js";

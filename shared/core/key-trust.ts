@@ -16,7 +16,7 @@
  *
  * Only names are judged, so every reader of one listing (publisher, agents, `status`, `history`)
  * reaches the same verdicts without reading an object. A key trusted by name is still verified
- * against its object before it is used (adapters/object-store.ts).
+ * against its object before it is used (adapters/config-objects.ts).
  */
 
 import { type ConfigName, MAX_EPOCH, MAX_SEQ } from "./config-key.js";

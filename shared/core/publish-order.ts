@@ -1,5 +1,5 @@
 /*
- * What one publish does, decided from what the store holds (pure; object-store.ts does the I/O).
+ * What one publish does, decided from what the store holds (pure; adapters/config-publisher.ts does the I/O).
  *
  * The store's mark is the newest (epoch, revision) it records: the newest verified config's, or
  * the newest view marker's. A view marker is what a pass leaves when it found nothing to change
@@ -15,7 +15,7 @@
  * - Below the mark: either a stale pass (it listed before another pass recorded a newer view)
  *   or a cluster whose revisions went back (etcd restore, a new cluster behind the same store,
  *   a restarted local stack). The decision needs evidence from the live cluster (see
- *   object-store.ts publish): a fresh list. Only a snapshot listed after that evidence was seen
+ *   adapters/config-publisher.ts publish): a fresh list. Only a snapshot listed after that evidence was seen
  *   (`restore`) starts the next epoch, the newest config's + 1 (core/key-trust.ts bounds it).
  */
 

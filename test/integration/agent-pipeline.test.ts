@@ -3,7 +3,7 @@ import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { HaproxyProcess } from "../../shared/adapters/haproxy/process.js";
-import type { ObjectStore } from "../../shared/adapters/object-store.js";
+import type { ObjectStore } from "../../shared/adapters/store.js";
 import { stateFilePath } from "../../shared/agent/options.js";
 import { A, agentWorld, B, C, count, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { processAlive } from "../../shared/adapters/haproxy/process.js";
-import { createObjectStore } from "../../shared/adapters/object-store.js";
+import { createObjectStore } from "../../shared/adapters/store.js";
 import { stateFilePath } from "../../shared/agent/options.js";
 import { ConfigFiles } from "../../shared/agent/config-files.js";
 import { createLogger } from "../../shared/adapters/log.js";

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { LOCAL_STACK_ENTRY } from "../support/dev-build.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { OptionsError } from "../../shared/core/settings.js";
-import { createObjectStore, type HistoryEntry, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { createObjectStore, type HistoryEntry, type ObjectStore } from "../../shared/adapters/store.js";
 import { resolveConfigRef, runDiff, runHistory } from "../../shared/app/history-command.js";
 import { runReconcileOnce } from "../../shared/app/reconcile-command.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";

@@ -5,7 +5,7 @@ import { Writable } from "node:stream";
 import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
-import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { ClusterError } from "../../shared/adapters/cluster.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import type { Agent } from "../../shared/agent/agent.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
 import type { Notifier, NotifyPayload } from "../../shared/adapters/notifier.js";
-import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { createReconciler, HELD_ONLY, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";

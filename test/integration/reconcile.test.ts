@@ -11,7 +11,7 @@ import { CloudEvent, HTTP } from "cloudevents";
 import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Notifier } from "../../shared/adapters/notifier.js";
-import { createObjectStore, type ObjectStore } from "../../shared/adapters/object-store.js";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { loadFunctionSettings, type FunctionSettings } from "../../shared/app/function-options.js";
 import {

@@ -4,7 +4,7 @@ import {
   StoreError,
   type ObjectStore,
   type ObjectStoreOptions,
-} from "../../shared/adapters/object-store.js";
+} from "../../shared/adapters/store.js";
 import { dripProxy, type DripProxy } from "../support/drip.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { createLogger } from "../../shared/adapters/log.js";
-import { createObjectStore, type ObjectStore, type PublishResult } from "../../shared/adapters/object-store.js";
+import { createObjectStore, type ObjectStore, type PublishResult } from "../../shared/adapters/store.js";
 import { startAgent, type Agent, type AgentDeps } from "../../shared/agent/agent.js";
 import { parseAgentOptions, type AgentOptions } from "../../shared/agent/options.js";
 import { RenderContext } from "../../shared/app/render-context.js";

@@ -6,7 +6,7 @@ import type { CheckOptions, CheckResult } from "../../../shared/adapters/haproxy
 import { RuntimeCommandsError } from "../../../shared/adapters/haproxy/runtime.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { StageTrace } from "../../../shared/adapters/stage-trace.js";
-import { type Pin, StoreError, type StoredConfig } from "../../../shared/adapters/object-store.js";
+import { type Pin, StoreError, type StoredConfig } from "../../../shared/adapters/store.js";
 import { Applier, type RuntimePort } from "../../../shared/agent/applier.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
 import { EMPTY_STATE } from "../../../shared/agent/state.js";

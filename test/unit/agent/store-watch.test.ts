@@ -1,10 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  StoreError,
-  type HistoryEntry,
-  type ObjectStore,
-  type StoredConfig,
-} from "../../../shared/adapters/object-store.js";
+import { StoreError, type HistoryEntry, type ObjectStore, type StoredConfig } from "../../../shared/adapters/store.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
 import { watchStore } from "../../../shared/agent/store-watch.js";
 

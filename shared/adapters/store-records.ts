@@ -1,0 +1,233 @@
+/*
+ * The small JSON records beside the configs:
+ *   pin.json                   the config every agent runs until unpinned
+ *   reconcile.json             the reconcile function's last pass, and its failures in a row
+ *   status/<node>.json         what each agent runs
+ *   settings/<digest>.json     the settings a config was rendered with (content-addressed)
+ *   layouts/<digest>.json      which backend serves which Service port in a config (content-addressed)
+ * Each is read with its schema and refused, with a clear StoreError (not transient), when it is
+ * not what its name says.
+ */
+import { z } from "zod";
+import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/backend-layout.js";
+import { digestSchema } from "../core/config-digest.js";
+import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
+import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
+import type { BlobStore } from "./blob-store.js";
+import { errorText, StoreError } from "./store-error.js";
+
+export const SETTINGS = "settings/";
+export const LAYOUTS = "layouts/";
+const STATUS = "status/";
+const PIN = "pin.json";
+const PASS_RECORD = "reconcile.json";
+/** Digest of a settings or layout record: the name it is stored under. */
+export const RECORD_DIGEST = /^[0-9a-f]{16}$/;
+
+export const pinSchema = z.object({
+  key: z.string().min(1),
+  sha256: digestSchema,
+  pinnedAt: z.string(),
+  reason: z.string().optional(),
+});
+
+/** pin.json: every agent runs this config until it is removed. */
+export type Pin = z.infer<typeof pinSchema>;
+
+export const passRecordSchema = z.object({
+  /** When the pass ended. */
+  at: z.string(),
+  /** The function that ran it ("producer"), e.g. servicelb/0.1.0. */
+  generator: z.string(),
+  /** Null when the pass succeeded; else the failures in a row one instance saw, the last described. */
+  failure: z
+    .object({
+      since: z.string(),
+      passes: z.number().int().min(1),
+      stage: z.string(),
+      message: z.string(),
+      /** Retrying later may succeed (store or API server unreachable, a deadline). */
+      transient: z.boolean(),
+      eventId: z.string(),
+    })
+    .nullable(),
+});
+
+/** reconcile.json: how the reconcile function's last recorded pass went. */
+export type PassRecord = z.infer<typeof passRecordSchema>;
+
+export interface StoreRecords {
+  readSettings(digest: string): Promise<SettingsRecord>;
+  readLayout(digest: string): Promise<BackendLayout>;
+  /** Written when not known to be there already (content-addressed: same digest, same record). */
+  putSettings(record: SettingsRecord): Promise<string>;
+  putLayout(layout: BackendLayout): Promise<string>;
+  /** The pin, or null; a StoreError (not transient) when pin.json is not a pin. */
+  getPin(): Promise<Pin | null>;
+  putPin(pin: Pin): Promise<void>;
+  deletePin(): Promise<void>;
+  /** The reconcile function's record of its last pass, or null; a StoreError (not transient) when it is not one. */
+  getPassRecord(): Promise<PassRecord | null>;
+  putPassRecord(record: PassRecord): Promise<void>;
+  putStatus(node: string, status: unknown): Promise<void>;
+  listStatuses(): Promise<unknown[]>;
+  /** Deletes every layout record but the one named (only the newest config's is ever read). */
+  pruneLayouts(keep: string | null | undefined): Promise<void>;
+}
+
+export function storeRecords(blobs: BlobStore): StoreRecords {
+  const { prefix } = blobs;
+  const pinKey = `${prefix}${PIN}`;
+  const passRecordKey = `${prefix}${PASS_RECORD}`;
+  const statusPrefix = `${prefix}${STATUS}`;
+  const layoutPrefix = `${prefix}${LAYOUTS}`;
+
+  async function getText(key: string): Promise<string | null> {
+    return (await blobs.get(key))?.body.toString("utf8") ?? null;
+  }
+
+  async function putJson(key: string, value: unknown): Promise<void> {
+    await blobs.put(key, JSON.stringify(value), { contentType: "application/json" });
+  }
+
+  /** A content-addressed record: read, parsed and checked against the digest it is stored under. */
+  async function readRecord<T>(
+    digest: string,
+    record: { what: string; prefix: string; schema: z.ZodType<T>; digestOf: (value: T) => string },
+  ): Promise<T> {
+    const { what, prefix: at, schema, digestOf } = record;
+    if (!RECORD_DIGEST.test(digest))
+      throw new Error(`${what} digest must be 16 hex digits, got ${JSON.stringify(digest)}`);
+    const key = `${prefix}${at}${digest}.json`;
+    const text = await getText(key);
+    if (text === null) throw new StoreError(`${what} ${blobs.describe(key)} does not exist`, { transient: false });
+    const parsed = parseJson(text, schema);
+    if (!parsed?.success || digestOf(parsed.data) !== digest)
+      throw new StoreError(`${what} ${blobs.describe(key)} is corrupt`, { transient: false });
+    return parsed.data;
+  }
+
+  return {
+    readSettings: (digest) =>
+      readRecord(digest, {
+        what: "settings",
+        prefix: SETTINGS,
+        schema: settingsRecordSchema,
+        digestOf: settingsDigest,
+      }),
+
+    readLayout: (digest) =>
+      readRecord(digest, { what: "layout", prefix: LAYOUTS, schema: backendLayoutSchema, digestOf: layoutDigest }),
+
+    async putSettings(record) {
+      const digest = settingsDigest(record);
+      await putJson(`${prefix}${SETTINGS}${digest}.json`, record);
+      return digest;
+    },
+
+    async putLayout(layout) {
+      const digest = layoutDigest(layout);
+      await putJson(`${layoutPrefix}${digest}.json`, layout);
+      return digest;
+    },
+
+    async getPin() {
+      const text = await getText(pinKey);
+      if (text === null) return null;
+      let parsed: ReturnType<typeof pinSchema.safeParse>;
+      try {
+        parsed = pinSchema.safeParse(JSON.parse(text));
+      } catch (error) {
+        throw new StoreError(`pin ${blobs.describe(pinKey)} is not JSON: ${errorText(error)}`, { transient: false });
+      }
+      if (!parsed.success)
+        throw new StoreError(
+          `pin ${blobs.describe(pinKey)} is not a pin: ${parsed.error.issues.map((i) => i.message).join("; ")}`,
+          { transient: false },
+        );
+      return parsed.data;
+    },
+
+    putPin: (pin) => putJson(pinKey, pinSchema.parse(pin)),
+
+    deletePin: () => blobs.delete(pinKey),
+
+    async getPassRecord() {
+      const text = await getText(passRecordKey);
+      if (text === null) return null;
+      const parsed = parseJson(text, passRecordSchema);
+      if (!parsed?.success)
+        throw new StoreError(`${blobs.describe(passRecordKey)} is not a record of a reconcile pass`, {
+          transient: false,
+        });
+      return parsed.data;
+    },
+
+    putPassRecord: (record) => putJson(passRecordKey, passRecordSchema.parse(record)),
+
+    async putStatus(node, status) {
+      assertNodeName(node);
+      await putJson(`${statusPrefix}${node}.json`, status);
+    },
+
+    async listStatuses() {
+      const keys = (await blobs.list(statusPrefix))
+        .map((o) => o.key)
+        .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
+      const reports = await Promise.all(
+        keys.map(async (key) => {
+          // A report deleted since the listing (its node went) is no report.
+          const text = await getText(key);
+          if (text === null) return undefined;
+          try {
+            return JSON.parse(text) as unknown;
+          } catch (error) {
+            throw new StoreError(`status ${blobs.describe(key)} is not JSON: ${errorText(error)}`, {
+              transient: false,
+              cause: error,
+            });
+          }
+        }),
+      );
+      return reports.filter((r) => r !== undefined);
+    },
+
+    async pruneLayouts(keep) {
+      const doomed = (await blobs.list(layoutPrefix))
+        .map((o) => o.key)
+        .filter((key) => key !== `${layoutPrefix}${keep}.json`);
+      await deleteKeys(blobs, doomed);
+    },
+  };
+}
+
+const DELETE_BATCH = 10;
+
+/**
+ * One DeleteObject per key (DeleteObjects is missing from some S3-compatible stores), a few at a
+ * time, in the order given: oldest first, so a failure part-way leaves the newer history in place.
+ */
+export async function deleteKeys(blobs: BlobStore, keys: readonly string[]): Promise<void> {
+  for (let i = 0; i < keys.length; i += DELETE_BATCH)
+    await Promise.all(keys.slice(i, i + DELETE_BATCH).map((key) => blobs.delete(key)));
+}
+
+function parseJson<T>(text: string, schema: z.ZodType<T>): ReturnType<z.ZodType<T>["safeParse"]> | null {
+  try {
+    return schema.safeParse(JSON.parse(text));
+  } catch {
+    return null;
+  }
+}
+
+function isNodeName(node: string): boolean {
+  return node.length <= 253 && DNS1123_SUBDOMAIN.test(node);
+}
+
+function assertNodeName(node: string): void {
+  if (!isNodeName(node)) {
+    throw new Error(
+      `node name must be a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.'), got ${JSON.stringify(node)}`,
+    );
+  }
+}

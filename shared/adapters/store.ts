@@ -1,0 +1,82 @@
+/*
+ * The store as its users see it — the reconcile function, the agents and the CLI commands — made
+ * of its parts: a blob store (S3, or memory in tests), the configs on it (config-objects.ts), the
+ * publish protocol (config-publisher.ts) and the records beside them (store-records.ts).
+ */
+import type { BlobStore } from "./blob-store.js";
+import { ConfigObjects, type ConfigHead, type StoredConfig } from "./config-objects.js";
+import {
+  type ConfigPublisher,
+  createPublisher,
+  type HistoryEntry,
+  type PublishInput,
+  type PublishResult,
+  type SkippedKey,
+} from "./config-publisher.js";
+import { createS3BlobStore, type S3BlobStoreOptions } from "./s3-blob-store.js";
+import { storeRecords, type StoreRecords } from "./store-records.js";
+
+export type { BlobStore } from "./blob-store.js";
+export type { ConfigHead, ConfigRef, StoredConfig } from "./config-objects.js";
+export type { HashedConfig, HistoryEntry, PublishInput, PublishResult, SkippedKey } from "./config-publisher.js";
+export { type PassRecord, passRecordSchema, type Pin, pinSchema } from "./store-records.js";
+export { StoreError } from "./store-error.js";
+
+export interface ObjectStoreOptions extends S3BlobStoreOptions {
+  /** How many configs prune() keeps by default (publish() says when that is exceeded). Default 50. */
+  retain?: number;
+}
+
+export interface ObjectStore extends ConfigPublisher, Omit<StoreRecords, "putSettings" | "putLayout" | "pruneLayouts"> {
+  readonly bucket: string;
+  readonly prefix: string;
+  /** The endpoint as named in error messages. */
+  readonly endpoint: string;
+  publish(input: PublishInput): Promise<PublishResult>;
+  /** The newest config that verifies. */
+  latest(): Promise<ConfigHead | null>;
+  /** A config's metadata, verified against its key (a StoreError, not transient, when it does not verify). */
+  head(key: string): Promise<ConfigHead>;
+  /** Fetches a config and verifies its body against its metadata and key. */
+  get(key: string): Promise<StoredConfig>;
+  /** Newest first, in decision order; keys only (see head()), each judged by name (`untrusted`). */
+  history(options?: { limit?: number }): Promise<HistoryEntry[]>;
+  /** The newest trusted config that verifies, and the newer keys skipped on the way. */
+  newest(): Promise<{ config: ConfigHead | null; skipped: SkippedKey[] }>;
+  /** Releases the client's sockets. */
+  close(): void;
+}
+
+/** The store on any blob store: `retain` is how many configs prune() keeps by default. */
+export function createStore(blobs: BlobStore, options: { retain?: number } = {}): ObjectStore {
+  const objects = new ConfigObjects(blobs);
+  const records = storeRecords(blobs);
+  const publisher = createPublisher(objects, records, options);
+  return {
+    bucket: blobs.bucket,
+    prefix: blobs.prefix,
+    endpoint: blobs.endpoint,
+    publish: (input) => publisher.publish(input),
+    newest: () => publisher.newest(),
+    latest: async () => (await publisher.newest()).config,
+    history: (o) => publisher.history(o),
+    prune: (o) => publisher.prune(o),
+    head: (key) => objects.head(key),
+    get: (key) => objects.get(key),
+    readSettings: (digest) => records.readSettings(digest),
+    readLayout: (digest) => records.readLayout(digest),
+    getPin: () => records.getPin(),
+    putPin: (pin) => records.putPin(pin),
+    deletePin: () => records.deletePin(),
+    getPassRecord: () => records.getPassRecord(),
+    putPassRecord: (record) => records.putPassRecord(record),
+    putStatus: (node, status) => records.putStatus(node, status),
+    listStatuses: () => records.listStatuses(),
+    close: () => blobs.close(),
+  };
+}
+
+/** The store on S3 or an S3-compatible server. */
+export function createObjectStore(options: ObjectStoreOptions): ObjectStore {
+  return createStore(createS3BlobStore(options), { retain: options.retain });
+}
