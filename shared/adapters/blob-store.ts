@@ -40,6 +40,8 @@ export interface BlobStore {
   readonly prefix: string;
   /** The endpoint as named in error messages. */
   readonly endpoint: string;
+  /** The largest body it reads: what a config assembled from chunks is held to as well. */
+  readonly maxObjectBytes: number;
   /** The object, or null when there is none. */
   get(key: string): Promise<Blob | null>;
   /** The object's size and metadata; a StoreError when there is none (not transient). */

@@ -5,14 +5,23 @@
  * agree with it, and a body must hash to that digest before anyone uses it.
  */
 import { isAscii, isUtf8 } from "node:buffer";
+import { gunzipSync } from "node:zlib";
+import { parseChunkedBody } from "../core/chunk-manifest.js";
+import { chunkName, chunksOf } from "../core/content-chunks.js";
 import { type DigestKind, digestHex, digestKind, SuccessiveDigests } from "../core/config-digest.js";
 import { compareConfigNames, type ConfigName, parseConfigName } from "../core/config-key.js";
 import { SHA256_HEX } from "../core/sha256.js";
 import type { BlobStore } from "./blob-store.js";
 import { RECORD_DIGEST } from "./store-records.js";
-import { StoreError } from "./store-error.js";
+import { errorText, StoreError } from "./store-error.js";
+import { ObjectTooLargeError } from "./store-limits.js";
 
 export const CONFIGS = "configs/";
+export const CHUNKS = "chunks/";
+/** The `format` metadata of a config published in chunks (core/chunk-manifest.ts). */
+export const CHUNKS1 = "chunks1";
+/** Chunks an agent fetches at once when it lacks many (a new agent, one far behind). */
+const CHUNK_FETCHES = 8;
 
 export interface ConfigRef {
   key: string;
@@ -32,6 +41,8 @@ export interface ConfigHead extends ConfigRef {
   settingsDigest: string | null;
   /** Digest of its backend layout (layouts/<digest>.json); null when not recorded. */
   layoutDigest: string | null;
+  /** Published in chunks (core/chunk-manifest.ts) rather than as one object. */
+  chunked?: boolean;
 }
 
 export interface StoredConfig extends ConfigRef {
@@ -55,6 +66,7 @@ export function configMetadata(o: {
   bytes: number;
   settings?: string;
   layout?: string;
+  chunked?: boolean;
 }): Record<string, string> {
   // A tree1 config's digest is under `digest`, so that an agent that knows only sha256 skips it
   // for want of a sha256 rather than read one it cannot match.
@@ -68,6 +80,7 @@ export function configMetadata(o: {
   };
   if (o.settings) metadata.settings = o.settings;
   if (o.layout) metadata.layout = o.layout;
+  if (o.chunked) metadata.format = CHUNKS1;
   return metadata;
 }
 
@@ -126,7 +139,11 @@ export class ConfigObjects {
         `metadata epoch/seq ${metadata.epoch ?? "(none)"}/${metadata.seq ?? "(none)"} but the key says ${name.epoch}/${name.seq}`,
       );
     }
-    if (metadata.bytes !== undefined && Number(metadata.bytes) !== size)
+    const chunked = metadata.format === CHUNKS1;
+    if (metadata.format !== undefined && !chunked)
+      throw this.corrupt(key, `its format ${metadata.format} is not one this servicelb reads (${CHUNKS1})`);
+    // A chunked config's size is that of the config it assembles to, checked once assembled.
+    if (!chunked && metadata.bytes !== undefined && Number(metadata.bytes) !== size)
       throw this.corrupt(key, `${size} bytes but the metadata says ${metadata.bytes}`);
     const settings = metadata.settings;
     const layout = metadata.layout;
@@ -139,6 +156,7 @@ export class ConfigObjects {
       seq: name.seq,
       settingsDigest: settings && RECORD_DIGEST.test(settings) ? settings : null,
       layoutDigest: layout && RECORD_DIGEST.test(layout) ? layout : null,
+      ...(chunked ? { chunked } : {}),
     };
   }
 
@@ -147,18 +165,127 @@ export class ConfigObjects {
     return this.verifyMetadata(key, name, metadata, size);
   }
 
-  /** Fetches a config and verifies its body against its metadata and key. */
-  async get(key: string): Promise<StoredConfig> {
+  /**
+   * Fetches a config and verifies its body against its metadata and key. A chunked config takes
+   * the chunks it does not carry inline from the config this reader assembled last, or from
+   * `have` (text of a config the caller holds: an agent's running config), and fetches only the
+   * rest; every chunk must hash to its name, and the whole config to its digest, before it is
+   * returned. Nothing is remembered from a config that does not verify.
+   */
+  async get(key: string, options: { have?: string } = {}): Promise<StoredConfig> {
     const name = this.requireKey(key);
     const blob = await this.blobs.get(key);
     if (!blob) throw new StoreError(`config ${this.blobs.describe(key)} does not exist`, { transient: false });
     const head = this.verifyMetadata(key, name, blob.metadata, blob.size);
-    return {
-      key,
-      config: this.verifiedText(key, head.sha256, blob.body),
-      sha256: head.sha256,
-      revision: head.revision,
+    if (!head.chunked)
+      return {
+        key,
+        config: this.verifiedText(key, head.sha256, blob.body),
+        sha256: head.sha256,
+        revision: head.revision,
+      };
+    const { bytes, chunks } = await this.assemble(key, blob.body, Number(blob.metadata.bytes), options.have);
+    const config = this.verifiedText(key, head.sha256, bytes);
+    this.held = chunks;
+    return { key, config, sha256: head.sha256, revision: head.revision };
+  }
+
+  /** The chunks of the config assembled last, by name (views into its bytes). */
+  private held = new Map<string, Buffer>();
+  /** `have` cut into chunks, once per text. */
+  private haveIndex: { text: string; chunks: Map<string, Buffer> } | null = null;
+
+  /** The names of the chunks of a chunked config's body (a publisher's view: nothing is fetched). */
+  chunkNames(key: string, body: Buffer): string[] {
+    return this.parseBody(key, body).entries.map((e) => e.name);
+  }
+
+  private parseBody(key: string, body: Buffer) {
+    let plain: Buffer;
+    try {
+      plain = gunzipSync(body, { maxOutputLength: this.blobs.maxObjectBytes });
+    } catch (err) {
+      if ((err as { code?: unknown }).code === "ERR_BUFFER_TOO_LARGE") {
+        const cause = new ObjectTooLargeError(null, this.blobs.maxObjectBytes);
+        throw new StoreError(`config ${this.blobs.describe(key)} refused: ${cause.message}`, {
+          transient: false,
+          cause,
+        });
+      }
+      throw this.corrupt(key, `its chunk manifest does not decompress: ${errorText(err)}`);
+    }
+    try {
+      return parseChunkedBody(plain);
+    } catch (err) {
+      throw this.corrupt(key, err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  private async assemble(
+    key: string,
+    body: Buffer,
+    declared: number,
+    have: string | undefined,
+  ): Promise<{ bytes: Buffer; chunks: Map<string, Buffer> }> {
+    const { entries, inline } = this.parseBody(key, body);
+    const total = entries.reduce((n, e) => n + e.size, 0);
+    if (total !== declared)
+      throw this.corrupt(key, `its chunks add up to ${total} bytes but the metadata says ${declared}`);
+    const cap = this.blobs.maxObjectBytes;
+    if (total > cap) {
+      const cause = new ObjectTooLargeError(total, cap);
+      throw new StoreError(`config ${this.blobs.describe(key)} refused: ${cause.message}`, { transient: false, cause });
+    }
+    const parts: Buffer[] = new Array(entries.length);
+    const wanted: number[] = [];
+    let at = 0;
+    for (const [i, e] of entries.entries()) {
+      if (e.inline) {
+        const part = inline.subarray(at, at + e.size);
+        at += e.size;
+        if (chunkName(part) !== e.name) throw this.corrupt(key, `its inline chunk ${e.name} does not hash to its name`);
+        parts[i] = part;
+      } else {
+        const held = this.held.get(e.name) ?? this.haveChunks(have)?.get(e.name);
+        if (held?.length === e.size) parts[i] = held;
+        else wanted.push(i);
+      }
+    }
+    let next = 0;
+    const fetchOne = async (): Promise<void> => {
+      while (next < wanted.length) {
+        const i = wanted[next++]!;
+        parts[i] = await this.fetchChunk(key, entries[i]!.name, entries[i]!.size);
+      }
     };
+    await Promise.all(Array.from({ length: Math.min(CHUNK_FETCHES, wanted.length) }, fetchOne));
+    const bytes = Buffer.concat(parts, total);
+    const chunks = new Map<string, Buffer>();
+    at = 0;
+    for (const e of entries) {
+      chunks.set(e.name, bytes.subarray(at, at + e.size));
+      at += e.size;
+    }
+    return { bytes, chunks };
+  }
+
+  private haveChunks(have: string | undefined): Map<string, Buffer> | null {
+    if (have === undefined) return null;
+    if (this.haveIndex?.text !== have) {
+      const chunks = new Map<string, Buffer>();
+      for (const c of chunksOf(Buffer.from(have, "utf8"))) chunks.set(c.name, c.bytes);
+      this.haveIndex = { text: have, chunks };
+    }
+    return this.haveIndex.chunks;
+  }
+
+  private async fetchChunk(key: string, name: string, size: number): Promise<Buffer> {
+    const chunkKey = `${this.blobs.prefix}${CHUNKS}${name}`;
+    const blob = await this.blobs.get(chunkKey);
+    if (!blob) throw this.corrupt(key, `its chunk ${this.blobs.describe(chunkKey)} is missing`);
+    if (blob.body.length !== size || chunkName(blob.body) !== name)
+      throw this.corrupt(key, `its chunk ${this.blobs.describe(chunkKey)} does not hash to its name`);
+    return blob.body;
   }
 
   /** The config's text, once `body` hashes to `digest`. */

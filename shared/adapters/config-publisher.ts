@@ -26,6 +26,7 @@ import { decidePublish, nextSeq, pickView, storeMark } from "../core/publish-ord
 import { parseRevision } from "../core/revision.js";
 import { settingsDigest, type SettingsRecord } from "../core/settings-record.js";
 import {
+  CHUNKS,
   type ConfigEntry,
   type ConfigHead,
   type ConfigObjects,
@@ -33,6 +34,9 @@ import {
   configMetadata,
 } from "./config-objects.js";
 import { deleteKeys, type StoreRecords } from "./store-records.js";
+import { gzipSync } from "node:zlib";
+import { formatChunkedBody } from "../core/chunk-manifest.js";
+import { type Chunk, chunksOf } from "../core/content-chunks.js";
 import { StoreError } from "./store-error.js";
 
 const VIEWS = "views/";
@@ -47,6 +51,12 @@ const BODIES_CHECKED = 4;
 const VERIFIED_KEPT = 8;
 /** Rejected keys a publisher remembers: a few passes' worth of BODIES_CHECKED. */
 const REJECTED_KEPT = 64;
+/** Inline bytes a chunked config carries at most; an agent fetches chunks past that one by one. */
+const INLINE_MAX = 1024 * 1024;
+/** Chunks uploaded at once. */
+const CHUNK_UPLOADS = 8;
+/** Chunk sets of chunked configs a publisher remembers (keys are immutable): the retained history. */
+const MANIFESTS_KEPT = 64;
 
 /** A key that looked newest but could not be trusted. */
 export interface SkippedKey {
@@ -90,6 +100,12 @@ export interface PublishInput {
    * publishes so (app/reconcile.ts).
    */
   expectedNewest?: string;
+  /**
+   * Publish in chunks (core/content-chunks.ts, core/chunk-manifest.ts): only the chunks the newest
+   * config lacks are uploaded, and carried inline in the config's object. Only for a fleet whose
+   * every agent reads chunked configs (app/agent-reports.ts).
+   */
+  chunked?: boolean;
 }
 
 export interface PublishResult {
@@ -146,15 +162,81 @@ export interface ConfigPublisher {
   prune(options?: { keep?: number }): Promise<string[]>;
 }
 
+export interface PublisherOptions {
+  /** How many configs prune() keeps by default. Default 50. */
+  retain?: number;
+  /**
+   * A chunk no retained config names is deleted only once it is this old (default 10 minutes): a
+   * publish uploads its chunks before the config that names them, and a racing prune must not
+   * take them in between.
+   */
+  chunkGraceMs?: number;
+}
+
 export function createPublisher(
   objects: ConfigObjects,
   records: StoreRecords,
-  options: { retain?: number } = {},
+  options: PublisherOptions = {},
 ): ConfigPublisher {
   const { blobs } = objects;
   const retain = options.retain ?? 50;
   assertKeep(retain, "retain");
   const viewsPrefix = `${blobs.prefix}${VIEWS}`;
+  const chunksPrefix = `${blobs.prefix}${CHUNKS}`;
+  const chunkGraceMs = options.chunkGraceMs ?? 10 * 60_000;
+
+  /** The chunk names of chunked configs, by key: read once per key (keys are never overwritten). */
+  const manifests = new Map<string, ReadonlySet<string>>();
+  function rememberManifest(key: string, names: ReadonlySet<string>): void {
+    manifests.set(key, names);
+    if (manifests.size > MANIFESTS_KEPT) manifests.delete(manifests.keys().next().value!);
+  }
+  /** The chunks a config names (none for a config published whole). */
+  async function chunksNamedBy(head: ConfigHead): Promise<ReadonlySet<string>> {
+    if (!head.chunked) return new Set();
+    const known = manifests.get(head.key);
+    if (known) return known;
+    const blob = await blobs.get(head.key);
+    const names = new Set(blob ? objects.chunkNames(head.key, blob.body) : []);
+    rememberManifest(head.key, names);
+    return names;
+  }
+
+  /**
+   * A chunked config's object: its manifest and the chunks the newest config lacks inline, after
+   * those chunks were uploaded on their own (for agents that do not run the newest config). The
+   * newest config's chunks are in the store for as long as it is retained, so they are not sent.
+   */
+  async function chunkedBody(key: string, bytes: Buffer, newest: ConfigHead | null): Promise<Buffer> {
+    const chunks = chunksOf(bytes);
+    const there = newest ? await chunksNamedBy(newest).catch(() => new Set<string>()) : new Set<string>();
+    const fresh = new Map<string, Chunk>();
+    for (const c of chunks) if (!there.has(c.name)) fresh.set(c.name, c);
+    const uploads = [...fresh.values()];
+    let next = 0;
+    const upload = async () => {
+      while (next < uploads.length) {
+        const c = uploads[next++]!;
+        await blobs.put(`${chunksPrefix}${c.name}`, c.bytes, {
+          contentType: "application/octet-stream",
+          verifiedBody: true,
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CHUNK_UPLOADS, uploads.length) }, upload));
+    const freshBytes = uploads.reduce((n, c) => n + c.bytes.length, 0);
+    const inline = freshBytes <= INLINE_MAX ? fresh : new Map<string, Chunk>();
+    const carried = new Set<string>();
+    const entries = chunks.map((c) => {
+      // A chunk that recurs is carried once, at its first place.
+      const inlined = inline.has(c.name) && !carried.has(c.name);
+      if (inlined) carried.add(c.name);
+      return { name: c.name, size: c.bytes.length, inline: inlined };
+    });
+    const inlineBytes = chunks.filter((_, i) => entries[i]!.inline).map((c) => c.bytes);
+    rememberManifest(key, new Set(chunks.map((c) => c.name)));
+    return gzipSync(formatChunkedBody(entries, inlineBytes));
+  }
 
   async function listViews(): Promise<Array<{ key: string; mark: Mark }>> {
     const views: Array<{ key: string; mark: Mark }> = [];
@@ -163,6 +245,28 @@ export function createPublisher(
       if (mark) views.push({ key: object.key, mark });
     }
     return views.sort((a, b) => compareMarks(a.mark, b.mark));
+  }
+
+  /**
+   * Deletes the chunks no config in `kept` names, once past their grace. A config whose metadata
+   * cannot be read names nothing, as it is skipped by everyone; a store that fails keeps them all.
+   */
+  async function pruneChunks(kept: readonly string[]): Promise<void> {
+    const listed = await blobs.list(chunksPrefix);
+    if (listed.length === 0) return;
+    const named = new Set<string>();
+    for (const key of kept) {
+      const head = await objects.head(key).catch((err: unknown) => {
+        if (err instanceof StoreError && !err.transient) return null;
+        throw err;
+      });
+      if (head) for (const name of await chunksNamedBy(head)) named.add(name);
+    }
+    const before = Date.now() - chunkGraceMs;
+    const doomed = listed
+      .filter((o) => !named.has(o.key.slice(chunksPrefix.length)) && o.lastModified.getTime() <= before)
+      .map((o) => o.key);
+    await deleteKeys(blobs, doomed);
   }
 
   async function prune({ keep = retain }: { keep?: number } = {}): Promise<string[]> {
@@ -180,7 +284,9 @@ export function createPublisher(
     // Only a cold function instance reads a layout, and only the newest config's: older records
     // (one per Service added or removed) are deleted. One that a racing publish wrote a moment ago
     // may go too; its instance holds it in memory, and another would start afresh (one reload).
-    await records.pruneLayouts((await findNewest(configs.slice(older.length))).head?.layoutDigest);
+    const retained = configs.slice(older.length);
+    await records.pruneLayouts((await findNewest(retained)).head?.layoutDigest);
+    await pruneChunks([...retained.map((e) => e.key), ...(pinned ? [pinned.key] : [])]);
     return doomed;
   }
 
@@ -461,9 +567,23 @@ export function createPublisher(
       bytes: typeof config === "string" ? Buffer.byteLength(config) : config.byteLength,
       settings,
       layout,
+      chunked: input.chunked,
     });
-    const body = isHashed(config) ? Buffer.concat(config.chunks, config.byteLength) : config;
-    await blobs.put(key, body, { contentType: "text/plain; charset=utf-8", metadata, verifiedBody: true });
+    const whole = isHashed(config) ? Buffer.concat(config.chunks, config.byteLength) : config;
+    const body = input.chunked
+      ? await chunkedBody(
+          key,
+          typeof whole === "string"
+            ? Buffer.from(whole, "utf8")
+            : Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength),
+          newestHead,
+        )
+      : whole;
+    await blobs.put(key, body, {
+      contentType: input.chunked ? "application/vnd.servicelb.chunks1+gzip" : "text/plain; charset=utf-8",
+      metadata,
+      verifiedBody: true,
+    });
     remember({
       ...ref,
       generator,
@@ -471,6 +591,7 @@ export function createPublisher(
       seq: decision.seq,
       settingsDigest: settings ?? null,
       layoutDigest: layout ?? null,
+      ...(input.chunked ? { chunked: true } : {}),
     });
     lastNewestSha = sha;
     lastNewestKey = key;

@@ -61,6 +61,7 @@ export function createMemoryBlobStore(options: MemoryBlobStoreOptions = {}): Mem
     bucket,
     prefix,
     endpoint: "memory",
+    maxObjectBytes,
     objects,
     traffic: emptyTraffic(),
     inject: null,

@@ -105,17 +105,15 @@ export function createS3BlobStore(options: S3BlobStoreOptions): BlobStore {
     bucket,
     prefix,
     endpoint,
+    maxObjectBytes,
     describe,
 
     async get(key) {
       try {
         return await call("get", key, async () => {
           const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-          return {
-            body: await readBodyBytes(response.Body, maxObjectBytes),
-            metadata: response.Metadata ?? {},
-            size: response.ContentLength ?? 0,
-          };
+          const body = await readBodyBytes(response.Body, maxObjectBytes);
+          return { body, metadata: response.Metadata ?? {}, size: response.ContentLength ?? body.length };
         });
       } catch (err) {
         if (err instanceof StoreError && isNotFound(err.cause)) return null;

@@ -10,6 +10,7 @@ import {
   createPublisher,
   type HistoryEntry,
   type PublishInput,
+  type PublisherOptions,
   type PublishResult,
   type SkippedKey,
 } from "./config-publisher.js";
@@ -37,8 +38,11 @@ export interface ObjectStore extends ConfigPublisher, Omit<StoreRecords, "putSet
   latest(): Promise<ConfigHead | null>;
   /** A config's metadata, verified against its key (a StoreError, not transient, when it does not verify). */
   head(key: string): Promise<ConfigHead>;
-  /** Fetches a config and verifies its body against its metadata and key. */
-  get(key: string): Promise<StoredConfig>;
+  /**
+   * Fetches a config and verifies its body against its metadata and key. `have`: the text of a
+   * config the caller holds (an agent's running one), whose chunks a chunked config need not fetch.
+   */
+  get(key: string, options?: { have?: string }): Promise<StoredConfig>;
   /** Newest first, in decision order; keys only (see head()), each judged by name (`untrusted`). */
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
   /** The newest trusted config that verifies, and the newer keys skipped on the way. */
@@ -47,8 +51,8 @@ export interface ObjectStore extends ConfigPublisher, Omit<StoreRecords, "putSet
   close(): void;
 }
 
-/** The store on any blob store: `retain` is how many configs prune() keeps by default. */
-export function createStore(blobs: BlobStore, options: { retain?: number } = {}): ObjectStore {
+/** The store on any blob store (see PublisherOptions for the options). */
+export function createStore(blobs: BlobStore, options: PublisherOptions = {}): ObjectStore {
   const objects = new ConfigObjects(blobs);
   const records = storeRecords(blobs);
   const publisher = createPublisher(objects, records, options);
@@ -62,7 +66,7 @@ export function createStore(blobs: BlobStore, options: { retain?: number } = {})
     history: (o) => publisher.history(o),
     prune: (o) => publisher.prune(o),
     head: (key) => objects.head(key),
-    get: (key) => objects.get(key),
+    get: (key, o) => objects.get(key, o),
     readSettings: (digest) => records.readSettings(digest),
     readLayout: (digest) => records.readLayout(digest),
     getPin: () => records.getPin(),

@@ -187,6 +187,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       reportedAt: new Date().toISOString(),
       agent: version,
       digests: [...DIGEST_KINDS],
+      formats: ["chunks1"],
       openFiles: files && { limit: files.limit, reserved: haproxyReserve(haproxyThreads(files.cpus)) },
     };
   };

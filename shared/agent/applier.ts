@@ -202,7 +202,7 @@ export class Applier {
     // could be older than it, so only the listing's newest decides.
     if (this.node.current?.key == null) return undefined;
     try {
-      const config = await this.options.store.get(hint.key);
+      const config = await this.options.store.get(hint.key, { have: this.node.current?.text });
       if (config.sha256 !== hint.sha256)
         throw new Error(`its digest is ${config.sha256}, the ping said ${hint.sha256}`);
       this.options.metrics.notifiedPulls.inc({ result: "fetched" });
@@ -256,8 +256,12 @@ export class Applier {
     const skips: SkippedKey[] = [];
     try {
       const running = this.node.current?.key ?? null;
-      const pulled = await newestVerifiedAfter(store, [running, afterKey], this.skipped, (key, reason) =>
-        skips.push({ key, reason }),
+      const pulled = await newestVerifiedAfter(
+        store,
+        [running, afterKey],
+        this.skipped,
+        (key, reason) => skips.push({ key, reason }),
+        this.node.current?.text,
       );
       config = pulled.config;
       runningDistrusted = running !== null && pulled.distrusted.has(running);
@@ -318,7 +322,7 @@ export class Applier {
     if ((this.node.current?.key === pin.key && !this.node.liveUnknown) || backingOff) return this.nothingNew(stopTimer);
     let config: StoredConfig;
     try {
-      config = await store.get(pin.key);
+      config = await store.get(pin.key, { have: this.node.current?.text });
       if (config.sha256 !== pin.sha256)
         throw new StoreError(`the pinned config's digest is ${config.sha256}, the pin says ${pin.sha256}`, {
           transient: false,

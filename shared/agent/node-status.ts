@@ -56,6 +56,8 @@ export const nodeStatusSchema = z.object({
    * report none and verify sha256 only: publishers keep to sha256 while one such report is there.
    */
   digests: z.array(z.string()).default([]),
+  /** How configs may be published for it besides whole: `chunks1` (core/chunk-manifest.ts). */
+  formats: z.array(z.string()).default([]),
   /**
    * The most file descriptors HAProxy may open on this node, and how many of them it takes before
    * a config's listeners and servers (core/descriptors.ts); null when the agent cannot tell, and in

@@ -69,6 +69,7 @@ export async function newestVerifiedAfter(
   afterKeys: readonly (string | null)[],
   skipped: SkippedKeys,
   onSkip: (key: string, reason: string) => void,
+  have?: string,
 ): Promise<{ config: StoredConfig | null; distrusted: ReadonlySet<string> }> {
   const entries = await store.history().catch((err: unknown) => {
     throw new PullError(null, err);
@@ -88,7 +89,7 @@ export async function newestVerifiedAfter(
       continue;
     }
     try {
-      return { config: await store.get(entry.key), distrusted };
+      return { config: await store.get(entry.key, { have }), distrusted };
     } catch (err) {
       if (!(err instanceof StoreError) || err.transient) throw new PullError(entry.key, err);
       skipped.add(entry.key, err.message);

@@ -94,9 +94,9 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
         failures = 0;
         return entries;
       },
-      async get(key) {
+      async get(key, options) {
         try {
-          const config = await guarded("get", () => inner.get(key));
+          const config = await guarded("get", () => inner.get(key, options));
           if (listed?.key === key) {
             // The pull completes now, not when it listed (a large config may take a while).
             setLastSuccess(now());

@@ -48,6 +48,19 @@ export function digestForFleet(reports: readonly unknown[], agents = 0): { kind:
 }
 
 /**
+ * Whether configs may be published in chunks (core/chunk-manifest.ts): only when every agent's
+ * report says it reads them, and there are as many reports as agents known. An agent from before
+ * reads a chunked config's object as a body that does not verify, and would serve its last config.
+ */
+export function chunksForFleet(reports: readonly unknown[], agents = 0): boolean {
+  if (reports.length === 0 || reports.length < agents) return false;
+  return reports.every((report) => {
+    const parsed = nodeStatusSchema.safeParse(report);
+    return parsed.success && parsed.data.formats.includes("chunks1");
+  });
+}
+
+/**
  * The room of the smallest node that reports one: its limit less what HAProxy takes itself. Null
  * when no report says (agents from before, or that cannot tell their limit).
  */
@@ -64,6 +77,7 @@ export function roomForFleet(reports: readonly unknown[]): number | null {
 export class AgentReports {
   private decided: DigestKind | undefined;
   private nodeRoom: number | null = null;
+  private chunksRead = false;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
 
@@ -81,6 +95,11 @@ export class AgentReports {
   /** The room of the smallest node, by the last read (roomForFleet). */
   get room(): number | null {
     return this.nodeRoom;
+  }
+
+  /** Configs may be published in chunks: every agent reads them, by the last read (chunksForFleet). */
+  get chunked(): boolean {
+    return this.chunksRead;
   }
 
   /** The kind decided so far. */
@@ -120,6 +139,15 @@ export class AgentReports {
         this.readReports(),
         auto ? this.countAgents().catch(() => undefined) : undefined,
       ]);
+      const chunked = chunksForFleet(reports, agents);
+      if (chunked !== this.chunksRead)
+        this.log.info(
+          { chunked },
+          chunked
+            ? "every agent reads chunked configs: tree1 configs are published in chunks"
+            : "configs are published whole",
+        );
+      this.chunksRead = chunked;
       const room = roomForFleet(reports);
       if (room !== this.nodeRoom)
         this.log.info(
@@ -140,6 +168,8 @@ export class AgentReports {
         );
       this.decided = kind;
     } catch (err) {
+      // In doubt, whole: every agent reads those.
+      this.chunksRead = false;
       const error = err instanceof Error ? err.message : String(err);
       if (!auto) {
         this.log.warn(

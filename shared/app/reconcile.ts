@@ -10,6 +10,7 @@ import type { RenderResult } from "../core/pipeline.js";
 import { envName, OptionsError } from "../core/settings.js";
 import { holdPendingServices, serviceKey } from "../core/pending-services.js";
 import { msSince } from "../core/milliseconds.js";
+import { digestKind } from "../core/config-digest.js";
 import { settingsRecord } from "../core/settings-record.js";
 import { ClusterError, loadKubeConfig, readClusterRevision } from "../adapters/cluster.js";
 import type { Logger } from "../adapters/log.js";
@@ -494,6 +495,9 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             ...(config.layout ? { layout: config.layout } : {}),
             liveRevision: () => guard(liveRevision(deadline)),
             restore,
+            // In chunks only by tree1: a fleet that reads chunks verifies tree1, and a sha256 config
+            // is for an agent that reads nothing newer.
+            chunked: reports.chunked && digestKind(config.sha256) === "tree1",
           }),
         );
         durationsMs.publish = msSince(t);
