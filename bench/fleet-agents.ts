@@ -11,7 +11,7 @@ import { createLogger } from "../shared/adapters/log.js";
 import { type Agent, startAgent } from "../shared/agent/agent.js";
 import { parseAgentOptions } from "../shared/agent/options.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
-import { type FakeHaproxy, fakeHaproxy } from "./fake-haproxy.js";
+import { type FakeHaproxyCounts, fakeHaproxy } from "./fake-haproxy.js";
 
 /** One agent's trace event, stamped with this process's clock (performance.timeOrigin-based, ms). */
 export interface AgentEvent {
@@ -23,26 +23,43 @@ export interface AgentEvent {
   how?: string;
 }
 
-export interface FleetAgentsOptions {
+/** What a host process is told (fleet-host.ts): plain data. */
+export interface FleetAgentsSettings {
   /** Node names, one agent each. */
   nodes: readonly string[];
   /** s3://bucket/prefix the configs are published under. */
   store: string;
-  /** The store endpoint of one node. */
-  endpointOf(node: string): Promise<string>;
   /** Where each agent's directory goes. */
   dir: string;
   token: string;
   /** --poll-interval and --status-interval, as the flags take them ("30s"). */
   pollInterval: string;
   statusInterval: string;
+}
+
+export interface FleetAgentsOptions extends FleetAgentsSettings {
+  /** The store endpoint of one node. */
+  endpointOf(node: string): Promise<string>;
   onEvent(event: AgentEvent): void;
+}
+
+export interface FleetState {
+  /** Per node: the config its agent runs. */
+  applied: Record<string, { key: string | null; sha256: string; how: string } | null>;
+  /** Store failures the agents counted (after the SDK's own retry) and failed loop runs, since they started. */
+  escapedErrors: number;
+  counts: FakeHaproxyCounts;
 }
 
 export interface FleetAgents {
   agents: ReadonlyMap<string, Agent>;
-  haproxy: FakeHaproxy;
+  state(): Promise<FleetState>;
   stop(): Promise<void>;
+}
+
+/** The sum of one agent's counter (every label). */
+async function counted(metric: { get(): Promise<{ values: Array<{ value: number }> }> }): Promise<number> {
+  return (await metric.get()).values.reduce((a, v) => a + v.value, 0);
 }
 
 const now = () => performance.timeOrigin + performance.now();
@@ -98,7 +115,16 @@ export async function startFleetAgents(o: FleetAgentsOptions): Promise<FleetAgen
   );
   return {
     agents,
-    haproxy,
+    async state() {
+      const applied: FleetState["applied"] = {};
+      let escapedErrors = 0;
+      for (const [node, agent] of agents) {
+        const a = agent.status().applied;
+        applied[node] = a && { key: a.key, sha256: a.sha256, how: a.how };
+        escapedErrors += (await counted(agent.metrics.storeFailures)) + (await counted(agent.metrics.loopFailures));
+      }
+      return { applied, escapedErrors, counts: { ...haproxy.counts } };
+    },
     async stop() {
       await Promise.all([...agents.values()].map((a) => a.stop()));
     },

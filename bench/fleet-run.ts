@@ -5,12 +5,14 @@
  * each agent asked of the store meanwhile, how it got the config, and what failed.
  */
 
+import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { ReconcileResult } from "../shared/app/reconcile.js";
-import type { Agent } from "../shared/agent/agent.js";
 import { startS3, type TestS3 } from "../test/support/s3.js";
-import { type AgentEvent, type FleetAgents, startFleetAgents } from "./fleet-agents.js";
+import { type AgentEvent, type FleetAgentsSettings, type FleetState, startFleetAgents } from "./fleet-agents.js";
+import type { HostMessage, HostRequest } from "./fleet-host.js";
 import { type FleetPublisher, fleetPublisher } from "./fleet-publisher.js";
 import { type StoreProxy, startStoreProxy, type Traffic, trafficBetween } from "./store-proxy.js";
 
@@ -30,6 +32,8 @@ export interface FleetOptions {
   dir: string;
   /** Seeds the proxy's latencies and faults. */
   seed?: number;
+  /** Processes the agents are spread over (fleet-host.ts); 0: this one. */
+  hosts?: number;
 }
 
 export interface AgentOutcome {
@@ -62,7 +66,8 @@ export interface Fleet {
   store: TestS3;
   proxy: StoreProxy;
   storeUrl: string;
-  agents: FleetAgents;
+  /** What every agent runs, and what their fake HAProxies did. */
+  state(): Promise<FleetState>;
   /** The first publish, and every agent's first apply of it. */
   initial: ChangeOutcome;
   /** Moves an endpoint and waits until every agent applied it, or `waitMs` passed. */
@@ -70,15 +75,73 @@ export interface Fleet {
   stop(): Promise<void>;
 }
 
-/** The sum of one agent's counter (every label). */
-async function counted(metric: { get(): Promise<{ values: Array<{ value: number }> }> }): Promise<number> {
-  return (await metric.get()).values.reduce((a, v) => a + v.value, 0);
+/** The agents, wherever they run. */
+interface Members {
+  urls: string[];
+  state(): Promise<FleetState>;
+  stop(): Promise<void>;
 }
 
-async function escapedErrors(agents: Iterable<Agent>): Promise<number> {
-  let n = 0;
-  for (const a of agents) n += (await counted(a.metrics.storeFailures)) + (await counted(a.metrics.loopFailures));
-  return n;
+async function inProcess(
+  settings: FleetAgentsSettings,
+  endpoints: Record<string, string>,
+  onEvent: (e: AgentEvent) => void,
+): Promise<Members> {
+  const fleet = await startFleetAgents({ ...settings, endpointOf: async (node) => endpoints[node]!, onEvent });
+  return { urls: [...fleet.agents.values()].map((a) => a.url), state: () => fleet.state(), stop: () => fleet.stop() };
+}
+
+/** Every `hosts`-th node to each of `hosts` processes. */
+async function hosted(
+  hosts: number,
+  settings: FleetAgentsSettings,
+  endpoints: Record<string, string>,
+  onEvent: (e: AgentEvent) => void,
+): Promise<Members> {
+  const script = join(fileURLToPath(new URL(".", import.meta.url)), "fleet-host.js");
+  let queries = 0;
+  const children = Array.from({ length: hosts }, (_, h) => {
+    const child = fork(script, { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    const waiting = new Map<number | string, (m: HostMessage) => void>();
+    child.on("message", (m: HostMessage) => {
+      if (m.type === "events") for (const e of m.events) onEvent(e);
+      else waiting.get(m.type === "state" ? m.id : m.type)?.(m);
+    });
+    const ask = (request: HostRequest, answer: number | string) =>
+      new Promise<HostMessage>((resolve) => {
+        waiting.set(answer, resolve);
+        child.send(request);
+      });
+    const nodes = settings.nodes.filter((_, i) => i % hosts === h);
+    return { child, ask, settings: { ...settings, nodes } };
+  });
+  const started = await Promise.all(
+    children.map((c) => c.ask({ type: "start", settings: c.settings, endpoints }, "started")),
+  );
+  const urls = started.flatMap((m) => (m.type === "started" ? Object.values(m.urls) : []));
+  return {
+    urls,
+    async state() {
+      const id = ++queries;
+      const states = await Promise.all(children.map((c) => c.ask({ type: "query", id }, id)));
+      const merged: FleetState = {
+        applied: {},
+        escapedErrors: 0,
+        counts: { starts: 0, reloads: 0, checksAsked: 0, checksRun: 0, runtimeCommands: 0, patternSwaps: 0 },
+      };
+      for (const s of states) {
+        if (s.type !== "state") continue;
+        Object.assign(merged.applied, s.applied);
+        merged.escapedErrors += s.escapedErrors;
+        for (const k of Object.keys(merged.counts) as Array<keyof FleetState["counts"]>)
+          merged.counts[k] += s.counts[k];
+      }
+      return merged;
+    },
+    async stop() {
+      await Promise.all(children.map((c) => c.ask({ type: "stop" }, "stopped")));
+    },
+  };
 }
 
 /** Seeded uniform [0, 1) (mulberry32). */
@@ -130,17 +193,21 @@ export async function startFleet(o: FleetOptions): Promise<Fleet> {
   const collected: AgentEvent[] = [];
   listener = (e) => collected.push(e);
   const beforeStart = proxy.traffic();
-  const agents = await startFleetAgents({
+  const endpoints: Record<string, string> = {};
+  for (const node of nodes) endpoints[node] = await proxy.endpointFor(node);
+  const settings: FleetAgentsSettings = {
     nodes,
     store: storeUrl,
-    endpointOf: (node) => proxy.endpointFor(node),
     dir: join(root, "agents"),
     token: FLEET_TOKEN,
     pollInterval: o.pollInterval,
     statusInterval: o.statusInterval,
-    onEvent: (e) => listener?.(e),
-  });
-  publisher = await makePublisher([...agents.agents.values()].map((a) => a.url));
+  };
+  const onEvent = (e: AgentEvent) => listener?.(e);
+  const agents = o.hosts
+    ? await hosted(o.hosts, settings, endpoints, onEvent)
+    : await inProcess(settings, endpoints, onEvent);
+  publisher = await makePublisher(agents.urls);
 
   /** `pinged`: the change was announced by pings (the first config is found by each agent's start). */
   async function outcomes(
@@ -177,7 +244,7 @@ export async function startFleet(o: FleetOptions): Promise<Fleet> {
     notifyMs: 0,
     agents: initialAgents,
     functionTraffic: proxy.traffic().get(FUNCTION)!,
-    escapedErrors: await escapedErrors(agents.agents.values()),
+    escapedErrors: (await agents.state()).escapedErrors,
     failedPasses: 0,
   };
 
@@ -185,7 +252,7 @@ export async function startFleet(o: FleetOptions): Promise<Fleet> {
     store,
     proxy,
     storeUrl,
-    agents,
+    state: () => agents.state(),
     initial,
     async change(waitMs) {
       const events: AgentEvent[] = [];
@@ -201,7 +268,7 @@ export async function startFleet(o: FleetOptions): Promise<Fleet> {
         else if (e.key === key && waiting.delete(e.node) && waiting.size === 0) done();
       };
       const before = proxy.traffic();
-      const errorsBefore = await escapedErrors(agents.agents.values());
+      const errorsBefore = (await agents.state()).escapedErrors;
       published = undefined;
       const started = performance.timeOrigin + performance.now();
       let pass: ReconcileResult | undefined;
@@ -225,7 +292,7 @@ export async function startFleet(o: FleetOptions): Promise<Fleet> {
         notifyMs: pass.durationsMs?.notify ?? NaN,
         agents: await outcomes(key, events, stored.at, before, true),
         functionTraffic: trafficBetween(before, proxy.traffic()).get(FUNCTION)!,
-        escapedErrors: (await escapedErrors(agents.agents.values())) - errorsBefore,
+        escapedErrors: (await agents.state()).escapedErrors - errorsBefore,
         failedPasses,
       };
       listener = undefined;

@@ -13,12 +13,14 @@
  * a real fleet each node pulls, verifies and decides on its own CPU. The CPU the agents used per
  * change is printed beside them. Agents' files go to tmpfs (--dir): each real node has a disk of
  * its own, and N fsyncs on one disk would measure this machine's disk.
+ * The agents are spread over --hosts processes (one per core by default), the store (s3rver and
+ * the proxy) and the function run in this one.
  *   node dist/dev/bench/fleet.js [--agents 1000] [--services 1000] [--changes 5] [--latency-ms 20-50]
- *     [--slowdown 0.01] [--poll-interval 30s] [--status-runs 3] [--dir /dev/shm] [--json]
+ *     [--slowdown 0.01] [--poll-interval 30s] [--hosts 2] [--status-runs 3] [--dir /dev/shm] [--json]
  */
 
 import { spawn } from "node:child_process";
-import { loadavg } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { packageRoot } from "../shared/adapters/templates.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
@@ -38,6 +40,8 @@ const slowDownRate = Number(argText("--slowdown", "0.01"));
 const pollInterval = argText("--poll-interval", "30s");
 const statusRuns = arg("--status-runs", 3);
 const dir = argText("--dir", "/dev/shm");
+/** Processes the agents are spread over: one per core by default. */
+const hosts = arg("--hosts", availableParallelism());
 const POLL_MS = Number(/^(\d+)s$/.exec(pollInterval)?.[1] ?? Number.NaN) * 1000;
 /** A change not applied by every agent within this is counted as not converged (the poll is jittered ±20 %). */
 const WAIT_MS = POLL_MS * 1.2 + 10_000;
@@ -160,6 +164,7 @@ async function main(): Promise<void> {
     pollInterval,
     statusInterval: "60s",
     dir,
+    hosts,
   });
   const startMs = round(performance.now() - started);
   const cpuMs = (since: NodeJS.CpuUsage) => {
@@ -179,11 +184,12 @@ async function main(): Promise<void> {
     const statuses: StatusRun[] = [];
     for (let i = 0; i < statusRuns; i++) statuses.push(await runStatus(fleet));
     const rssMiB = round(process.memoryUsage().rss / 2 ** 20);
-    const counts = fleet.agents.haproxy.counts;
+    const { counts } = await fleet.state();
     const config = fleet.initial.pass.counts;
     const report = {
       machine: machine(),
       agents,
+      hosts,
       services,
       configBytes: config?.bytes,
       pollInterval,
@@ -205,7 +211,7 @@ async function main(): Promise<void> {
     }
     console.log(`bench/fleet — ${machine()}`);
     console.log(
-      `${agents} agents (one process, HAProxy faked) × ${services} Services (config ${round((config?.bytes ?? 0) / KiB)} KiB), store: s3rver behind ${latencyMin}–${latencyMax} ms per request and ${slowDownRate * 100} % 503 SlowDown; --poll-interval ${pollInterval}; load before ${loadBefore}; ${agents} agents started (each pulled the config) in ${startMs} ms\n`,
+      `${agents} agents (in ${hosts} processes, HAProxy faked) × ${services} Services (config ${round((config?.bytes ?? 0) / KiB)} KiB), store: s3rver behind ${latencyMin}–${latencyMax} ms per request and ${slowDownRate * 100} % 503 SlowDown; --poll-interval ${pollInterval}; load before ${loadBefore}; ${agents} agents started (each pulled the config) in ${startMs} ms\n`,
     );
     console.log(
       table(
