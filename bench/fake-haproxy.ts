@@ -4,8 +4,9 @@
  *
  * - The master (start, reload, stop) is no process: start and reload succeed at once and the
  *   master never dies. Real reloads cost HAProxy's parse of the config; endpoint changes take none.
- * - `haproxy -c` is the real one, run once per distinct config text in this process, its verdict
- *   (HAProxy's own) handed to every agent that asks: each agent still waits for it and acts on it.
+ * - `haproxy -c` is the real one, run once per distinct config text in each process that hosts
+ *   agents, its verdict (HAProxy's own) handed to every agent there that asks: each agent still
+ *   waits for it and acts on it.
  * - The runtime API accepts every command and pattern swap it is given, and `show servers state`
  *   answers that no server has a saved state. The agent's plan (which commands, in which order)
  *   is its own; HAProxy's acceptance of each address is not tested here (bench/agent and the

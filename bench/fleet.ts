@@ -109,6 +109,8 @@ function row(change: string, c: ChangeOutcome, cpuMs: number): Row {
 
 interface StatusRun {
   ms: number;
+  /** The command's CPU time (user + system): what a busy machine inflates less than wall time. */
+  cpuMs: number;
   exitCode: number | null;
   summary: unknown;
 }
@@ -117,9 +119,13 @@ interface StatusRun {
 async function runStatus(fleet: Fleet): Promise<StatusRun> {
   const endpoint = await fleet.proxy.endpointFor("status");
   const started = performance.now();
+  // GNU time reports the child's CPU time on stderr, which servicelb's own stderr lines precede.
   const child = spawn(
-    process.execPath,
+    "/usr/bin/time",
     [
+      "-f",
+      "cpu %U %S",
+      process.execPath,
       join(packageRoot(), "bin", "servicelb.js"),
       "status",
       "--format",
@@ -136,20 +142,24 @@ async function runStatus(fleet: Fleet): Promise<StatusRun> {
         AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
         AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
       },
-      stdio: ["ignore", "pipe", "ignore"],
+      stdio: ["ignore", "pipe", "pipe"],
     },
   );
   let out = "";
+  let err = "";
   child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-  const exitCode = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  child.stderr.on("data", (c: Buffer) => (err += c.toString()));
+  const exitCode = await new Promise<number | null>((resolve) => child.on("close", resolve));
   const ms = round(performance.now() - started);
+  const [, user, system] = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(err) ?? [];
+  const cpuMs = round((Number(user) + Number(system)) * 1000);
   let summary: unknown;
   try {
     summary = (JSON.parse(out) as { summary?: unknown }).summary;
   } catch {
     summary = `not JSON: ${out.slice(0, 200)}`;
   }
-  return { ms, exitCode, summary };
+  return { ms, cpuMs, exitCode, summary };
 }
 
 async function main(): Promise<void> {
@@ -273,8 +283,8 @@ async function main(): Promise<void> {
     );
     console.log(
       table(
-        ["run", "ms", "exit", "summary"],
-        statuses.map((s, i) => [i + 1, s.ms, String(s.exitCode), JSON.stringify(s.summary)]),
+        ["run", "ms", "CPU ms", "exit", "summary"],
+        statuses.map((s, i) => [i + 1, s.ms, s.cpuMs, String(s.exitCode), JSON.stringify(s.summary)]),
       ),
     );
   } finally {
