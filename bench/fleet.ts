@@ -157,7 +157,8 @@ async function runStatus(fleet: Fleet): Promise<StatusRun> {
   try {
     summary = (JSON.parse(out) as { summary?: unknown }).summary;
   } catch {
-    summary = `not JSON: ${out.slice(0, 200)}`;
+    // No summary: what the command said on stderr instead (its last line before GNU time's).
+    summary = err.trim().split("\n").at(-2)?.slice(0, 300) ?? "no output";
   }
   return { ms, cpuMs, exitCode, summary };
 }
