@@ -151,7 +151,10 @@ addSettings(
 addStoreOptions(
   program
     .command("status")
-    .description("which config every agent runs, and whether it is behind the newest")
+    .description(
+      "how many nodes run the newest config, how many are behind or down, and the oldest config still served; --nodes: each node",
+    )
+    .option("--nodes", "a line per node after the summary (JSON always has every node)")
     .addOption(new Option("--format <format>", "output").choices(["text", "json"]).default("text"))
     .option("--config <file>", CONFIG_HELP),
 ).action(async (flags: Record<string, unknown>) => {

@@ -58,7 +58,8 @@ export interface RuntimePort {
   serversState(socket: string): Promise<string>;
 }
 
-const REAL_RUNTIME: RuntimePort = {
+/** HAProxy's runtime API on its stats socket. */
+export const REAL_RUNTIME: RuntimePort = {
   runAll: runRuntimeCommands,
   swapPatterns: swapPatternFile,
   serversState: showServersState,

@@ -9,7 +9,8 @@ import type { S3ClientConfig } from "@aws-sdk/client-s3";
 import { mkdir } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { dirname } from "node:path";
-import { showProc } from "../adapters/haproxy/master.js";
+import { checkConfig } from "../adapters/haproxy/check.js";
+import { type ProcStatus, type ReloadResult, showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions, openFileLimit } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/store.js";
@@ -17,7 +18,8 @@ import { openStore } from "../adapters/open-store.js";
 import { packageVersion } from "../adapters/package-version.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
-import { Applier, type HaproxyControl } from "./applier.js";
+import { REAL_RUNTIME } from "./activation.js";
+import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
@@ -30,8 +32,33 @@ import { startStatusReporter, type StatusReporter } from "./status-reporter.js";
 import { watchStore } from "./store-watch.js";
 import { tokenSource } from "./token.js";
 import { until } from "./until.js";
+import type { ConfigChecker } from "./verdict.js";
 import { DIGEST_KINDS } from "../core/config-digest.js";
 import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/descriptors.js";
+
+/** The supervised HAProxy master, as the agent uses it (adapters/haproxy/process.ts). */
+export interface SupervisedHaproxy extends Pick<HaproxyProcess, "running" | "pid" | "supervision" | "start" | "stop"> {
+  reload(): Promise<Pick<ReloadResult, "ok" | "reason">>;
+}
+
+/**
+ * Where the agent meets HAProxy: the master it supervises, `haproxy -c`, the runtime API and the
+ * master CLI's `show proc`. Real by default; bench/fleet fakes them to run a thousand agents in one
+ * process, with the pull, verification, decision, files and records still the agent's own.
+ */
+export interface HaproxyPorts {
+  supervise(options: HaproxyProcessOptions): SupervisedHaproxy;
+  check: ConfigChecker;
+  runtime: RuntimePort;
+  showProc(masterSocket: string, options: { timeoutMs: number }): Promise<ProcStatus>;
+}
+
+const REAL_HAPROXY: HaproxyPorts = {
+  supervise: (options) => new HaproxyProcess(options),
+  check: checkConfig,
+  runtime: REAL_RUNTIME,
+  showProc,
+};
 
 export interface AgentDeps {
   log?: Logger;
@@ -57,6 +84,8 @@ export interface AgentDeps {
   haproxyLog?: (line: string) => void;
   /** Stage timing of the applier (bench/e2e); none by default. */
   trace?: StageTrace;
+  /** Default: the real HAProxy. */
+  haproxyPorts?: HaproxyPorts;
 }
 
 export interface Agent {
@@ -104,7 +133,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     findOrphanMaster(options.masterSocket),
   ]);
 
-  const proc = new HaproxyProcess({
+  const ports = deps.haproxyPorts ?? REAL_HAPROXY;
+  const proc = ports.supervise({
     configPath: options.configPath,
     masterSocket: options.masterSocket,
     haproxyBin: options.haproxyBin,
@@ -166,6 +196,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     haproxyBin: options.haproxyBin,
     checkTimeoutMs: options.checkTimeout,
     openFiles,
+    check: ports.check,
+    runtime: ports.runtime,
     minReloadIntervalMs: options.minReloadInterval,
     backoff: deps.backoff ?? { initialMs: 10_000, maxMs: 300_000 },
     metrics,
@@ -222,7 +254,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     // The reload itself is confirmed (or reported failed) by the applier within its timeout.
     if (reloading) return { ok: true };
     try {
-      const s = await showProc(options.masterSocket, { timeoutMs: 1000 });
+      const s = await ports.showProc(options.masterSocket, { timeoutMs: 1000 });
       if (s.master.pid !== proc.pid)
         return { ok: false, reason: `the master socket is answered by another HAProxy (pid ${s.master.pid})` };
       if (s.workers.length === 0) return { ok: false, reason: "HAProxy has no worker" };

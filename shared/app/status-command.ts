@@ -1,7 +1,9 @@
 /*
- * `servicelb status [--format text|json]`: fleet convergence at a glance. For every node that
- * reported to the store (status/<node>.json): the config it runs, whether that is the newest
- * published one, its last error and how old its report is. A report older than three of the
+ * `servicelb status [--nodes] [--format text|json]`: fleet convergence at a glance. First a
+ * summary — how many nodes are current, behind, down, pinned, and the oldest config still served
+ * and since when — so that a fleet of a thousand nodes reads in a few lines; with --nodes (and
+ * always in JSON), every node that reported to the store (status/<node>.json): the config it runs,
+ * whether that is the newest published one, its last error and how old its report is. A report older than three of the
  * node's own report intervals is marked stale: the agent is gone or cannot reach the store.
  * While a pin is set, the pinned config is what every node should run. Newer keys that are not
  * trusted or whose objects do not verify are listed: they are skipped by the publisher and the
@@ -42,9 +44,34 @@ export interface NodeRow {
   lastError: { stage: string; key: string | null; message: string; at: string } | null;
   /** The config digests the agent verifies; agents from before tree1 report none (sha256 only). */
   digests: string[];
+  /** The pin the agent holds, if any. */
+  pinned: string | null;
+}
+
+/** The fleet in counts; each node is exactly one of current, behind and down. */
+export interface FleetSummary {
+  nodes: number;
+  /** Serves the newest config (the pinned one while pinned). */
+  current: number;
+  /** Serves an older config, a skipped one, or none. */
+  behind: number;
+  /** HAProxy not running, or a stale report (agent gone or cut off from the store): what it serves is not known. */
+  down: number;
+  /** Of those down: HAProxy not running by a fresh report. */
+  haproxyDown: number;
+  /** Of those down: reports older than three report intervals. */
+  stale: number;
+  /** Nodes whose agent holds a pin (`servicelb pin`). */
+  pinned: number;
+  /**
+   * The oldest config a node that is not down serves, how many serve it, and since when (the
+   * earliest of their applies); null when none serves a known config.
+   */
+  oldestServed: { key: string; revision: string | null; nodes: number; since: string | null } | null;
 }
 
 export interface FleetStatus {
+  summary: FleetSummary;
   newest: { key: string; revision: string } | null;
   pin: Pin | null;
   /** Keys newer than the newest verified config that do not verify (reported by the store or an agent). */
@@ -97,11 +124,13 @@ export function fleetStatus(
       haproxyRunning: s.haproxy.running,
       lastError: s.lastError,
       digests: s.digests,
+      pinned: s.pinned?.key ?? null,
     });
     for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
   nodes.sort((a, b) => compareStrings(a.node, b.node));
   return {
+    summary: summarize(nodes),
     newest: newest && { key: newest.key, revision: newest.revision },
     pin,
     skipped: [...skipped.values()],
@@ -110,6 +139,34 @@ export function fleetStatus(
     digest: digestForFleet(reports),
     function: store.pass ?? null,
     ...(store.passUnreadable !== undefined ? { functionUnreadable: store.passUnreadable } : {}),
+  };
+}
+
+function summarize(nodes: readonly NodeRow[]): FleetSummary {
+  const down = (n: NodeRow) => n.stale || !n.haproxyRunning;
+  let oldest: NodeRow[] = [];
+  for (const n of nodes) {
+    if (down(n) || n.key === null) continue;
+    const order = oldest.length === 0 ? -1 : compareConfigKeys(n.key, oldest[0]!.key!);
+    if (order < 0) oldest = [n];
+    else if (order === 0) oldest.push(n);
+  }
+  const since = oldest
+    .map((n) => n.appliedAt)
+    .filter((at) => at !== null)
+    .sort()[0];
+  return {
+    nodes: nodes.length,
+    current: nodes.filter((n) => !down(n) && !n.behind).length,
+    behind: nodes.filter((n) => !down(n) && n.behind).length,
+    down: nodes.filter(down).length,
+    haproxyDown: nodes.filter((n) => !n.stale && !n.haproxyRunning).length,
+    stale: nodes.filter((n) => n.stale).length,
+    pinned: nodes.filter((n) => n.pinned !== null).length,
+    oldestServed:
+      oldest.length === 0
+        ? null
+        : { key: oldest[0]!.key!, revision: oldest[0]!.revision, nodes: oldest.length, since: since ?? null },
   };
 }
 
@@ -153,17 +210,21 @@ function age(seconds: number): string {
   return `${Math.round(seconds / 3600)}h`;
 }
 
-export function formatFleet(f: FleetStatus): string {
-  const pin = f.pin
-    ? `PINNED: ${f.pin.key} since ${f.pin.pinnedAt}${f.pin.reason ? ` (${f.pin.reason})` : ""}: agents run it until \`servicelb unpin\`\n`
-    : "";
-  const digest = `digests: ${f.digest.kind === "tree1" ? "every node verifies tree1: configs may be published by tree1" : `sha256 only: ${f.digest.reason}`}\n`;
-  const fn = functionProblem(f);
-  const passLine = `function: ${fn !== null ? `FAILING: ${fn}` : f.function ? `last pass ${f.function.at} succeeded` : "no pass recorded"}\n`;
-  const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}${passLine}${digest}`;
+/** The summary's two lines: the counts, and the oldest config still served. */
+function formatSummary(s: FleetSummary): string {
+  const down = s.down === 0 ? "0 down" : `${s.down} down (${s.haproxyDown} HAProxy down, ${s.stale} report stale)`;
+  const counts = `nodes: ${s.nodes}: ${s.current} current, ${s.behind} behind, ${down}; ${s.pinned} pinned\n`;
+  const o = s.oldestServed;
+  const oldest = o
+    ? `oldest config served: ${o.key.slice(o.key.lastIndexOf("/") + 1)} (revision ${o.revision ?? "?"}) by ${o.nodes === 1 ? "1 node" : `${o.nodes} nodes`}${o.since ? `, since ${o.since}` : ""}\n`
+    : "oldest config served: none known\n";
+  return counts + oldest;
+}
+
+function formatNodes(nodes: readonly NodeRow[]): string {
   const rows = [
     ["NODE", "REVISION", "STATE", "HAPROXY", "REPORTED", "CONFIG", "VERIFIES", "LAST ERROR"],
-    ...f.nodes.map((n) => [
+    ...nodes.map((n) => [
       n.node,
       n.revision ?? "-",
       n.behind ? "behind" : "current",
@@ -176,11 +237,39 @@ export function formatFleet(f: FleetStatus): string {
       n.lastError ? `${n.lastError.stage}: ${n.lastError.message.split("\n")[0]}` : "-",
     ]),
   ];
-  const table = formatTable(rows);
+  return `${formatTable(rows)}\n`;
+}
+
+/** The summary; with `nodes`, a line per node after it. */
+export function formatFleet(f: FleetStatus, { nodes = false }: { nodes?: boolean } = {}): string {
+  const pin = f.pin
+    ? `PINNED: ${f.pin.key} since ${f.pin.pinnedAt}${f.pin.reason ? ` (${f.pin.reason})` : ""}: agents run it until \`servicelb unpin\`\n`
+    : "";
+  const digest = `digests: ${f.digest.kind === "tree1" ? "every node verifies tree1: configs may be published by tree1" : `sha256 only: ${f.digest.reason}`}\n`;
+  const fn = functionProblem(f);
+  const passLine = `function: ${fn !== null ? `FAILING: ${fn}` : f.function ? `last pass ${f.function.at} succeeded` : "no pass recorded"}\n`;
+  const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}${passLine}${digest}`;
   const bad =
     f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") +
     f.skipped.map((k) => `skipped key (not trusted or does not verify): ${k.key}: ${k.reason}\n`).join("");
-  return `${head}${table}\n${bad}`;
+  return `${head}${formatSummary(f.summary)}${nodes ? formatNodes(f.nodes) : ""}${bad}`;
+}
+
+/** Without --nodes, stderr names this many nodes that have not converged, and counts the rest. */
+const NAMED_NODES = 10;
+
+/** The function's problem and the nodes' (notConverged), at most NAMED_NODES of them named unless `all`. */
+export function problemLines(f: FleetStatus, all: boolean): string[] {
+  const problems = notConverged(f);
+  const fn = problems.filter((p) => p.startsWith("function: "));
+  const rest = problems.slice(fn.length);
+  if (all || rest.length <= NAMED_NODES) return problems;
+  const more = rest.length - NAMED_NODES;
+  return [
+    ...fn,
+    ...rest.slice(0, NAMED_NODES),
+    `and ${more} more ${more === 1 ? "node" : "nodes"} (\`servicelb status --nodes\` lists every node)`,
+  ];
 }
 
 export async function runStatus(flags: Record<string, unknown>): Promise<number> {
@@ -200,8 +289,11 @@ export async function runStatus(flags: Record<string, unknown>): Promise<number>
       skipped,
       ...(pass instanceof StoreError ? { passUnreadable: pass.message } : { pass }),
     });
-    process.stdout.write(flags.format === "json" ? `${JSON.stringify(fleet, null, 2)}\n` : formatFleet(fleet));
-    const problems = notConverged(fleet);
+    const nodes = flags.nodes === true;
+    process.stdout.write(
+      flags.format === "json" ? `${JSON.stringify(fleet, null, 2)}\n` : formatFleet(fleet, { nodes }),
+    );
+    const problems = problemLines(fleet, nodes);
     for (const p of problems) process.stderr.write(`servicelb: not converged: ${p}\n`);
     return problems.length === 0 ? 0 : NOT_CONVERGED_EXIT;
   } finally {

@@ -516,8 +516,11 @@ describe("servicelb status", () => {
       spy.mockRestore();
       return out;
     };
-    const text = await run({}, 0);
-    expect(text).toContain(`newest: ${v1.key} (revision 100)`);
+    const summary = await run({}, 0);
+    expect(summary).toContain(`newest: ${v1.key} (revision 100)`);
+    expect(summary).toContain("nodes: 1: 1 current, 0 behind, 0 down; 0 pinned\n");
+    expect(summary).not.toMatch(/^node-\d+\s/m);
+    const text = await run({ nodes: true }, 0);
     expect(text).toMatch(
       /^node-\d+\s+100\s+current\s+running\s+\d+s ago\s+000000-0+100-0000000000-[0-9a-f]{16}\.cfg\s+sha256,tree1\s+-$/m,
     );

@@ -99,11 +99,12 @@ describe("servicelb status", () => {
       eventId: "e-4",
     };
     await store.putPassRecord({ at: "2026-12-01T10:03:00.000Z", generator: `servicelb/${version}`, failure });
-    let r = await cli(["status", ...storeArgs], credentials);
+    let r = await cli(["status", "--nodes", ...storeArgs], credentials);
     expect(r.code).toBe(3);
     expect(r.stdout).toContain(
       "function: FAILING: 4 passes failed since 2026-12-01T10:00:00.000Z, the last at 2026-12-01T10:03:00.000Z at publish: S3 put",
     );
+    expect(r.stdout).toContain("nodes: 2: 2 current, 0 behind, 0 down; 0 pinned\n");
     expect(r.stdout).toMatch(/^node-a\s+1\s+current\s/m);
     expect(r.stderr).toContain("servicelb: not converged: function: 4 passes failed since");
 

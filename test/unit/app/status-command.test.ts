@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fleetStatus, formatFleet, notConverged } from "../../../shared/app/status-command.js";
+import { fleetStatus, formatFleet, notConverged, problemLines } from "../../../shared/app/status-command.js";
 
 const newest = {
   key: "p/configs/00000000000000000120-aaaaaaaaaaaaaaaa.cfg",
@@ -59,11 +59,13 @@ describe("fleetStatus", () => {
       ["node-c", true, false, 30],
     ]);
     expect(f.unreadable).toHaveLength(1);
-    const text = formatFleet(f);
+    const text = formatFleet(f, { nodes: true });
     expect(text.split("\n")).toEqual([
       `newest: ${newest.key} (revision 120)`,
       "function: no pass recorded",
       "digests: sha256 only: node node-c (servicelb/0.1.0) does not report that it verifies tree1",
+      "nodes: 3: 1 current, 1 behind, 1 down (0 HAProxy down, 1 report stale); 0 pinned",
+      "oldest config served: 00000000000000000110-cccccccccccccccc.cfg (revision 110) by 1 node, since 2026-11-30T11:00:00Z",
       expect.stringMatching(/^NODE\s+REVISION\s+STATE\s+HAPROXY\s+REPORTED\s+CONFIG\s+VERIFIES\s+LAST ERROR$/),
       expect.stringMatching(/^node-a\s+120\s+current\s+running\s+30s ago\s+0+120-a{16}\.cfg\s+sha256\s+-$/),
       expect.stringMatching(/^node-b\s+-\s+behind\s+down\s+10m ago \(stale\)\s+-\s+sha256\s+-$/),
@@ -91,8 +93,9 @@ describe("fleetStatus", () => {
     expect(lines[2]).toBe(
       "digests: sha256 only: node node-old (servicelb/0.1.0) does not report that it verifies tree1",
     );
-    expect(lines[4]).toMatch(/^node-a\s.*0+120-a{16}\.cfg \(tree1\)\s+sha256,tree1\s+-$/);
-    expect(lines[5]).toMatch(/^node-old\s.*0+120-a{16}\.cfg\s+sha256\s+-$/);
+    const table = formatFleet(mixed, { nodes: true }).split("\n");
+    expect(table[6]).toMatch(/^node-a\s.*0+120-a{16}\.cfg \(tree1\)\s+sha256,tree1\s+-$/);
+    expect(table[7]).toMatch(/^node-old\s.*0+120-a{16}\.cfg\s+sha256\s+-$/);
     const upgraded = fleetStatus(newest, [report("node-a", newest.key, both)], now);
     expect(formatFleet(upgraded).split("\n")[2]).toBe(
       "digests: every node verifies tree1: configs may be published by tree1",
@@ -103,6 +106,76 @@ describe("fleetStatus", () => {
     const f = fleetStatus(null, [report("node-a", null)], now);
     expect(f.nodes[0]!.behind).toBe(false);
     expect(formatFleet(f)).toMatch(/^newest: no config published\n/);
+  });
+});
+
+describe("the summary", () => {
+  const older = "p/configs/00000000000000000100-dddddddddddddddd.cfg";
+  const oldest = "p/configs/00000000000000000090-eeeeeeeeeeeeeeee.cfg";
+  const pinnedAt = "2026-11-30T10:00:00Z";
+  const applied = (key: string, appliedAt: string) => ({
+    applied: { ...report("x", key).applied!, appliedAt },
+  });
+
+  it("counts each node once as current, behind or down, and the pins they hold", () => {
+    const f = fleetStatus(
+      newest,
+      [
+        report("node-a", newest.key),
+        report("node-b", newest.key, { pinned: { key: newest.key, pinnedAt } }),
+        report("node-c", older),
+        report("node-d", null),
+        report("node-e", newest.key, { haproxy: { running: false } }),
+        // Down outweighs behind: what a stale node serves now is not known.
+        report("node-f", older, { reportedAt: "2026-11-30T11:50:00Z" }),
+      ],
+      now,
+    );
+    expect(f.summary).toEqual({
+      nodes: 6,
+      current: 2,
+      behind: 2,
+      down: 2,
+      haproxyDown: 1,
+      stale: 1,
+      pinned: 1,
+      oldestServed: { key: older, revision: "100", nodes: 1, since: "2026-11-30T11:00:00Z" },
+    });
+    expect(formatFleet(f).split("\n").slice(3, 5)).toEqual([
+      "nodes: 6: 2 current, 2 behind, 2 down (1 HAProxy down, 1 report stale); 1 pinned",
+      "oldest config served: 00000000000000000100-dddddddddddddddd.cfg (revision 100) by 1 node, since 2026-11-30T11:00:00Z",
+    ]);
+  });
+
+  it("names the oldest config nodes that are not down serve, by key order, and the earliest apply of it", () => {
+    const f = fleetStatus(
+      newest,
+      [
+        report("node-a", older, applied(older, "2026-11-30T09:30:00Z")),
+        report("node-b", oldest, applied(oldest, "2026-11-30T08:00:00Z")),
+        report("node-c", oldest, applied(oldest, "2026-11-30T07:00:00Z")),
+        // Older still, but its HAProxy is down: it serves nothing.
+        report("node-d", "p/configs/00000000000000000010-ffffffffffffffff.cfg", { haproxy: { running: false } }),
+      ],
+      now,
+    );
+    expect(f.summary.oldestServed).toEqual({ key: oldest, revision: "90", nodes: 2, since: "2026-11-30T07:00:00Z" });
+    expect(fleetStatus(newest, [report("node-a", null)], now).summary.oldestServed).toBeNull();
+    expect(formatFleet(fleetStatus(newest, [], now))).toContain(
+      "nodes: 0: 0 current, 0 behind, 0 down; 0 pinned\noldest config served: none known\n",
+    );
+  });
+
+  it("keeps the per-node table behind --nodes, and names at most ten nodes on stderr without it", () => {
+    const reports = Array.from({ length: 12 }, (_, i) => report(`node-${String(i).padStart(2, "0")}`, older));
+    const f = fleetStatus(newest, reports, now);
+    expect(formatFleet(f)).not.toMatch(/^NODE\s/m);
+    expect(formatFleet(f, { nodes: true }).match(/^node-\d\d\s/gm)).toHaveLength(12);
+    const short = problemLines(f, false);
+    expect(short).toHaveLength(11);
+    expect(short.slice(0, 10)).toEqual(notConverged(f).slice(0, 10));
+    expect(short[10]).toBe("and 2 more nodes (`servicelb status --nodes` lists every node)");
+    expect(problemLines(f, true)).toEqual(notConverged(f));
   });
 });
 
