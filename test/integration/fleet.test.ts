@@ -1,8 +1,10 @@
 import { tmpdir } from "node:os";
+import { ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Fleet, startFleet } from "../../bench/fleet-run.js";
 import { requestCount } from "../../bench/store-proxy.js";
 import { requireHaproxy } from "../support/haproxy.js";
+import { waitFor } from "../support/net.js";
 
 /*
  * A fleet in one process (bench/fleet's, not timed): 20 agents as `servicelb agent` runs them,
@@ -13,10 +15,10 @@ import { requireHaproxy } from "../support/haproxy.js";
 
 const AGENTS = 20;
 /**
- * The whole config is ~50 KiB at this size, under the bytes bound, so a protocol that downloads
- * the whole config once per change passes and one that downloads it twice does not.
+ * The whole config is ~1.4 MB at this size, 20 times the bytes bound: only configs published in
+ * chunks (an agent fetches what changed) keep each agent within it.
  */
-const SERVICES = 60;
+const SERVICES = 2000;
 /** Issue 30: an agent takes an endpoint change in at most 3 store requests and 64 KiB. */
 const MAX_REQUESTS = 3;
 const MAX_BYTES = 64 * 1024;
@@ -32,6 +34,14 @@ beforeAll(async () => {
     pollInterval: "600s",
     statusInterval: "600s",
     dir: tmpdir(),
+  });
+  // Each agent reports what it reads (status/<node>.json) a second after its first apply; the
+  // function publishes in chunks once every report says chunks1.
+  await waitFor("every agent's report", async () => {
+    const listed = await fleet.store.client.send(
+      new ListObjectsV2Command({ Bucket: fleet.store.bucket, Prefix: "fleet/status/" }),
+    );
+    return (listed.KeyCount ?? 0) >= AGENTS ? true : undefined;
   });
 }, 120_000);
 

@@ -31,8 +31,11 @@ export interface Node {
   /** Options of an agent for this node; `extra` uses the flag names (camelCase). */
   options(extra?: Record<string, unknown>): AgentOptions;
   start(extra?: Record<string, unknown>, deps?: AgentDeps): Promise<Agent>;
-  /** Renders the cluster `items` at `revision` and publishes it (by a sha256 digest unless told), as the reconcile function does. */
-  publish(items: unknown[], revision: number, digest?: DigestKind): Promise<PublishResult>;
+  /**
+   * Renders the cluster `items` at `revision` and publishes it (by a sha256 digest unless told), as
+   * the reconcile function does; `chunked`: in chunks (tree1), as it does for a fleet that reads them.
+   */
+  publish(items: unknown[], revision: number, digest?: DigestKind, chunked?: boolean): Promise<PublishResult>;
   /** POST /notify with the published key, as the notifier does. */
   notify(
     agent: Agent,
@@ -108,12 +111,13 @@ export async function testNode(s3: TestS3, renderExtra: Record<string, unknown> 
         haproxyLog: () => undefined,
         ...deps,
       }),
-    async publish(items, revision, digest) {
+    async publish(items, revision, digest, chunked) {
       const rendered = renderContext.render(snapshotFromDocuments([list(items, String(revision))]));
       lastConfig = rendered.config;
       return store.publish({
         config: rendered.config,
         ...(digest ? { digest } : {}),
+        ...(chunked ? { chunked } : {}),
         revision: String(revision),
         generator: "servicelb/test",
         ...(rendered.layout ? { layout: rendered.layout } : {}),
