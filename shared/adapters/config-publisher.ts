@@ -596,6 +596,8 @@ export function createPublisher(
     lastNewestSha = sha;
     lastNewestKey = key;
     knownCount++;
+    // After the config: a poll that reads the hint finds the object there.
+    await records.putNewestHint({ key, sha256: sha });
     sameBytes = null;
 
     return {

@@ -21,6 +21,7 @@ export const LAYOUTS = "layouts/";
 const STATUS = "status/";
 const PIN = "pin.json";
 const PASS_RECORD = "reconcile.json";
+const NEWEST = "newest.json";
 /** Digest of a settings or layout record: the name it is stored under. */
 export const RECORD_DIGEST = /^[0-9a-f]{16}$/;
 
@@ -33,6 +34,14 @@ export const pinSchema = z.object({
 
 /** pin.json: every agent runs this config until it is removed. */
 export type Pin = z.infer<typeof pinSchema>;
+
+/**
+ * newest.json: the key and digest of the newest config, written after it. A hint only, read by an
+ * agent's poll to learn in one small GET that nothing changed: a key it names is still listed,
+ * judged and verified before it is pulled (agent/applier.ts).
+ */
+export const newestHintSchema = z.object({ key: z.string().max(1024), sha256: z.string().max(200) });
+export type NewestHint = z.infer<typeof newestHintSchema>;
 
 export const passRecordSchema = z.object({
   /** When the pass ended. */
@@ -69,6 +78,9 @@ export interface StoreRecords {
   /** The reconcile function's record of its last pass, or null; a StoreError (not transient) when it is not one. */
   getPassRecord(): Promise<PassRecord | null>;
   putPassRecord(record: PassRecord): Promise<void>;
+  /** newest.json, or null when it is missing or not one (a hint: a bad one is no hint). */
+  getNewestHint(): Promise<NewestHint | null>;
+  putNewestHint(hint: NewestHint): Promise<void>;
   putStatus(node: string, status: unknown): Promise<void>;
   listStatuses(): Promise<unknown[]>;
   /** Deletes every layout record but the one named (only the newest config's is ever read). */
@@ -79,6 +91,7 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
   const { prefix } = blobs;
   const pinKey = `${prefix}${PIN}`;
   const passRecordKey = `${prefix}${PASS_RECORD}`;
+  const newestKey = `${prefix}${NEWEST}`;
   const statusPrefix = `${prefix}${STATUS}`;
   const layoutPrefix = `${prefix}${LAYOUTS}`;
 
@@ -124,6 +137,14 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
       await putJson(`${prefix}${SETTINGS}${digest}.json`, record);
       return digest;
     },
+
+    async getNewestHint() {
+      const text = await getText(newestKey);
+      const parsed = text === null ? undefined : parseJson(text, newestHintSchema);
+      return parsed?.success ? parsed.data : null;
+    },
+
+    putNewestHint: (hint) => putJson(newestKey, hint),
 
     async putLayout(layout) {
       const digest = layoutDigest(layout);

@@ -28,7 +28,9 @@ export interface ObjectStoreOptions extends S3BlobStoreOptions {
   retain?: number;
 }
 
-export interface ObjectStore extends ConfigPublisher, Omit<StoreRecords, "putSettings" | "putLayout" | "pruneLayouts"> {
+export interface ObjectStore
+  extends ConfigPublisher,
+    Omit<StoreRecords, "putSettings" | "putLayout" | "pruneLayouts" | "putNewestHint"> {
   readonly bucket: string;
   readonly prefix: string;
   /** The endpoint as named in error messages. */
@@ -74,6 +76,7 @@ export function createStore(blobs: BlobStore, options: PublisherOptions = {}): O
     deletePin: () => records.deletePin(),
     getPassRecord: () => records.getPassRecord(),
     putPassRecord: (record) => records.putPassRecord(record),
+    getNewestHint: () => records.getNewestHint(),
     putStatus: (node, status) => records.putStatus(node, status),
     listStatuses: () => records.listStatuses(),
     close: () => blobs.close(),

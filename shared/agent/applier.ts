@@ -1,7 +1,8 @@
 /*
  * Brings HAProxy to the newest published config: the pull loop. Each pass fetches the key a ping
  * named (one GET) or lists the store and GETs its newest (its digest verified by the store), then
- * hands the config to the apply steps (activation.ts; decide.ts says runtime API or reload).
+ * hands the config to the apply steps (activation.ts; decide.ts says runtime API or reload). A
+ * poll that newest.json tells nothing changed ends there, without a listing.
  *
  * - Newest wins, never older: a config is taken only if its key sorts after the running one's
  *   (in decision order, core/config-key.ts), unless a pin names it, or the store no longer trusts
@@ -28,16 +29,20 @@ export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
 
 export interface ApplierOptions extends NodeStateOptions, ActivationOptions {
-  store: Pick<ObjectStore, "history" | "get" | "getPin">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint">;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+/** A pull lists the store at least this often, whatever newest.json says. */
+const LISTING_EVERY = 10;
 
 export class Applier {
   private readonly node: NodeState;
   private readonly steps: Activation;
   /** The newest key an authenticated ping named, not yet looked at. */
   private hint: { key: string; sha256: string } | null = null;
+  /** Pulls since the last listing that newest.json ended (newestIsRunning). */
+  private pullsUnlisted = 0;
   private inFlight: Promise<void> | undefined;
   private pending = false;
   private stopped = false;
@@ -229,8 +234,14 @@ export class Applier {
     };
     let record: PinRecord;
     let hinted: StoredConfig | undefined;
+    let unchanged: boolean;
     try {
-      [record, hinted] = await Promise.all([readPin(store), this.fetchHinted(afterKey)]);
+      // newestIsRunning first: it reads no hint when a ping left one, which fetchHinted takes.
+      [record, unchanged, hinted] = await Promise.all([
+        readPin(store),
+        this.newestIsRunning(afterKey),
+        this.fetchHinted(afterKey),
+      ]);
     } catch (err) {
       return failed("pull", null, `cannot read the store: ${message(err)}`);
     }
@@ -249,6 +260,7 @@ export class Applier {
       this.trace("pull.end", { key: hinted.key, via: "ping" });
       return this.take(hinted);
     }
+    if (unchanged) return this.nothingNew(stopTimer);
     // Keys at or before the running one no longer matter to anyone.
     if (afterKey !== null) this.skipped.forgetUpTo(afterKey);
     let config: StoredConfig | null;
@@ -279,6 +291,22 @@ export class Applier {
     stopTimer();
     this.trace("pull.end", { key: config.key, via: "list" });
     return this.take(config, runningDistrusted);
+  }
+
+  /**
+   * Whether newest.json names no key after `afterKey`: the poll then ends in that one small GET
+   * instead of a listing. Only a hint (anyone who can write the store can write it): a key it names
+   * is listed and judged like any other, and every LISTING_EVERY-th pull lists all the same, so a
+   * stale or forged hint delays a node that no ping reaches by that many polls at most.
+   */
+  private async newestIsRunning(afterKey: string | null): Promise<boolean> {
+    if (afterKey === null || this.node.current?.key == null || this.hint !== null) return false;
+    if (++this.pullsUnlisted >= LISTING_EVERY) {
+      this.pullsUnlisted = 0;
+      return false;
+    }
+    const hint = await this.options.store.getNewestHint().catch(() => null);
+    return hint !== null && compareConfigKeys(hint.key, afterKey) <= 0;
   }
 
   private async nothingNew(stopTimer: () => void): Promise<void> {

@@ -17,7 +17,7 @@ import type { AgentMetrics } from "./metrics.js";
 import type { PullHealth } from "./node-status.js";
 
 export interface WatchedStore {
-  store: Pick<ObjectStore, "history" | "get" | "getPin" | "putStatus">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "putStatus">;
   health(): PullHealth;
   stop(): void;
 }
@@ -47,6 +47,8 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
   let lastFailure: { at: number; message: string } | null = null;
   /** Set by a listing (or a pin), until the GET of the key it named has settled: what to restore if that GET fails. */
   let listed: { key: string; lastSuccess: number | null; failures: number } | null = null;
+  /** Where the pulls stood before a newest.json read counted as a completed pull (a listing may follow it). */
+  let beforeHint: { lastSuccess: number | null; failures: number } | null = null;
 
   const setLastSuccess = (at: number | null) => {
     lastSuccess = at;
@@ -82,7 +84,14 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
   return {
     store: {
       async history(options) {
+        const before = beforeHint;
+        beforeHint = null;
         const entries = await guarded("list", () => inner.history(options)).catch((err: unknown) => {
+          // The hint read before this listing did not end the pull after all.
+          if (before) {
+            setLastSuccess(before.lastSuccess);
+            failures = before.failures;
+          }
           if (!stopping.signal.aborted) pullFailed(err);
           throw err;
         });
@@ -114,6 +123,17 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
           }
           throw err;
         }
+      },
+      async getNewestHint() {
+        // A hint that names what runs ends the pull (applier.ts): read, it is a completed pull.
+        // One that cannot be read is no failure of its own: the pull lists the store instead.
+        const hint = await guarded("get", () => inner.getNewestHint());
+        if (hint !== null) {
+          beforeHint = { lastSuccess, failures };
+          setLastSuccess(now());
+          failures = 0;
+        }
+        return hint;
       },
       async getPin() {
         try {

@@ -65,9 +65,12 @@ const s3 = {
   },
 };
 
+/** The objects under a prefix but newest.json, the hint every publish rewrites (tested on its own). */
 async function keysUnder(prefix: string): Promise<string[]> {
   const page = await s3.client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: prefix }));
-  return ((page.Contents ?? []) as Array<{ Key: string }>).map((object) => object.Key);
+  return ((page.Contents ?? []) as Array<{ Key: string }>)
+    .map((object) => object.Key)
+    .filter((key) => key !== `${prefix}newest.json`);
 }
 
 /** A body swapped under a config's key, its metadata kept (a store's bit rot, or a hand edit). */
@@ -102,6 +105,22 @@ describe("publish, latest, get", () => {
       expect(again.view).toBe(revision === "11" ? `${prefix}views/000000-00000000000000000011` : undefined);
     }
     expect(await keysUnder(prefix)).toEqual([first.key, `${prefix}views/000000-00000000000000000011`]);
+  });
+
+  it("names the newest config in newest.json after each publish, and leaves it when a publish writes no config", async () => {
+    const prefix = newPrefix();
+    const store = openStore(prefix);
+    expect(await store.getNewestHint()).toBeNull();
+    const first = await store.publish({ config: cfg(1), revision: "100", generator: GENERATOR });
+    expect(await store.getNewestHint()).toEqual({ key: first.key, sha256: first.sha256 });
+    const second = await store.publish({ config: cfg(2), revision: "200", generator: GENERATOR });
+    expect(await store.getNewestHint()).toEqual({ key: second.key, sha256: second.sha256 });
+    expect((await store.publish({ config: cfg(1), revision: "150", generator: GENERATOR })).status).toBe("stale");
+    expect((await store.publish({ config: cfg(2), revision: "210", generator: GENERATOR })).status).toBe("unchanged");
+    expect(await store.getNewestHint()).toEqual({ key: second.key, sha256: second.sha256 });
+    // Not a hint: no hint, never an error.
+    objects.set(`${prefix}newest.json`, { ...objects.get(`${prefix}newest.json`)!, body: Buffer.from("{") });
+    expect(await store.getNewestHint()).toBeNull();
   });
 
   it("refuses a config from an older snapshot", async () => {

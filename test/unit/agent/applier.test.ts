@@ -67,6 +67,8 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
   const configs: StoredConfig[] = [];
   /** pin.json: a pin, none, or the reason it is not a pin. */
   const pin: { value: Pin | null | string } = { value: null };
+  const newest: { value: { key: string; sha256: string } | null } = { value: null };
+  let listings = 0;
   const commands: string[] = [];
   const gate = gatedCheck();
   const runtime: RuntimePort = {
@@ -97,7 +99,7 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
   const applier = new Applier({
     store: {
       history: async () =>
-        [...configs].reverse().map((c) => ({
+        (listings++, [...configs]).reverse().map((c) => ({
           key: c.key,
           epoch: 0,
           revision: c.revision,
@@ -115,6 +117,7 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
         if (typeof pin.value === "string") throw new StoreError(pin.value, { transient: false });
         return pin.value;
       },
+      getNewestHint: async () => newest.value,
     },
     haproxy: {
       running: true,
@@ -146,7 +149,19 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
     await started;
     return config;
   };
-  return { applier, configs, pin, commands, gate, configPath, serve, reloads: () => reloads, checks: () => gate.calls };
+  return {
+    applier,
+    configs,
+    pin,
+    newest,
+    commands,
+    gate,
+    configPath,
+    serve,
+    reloads: () => reloads,
+    checks: () => gate.calls,
+    listings: () => listings,
+  };
 }
 
 const OK: CheckResult = { ok: true, warnings: [] };
@@ -176,6 +191,30 @@ describe("Applier with faked HAProxy ports", () => {
     ]);
     // The one haproxy -c (the start's) ran with the agent's --check-timeout.
     expect(w.gate.timeouts).toEqual([4321]);
+  });
+
+  it("a poll that newest.json says found nothing new lists nothing, but every 10th pull lists all the same", async () => {
+    const w = world();
+    const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));
+    w.newest.value = { key: first.key, sha256: first.sha256 };
+    const before = w.listings();
+    for (let i = 0; i < 9; i++) await w.applier.sync();
+    expect(w.listings()).toBe(before);
+    await w.applier.sync();
+    expect(w.listings()).toBe(before + 1);
+    // A hint that names a newer key is listed and judged like any other, then pulled.
+    const moved = stored(2, config(["10.0.0.2:80", null]));
+    w.configs.push(moved);
+    w.newest.value = { key: moved.key, sha256: moved.sha256 };
+    await w.applier.sync();
+    expect(w.listings()).toBe(before + 2);
+    expect(w.applier.status().applied?.key).toBe(moved.key);
+    // A stale hint (it names the older key) delays a node no ping reaches by ten polls at most.
+    const third = stored(3, config(["10.0.0.3:80", null]));
+    w.configs.push(third);
+    w.newest.value = { key: moved.key, sha256: moved.sha256 };
+    for (let i = 0; i < 10 && w.applier.status().applied?.key !== third.key; i++) await w.applier.sync();
+    expect(w.applier.status().applied?.key).toBe(third.key);
   });
 
   it("an in-place move goes live make before break and is written at once, with no haproxy -c", async () => {
