@@ -154,6 +154,13 @@ const OWED_RETRY: Backoff = { initialMs: 1000, maxMs: 60_000 };
 export interface Reconciler {
   /** Classifies a CloudEvent and, when it may change the config, runs a full pass. */
   reconcile(event: unknown): Promise<ReconcileResult>;
+  /**
+   * Takes an event that joins the next pass whatever runs now (see `join`), answered by its caller
+   * without waiting: the function's thread does so while the pipeline's says it is busy.
+   */
+  join(event: unknown): void;
+  /** Told whenever full passes start to run or wait (true) and when the last one has ended (false). */
+  onBusy(listener: (busy: boolean) => void): void;
   /** A full pass regardless of any event (the CLI's `reconcile --once`). */
   reconcileNow(trigger: { id: string; type: string }): Promise<ReconcileResult>;
   /**
@@ -759,33 +766,46 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     };
   }
 
+  /**
+   * Classifies an event; `joining` says whether it joins the next pass (`join`) when it may change
+   * the config, or runs as the delivery's own. What cannot change the config is acknowledged.
+   */
+  function take(
+    event: unknown,
+    joining: (verdict: "relevant" | "resync") => boolean,
+  ): ReconcileResult | Promise<ReconcileResult> {
+    const c = classifyEvent(event, settings.options);
+    trace("event", {
+      rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
+      verdict: c.verdict,
+      busy: passQueue.busy,
+    });
+    const id = c.id ?? "(none)";
+    const type = c.type ?? "(none)";
+    if ((c.verdict === "resync" || c.verdict === "relevant") && joining(c.verdict))
+      return join({ id, type }, c.verdict, c.verdict === "relevant" ? refOf(c.object) : []);
+    if (c.verdict === "resync") return coalesced({ id, type }, c.verdict);
+    if (c.verdict === "relevant") return withHeadStart({ id, type }, refOf(c.object));
+    const fields = {
+      eventId: id,
+      eventType: type,
+      source: c.source,
+      object: c.object,
+      verdict: c.verdict,
+      reason: c.reason,
+    };
+    // Acknowledged either way: retrying a poison event cannot help, and the resync covers it.
+    if (c.verdict === "irrelevant") log.debug(fields, "event ignored: it cannot change the config");
+    else log.warn(fields, "event ignored: not understood");
+    return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
+  }
+
   return {
-    async reconcile(event) {
-      const c = classifyEvent(event, settings.options);
-      trace("event", {
-        rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
-        verdict: c.verdict,
-        busy: passQueue.busy,
-      });
-      const id = c.id ?? "(none)";
-      const type = c.type ?? "(none)";
-      if ((c.verdict === "resync" || c.verdict === "relevant") && passQueue.busy)
-        return join({ id, type }, c.verdict, c.verdict === "relevant" ? refOf(c.object) : []);
-      if (c.verdict === "resync") return coalesced({ id, type }, c.verdict);
-      if (c.verdict === "relevant") return withHeadStart({ id, type }, refOf(c.object));
-      const fields = {
-        eventId: id,
-        eventType: type,
-        source: c.source,
-        object: c.object,
-        verdict: c.verdict,
-        reason: c.reason,
-      };
-      // Acknowledged either way: retrying a poison event cannot help, and the resync covers it.
-      if (c.verdict === "irrelevant") log.debug(fields, "event ignored: it cannot change the config");
-      else log.warn(fields, "event ignored: not understood");
-      return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
+    reconcile: async (event) => take(event, () => passQueue.busy),
+    join: (event) => {
+      void take(event, () => true);
     },
+    onBusy: (listener) => passQueue.onBusy(listener),
     reconcileNow: (trigger) => coalesced(trigger, "resync"),
     async idle() {
       while (joined.size > 0) await Promise.all(joined);
