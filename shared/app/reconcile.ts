@@ -159,7 +159,7 @@ export interface Reconciler {
    * without waiting: the function's thread does so while the pipeline's says it is busy.
    */
   join(event: unknown): void;
-  /** Told whenever full passes start to run or wait (true) and when the last one has ended (false). */
+  /** Told when passes, or head starts that end in one, start to run or wait (true), and when the last has ended (false). */
   onBusy(listener: (busy: boolean) => void): void;
   /** A full pass regardless of any event (the CLI's `reconcile --once`). */
   reconcileNow(trigger: { id: string; type: string }): Promise<ReconcileResult>;
@@ -698,8 +698,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   }
 
   /**
-   * An event that arrives while a full pass runs or waits to run joins the one after it and is
-   * answered at once (204, like every acknowledgement): that pass starts after the event arrived,
+   * An event that arrives while a full pass runs or waits to run (or a head start, which ends in
+   * one) joins the pass after it and is answered at once (204, like every acknowledgement): that pass starts after the event arrived,
    * so its list has the change, and a burst of events (the watch storm of a big cluster: an ADDED
    * event per object) costs the Broker no delivery held for a pass, no timeout and no retry of an
    * event whose change is on its way anyway. The event's head start runs as it would have,
@@ -752,6 +752,32 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
 
   /** An event's pass after its head start: the result says published when the head start published what the pass confirms. */
   async function withHeadStart(trigger: { id: string; type: string }, refs: readonly ObjectRef[]) {
+    underway++;
+    tellBusy();
+    try {
+      return await headStartThenPass(trigger, refs);
+    } finally {
+      underway--;
+      tellBusy();
+    }
+  }
+
+  /**
+   * Busy: a full pass runs or waits, or an event's head start or the confirmation behind it is under
+   * way, which ends in a pass too. An event that arrives meanwhile joins (`join`).
+   */
+  let underway = 0;
+  let saidBusy = false;
+  const busyListeners: Array<(busy: boolean) => void> = [];
+  const busy = () => underway > 0 || passQueue.busy;
+  function tellBusy(): void {
+    if (busy() === saidBusy) return;
+    saidBusy = !saidBusy;
+    for (const listener of busyListeners) listener(saidBusy);
+  }
+  passQueue.onBusy(tellBusy);
+
+  async function headStartThenPass(trigger: { id: string; type: string }, refs: readonly ObjectRef[]) {
     const early = refs.length > 0 ? await headStartSoon(refs) : undefined;
     const served = early?.status === "published" || early?.status === "unchanged";
     const result = await (served ? confirmation.request(trigger) : coalesced(trigger, "relevant"));
@@ -778,7 +804,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     trace("event", {
       rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
       verdict: c.verdict,
-      busy: passQueue.busy,
+      busy: busy(),
     });
     const id = c.id ?? "(none)";
     const type = c.type ?? "(none)";
@@ -801,11 +827,13 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   }
 
   return {
-    reconcile: async (event) => take(event, () => passQueue.busy),
+    reconcile: async (event) => take(event, busy),
     join: (event) => {
       void take(event, () => true);
     },
-    onBusy: (listener) => passQueue.onBusy(listener),
+    onBusy: (listener) => {
+      busyListeners.push(listener);
+    },
     reconcileNow: (trigger) => coalesced(trigger, "resync"),
     async idle() {
       while (joined.size > 0) await Promise.all(joined);
