@@ -109,7 +109,10 @@ interface SizeResult {
   /** Deliveries answered other than 2xx, or not answered (the bridge's 30 s timeout, a refused connection). */
   failedDeliveries: number;
   passes: number;
+  /** Passes that failed (the function logged why). */
   failedPasses: number;
+  /** Passes still under way when the run ended (at --max-minutes). */
+  cutPasses: number;
   headStarts: number;
   /** Services in the last config published: every one of the cluster's when the storm's last change got through. */
   lastPublishedServices: number | undefined;
@@ -204,9 +207,8 @@ async function runSize(services: number): Promise<SizeResult> {
     const first = fn.find((r) => r.ev === "pass.published" && r.status === "published");
     const fullPasses = fn.filter((r) => r.ev === "pass.start" && r.step === undefined);
     const ended = new Set(fn.filter((r) => r.ev === "pass.end").map((r) => r.n));
-    const reconciled = readFileSync(fnLog, "utf8")
-      .split("\n")
-      .filter((l) => l.includes('"reconciled: published"'));
+    const logLines = readFileSync(fnLog, "utf8").split("\n");
+    const reconciled = logLines.filter((l) => l.includes('"reconciled: published"'));
     const lastLine = reconciled.at(-1);
     return {
       services,
@@ -217,7 +219,10 @@ async function runSize(services: number): Promise<SizeResult> {
       answerMs: { p50: percentile(ms, 50), p99: percentile(ms, 99), max: Math.max(...ms) },
       failedDeliveries: deliveries.filter((r) => Number(r.status) < 200 || Number(r.status) >= 300).length,
       passes: fullPasses.length,
-      failedPasses: fullPasses.filter((r) => !ended.has(r.n)).length,
+      failedPasses: logLines.filter((l) => l.includes('"msg":"reconcile failed at')).length,
+      cutPasses:
+        fullPasses.filter((r) => !ended.has(r.n)).length -
+        logLines.filter((l) => l.includes('"msg":"reconcile failed at')).length,
       headStarts: fn.filter((r) => r.ev === "pass.start" && r.step === "head-start").length,
       lastPublishedServices: lastLine
         ? (JSON.parse(lastLine) as { counts?: { services?: number } }).counts?.services
@@ -255,7 +260,7 @@ async function main(): Promise<void> {
         "watch start → first config published, s",
         "answer p50 / p99 / max, ms",
         "deliveries failed",
-        "passes (failed)",
+        "passes (failed, under way at the end)",
         "head starts",
         "last config: Services",
         "storm answered, s",
@@ -267,7 +272,7 @@ async function main(): Promise<void> {
         s(r.firstPublishedMs),
         `${r.answerMs.p50} / ${r.answerMs.p99} / ${r.answerMs.max}`,
         r.failedDeliveries,
-        `${r.passes} (${r.failedPasses})`,
+        `${r.passes} (${r.failedPasses}, ${r.cutPasses})`,
         r.headStarts,
         r.lastPublishedServices ?? "-",
         s(r.stormMs),
