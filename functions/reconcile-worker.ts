@@ -14,5 +14,6 @@ import { createReconcileHandler, createReconciler } from "../shared/app/reconcil
 if (!parentPort) throw new Error("reconcile-worker runs as functions/reconcile.ts's worker thread, not on its own");
 const log = createLogger("reconcile");
 const trace = tracerFromEnv(process.env)?.("reconcile");
-const handle = createReconcileHandler(createReconciler(loadFunctionSettings(), { log, trace }));
-serveOnThread(parentPort, (event) => handle(event as Parameters<typeof handle>[0]));
+const reconciler = createReconciler(loadFunctionSettings(), { log, trace });
+const handle = createReconcileHandler(reconciler);
+serveOnThread(parentPort, (event) => handle(event as Parameters<typeof handle>[0]), reconciler);

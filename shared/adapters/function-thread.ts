@@ -17,15 +17,30 @@
 
 import type { MessagePort, Worker } from "node:worker_threads";
 
-type ToWorker = { id: number; event: unknown };
+type ToWorker = { id: number; event: unknown } | { join: unknown };
 type FromWorker =
   | { ready: true }
+  | { busy: boolean }
   | { id: number; ok: true }
   | { id: number; ok: false; message: string; stack?: string };
 
 export interface FunctionThread {
   /** Settles as the handler on the worker did: resolves when it resolved, rejects with its message and stack. */
   call(event: unknown): Promise<void>;
+  /**
+   * What the worker last said about its work (`Joiner.onBusy`): while it is busy, an event can be
+   * handed over by `join` and answered without waiting for the worker's turn, which its pipeline's
+   * synchronous work (a render, a page's parse) may hold for a second or more.
+   */
+  readonly busy: boolean;
+  /** Hands an event to the worker's `Joiner.join`; nothing comes back. */
+  join(event: unknown): void;
+}
+
+/** The worker's side of `FunctionThread.join` and `busy`. */
+export interface Joiner {
+  join(event: unknown): void;
+  onBusy(listener: (busy: boolean) => void): void;
 }
 
 /**
@@ -36,6 +51,7 @@ export function startFunctionThread(worker: Worker, lost: (err: Error) => void):
   const calls = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
   let next = 0;
   let gone: Error | undefined;
+  let busy = false;
   return new Promise((started, failed) => {
     let ready = false;
     // Before it is ready, what stopped it as it is (bad settings say so themselves); after, in context.
@@ -61,6 +77,13 @@ export function startFunctionThread(worker: Worker, lost: (err: Error) => void):
         ready = true;
         worker.unref();
         started({
+          get busy() {
+            return busy && !gone;
+          },
+          join(event) {
+            if (gone) throw gone;
+            worker.postMessage({ join: event } satisfies ToWorker);
+          },
           call(event) {
             if (gone) return Promise.reject(gone);
             const id = ++next;
@@ -78,6 +101,10 @@ export function startFunctionThread(worker: Worker, lost: (err: Error) => void):
         });
         return;
       }
+      if ("busy" in message) {
+        busy = message.busy;
+        return;
+      }
       const call = settle(message.id);
       if (!call) return;
       if (message.ok) return call.resolve();
@@ -88,9 +115,18 @@ export function startFunctionThread(worker: Worker, lost: (err: Error) => void):
   });
 }
 
-/** The worker's side: every event through `handle`, its outcome back. Call once the handler exists. */
-export function serveOnThread(port: MessagePort, handle: (event: unknown) => Promise<void>): void {
-  port.on("message", ({ id, event }: ToWorker) => {
+/**
+ * The worker's side: every event through `handle`, its outcome back; events handed over by `join`
+ * to the joiner, and what it says of its work to the caller's side. Call once the handler exists.
+ */
+export function serveOnThread(port: MessagePort, handle: (event: unknown) => Promise<void>, joiner?: Joiner): void {
+  joiner?.onBusy((busy) => port.postMessage({ busy } satisfies FromWorker));
+  port.on("message", (message: ToWorker) => {
+    if ("join" in message) {
+      if (!joiner) throw new Error("an event was handed over to join, but this worker takes none");
+      return joiner.join(message.join);
+    }
+    const { id, event } = message;
     Promise.resolve(event)
       .then(handle)
       .then(

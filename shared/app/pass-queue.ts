@@ -13,6 +13,8 @@ export class Coalescer<I, R> {
   private running: Promise<R> | undefined;
   private next: Promise<R> | undefined;
   private pending: I | undefined;
+  private said = false;
+  private listeners: Array<(busy: boolean) => void> = [];
 
   constructor(
     private readonly run: (input: I) => Promise<R>,
@@ -22,6 +24,19 @@ export class Coalescer<I, R> {
 
   get busy(): boolean {
     return this.running !== undefined;
+  }
+
+  /** Tells `listener` when runs start (true) and when the last run queued has settled (false). */
+  onBusy(listener: (busy: boolean) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** Between one run and the follow-up it hands over to, nothing is said: still busy. */
+  private tell(): void {
+    const busy = this.running !== undefined || this.next !== undefined;
+    if (busy === this.said) return;
+    this.said = busy;
+    for (const listener of this.listeners) listener(busy);
   }
 
   /** Settles when the runs under way and queued now have, whatever their outcome. */
@@ -34,8 +49,10 @@ export class Coalescer<I, R> {
     if (!this.running) {
       const running = this.run(input).finally(() => {
         if (this.running === running) this.running = undefined;
+        this.tell();
       });
       this.running = running;
+      this.tell();
       return running;
     }
     this.pending = this.pending === undefined ? input : this.merge(this.pending, input);

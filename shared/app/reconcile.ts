@@ -36,6 +36,7 @@ import { requireStore, type FunctionSettings } from "./function-options.js";
 import { openStore } from "../adapters/open-store.js";
 import { RenderContext } from "./render-context.js";
 import { Coalescer, Settled } from "./pass-queue.js";
+import { backoffDelay, type Backoff } from "../core/backoff.js";
 import { AgentReports } from "./agent-reports.js";
 
 /** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
@@ -68,8 +69,12 @@ export interface ReconcileResult {
   eventId: string;
   eventType: string;
   verdict: Verdict;
-  /** ignored: the event cannot change the config (or was not understood); nothing was listed. */
-  status: "ignored" | "published" | "unchanged" | "stale";
+  /**
+   * ignored: the event cannot change the config (or was not understood); nothing was listed.
+   * joined: it arrived while a full pass ran or waited to run, and was answered at once; the pass
+   * after it covers it (see `join`).
+   */
+  status: "ignored" | "joined" | "published" | "unchanged" | "stale";
   /** The epoch the config belongs to (it advances when the cluster's revisions go back). */
   epoch?: number;
   /** This pass found the cluster's revisions gone back and published into a new epoch. */
@@ -140,12 +145,30 @@ const HEAD_START_READ_TIMEOUT_MS = 2000;
 const PASS_RECORD_REFRESH_MS = 60_000;
 /** A failure's message in the pass record is cut here: the log line has it whole. */
 const MESSAGE_CHARS = 1000;
+/**
+ * How the instance retries a failed pass that events answered at once were waiting for (`join`):
+ * no Broker retries them. At most a minute apart, PingSource's period: a cluster or store that
+ * stays down is asked no more often than the resync asks anyway.
+ */
+const OWED_RETRY: Backoff = { initialMs: 1000, maxMs: 60_000 };
 
 export interface Reconciler {
   /** Classifies a CloudEvent and, when it may change the config, runs a full pass. */
   reconcile(event: unknown): Promise<ReconcileResult>;
+  /**
+   * Takes an event that joins the next pass whatever runs now (see `join`), answered by its caller
+   * without waiting: the function's thread does so while the pipeline's says it is busy.
+   */
+  join(event: unknown): void;
+  /** Told when passes, or head starts that end in one, start to run or wait (true), and when the last has ended (false). */
+  onBusy(listener: (busy: boolean) => void): void;
   /** A full pass regardless of any event (the CLI's `reconcile --once`). */
   reconcileNow(trigger: { id: string; type: string }): Promise<ReconcileResult>;
+  /**
+   * Settles once the work of every event answered at once (status joined) has, its retries left
+   * aside: what a caller that wants to see their outcome in the store waits for.
+   */
+  idle(): Promise<void>;
   /** Closes the store once the passes' records are written (a shell's pass exits right after). */
   close(): Promise<void>;
 }
@@ -630,9 +653,75 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
    */
   type PassInput = { trigger: { id: string; type: string }; verdict: Verdict };
   const passQueue = new Coalescer<PassInput, ReconcileResult>(
-    ({ trigger, verdict }) => pass(trigger, verdict),
+    (input) => owedPass(input),
     (pending, later) => (later.verdict === "resync" ? { ...pending, verdict: "resync" } : pending),
   );
+
+  /**
+   * Events answered at once (`join`) are this instance's to deliver: no Broker retries them. Full
+   * passes are numbered as they start; `owedThrough` is the first pass that starts after the last
+   * such event arrived, the one whose success covers every one of them. When that pass (or a later
+   * one) fails, the instance retries it after a backoff, and only then: a pass that fails while
+   * another is queued behind it leaves the retry to that one, and a pass that succeeds meanwhile
+   * (another event's) makes the retry moot.
+   */
+  let started = 0;
+  /** The work of the events answered at once, until it settles (`idle`). */
+  const joined = new Set<Promise<void>>();
+  let owedThrough: number | undefined;
+  let retries = 0;
+  let retryTimer: NodeJS.Timeout | undefined;
+  async function owedPass(input: PassInput): Promise<ReconcileResult> {
+    const n = ++started;
+    try {
+      const result = await pass(input.trigger, input.verdict);
+      if (owedThrough !== undefined && n >= owedThrough) owedThrough = undefined;
+      retries = 0;
+      clearTimeout(retryTimer);
+      return result;
+    } catch (err) {
+      if (owedThrough !== undefined && n >= owedThrough) retryOwed(input);
+      throw err;
+    }
+  }
+  function retryOwed(failed: PassInput): void {
+    const delayMs = backoffDelay(OWED_RETRY, ++retries);
+    log.warn(
+      { retryInMs: delayMs, retries, eventId: failed.trigger.id },
+      "a pass that events answered at once were waiting for failed: this instance retries it",
+    );
+    clearTimeout(retryTimer);
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      const trigger = { id: `${failed.trigger.id}/retry-${retries}`, type: failed.trigger.type };
+      // Its failure arms the next retry (owedPass); nobody else awaits it.
+      passQueue.submit({ trigger, verdict: failed.verdict }).catch(() => undefined);
+    }, delayMs);
+    // A shell's `reconcile --once` never owes a pass; nothing here should hold a process open.
+    retryTimer.unref();
+  }
+
+  /**
+   * An event that arrives while a full pass runs or waits to run (or a head start, which ends in
+   * one) joins the pass after it and is answered at once (204, like every acknowledgement): that pass starts after the event arrived,
+   * so its list has the change, and a burst of events (the watch storm of a big cluster: an ADDED
+   * event per object) costs the Broker no delivery held for a pass, no timeout and no retry of an
+   * event whose change is on its way anyway. The event's head start runs as it would have,
+   * behind the answer.
+   */
+  function join(trigger: PassInput["trigger"], verdict: "relevant" | "resync", refs: readonly ObjectRef[]) {
+    owedThrough = started + 1;
+    // A failure is logged by the pass, and retried by owedPass.
+    const work = (verdict === "resync" ? coalesced(trigger, verdict) : withHeadStart(trigger, refs)).then(
+      () => undefined,
+      () => undefined,
+    );
+    joined.add(work);
+    void work.then(() => joined.delete(work));
+    log.debug({ eventId: trigger.id, eventType: trigger.type, verdict }, "event joined the next pass");
+    const result: ReconcileResult = { eventId: trigger.id, eventType: trigger.type, verdict, status: "joined" };
+    return result;
+  }
   const coalesced = (trigger: PassInput["trigger"], verdict: Verdict) => passQueue.submit({ trigger, verdict });
 
   /** Head starts the same way, apart from passes: the objects named meanwhile are read together by the next one. */
@@ -667,6 +756,32 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
 
   /** An event's pass after its head start: the result says published when the head start published what the pass confirms. */
   async function withHeadStart(trigger: { id: string; type: string }, refs: readonly ObjectRef[]) {
+    underway++;
+    tellBusy();
+    try {
+      return await headStartThenPass(trigger, refs);
+    } finally {
+      underway--;
+      tellBusy();
+    }
+  }
+
+  /**
+   * Busy: a full pass runs or waits, or an event's head start or the confirmation behind it is under
+   * way, which ends in a pass too. An event that arrives meanwhile joins (`join`).
+   */
+  let underway = 0;
+  let saidBusy = false;
+  const busyListeners: Array<(busy: boolean) => void> = [];
+  const busy = () => underway > 0 || passQueue.busy;
+  function tellBusy(): void {
+    if (busy() === saidBusy) return;
+    saidBusy = !saidBusy;
+    for (const listener of busyListeners) listener(saidBusy);
+  }
+  passQueue.onBusy(tellBusy);
+
+  async function headStartThenPass(trigger: { id: string; type: string }, refs: readonly ObjectRef[]) {
     const early = refs.length > 0 ? await headStartSoon(refs) : undefined;
     const served = early?.status === "published" || early?.status === "unchanged";
     const result = await (served ? confirmation.request(trigger) : coalesced(trigger, "relevant"));
@@ -681,33 +796,56 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     };
   }
 
+  /**
+   * Classifies an event; `joining` says whether it joins the next pass (`join`) when it may change
+   * the config, or runs as the delivery's own. What cannot change the config is acknowledged.
+   */
+  function take(
+    event: unknown,
+    joining: (verdict: "relevant" | "resync") => boolean,
+  ): ReconcileResult | Promise<ReconcileResult> {
+    const c = classifyEvent(event, settings.options);
+    trace("event", {
+      rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
+      verdict: c.verdict,
+      busy: busy(),
+    });
+    const id = c.id ?? "(none)";
+    const type = c.type ?? "(none)";
+    if ((c.verdict === "resync" || c.verdict === "relevant") && joining(c.verdict))
+      return join({ id, type }, c.verdict, c.verdict === "relevant" ? refOf(c.object) : []);
+    if (c.verdict === "resync") return coalesced({ id, type }, c.verdict);
+    if (c.verdict === "relevant") return withHeadStart({ id, type }, refOf(c.object));
+    const fields = {
+      eventId: id,
+      eventType: type,
+      source: c.source,
+      object: c.object,
+      verdict: c.verdict,
+      reason: c.reason,
+    };
+    // Acknowledged either way: retrying a poison event cannot help, and the resync covers it.
+    if (c.verdict === "irrelevant") log.debug(fields, "event ignored: it cannot change the config");
+    else log.warn(fields, "event ignored: not understood");
+    return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
+  }
+
   return {
-    async reconcile(event) {
-      const c = classifyEvent(event, settings.options);
-      trace("event", {
-        rv: (event as { data?: { metadata?: { resourceVersion?: unknown } } })?.data?.metadata?.resourceVersion,
-        verdict: c.verdict,
-        busy: passQueue.busy,
-      });
-      const id = c.id ?? "(none)";
-      const type = c.type ?? "(none)";
-      if (c.verdict === "resync") return coalesced({ id, type }, c.verdict);
-      if (c.verdict === "relevant") return withHeadStart({ id, type }, refOf(c.object));
-      const fields = {
-        eventId: id,
-        eventType: type,
-        source: c.source,
-        object: c.object,
-        verdict: c.verdict,
-        reason: c.reason,
-      };
-      // Acknowledged either way: retrying a poison event cannot help, and the resync covers it.
-      if (c.verdict === "irrelevant") log.debug(fields, "event ignored: it cannot change the config");
-      else log.warn(fields, "event ignored: not understood");
-      return { eventId: id, eventType: type, verdict: c.verdict, status: "ignored", reason: c.reason };
+    reconcile: async (event) => take(event, busy),
+    join: (event) => {
+      void take(event, () => true);
+    },
+    onBusy: (listener) => {
+      busyListeners.push(listener);
     },
     reconcileNow: (trigger) => coalesced(trigger, "resync"),
-    close: () => recording.then(() => store.close()),
+    async idle() {
+      while (joined.size > 0) await Promise.all(joined);
+    },
+    close: () => {
+      clearTimeout(retryTimer);
+      return recording.then(() => store.close());
+    },
   };
 }
 

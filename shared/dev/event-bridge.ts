@@ -25,8 +25,14 @@ export interface EventBridgeOptions {
    */
   gate?: GateFactory;
   log: Logger;
-  /** Stage timing of events and deliveries (bench/e2e); none by default. */
+  /** Stage timing of events and deliveries (bench/e2e, bench/storm); none by default. */
   trace?: StageTrace;
+  /**
+   * Deliveries in flight at most; the rest wait in the bridge, in order. Default: no bound, every
+   * event is posted at once. A Broker's dispatcher delivers with bounded parallelism, and
+   * bench/storm needs each delivery's own answer time, not its wait behind 100,000 others.
+   */
+  concurrency?: number;
 }
 
 /** Holds events back before `deliver`: each offered event is delivered now or as part of a later delivery. */
@@ -82,6 +88,27 @@ async function send(
   return r.status;
 }
 
+/** Runs at most `limit` deliveries at once, the others in the order they came; no bound when undefined. */
+function deliveryLimit(limit: number | undefined): (delivery: () => Promise<void>) => Promise<void> {
+  if (limit === undefined) return (delivery) => delivery();
+  if (!(Number.isInteger(limit) && limit > 0))
+    throw new Error(`the event bridge's concurrency must be a whole number above 0, not ${limit}`);
+  const waiting: Array<() => void> = [];
+  let running = 0;
+  return async (delivery) => {
+    // A finished delivery hands its slot to the next in line, so that a new one cannot take it first.
+    if (running >= limit) await new Promise<void>((turn) => waiting.push(turn));
+    else running++;
+    try {
+      await delivery();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
+  };
+}
+
 /**
  * The local stand-in for Knative's ApiServerSource (Resource mode) and PingSource: watches
  * Services and EndpointSlices and posts each change to the reconcile function as the same
@@ -90,14 +117,22 @@ async function send(
 export function startEventBridge(o: EventBridgeOptions): () => void {
   const server = o.kc.getCurrentCluster()?.server ?? "local";
   const trace = o.trace ?? NO_TRACE;
+  const inFlight = deliveryLimit(o.concurrency);
   const deliver = (type: string, data: unknown, extensions?: Record<string, string>, rv?: unknown) =>
-    send(o.sink, type, server, data, extensions).then(
-      (status) => {
-        trace("delivered", { rv, type, status });
-        if (status >= 300) o.log.warn({ type, status }, "reconcile refused an event; the next resync retries");
-      },
-      (err: Error) => o.log.warn({ type, err: err.message }, "reconcile unreachable; the next resync retries"),
-    );
+    inFlight(() => {
+      const sent = performance.now();
+      const ms = () => Math.round((performance.now() - sent) * 10) / 10;
+      return send(o.sink, type, server, data, extensions).then(
+        (status) => {
+          trace("delivered", { rv, type, status, ms: ms() });
+          if (status >= 300) o.log.warn({ type, status }, "reconcile refused an event; the next resync retries");
+        },
+        (err: Error) => {
+          trace("delivered", { rv, type, status: 0, ms: ms(), error: err.message });
+          o.log.warn({ type, err: err.message }, "reconcile unreachable; the next resync retries");
+        },
+      );
+    });
   const gate = (o.gate ?? AT_ONCE)<ClusterEvent>((e) => {
     const meta = e.object.metadata as { name?: string; namespace?: string; resourceVersion?: string };
     const ns = meta.namespace ?? "default";

@@ -1,6 +1,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
+import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
 import type { Notifier, NotifyPayload } from "../../shared/adapters/notifier.js";
@@ -163,24 +165,30 @@ describe("a warm instance's head start", () => {
     const store = storeView(prefix);
 
     const first = api.upsert("EndpointSlice", webSlice(["10.1.0.9", "10.1.0.2"]));
-    api.delay({ ms: 3000, match: fullSliceList, times: 1 });
+    const { held, release } = api.hold(fullSliceList);
     let firstDone = false;
     const one = reconciler.reconcile(event("update", first, "one")).finally(() => {
       firstDone = true;
     });
-    await configWhen(store, (c) => c.includes("10.1.0.9:8080"), 2500);
-    // The first event's full list is still held; the second event's change must not wait for it.
-    api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
-    const two = reconciler.reconcile(event("add", webSlice(["10.1.0.7"], "web-b"), "two"));
-    await configWhen(store, (c) => c.includes("10.1.0.7:8080"), 2500);
-    const config = await newestConfig(store);
-    expect(config).toContain("10.1.0.7:8080");
-    expect(config).toContain("10.1.0.9:8080");
-    expect(firstDone).toBe(false);
+    try {
+      await configWhen(store, (c) => c.includes("10.1.0.9:8080"), 2500);
+      await held;
+      // The first event's full list is held; the second event joins the pass after it, is answered
+      // at once, and its change must not wait for that list either.
+      api.upsert("EndpointSlice", webSlice(["10.1.0.7"], "web-b"));
+      const two = await reconciler.reconcile(event("add", webSlice(["10.1.0.7"], "web-b"), "two"));
+      expect(two.status).toBe("joined");
+      await configWhen(store, (c) => c.includes("10.1.0.7:8080"), 2500);
+      const config = await newestConfig(store);
+      expect(config).toContain("10.1.0.7:8080");
+      expect(config).toContain("10.1.0.9:8080");
+      expect(firstDone).toBe(false);
+    } finally {
+      release();
+    }
 
-    const [a, b] = await Promise.all([one, two]);
-    expect(a.headStart?.status).toBe("published");
-    expect(b.headStart?.status).toBe("published");
+    expect((await one).headStart?.status).toBe("published");
+    await reconciler.idle();
     // And the passes that followed kept both.
     expect(await newestConfig(store)).toContain("10.1.0.7:8080");
     expect(await newestConfig(store)).toContain("10.1.0.9:8080");
@@ -197,8 +205,11 @@ describe("a warm instance's head start", () => {
       passes.push(reconciler.reconcile(event("update", changed, `burst-${i}`)));
       await new Promise((r) => setTimeout(r, 30));
     }
-    const results = (await Promise.all(passes)) as Array<{ headStart?: { status: string } }>;
-    expect(results.every((r) => r.headStart?.status === "published" || r.headStart?.status === "unchanged")).toBe(true);
+    const results = (await Promise.all(passes)) as Array<{ status: string; headStart?: { status: string } }>;
+    expect(results[0]?.headStart?.status).toBe("published");
+    // The others arrived while the first one's work was under way: they joined it, answered at once.
+    expect(results.slice(1).map((r) => r.status)).toEqual(Array(4).fill("joined"));
+    await reconciler.idle();
     expect(lists() - before).toBe(1);
     expect(await newestConfig(storeView(prefix))).toContain("10.1.0.15:8080");
   });
@@ -304,7 +315,17 @@ describe("a warm instance's head start", () => {
   });
 
   it("renders a head start that read a new Service beside another change: only the Service waits", async () => {
-    const { reconciler } = instance(prefix);
+    const lines: Array<Record<string, unknown>> = [];
+    const log = pino(
+      { level: "info" },
+      new Writable({
+        write(chunk: Buffer, _enc, done) {
+          lines.push(JSON.parse(chunk.toString("utf8")));
+          done();
+        },
+      }),
+    );
+    const { reconciler } = instance(prefix, {}, { log });
     await reconciler.reconcileNow({ id: "warm", type: "test" });
     // The first event's read is held, so that the next two events' objects are read together.
     const first = api.upsert("EndpointSlice", webSlice(["10.1.0.5", "10.1.0.2"]));
@@ -324,10 +345,13 @@ describe("a warm instance's head start", () => {
         reconciler.reconcile(event("add", shop, "two")),
         reconciler.reconcile(event("add", moved, "three")),
       ]);
-      expect(two.headStart).toMatchObject({ status: "published", objects: 2 });
-      expect(two.headStart?.reason).toBeUndefined();
-      expect(three.headStart?.key).toBe(two.headStart?.key);
-      const config = (await storeView(prefix).get(two.headStart!.key!)).config;
+      // Both arrived while the first event's head start was under way: they joined, answered at once.
+      expect([two.status, three.status]).toEqual(["joined", "joined"]);
+      await reconciler.idle();
+      const both = lines.filter((l) => l.msg === "head start: published" && l.objects === 2);
+      expect(both).toHaveLength(1);
+      expect(both[0]!.reason).toBeUndefined();
+      const config = (await storeView(prefix).get(both[0]!.key as string)).config;
       expect(config).toContain("10.1.0.6:8080");
       expect(config).not.toContain("shop");
     } finally {

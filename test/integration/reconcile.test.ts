@@ -24,6 +24,8 @@ import {
 import { RenderContext } from "../../shared/app/render-context.js";
 import { configDescriptors } from "../../shared/core/descriptors.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
+import { loadKubeConfig } from "../../shared/adapters/cluster.js";
+import { startEventBridge } from "../../shared/dev/event-bridge.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { agentReport, service, slice } from "../support/fixtures.js";
 import { countingProxy, waitFor } from "../support/net.js";
@@ -182,6 +184,8 @@ interface Harness {
   /** An independent view of the same bucket and prefix. */
   store: ObjectStore;
   prefix: string;
+  /** Where functions-framework serves the function. */
+  url: string;
   send(event: CloudEvent<unknown>, mode?: "binary" | "structured"): Promise<{ status: number; body: string }>;
   /** The config objects under the prefix. */
   objects(): Promise<string[]>;
@@ -222,6 +226,7 @@ async function harness(env: Record<string, string> = {}, deps: Partial<Reconcile
     lines,
     store,
     prefix,
+    url,
     async send(event, mode = "binary") {
       const message = mode === "binary" ? HTTP.binary(event) : HTTP.structured(event);
       const res = await fetch(url, {
@@ -549,12 +554,130 @@ describe("reconcile function", () => {
       Array.from({ length: 20 }, () => h.send(apiServerEvent("resource", "update", webService()))),
     );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(204));
+    // The events that joined a pass were answered before it ran.
+    await h.reconciler.idle();
     const passes = reconciled(mem.lines);
     expect(passes.length).toBeGreaterThanOrEqual(1);
     expect(passes.length).toBeLessThanOrEqual(2);
     expect(lists() - before).toBe(passes.length);
     expect(await h.objects()).toHaveLength(1);
     expect(pings()).toEqual([1, 1, 1]);
+  });
+
+  it("answers the events that arrive while a pass is held at once, and runs exactly one pass after it for all of them", async () => {
+    const mem = memoryLog();
+    const h = await harness({}, { log: mem.log });
+    const fullServiceList = (r: { path: string; query: Record<string, string> }) =>
+      r.path.endsWith("/services") && r.query.limit !== "1";
+    const { held, release } = api.hold(fullServiceList);
+    let firstAnswered = false;
+    const first = h.send(apiServerEvent("resource", "update", webService())).finally(() => {
+      firstAnswered = true;
+    });
+    await held;
+    try {
+      const answers: Array<Promise<{ status: number }>> = [];
+      for (let i = 1; i <= 8; i++) {
+        const changed = api.upsert(
+          "EndpointSlice",
+          slice("web", [{ name: "http", port: 8080 }], [`10.1.0.${10 + i}`], {
+            name: "web-a",
+          }) as unknown as KubeObject,
+        );
+        answers.push(h.send(apiServerEvent("resource", "update", changed)));
+      }
+      // The pass is held until released: only an answer that does not wait for it can come.
+      const all = Promise.all(answers);
+      const answeredWhileHeld = await Promise.race([all, new Promise<undefined>((r) => setTimeout(r, 3000))]);
+      expect(answeredWhileHeld?.map((a) => a.status)).toEqual(Array(8).fill(204));
+      expect(firstAnswered).toBe(false);
+    } finally {
+      release();
+    }
+    expect((await first).status).toBe(204);
+    await h.reconciler.idle();
+    expect(api.requests.filter(fullServiceList)).toHaveLength(2);
+    expect(reconciled(mem.lines)).toHaveLength(2);
+    const newest = await h.store.get((await h.store.latest())!.key);
+    expect(newest.config).toContain("10.1.0.18:8080");
+    expect(newest.config).not.toMatch(/10\.1\.0\.1[1-7]:8080/);
+  });
+
+  it("answers a watch storm (an ADDED event per object, from the event bridge) while the first pass is held", async () => {
+    const h = await harness();
+    for (let i = 0; i < 100; i++) {
+      api.upsert("Service", service(`s${i}`, [{ name: "http", port: 80, targetPort: 8080 }]) as unknown as KubeObject);
+      api.upsert(
+        "EndpointSlice",
+        slice(`s${i}`, [{ name: "http", port: 8080 }], [`10.3.0.${i}`], { name: `s${i}-a` }) as unknown as KubeObject,
+      );
+    }
+    // Not the bridge's watch of Services: the same path.
+    const fullServiceList = (r: { path: string; query: Record<string, string> }) =>
+      r.path.endsWith("/services") && r.query.limit !== "1" && r.query.watch === undefined;
+    const { held, release } = api.hold(fullServiceList);
+    const answers: number[] = [];
+    const stop = startEventBridge({
+      kc: loadKubeConfig({ kubeconfig }),
+      sink: h.url,
+      resyncMs: 3_600_000,
+      concurrency: 16,
+      log: memoryLog().log,
+      trace: (ev, fields) => {
+        if (ev === "delivered") answers.push(Number(fields?.status));
+      },
+    });
+    try {
+      await held;
+      // An ADDED event for each of the 205 objects (web and its slice, the 3 agent slices, the
+      // 100 Services and their slices) and the resync tick; one of them started the held pass.
+      const events = 206;
+      await waitFor("every event but the one whose pass is held to be answered", async () =>
+        answers.length >= events - 1 ? true : undefined,
+      );
+      expect(answers.filter((s) => s === 204)).toHaveLength(events - 1);
+    } finally {
+      release();
+      stop();
+    }
+    await waitFor("the pass's own event to be answered", async () => (answers.length === 206 ? true : undefined));
+    expect(answers.every((s) => s === 204)).toBe(true);
+    await h.reconciler.idle();
+    expect((await h.store.get((await h.store.latest())!.key)).config).toContain("10.3.0.99:8080");
+  });
+
+  it("retries a failed pass that events answered at once were waiting for, and only that one", async () => {
+    const mem = memoryLog();
+    const h = await harness({}, { log: mem.log });
+    const fullServiceList = (r: { path: string; query: Record<string, string> }) =>
+      r.path.endsWith("/services") && r.query.limit !== "1";
+    const retrying = () =>
+      mem.lines.filter(
+        (l) => l.msg === "a pass that events answered at once were waiting for failed: this instance retries it",
+      );
+    const { held, release } = api.hold(fullServiceList);
+    const first = h.send(pingEvent());
+    await held;
+    expect((await h.send(apiServerEvent("resource", "update", webService()))).status).toBe(204);
+    // The held pass goes through; the one after it, which the answered event waits for, fails at its list.
+    api.failNext({
+      status: 503,
+      match: (r) => fullServiceList(r) && api.requests.filter(fullServiceList).length === 2,
+    });
+    release();
+    expect((await first).status).toBe(204);
+    await waitFor("the failed pass's retry to be planned", async () => (retrying().length > 0 ? true : undefined));
+    // No event tells the instance about this change: only the retry's list can publish it.
+    const moved = api.upsert(
+      "EndpointSlice",
+      slice("web", [{ name: "http", port: 8080 }], ["10.1.0.77"], { name: "web-a" }) as unknown as KubeObject,
+    );
+    await waitFor("the retry to publish", async () =>
+      (await h.store.latest())?.revision === moved.metadata.resourceVersion ? true : undefined,
+    );
+    expect(retrying()).toHaveLength(1);
+    // The first pass, the one that failed, its retry: no other.
+    expect(api.requests.filter(fullServiceList)).toHaveLength(3);
   });
 
   it("publishes exactly what the dry run renders for the same cluster state", async () => {

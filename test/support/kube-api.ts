@@ -32,6 +32,7 @@ const RESOURCE_PATH =
 export class TestKubeApi extends KubeApiEmulator {
   private failRules: Array<Counted<FailRule>> = [];
   private delayRules: Array<Counted<DelayRule>> = [];
+  private holdRules: Array<Counted<{ match: RequestMatch; released: Promise<void>; arrived: () => void }>> = [];
   private forbidden = new Map<Resource, Set<Verb>>();
 
   /** Answer the next matching request(s) with an error Status (default: one 500). */
@@ -44,6 +45,23 @@ export class TestKubeApi extends KubeApiEmulator {
     this.delayRules.push({ ...rule, times: rule.times ?? Infinity });
   }
 
+  /**
+   * Hold the next matching request until the returned function is called; `held` resolves when
+   * that request has arrived (and is being held).
+   */
+  hold(match: RequestMatch): { held: Promise<void>; release: () => void } {
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let arrived = () => {};
+    const held = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    this.holdRules.push({ match, times: 1, released, arrived });
+    return { held, release };
+  }
+
   /** Deny `verbs` on a resource to the server's user, as RBAC would (403 Forbidden). */
   forbid(resource: Resource, verbs: Verb[] = ["list", "watch"]): void {
     this.forbidden.set(resource, new Set(verbs));
@@ -54,10 +72,16 @@ export class TestKubeApi extends KubeApiEmulator {
     super.reset();
     this.failRules = [];
     this.delayRules = [];
+    this.holdRules = [];
     this.forbidden.clear();
   }
 
   protected override async refuse(req: RequestInfo): Promise<Refusal | undefined> {
+    const hold = take(this.holdRules, req);
+    if (hold) {
+      hold.arrived();
+      await hold.released;
+    }
     const delay = take(this.delayRules, req);
     if (delay) await new Promise((r) => setTimeout(r, delay.ms));
     const failure = take(this.failRules, req);

@@ -55,6 +55,28 @@ describe("a function's handler on a worker thread", () => {
     expect(lost).toEqual([]);
   });
 
+  it("says what the worker says of its work, and hands events over to its joiner in order, with no answer", async () => {
+    const joiner = `{ join: (event) => joined.push(event.name), onBusy: (listener) => { tell = listener; } }`;
+    const { thread } = await started(
+      workerWith(
+        `async (event) => {
+          if (event.busy !== undefined) tell(event.busy);
+          if (event.report) throw new Error(joined.join(","));
+        }, ${joiner}`,
+        "const joined = []; let tell = () => {};",
+      ),
+    );
+    expect(thread.busy).toBe(false);
+    // The worker tells before it answers: the caller's side knows by then.
+    await thread.call({ busy: true });
+    expect(thread.busy).toBe(true);
+    thread.join({ name: "a" });
+    thread.join({ name: "b" });
+    await expect(thread.call({ report: true })).rejects.toThrow(/^a,b$/);
+    await thread.call({ busy: false });
+    expect(thread.busy).toBe(false);
+  });
+
   it("hands the handler the event as sent: nested objects, and bytes as a Uint8Array", async () => {
     const { thread } = await started(
       workerWith(`async (event) => {
