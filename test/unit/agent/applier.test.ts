@@ -98,8 +98,9 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
   const configPath = join(dir, "haproxy.cfg");
   const applier = new Applier({
     store: {
-      history: async () =>
-        (listings++, [...configs]).reverse().map((c) => ({
+      history: async () => {
+        listings++;
+        return [...configs].reverse().map((c) => ({
           key: c.key,
           epoch: 0,
           revision: c.revision,
@@ -107,7 +108,8 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
           sha256Prefix: c.sha256.slice(0, 16),
           size: c.config.length,
           lastModified: new Date(),
-        })),
+        }));
+      },
       get: async (key) => {
         const found = configs.find((c) => c.key === key);
         if (!found) throw new StoreError(`${key} does not exist yet`, { transient: true });
