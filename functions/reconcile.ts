@@ -29,8 +29,9 @@ const thread = await startFunctionThread(worker, (err) => {
 });
 // Only what the pipeline reads crosses to the thread: a structured clone of any data the event
 // carried could fail on its depth alone, and cost its size every time.
-// While a pass runs or waits on the thread, an event joins the next one (README, "The reconcile
-// function") and is answered here, 204, without waiting for the thread's turn.
+// While a pass runs or waits on the thread, an event joins the next one
+// (docs/design.md#the-reconcile-function) and is answered here, 204, without waiting for the
+// thread's turn.
 functions.cloudEvent("reconcile", (event: functions.CloudEvent<unknown>) => {
   const hint = eventHint(event);
   if (!thread.busy) return thread.call(hint);

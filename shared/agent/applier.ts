@@ -234,14 +234,8 @@ export class Applier {
     };
     let record: PinRecord;
     let hinted: StoredConfig | undefined;
-    let unchanged: boolean;
     try {
-      // newestIsRunning first: it reads no hint when a ping left one, which fetchHinted takes.
-      [record, unchanged, hinted] = await Promise.all([
-        readPin(store),
-        this.newestIsRunning(afterKey),
-        this.fetchHinted(afterKey),
-      ]);
+      [record, hinted] = await Promise.all([readPin(store), this.fetchHinted(afterKey)]);
     } catch (err) {
       return failed("pull", null, `cannot read the store: ${message(err)}`);
     }
@@ -260,7 +254,7 @@ export class Applier {
       this.trace("pull.end", { key: hinted.key, via: "ping" });
       return this.take(hinted);
     }
-    if (unchanged) return this.nothingNew(stopTimer);
+    if (await this.newestIsRunning(afterKey)) return this.nothingNew(stopTimer);
     // Keys at or before the running one no longer matter to anyone.
     if (afterKey !== null) this.skipped.forgetUpTo(afterKey);
     let config: StoredConfig | null;
@@ -294,19 +288,21 @@ export class Applier {
   }
 
   /**
-   * Whether newest.json names no key after `afterKey`: the poll then ends in that one small GET
-   * instead of a listing. Only a hint (anyone who can write the store can write it): a key it names
-   * is listed and judged like any other, and every LISTING_EVERY-th pull lists all the same, so a
-   * stale or forged hint delays a node that no ping reaches by that many polls at most.
+   * Whether newest.json names `afterKey` itself (what runs, or a newer config still backing off):
+   * the poll then ends in that one small GET instead of a listing. Only a hint (anyone who can
+   * write the store can write it): any other key it names, older or newer, is a listing, which
+   * judges keys (a running key the store does not trust is found there), and every
+   * LISTING_EVERY-th pull lists all the same, so a stale or forged hint delays a node that no ping
+   * reaches by that many polls at most.
    */
   private async newestIsRunning(afterKey: string | null): Promise<boolean> {
-    if (afterKey === null || this.node.current?.key == null || this.hint !== null) return false;
+    if (afterKey === null || this.node.current?.key == null) return false;
     if (++this.pullsUnlisted >= LISTING_EVERY) {
       this.pullsUnlisted = 0;
       return false;
     }
     const hint = await this.options.store.getNewestHint().catch(() => null);
-    return hint !== null && compareConfigKeys(hint.key, afterKey) <= 0;
+    return hint?.key === afterKey;
   }
 
   private async nothingNew(stopTimer: () => void): Promise<void> {

@@ -84,14 +84,13 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
   return {
     store: {
       async history(options) {
-        const before = beforeHint;
-        beforeHint = null;
+        // A listing after a hint: the hint did not end the pull after all.
+        if (beforeHint) {
+          setLastSuccess(beforeHint.lastSuccess);
+          failures = beforeHint.failures;
+          beforeHint = null;
+        }
         const entries = await guarded("list", () => inner.history(options)).catch((err: unknown) => {
-          // The hint read before this listing did not end the pull after all.
-          if (before) {
-            setLastSuccess(before.lastSuccess);
-            failures = before.failures;
-          }
           if (!stopping.signal.aborted) pullFailed(err);
           throw err;
         });
@@ -125,8 +124,9 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
         }
       },
       async getNewestHint() {
-        // A hint that names what runs ends the pull (applier.ts): read, it is a completed pull.
-        // One that cannot be read is no failure of its own: the pull lists the store instead.
+        // Read after the pin, a hint that names what runs ends the pull (applier.ts): counted as a
+        // completed pull, taken back if a listing follows. One that cannot be read is no failure
+        // of its own: the pull lists the store instead.
         const hint = await guarded("get", () => inner.getNewestHint());
         if (hint !== null) {
           beforeHint = { lastSuccess, failures };

@@ -404,7 +404,12 @@ describe("another writer's key never stops publishing (issue 28)", () => {
     expect(readFileSync(n.configPath, "utf8")).toContain("balance leastconn");
     expect((await n.store.latest())?.key).toBe(third.key);
     // Its polls list the forged key above it and skip it: it stays on the newest trusted config.
-    await waitFor("the agent skips the forged key", async () => (agent.status().skipped.length > 0 ? true : undefined));
+    // Every 10th poll lists (the others end at newest.json, which names the config it runs): 20 s.
+    await waitFor(
+      "the agent skips the forged key",
+      async () => (agent.status().skipped.length > 0 ? true : undefined),
+      40_000,
+    );
     expect(agent.status().skipped).toEqual([
       { key: forgedAgain, reason: expect.stringMatching(/seq 9999999999 leads/) },
     ]);
