@@ -165,8 +165,8 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       SERVICELB_STORE_PATH_STYLE: "true",
       ...S3RVER_CREDENTIALS,
       AWS_REGION: "us-east-1",
-      // servicelb targets Node 20; the SDK's notice about 2027 releases is in
-      // docs/development.md#builds-and-tests, not in every log.
+      // The local stack runs on the development Node, 20 included; the SDK's notice about 2027
+      // releases is in docs/development.md#builds-and-tests, not in every log.
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
     };
     const renderEnv = {
