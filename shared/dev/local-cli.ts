@@ -35,6 +35,10 @@ export async function localCli(
     .option("--data-dir <dir>", "where the object store and HAProxy files live", ".servicelb-local")
     .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1", "8080")
     .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1", "8404")
+    .option(
+      "--store-port <port>",
+      "the object store's port on 127.0.0.1 (default: the one this --data-dir had last time, else a free one)",
+    )
     .option("--resync <ms>", "resync period (PingSource's role)", "30000")
     .addOption(
       new Option(
