@@ -1,8 +1,12 @@
 /*
  * bench/render: full renders of synthetic clusters (N HTTP services × 10 endpoints) against the
  * Go text/template anchor, in one run. Each case runs in its own process so peak RSS is its own.
+ * The anchor is bench/anchors/go-render (bench/go-anchor.ts): the original service-loadbalancer's
+ * template under Go's text/template, over the same cluster. The bench builds it with the `go` on
+ * PATH (Go 1.19 or later: `apt-get install -y golang-go`); without Go it says so in a NOTE line
+ * and runs servicelb's cases alone, with no ratios.
  *   node dist/dev/bench/render.js [--json] [--sizes 1000,10000,50000] [--rounds 5] [--iters N]
- *     [--anchor DIR]   the Go anchor's folder (default ../shared/anchors/go-render beside the checkout)
+ *     [--anchor DIR]   another anchor folder (default bench/anchors/go-render)
  *     [--warm]         the warm cases only, once per round (no full renders, no anchor)
  *     [--changes 200]  timed changes of the warm cases: a long-lived instance has made many
  *     [--warm-up 30]   untimed changes before them: the JIT compiles the warm path over the first
@@ -13,9 +17,9 @@
  * rolldown.config.mjs), because a deployed function loads its bundle; one more case per round runs
  * the same render from the modules in dist/dev, for the memory that loading them costs.
  */
-import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, statSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { execFileSync } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { GCProfiler } from "node:v8";
@@ -27,6 +31,15 @@ import { Renderer, type TemplateSet } from "../shared/core/render.js";
 import { configHasher, DIGEST, type DigestKind } from "../shared/core/config-digest.js";
 import type { Snapshot } from "../shared/core/snapshot.js";
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
+import {
+  buildGoAnchor,
+  clusterFile,
+  GO_ANCHOR_DIR,
+  GO_ENGINE,
+  type GoAnchor,
+  gnuTimeMissing,
+  runGoAnchor,
+} from "./go-anchor.js";
 import { machine, mib, percentile, table } from "./machine.js";
 import { syntheticSnapshot } from "./synthetic.js";
 
@@ -220,58 +233,12 @@ function warmReRender(
   };
 }
 
-/** The Go anchor built once per run, or why it cannot run. */
-function buildAnchor(dir: string): string | { bin: string } {
-  if (!existsSync(join(dir, "main.go")))
-    return `Go anchor not found at ${dir} (give its folder with --anchor DIR): no Go rows, no ratios`;
-  if (spawnSync("go", ["version"]).status !== 0)
-    return "go not on PATH (apt-get install -y golang-go): no Go rows, no ratios";
-  const work = mkdtempSync(join(tmpdir(), "go-render-"));
-  cpSync(dir, work, { recursive: true });
-  const bin = join(work, "anchor");
-  execFileSync("go", ["build", "-o", bin, "."], {
-    cwd: work,
-    env: { ...process.env, GOCACHE: join(work, ".gocache"), GOFLAGS: "-mod=mod" },
-  });
-  return { bin };
+function goCase(anchor: GoAnchor, services: number, iters: number): CaseResult {
+  const r = runGoAnchor(anchor, clusterFile(anchor, services, ENDPOINTS, REVISION), iters);
+  if (r.services !== services || r.endpoints !== ENDPOINTS)
+    throw new Error(`the Go anchor read ${r.services} × ${r.endpoints}, not ${services} × ${ENDPOINTS}`);
+  return { engine: GO_ENGINE, parseMs: 0, buildMs: 0, ...r };
 }
-
-/**
- * The anchor, run twice: with `iters` timed renders and with one. Its peak RSS is the process's,
- * as the kernel counts it for ours (getrusage's ru_maxrss, read by GNU time), not the Go heap it
- * reports itself; its CPU time per render is the difference of the two runs' CPU times (model
- * building and the warm-up are in both), divided by the renders between them.
- */
-function goAnchor(bin: string, services: number, iters: number): CaseResult {
-  const run = (k: number) => {
-    const argv = [bin, "-services", String(services), "-endpoints", String(ENDPOINTS), "-iters", String(k), "-json"];
-    const out = existsSync(TIME)
-      ? spawnSync(TIME, ["-f", "maxrss=%M cpu=%U+%S", ...argv], { encoding: "utf8" })
-      : spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8" });
-    if (out.status !== 0) throw new Error(`the Go anchor failed: ${out.stderr}`);
-    const cpu = /cpu=([\d.]+)\+([\d.]+)/.exec(out.stderr);
-    return {
-      ...(JSON.parse(out.stdout) as { msPerRender: number; bytes: number }),
-      kib: /maxrss=(\d+)/.exec(out.stderr)?.[1],
-      cpuMs: cpu ? (Number(cpu[1]) + Number(cpu[2])) * 1000 : Number.NaN,
-    };
-  };
-  const r = run(iters);
-  const one = run(1);
-  return {
-    engine: "go text/template (anchor)",
-    services,
-    endpoints: ENDPOINTS,
-    parseMs: 0,
-    buildMs: 0,
-    msPerRender: r.msPerRender,
-    cpuMsPerRender: iters > 1 ? round1((r.cpuMs - one.cpuMs) / (iters - 1)) : Number.NaN,
-    bytes: r.bytes,
-    peakRssMiB: r.kib === undefined ? Number.NaN : mib(Number(r.kib) * 1024),
-  };
-}
-
-const TIME = "/usr/bin/time";
 
 /** Timed renders per case: enough at small sizes for the JIT to settle, fewer where one render takes long. */
 function defaultIters(services: number): number {
@@ -307,7 +274,7 @@ function main(): void {
   // Two cores, and Go's collector runs beside its renderer: one pair of runs can mislead, so the
   // engines take turns for several rounds and the ratio reported is the median of the rounds.
   const rounds = Number(arg("--rounds") ?? 5);
-  const anchorDir = resolve(arg("--anchor") ?? join(packageRoot(), "..", "shared", "anchors", "go-render"));
+  const anchorDir = resolve(arg("--anchor") ?? GO_ANCHOR_DIR);
   const self = fileURLToPath(import.meta.url);
   // The bundle is only as new as the last build:dev; one older than this file is not run.
   const bundled = join(packageRoot(), "dist", "bench", "render.mjs");
@@ -316,12 +283,13 @@ function main(): void {
   const warmOnly = args.includes("--warm");
   const changes = Number(arg("--changes") ?? WARM_CHANGES);
   const warmUp = Number(arg("--warm-up") ?? WARM_UP_CHANGES);
-  const anchor = warmOnly ? "--warm: the warm cases only, no anchor" : buildAnchor(anchorDir);
+  const anchor = warmOnly ? "--warm: the warm cases only, no anchor" : buildGoAnchor(anchorDir);
   const notes: string[] = [];
   if (!bundle)
     notes.push(`${bundled} missing or older than ${self} (npm run build:dev): every case runs from dist/dev`);
   if (typeof anchor === "string") notes.push(anchor);
-  else if (!existsSync(TIME)) notes.push(`${TIME} not found (apt-get install -y time): Go's peak RSS is not measured`);
+  else if (gnuTimeMissing())
+    notes.push("/usr/bin/time not found (apt-get install -y time): Go's peak RSS and CPU time are not measured");
   if (!json) {
     console.log(`bench/render — ${machine()}`);
     console.log(
@@ -363,7 +331,7 @@ function main(): void {
         );
         results.push({ ...(JSON.parse(out) as CaseResult), round });
       }
-      if (typeof anchor !== "string") results.push({ ...goAnchor(anchor.bin, n, iters), round });
+      if (typeof anchor !== "string") results.push({ ...goCase(anchor, n, iters), round });
     }
     const section = { services: n, iters, loadBefore, loadAfter: loadLine(), results };
     sections.push(section);
@@ -438,7 +406,7 @@ function printSection(
       .filter((r) => r.engine === engine && go(r) && measured(of(r)) && of(go(r)!) > 0)
       .map((r) => of(r) / of(go(r)!));
   const listed = (xs: number[]) => `${median(xs).toFixed(2)}× (rounds: ${xs.map((x) => x.toFixed(2)).join(", ")})`;
-  for (const engine of ["go text/template (anchor)", "servicelb", MODULES, SETTINGS]) {
+  for (const engine of [GO_ENGINE, "servicelb", MODULES, SETTINGS]) {
     if (!s.results.some((r) => r.engine === engine)) continue;
     const wall = ratios(engine, (r) => r.msPerRender);
     const cpu = ratios(engine, (r) => r.cpuMsPerRender);

@@ -1,9 +1,10 @@
 import { type Snapshot, snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
 
 /**
- * The synthetic cluster every benchmark uses, the same shape as the Go render anchor
- * (../shared/anchors/go-render): service i has `endpoints` pods at 10.<i/256%256>.<i%256>.<j>:8080,
- * ClientIP affinity when i%3==0, a host when i%5==0. With `settings`, the per-Service settings
+ * The synthetic cluster every benchmark uses, and the one the Go render anchor renders
+ * (bench/go-anchor.ts writes it to a file for bench/anchors/go-render): service i has
+ * `endpoints` pods at 10.<i/256%256>.<i%256>.<j>:8080, ClientIP affinity when i%3==0, a host
+ * when i%5==0. With `settings`, the per-Service settings
  * annotations too (settingsOf). Items come in the API server's list order (by name: svc-0,
  * svc-1, svc-10, …), which a warm instance relies on to carry a pass's order over to the next.
  */

@@ -25,6 +25,18 @@ import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 
 export type ClusterErrorKind = "unauthorized" | "forbidden" | "not-found" | "timeout" | "unavailable" | "bad-response";
 
+/**
+ * Nothing to read a cluster from. An OptionsError, whose message is the CLI's advice; a server
+ * (the HTTP dry run) says instead what it needs, from `looked`.
+ */
+export class NoKubeconfigError extends OptionsError {
+  constructor(readonly looked: string) {
+    super(
+      `no kubeconfig found (looked in ${looked}): pass --kubeconfig FILE, or --snapshot FILE to render without a cluster`,
+    );
+  }
+}
+
 export class ClusterError extends Error {
   override readonly name = "ClusterError";
   readonly kind: ClusterErrorKind;
@@ -186,9 +198,7 @@ function readKubeConfig(options: { kubeconfig?: string; context?: string }): Kub
     // an unrelated TLS message; say what was looked for instead.
     const home = join(homedir(), ".kube", "config");
     if (!process.env.KUBECONFIG && !existsSync(home)) {
-      throw new OptionsError(
-        `no kubeconfig found (looked in $KUBECONFIG, ${home} and for an in-cluster service account): pass --kubeconfig FILE, or --snapshot FILE to render without a cluster`,
-      );
+      throw new NoKubeconfigError(`$KUBECONFIG, ${home} and for an in-cluster service account`);
     }
     kc.loadFromDefault();
   }

@@ -21,7 +21,7 @@ import type { Backoff } from "../core/backoff.js";
 import { REAL_RUNTIME } from "./activation.js";
 import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
 import { readIfExists } from "./files.js";
-import { haproxyLineLevel } from "./haproxy-lines.js";
+import { haproxyLineLevel, haproxyLogText } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
 import type { NodeStatus } from "./node-status.js";
@@ -104,7 +104,8 @@ const FINAL_STATUS_TIMEOUT_MS = 2000;
 
 /** HAProxy's diagnostics (stderr) into the agent's log, routine transitions at info. */
 function haproxyDiagnostic(log: Logger, line: string): void {
-  log[haproxyLineLevel(line)]({ haproxy: line }, "haproxy");
+  const level = haproxyLineLevel(line);
+  log[level]({ haproxy: haproxyLogText(line, level) }, "haproxy");
 }
 
 export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): Promise<Agent> {

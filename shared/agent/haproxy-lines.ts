@@ -41,3 +41,19 @@ export function haproxyLineLevel(line: string): LineLevel {
   if (tag === "WARNING") return "warn";
   return "info";
 }
+
+const TAG_LEVEL: Readonly<Record<string, LineLevel>> = {
+  EMERG: "error",
+  ALERT: "error",
+  WARNING: "warn",
+  NOTICE: "info",
+};
+
+/**
+ * The line as logged at `level`: HAProxy's own tag is dropped where it says another level (a
+ * routine `[WARNING]` logged at info), so that no record reads as two levels at once.
+ */
+export function haproxyLogText(line: string, level: LineLevel): string {
+  const tag = /^\[(\w+)\]\s*/.exec(line);
+  return tag && TAG_LEVEL[tag[1]!] !== level ? line.slice(tag[0].length) : line;
+}

@@ -43,9 +43,10 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   } else {
     if (flags.out === undefined) process.stdout.write(result.bytes);
     for (const w of result.warnings) {
-      process.stderr.write(
-        `warning: ${w.service}${w.port ? `:${w.port}` : ""}${w.annotation ? ` ${w.annotation}` : ""}: ${w.message}\n`,
-      );
+      // "-" stands for no Service in particular (a filter, the snapshot): the line starts with the message.
+      const about = w.service === "-" ? "" : `${w.service}${w.port ? `:${w.port}` : ""}`;
+      const subject = [about, w.annotation].filter(Boolean).join(" ");
+      process.stderr.write(`warning: ${subject ? `${subject}: ` : ""}${w.message}\n`);
     }
   }
   return 0;

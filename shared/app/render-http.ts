@@ -2,7 +2,7 @@ import type { Request, Response } from "@google-cloud/functions-framework";
 import { SnapshotError, parseSnapshot, type Snapshot } from "../core/snapshot.js";
 import { OptionsError } from "../core/settings.js";
 import { nodeFiles } from "../core/pattern-files.js";
-import { ClusterError } from "../adapters/cluster.js";
+import { ClusterError, NoKubeconfigError } from "../adapters/cluster.js";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";
 import type { Logger } from "../adapters/log.js";
@@ -90,7 +90,14 @@ export function createRenderHandler(
       else if (req.query.format === "files") res.status(200).type("application/json").send(filesJson(result.config));
       else res.status(200).type("text/plain; charset=utf-8").send(result.bytes);
     } catch (err) {
-      if (err instanceof SnapshotError || err instanceof OptionsError) {
+      if (err instanceof NoKubeconfigError) {
+        // The server's setup, not the request: the caller can still POST a snapshot.
+        answerError(
+          res,
+          501,
+          `GET renders the live cluster, and this server has no kubeconfig (it looked in ${err.looked}): set SERVICELB_KUBECONFIG in its environment, or POST a snapshot (kubectl get services,endpointslices -A -o json)`,
+        );
+      } else if (err instanceof SnapshotError || err instanceof OptionsError) {
         answerError(res, 400, err.message);
       } else if (err instanceof ClusterError) {
         log.warn({ err: err.message, kind: err.kind }, "dry run could not list the cluster");

@@ -1,3 +1,4 @@
+import { unknownAnnotationWarnings } from "./annotation-keys.js";
 import { ANNOTATIONS, parseAnnotations } from "./annotations.js";
 import { parseBackendSettings, settingDefaults, settingsFor } from "./backend-settings.js";
 import { EndpointIndex, formatAddress, type EndpointSource } from "./endpoints.js";
@@ -211,7 +212,8 @@ function planService(svc: Service, c: PlanContext): ServicePlan {
     return plan;
   }
   const { values: ann, warnings: annWarnings } = parseAnnotations(svc.metadata.annotations);
-  for (const w of annWarnings) plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
+  for (const w of [...annWarnings, ...unknownAnnotationWarnings(svc.metadata.annotations)])
+    plan.warnings.push({ service: id, annotation: w.annotation, message: w.message });
   const hostRefused = ann.host ? hostRefusal(ann.host, namespace, options) : null;
   if (hostRefused) {
     plan.warnings.push({

@@ -38,7 +38,7 @@ export function scopeReport(snapshot: Snapshot, options: RenderOptions): { warni
     if (!selector || matchesSelector(selector, svc.metadata.labels)) selected++;
   }
   if (namespace && inNamespace === 0)
-    warnings.push({ service: "-", message: `--namespace ${namespace} matches no Service` });
+    warnings.push({ service: "-", message: `--namespace ${namespace} matches no Service${namespacesOf(snapshot)}` });
   else if (target && inScope === 0)
     warnings.push({
       service: "-",
@@ -69,3 +69,13 @@ function tcpPorts(svc: Service): string {
     .map((p) => p.port)
     .join(", ");
 }
+
+/** Where the Services are, for a --namespace that matches none (a typo, most often). */
+function namespacesOf(snapshot: Snapshot): string {
+  const names = [...new Set(snapshot.services.map((s) => s.metadata.namespace))].sort();
+  if (names.length === 0) return " (the cluster has none)";
+  const shown = names.slice(0, MAX_NAMESPACES_SHOWN).join(", ");
+  return ` (namespaces with Services: ${shown}${names.length > MAX_NAMESPACES_SHOWN ? `, and ${names.length - MAX_NAMESPACES_SHOWN} more` : ""})`;
+}
+
+const MAX_NAMESPACES_SHOWN = 10;

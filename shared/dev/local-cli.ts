@@ -6,9 +6,17 @@
 import { Command, CommanderError, Option } from "commander";
 import { packageVersion } from "../adapters/package-version.js";
 import { OptionsError } from "../core/settings.js";
-import { type LocalWiring, runLocal } from "./local-command.js";
+import { type LocalWiring, localSettings, runLocal } from "./local-command.js";
 
-export async function localCli(argv: readonly string[], wiring: LocalWiring = {}): Promise<number> {
+/**
+ * `checkOnly`: parse and check the flags (and print --help or --version) without starting
+ * anything: shared/dev/start.mjs asks this of the last build before it decides to rebuild.
+ */
+export async function localCli(
+  argv: readonly string[],
+  wiring: LocalWiring = {},
+  { checkOnly = false, env = process.env }: { checkOnly?: boolean; env?: NodeJS.ProcessEnv } = {},
+): Promise<number> {
   let code = 0;
   const program = new Command("servicelb-local")
     .description(
@@ -27,6 +35,10 @@ export async function localCli(argv: readonly string[], wiring: LocalWiring = {}
     .option("--data-dir <dir>", "where the object store and HAProxy files live", ".servicelb-local")
     .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1", "8080")
     .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1", "8404")
+    .option(
+      "--store-port <port>",
+      "the object store's port on 127.0.0.1 (default: the one this --data-dir had last time, else a free one)",
+    )
     .option("--resync <ms>", "resync period (PingSource's role)", "30000")
     .addOption(
       new Option(
@@ -35,8 +47,14 @@ export async function localCli(argv: readonly string[], wiring: LocalWiring = {}
       ).choices(["human", "json"]),
     )
     .action(async (flags: Record<string, string | boolean | undefined>) => {
-      code = await runLocal(flags, wiring);
+      if (checkOnly) localSettings(flags);
+      else code = await runLocal(flags, wiring);
     });
+  const kept = keptByNpm(program, argv.slice(2), env);
+  if (kept) {
+    process.stderr.write(`servicelb: ${kept}\n`);
+    return 2;
+  }
   try {
     await program.parseAsync(argv);
     return code;
@@ -45,4 +63,21 @@ export async function localCli(argv: readonly string[], wiring: LocalWiring = {}
     process.stderr.write(`servicelb: ${(err as Error).message}\n`);
     return err instanceof OptionsError ? 2 : 1;
   }
+}
+
+/**
+ * `npm start --http-port 1` gives --http-port to npm, which keeps it as a setting of its own
+ * (npm_config_http_port=true) and passes on the "1" alone: said as such, with the command that
+ * was meant, instead of commander's "too many arguments".
+ */
+function keptByNpm(program: Command, args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
+  // --version is npm's own too (npm start --version prints npm's): never ours to claim.
+  const kept = program.options.filter(
+    (o) => o.long && o.long !== "--version" && env[`npm_config_${o.long.slice(2).replaceAll("-", "_")}`],
+  );
+  if (kept.length === 0) return undefined;
+  // The values npm passed on, in order, belong to the kept flags that take one.
+  const values = [...args];
+  const meant = kept.map((o) => (o.required ? `${o.long} ${values.shift() ?? o.flags.split(" ")[1]}` : o.long!));
+  return `npm took ${kept.map((o) => o.long).join(", ")} for itself: the stack's flags go after --, as in npm start -- ${[...meant, ...values].join(" ")}`;
 }

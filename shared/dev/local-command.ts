@@ -11,6 +11,24 @@ function port(value: unknown, flag: string): number {
   return n;
 }
 
+/** The values of the flags, checked: what `npm start` can refuse before it builds or starts anything. */
+export function localSettings(flags: Record<string, string | boolean | undefined>): {
+  resyncMs: number;
+  httpPort: number;
+  statsPort: number;
+  storePort?: number;
+} {
+  const resyncMs = Number(flags.resync);
+  if (!Number.isInteger(resyncMs) || resyncMs < 1000)
+    throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
+  return {
+    resyncMs,
+    httpPort: port(flags.httpPort, "--http-port"),
+    statsPort: port(flags.statsPort, "--stats-port"),
+    ...(flags.storePort === undefined ? {} : { storePort: port(flags.storePort, "--store-port") }),
+  };
+}
+
 /** `npm start`: runs until SIGINT/SIGTERM, then stops every process it started. */
 export async function runLocal(
   flags: Record<string, string | boolean | undefined>,
@@ -18,9 +36,7 @@ export async function runLocal(
 ): Promise<number> {
   const out = createConsole(consoleFormat(flags.logFormat as LogFormat | undefined, process.stderr.isTTY === true));
   const log = out.log;
-  const resyncMs = Number(flags.resync);
-  if (!Number.isInteger(resyncMs) || resyncMs < 1000)
-    throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
+  const { resyncMs, httpPort, statsPort, storePort } = localSettings(flags);
   // From the start: the processes run in their own process groups, so Ctrl-C is ours to pass on.
   const stopping = new AbortController();
   const requested = new Promise<void>((resolve) => {
@@ -38,8 +54,9 @@ export async function runLocal(
       clusterFile: String(flags.clusterFile),
       kubeconfig: flags.kubeconfig as string | undefined,
       demo: flags.demo === true,
-      httpPort: port(flags.httpPort, "--http-port"),
-      statsPort: port(flags.statsPort, "--stats-port"),
+      httpPort,
+      statsPort,
+      storePort,
       resyncMs,
       console: out,
       print: (text) => process.stdout.write(text),

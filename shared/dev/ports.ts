@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { connect, createServer } from "node:net";
 
 /**
@@ -32,6 +33,37 @@ function bindable(port: number): Promise<boolean> {
     s.once("error", () => resolve(false));
     s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
   });
+}
+
+export const STACK_PORTS = ["s3", "reconcile", "render", "agent"] as const;
+export type StackPorts = Record<(typeof STACK_PORTS)[number], number>;
+
+/**
+ * The local stack's internal ports, kept in `<dataDir>/ports.json`: a restart on the same data
+ * dir listens where the last one did, so the commands its banner prints (the store's endpoint
+ * above all) stay the same. A port given (--store-port) is taken as is; a saved one that is now
+ * taken is replaced by a free one.
+ */
+export async function stackPorts(dataDir: string, given: Partial<StackPorts> = {}): Promise<StackPorts> {
+  const file = join(dataDir, "ports.json");
+  let saved: Partial<StackPorts> = {};
+  try {
+    if (existsSync(file)) saved = JSON.parse(readFileSync(file, "utf8")) as Partial<StackPorts>;
+  } catch {
+    // Unreadable: chosen afresh, and written again below.
+  }
+  const ports: Partial<StackPorts> = {};
+  const taken = new Set<number>(Object.values(given));
+  for (const name of STACK_PORTS) {
+    const want = given[name] ?? saved[name];
+    let port = given[name];
+    if (port === undefined && Number.isInteger(want) && !taken.has(want!) && (await bindable(want!))) port = want;
+    while (port === undefined || (given[name] === undefined && taken.has(port))) port = await freePort();
+    taken.add(port);
+    ports[name] = port;
+  }
+  writeFileSync(file, `${JSON.stringify(ports)}\n`);
+  return ports as StackPorts;
 }
 
 /** Resolves once something accepts connections on 127.0.0.1:port. */

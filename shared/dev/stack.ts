@@ -12,7 +12,7 @@ import type { StageTracer } from "../adapters/stage-trace.js";
 import { startEventBridge, type GateFactory } from "./event-bridge.js";
 import { KubeApiEmulator } from "./kube-api-emulator.js";
 import { assertPortsFree, haproxyState, waitForHaproxy } from "./haproxy-listens.js";
-import { freePort, waitForPort } from "./ports.js";
+import { stackPorts, waitForPort } from "./ports.js";
 
 export interface LocalStackOptions {
   dataDir: string;
@@ -23,6 +23,8 @@ export interface LocalStackOptions {
   demo: boolean;
   httpPort: number;
   statsPort: number;
+  /** The object store's port; unset, the one this data dir had last time, or a free one. */
+  storePort?: number;
   resyncMs: number;
   /**
    * When the event bridge hands changes to reconcile: at once unless set; bench/e2e sets a peer
@@ -109,12 +111,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       ],
       masterSocket,
     );
-  const ports = {
-    s3: await freePort(),
-    reconcile: await freePort(),
-    render: await freePort(),
-    agent: await freePort(),
-  };
+  const ports = await stackPorts(data, o.storePort === undefined ? {} : { s3: o.storePort });
   const stops: Array<() => Promise<void> | void> = [];
   const stopAll = async () => {
     for (const stop of stops.reverse()) await stop();
@@ -165,8 +162,8 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       SERVICELB_STORE_PATH_STYLE: "true",
       ...S3RVER_CREDENTIALS,
       AWS_REGION: "us-east-1",
-      // servicelb targets Node 20; the SDK's notice about 2027 releases is in
-      // docs/development.md#builds-and-tests, not in every log.
+      // The local stack runs on the development Node, 20 included; the SDK's notice about 2027
+      // releases is in docs/development.md#builds-and-tests, not in every log.
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
     };
     const renderEnv = {

@@ -34,8 +34,11 @@ function render(...args: string[]) {
 
 describe("servicelb render: filters that match nothing, and a TLS Service without a certificate", () => {
   it.each([
-    [["--target-service", "nope"], "warning: -: --target-service nope matches no Service"],
-    [["--namespace", "other"], "warning: -: --namespace other matches no Service"],
+    [["--target-service", "nope"], "warning: --target-service nope matches no Service"],
+    [
+      ["--namespace", "shoop"],
+      "warning: --namespace shoop matches no Service (namespaces with Services: default, prod)",
+    ],
     [
       ["--tcp-services", "prod/db:80"],
       "warning: prod/db:80: --tcp-services names a port the Service does not have (its TCP ports: 5432)",

@@ -193,6 +193,39 @@ describe("HTTP function render (dry run)", () => {
     }
   });
 
+  it("GET without any kubeconfig on the server: 501 saying what the server needs, and that a POST works", async () => {
+    const saved = {
+      HOME: process.env.HOME,
+      KUBECONFIG: process.env.KUBECONFIG,
+      KUBERNETES_SERVICE_HOST: process.env.KUBERNETES_SERVICE_HOST,
+    };
+    const home = mkdtempSync(join(tmpdir(), "servicelb-home-"));
+    process.env.HOME = home;
+    delete process.env.KUBECONFIG;
+    delete process.env.KUBERNETES_SERVICE_HOST;
+    functions.http(
+      "render-without-cluster",
+      createRenderHandler(loadFunctionSettings({}), createLogger("render", "silent")),
+    );
+    const bare = getTestServer("render-without-cluster");
+    try {
+      await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
+      const r = await fetch(`http://127.0.0.1:${(bare.address() as AddressInfo).port}/`);
+      expect(r.status).toBe(501);
+      const { error } = (await r.json()) as { error: string };
+      expect(error).toBe(
+        `GET renders the live cluster, and this server has no kubeconfig (it looked in $KUBECONFIG, ${home}/.kube/config and for an in-cluster service account): set SERVICELB_KUBECONFIG in its environment, or POST a snapshot (kubectl get services,endpointslices -A -o json)`,
+      );
+    } finally {
+      await new Promise((resolve) => bare.close(resolve));
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it("GET answers 503 with the reason when the API server fails", async () => {
     api.failNext({ status: 503, times: 4 });
     const r = await fetch(`${base}/`);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { haproxyLineLevel } from "../../../shared/agent/haproxy-lines.js";
+import { haproxyLineLevel, haproxyLogText } from "../../../shared/agent/haproxy-lines.js";
 
 // Lines as HAProxy 2.6.12 prints them (captured from `haproxy -W` with a runtime maint/ready, a reload and a SIGINT).
 describe("HAProxy's stderr lines in the agent's log", () => {
@@ -43,4 +43,24 @@ describe("HAProxy's stderr lines in the agent's log", () => {
       "error",
     ],
   ])("to act on: %s", (line, level) => expect(haproxyLineLevel(line)).toBe(level));
+
+  it("drops HAProxy's tag where the record's level says otherwise, and keeps it where they agree", () => {
+    const logged = (line: string) => haproxyLogText(line, haproxyLineLevel(line));
+    expect(
+      logged("[WARNING]  (1934) : Server default_web_80/s3 enters drain state. 1 active and 0 backup servers online."),
+    ).toBe("(1934) : Server default_web_80/s3 enters drain state. 1 active and 0 backup servers online.");
+    expect(logged("[ALERT]    (18028) : Current worker (18074) exited with code 143 (Terminated)")).toBe(
+      "(18028) : Current worker (18074) exited with code 143 (Terminated)",
+    );
+    expect(logged("[ALERT]    (18031) : backend 'b' has no server available!")).toBe(
+      "(18031) : backend 'b' has no server available!",
+    );
+    expect(logged("[NOTICE]   (18028) : Loading success.")).toBe("[NOTICE]   (18028) : Loading success.");
+    expect(logged("[WARNING]  (18028) : All workers exited. Exiting... (139)")).toBe(
+      "[WARNING]  (18028) : All workers exited. Exiting... (139)",
+    );
+    expect(logged("[ALERT]    (18028) : Current worker (18074) exited with code 139 (Segmentation fault)")).toBe(
+      "[ALERT]    (18028) : Current worker (18074) exited with code 139 (Segmentation fault)",
+    );
+  });
 });

@@ -235,6 +235,39 @@ describe("annotations", () => {
     expect(routes(m)).toEqual(["path:/web -> default_web_80"]);
   });
 
+  it("warns of a serviceloadbalancer/ key it does not read, with the nearest it reads, and routes as without it", () => {
+    const m = ann({
+      "serviceloadbalancer/lb.hots": "api.example.com",
+      "serviceloadbalancer/lb.sslterm": "true",
+      "serviceloadbalancer/something-else-entirely": "x",
+      "example.com/lb.hots": "not ours",
+    });
+    expect(m.warnings).toEqual([
+      {
+        service: "default/web",
+        annotation: "serviceloadbalancer/lb.hots",
+        message: "not an annotation servicelb reads; ignored (did you mean serviceloadbalancer/lb.host?)",
+      },
+      {
+        service: "default/web",
+        annotation: "serviceloadbalancer/lb.sslterm",
+        message: "not an annotation servicelb reads; ignored (did you mean serviceloadbalancer/lb.sslTerm?)",
+      },
+      {
+        service: "default/web",
+        annotation: "serviceloadbalancer/something-else-entirely",
+        message: "not an annotation servicelb reads; ignored (docs/annotations.md lists them)",
+      },
+    ]);
+    expect(routes(m)).toEqual(["path:/web -> default_web_80"]);
+    // Annotations it reads, of either kind (routing, backend settings), do not.
+    const known = ann({
+      "serviceloadbalancer/lb.timeout-server": "30s",
+      "serviceloadbalancer/lb.host": "a.example.com",
+    });
+    expect(known.warnings).toEqual([]);
+  });
+
   it("affinity is on only for sessionAffinity ClientIP, with its timeout", () => {
     expect(build(web()).backends[0]!.affinity).toEqual({ kind: "none" });
     expect(build(web("web", "default", { sessionAffinity: "ClientIP" })).backends[0]!.affinity).toEqual({

@@ -30,7 +30,9 @@ describe("filters that match nothing", () => {
 
   it("warns about a --namespace without Services, and lists what it left out", () => {
     expect(report({ namespace: "other" })).toEqual({
-      warnings: [{ service: "-", message: "--namespace other matches no Service" }],
+      warnings: [
+        { service: "-", message: "--namespace other matches no Service (namespaces with Services: default, prod)" },
+      ],
       skipped: [
         { service: "default/web", reason: "outside --namespace other" },
         { service: "prod/db", reason: "outside --namespace other" },

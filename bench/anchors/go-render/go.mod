@@ -1,0 +1,3 @@
+module servicelb/bench/anchors/go-render
+
+go 1.19
