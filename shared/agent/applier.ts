@@ -234,6 +234,8 @@ export class Applier {
     };
     let record: PinRecord;
     let hinted: StoredConfig | undefined;
+    // A ping says something changed: if its key cannot be had, the store is listed, not hinted at.
+    const pinged = this.hint !== null;
     try {
       [record, hinted] = await Promise.all([readPin(store), this.fetchHinted(afterKey)]);
     } catch (err) {
@@ -254,7 +256,7 @@ export class Applier {
       this.trace("pull.end", { key: hinted.key, via: "ping" });
       return this.take(hinted);
     }
-    if (await this.newestIsRunning(afterKey)) return this.nothingNew(stopTimer);
+    if (!pinged && (await this.newestIsRunning(afterKey))) return this.nothingNew(stopTimer);
     // Keys at or before the running one no longer matter to anyone.
     if (afterKey !== null) this.skipped.forgetUpTo(afterKey);
     let config: StoredConfig | null;
