@@ -175,6 +175,11 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     onChange: () => reporter?.changed(),
     trace: deps.trace,
   });
+  metrics.probeRunning(() => applier.running);
+  metrics.probePinnedAt(() => {
+    const pin = applier.status().pinned;
+    return pin && new Date(pin.pinnedAt);
+  });
 
   const status = (): NodeStatus => {
     const files = openFiles();
