@@ -49,6 +49,16 @@ export interface AgentMetrics {
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
+/**
+ * Series of labelled counters that alerts take increase() of: present at 0 from the start, or
+ * the first failure would be a series appearing at 1, which increase() never sees.
+ */
+function zeroed(metrics: AgentMetrics): AgentMetrics {
+  for (const stage of ["pull", "verify", "check", "apply"]) metrics.applyFailures.inc({ stage }, 0);
+  for (const result of ["new", "none", "failed"]) metrics.pulls.inc({ result }, 0);
+  return metrics;
+}
+
 export function createAgentMetrics(): AgentMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -64,7 +74,7 @@ export function createAgentMetrics(): AgentMetrics {
     if (seen.text !== r.text) seen = { text: r.text, series: serviceSeriesOf(splitConfig(r.text)) };
     return seen.series;
   };
-  return {
+  return zeroed({
     registry,
     appliedRevision: new Gauge({
       name: "servicelb_agent_applied_revision",
@@ -245,5 +255,5 @@ export function createAgentMetrics(): AgentMetrics {
     probePinnedAt(probe) {
       pinnedAt = probe;
     },
-  };
+  });
 }
