@@ -86,8 +86,12 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])(
     it("scrapes HAProxy's exporter where the published config serves it, and the agent's /metrics", () => {
       const endpoints = Object.fromEntries(monitor.spec.podMetricsEndpoints.map((e) => [e.port, e.path]));
       expect(endpoints).toEqual({ agent: "/metrics", metrics: "/metrics" });
-      // HAProxy's exporter leaves out the free slots (in maintenance), which would be most of the page.
-      expect(monitor.spec.podMetricsEndpoints.find((e) => e.port === "metrics")?.params).toEqual({ "no-maint": [""] });
+      // HAProxy's exporter leaves out the free slots (in maintenance) and the per-slot series,
+      // which would be most of the page.
+      expect(monitor.spec.podMetricsEndpoints.find((e) => e.port === "metrics")?.params).toEqual({
+        "no-maint": [""],
+        scope: ["global", "frontend", "backend"],
+      });
       expect(agent.container.ports?.find((p) => p.name === "metrics")?.containerPort).toBe(options.statsPort);
       const { config } = renderSnapshot(
         parseSnapshot(readFileSync(join(REPO, "examples/cluster.yaml"), "utf8")),

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import { z } from "zod";
 import { A, agentWorld, B } from "../support/agent.js";
 import { service, slice } from "../support/fixtures.js";
@@ -11,7 +12,7 @@ import { freePort, waitFor } from "../support/net.js";
 
 // Every query of infra/components/prometheus/dashboard.json, evaluated by a real Prometheus
 // (Debian's prometheus package) scraping a real agent and its HAProxy as the PodMonitor does
-// (pod and namespace target labels, no-maint on HAProxy's exporter): each returns series, and
+// (pod and namespace target labels, its query to HAProxy's exporter): each returns series, and
 // each series has the labels its panel shows. One Service lives in a spare, so the per-Service
 // panels are seen joining through a spare.
 
@@ -27,6 +28,18 @@ const dashboard = z.object({
 const board = dashboard.parse(
   JSON.parse(readFileSync(join(REPO, "infra/components/prometheus/dashboard.json"), "utf8")),
 );
+
+/** The query the PodMonitor sends HAProxy's exporter. */
+const exporterParams = z
+  .object({
+    spec: z.object({
+      podMetricsEndpoints: z.array(
+        z.object({ port: z.string(), params: z.record(z.string(), z.array(z.string())).optional() }),
+      ),
+    }),
+  })
+  .parse(parse(readFileSync(join(REPO, "infra/components/prometheus/podmonitor.yaml"), "utf8")))
+  .spec.podMetricsEndpoints.find((e) => e.port === "metrics")!.params!;
 
 /** What Grafana would substitute: every namespace and Service, a rate window of several scrapes. */
 const substitute = (expr: string) =>
@@ -73,7 +86,7 @@ describe("the Grafana dashboard's queries against a real Prometheus", () => {
         { job_name: "agent", static_configs: [{ targets: [new URL(agent.url).host], labels }] },
         {
           job_name: "haproxy",
-          params: { "no-maint": [""] },
+          params: exporterParams,
           static_configs: [{ targets: [`127.0.0.1:${n.lb.options.statsPort}`], labels }],
         },
       ],
