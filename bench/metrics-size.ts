@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { get } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { gzipSync } from "node:zlib";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
 import { createAgentMetrics } from "../shared/agent/metrics.js";
@@ -45,19 +46,32 @@ interface Page {
   services: number;
   page: string;
   bytes: number;
-  /** On the wire when the scraper asks for gzip, as Prometheus does; null: not compressed. */
-  gzipBytes: number | null;
+  /** On the wire when the scraper asks for gzip, as Prometheus does. */
+  gzipBytes: number;
   samples: number;
 }
 
-/** The body's bytes as sent for `Accept-Encoding: gzip` (fetch would inflate them). */
-function gzippedBytes(url: string): Promise<number> {
+/**
+ * A page's bytes as sent (gzip: compressed, as fetch would never show them) and, uncompressed, its
+ * samples, counted as it streams: at 10,000 Services a page is longer than a string can be.
+ */
+function measure(url: string, gzip: boolean): Promise<{ bytes: number; samples: number }> {
   return new Promise((resolve, reject) => {
-    get(url, { headers: { "accept-encoding": "gzip" } }, (res) => {
-      if (res.headers["content-encoding"] !== "gzip") reject(new Error(`${url} was not compressed`));
-      let n = 0;
-      res.on("data", (c: Buffer) => (n += c.length));
-      res.on("end", () => resolve(n));
+    get(url, { headers: gzip ? { "accept-encoding": "gzip" } : {} }, (res) => {
+      if (gzip && res.headers["content-encoding"] !== "gzip") reject(new Error(`${url} was not compressed`));
+      let bytes = 0;
+      let samples = 0;
+      // A sample line is one that starts with neither "#" nor a newline (the page ends with one).
+      let atLineStart = true;
+      res.on("data", (c: Buffer) => {
+        bytes += c.length;
+        if (gzip) return;
+        for (const byte of c) {
+          if (atLineStart && byte !== 0x23 && byte !== 0x0a) samples++;
+          atLineStart = byte === 0x0a;
+        }
+      });
+      res.on("end", () => resolve({ bytes, samples }));
       res.on("error", reject);
     }).on("error", reject);
   });
@@ -90,14 +104,9 @@ async function exporterPages(cfg: string, dir: string, statsPort: number, servic
     );
     const pages: Page[] = [];
     for (const v of EXPORTER_VARIANTS) {
-      const text = await (await fetch(`${url}${v.query}`)).text();
-      pages.push({
-        services,
-        page: `HAProxy ${v.key}`,
-        bytes: Buffer.byteLength(text),
-        gzipBytes: await gzippedBytes(`${url}${v.query}`),
-        samples: samplesOf(text),
-      });
+      const page = await measure(`${url}${v.query}`, false);
+      const gzipped = await measure(`${url}${v.query}`, true);
+      pages.push({ services, page: `HAProxy ${v.key}`, ...page, gzipBytes: gzipped.bytes });
     }
     return pages;
   } finally {
@@ -110,7 +119,9 @@ async function agentPage(config: string, services: number): Promise<Page> {
   const metrics = createAgentMetrics();
   metrics.probeRunning(() => ({ text: config, key: "bench", sha256: "0".repeat(64) }));
   const text = await metrics.registry.metrics();
-  return { services, page: "agent", bytes: Buffer.byteLength(text), gzipBytes: null, samples: samplesOf(text) };
+  // As the agent's GET /metrics compresses it (agent/http-api.ts).
+  const gzipBytes = gzipSync(text, { level: 1 }).length;
+  return { services, page: "agent", bytes: Buffer.byteLength(text), gzipBytes, samples: samplesOf(text) };
 }
 
 async function main(): Promise<void> {
@@ -147,14 +158,14 @@ async function main(): Promise<void> {
 function report(pages: Page[], version: string): void {
   const header = { machine: machine(), haproxy: version, cluster: `synthetic, ${endpoints} endpoints per Service` };
   // What a node serves a scrape with each exporter variant: that page and the agent's, as pages
-  // and on the wire (the agent's page is not compressed).
+  // and on the wire.
   const within = (bytes: number) => (bytes <= TARGET_MIB * 2 ** 20 ? "yes" : "no");
   const totals = pages
     .filter((p) => p.page.startsWith("HAProxy"))
     .map((p) => {
       const agent = pages.find((a) => a.services === p.services && a.page === "agent")!;
       const bytes = p.bytes + agent.bytes;
-      const wire = (p.gzipBytes ?? p.bytes) + agent.bytes;
+      const wire = p.gzipBytes + agent.gzipBytes;
       return {
         services: p.services,
         scrape: `${p.page} + agent`,
@@ -176,7 +187,7 @@ function report(pages: Page[], version: string): void {
         p.services.toLocaleString("en-US"),
         p.page,
         mib(p.bytes),
-        p.gzipBytes === null ? "—" : mib(p.gzipBytes),
+        mib(p.gzipBytes),
         p.samples.toLocaleString("en-US"),
       ]),
     ),

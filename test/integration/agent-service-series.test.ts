@@ -1,3 +1,5 @@
+import { get } from "node:http";
+import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { runtimeCommand } from "../../shared/adapters/haproxy/runtime.js";
@@ -97,6 +99,17 @@ describe("servicelb_backend_info and servicelb_server_info", () => {
     page = await scrape(`${agent.url}/metrics`);
     expect(backendInfo(page)).toEqual(["default_web_80 default/web/80"]);
     expect(serverInfo(page).filter((s) => s.startsWith("spare_1/"))).toEqual([]);
+
+    // Compressed for a scraper that asks, as Prometheus does; the same page.
+    const raw = await new Promise<{ encoding?: string; body: Buffer }>((resolve, reject) =>
+      get(`${agent.url}/metrics`, { headers: { "accept-encoding": "gzip" } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ encoding: res.headers["content-encoding"], body: Buffer.concat(chunks) }));
+      }).on("error", reject),
+    );
+    expect(raw.encoding).toBe("gzip");
+    expect(backendInfo(gunzipSync(raw.body).toString("utf8"))).toEqual(["default_web_80 default/web/80"]);
 
     const after = (await showProc(n.masterSocket)).master;
     expect(after.pid).toBe(master.pid);
