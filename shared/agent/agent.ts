@@ -21,6 +21,7 @@ import { Applier, type HaproxyControl } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
+import { certificateProbe } from "./certificate-expiry.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
 import type { NodeStatus } from "./node-status.js";
 import { agentStore, stateFilePath, type AgentOptions } from "./options.js";
@@ -176,6 +177,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     trace: deps.trace,
   });
   metrics.probeRunning(() => applier.running);
+  metrics.probeCertificates(certificateProbe(() => applier.running));
   metrics.probePinnedAt(() => {
     const pin = applier.status().pinned;
     return pin && new Date(pin.pinnedAt);

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import { splitConfig } from "../core/pattern-files.js";
+import type { CertificateExpiry } from "../adapters/haproxy/certificates.js";
 import { NO_SERIES, type ServiceSeries, serviceSeriesOf } from "./service-series.js";
 
 /** The config HAProxy runs, as the info series read it at each scrape. */
@@ -39,12 +40,15 @@ export interface AgentMetrics {
   serverInfo: Gauge<"proxy" | "server" | "address">;
   configInfo: Gauge<"key" | "sha256">;
   pinnedTimestamp: Gauge;
+  certificateExpiry: Gauge<"certificate">;
   /** What pullStale reports at each scrape (staleness changes with time alone, not on an event). */
   probePullStale(probe: () => boolean): void;
   /** The config HAProxy runs (null: none yet), read at each scrape by the info series. */
   probeRunning(probe: () => RunningConfig | null): void;
   /** When the pin the agent honours was set (null: none), read at each scrape. */
   probePinnedAt(probe: () => Date | null): void;
+  /** The certificates HAProxy serves and when each expires, read at each scrape. */
+  probeCertificates(probe: () => Promise<CertificateExpiry[]>): void;
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -66,6 +70,7 @@ export function createAgentMetrics(): AgentMetrics {
   let stale = () => false;
   let running: () => RunningConfig | null = () => null;
   let pinnedAt: () => Date | null = () => null;
+  let certificates: () => Promise<CertificateExpiry[]> = async () => [];
   // Parsed once per config text: scrapes outnumber configs.
   let seen: { text: string; series: ServiceSeries } = { text: "", series: NO_SERIES };
   const series = (): ServiceSeries => {
@@ -238,6 +243,17 @@ export function createAgentMetrics(): AgentMetrics {
         this.set((pinnedAt()?.getTime() ?? 0) / 1000);
       },
     }),
+    certificateExpiry: new Gauge({
+      name: "servicelb_certificate_expiry_timestamp_seconds",
+      help: "When each certificate HAProxy serves expires (notAfter, from show ssl cert), by the file it was loaded from",
+      labelNames: ["certificate"],
+      registers,
+      async collect() {
+        const rows = await certificates();
+        this.reset();
+        for (const c of rows) this.set({ certificate: c.certificate }, c.notAfter.getTime() / 1000);
+      },
+    }),
     pullStale: new Gauge({
       name: "servicelb_agent_pull_stale",
       help: "1 while no pull has completed for longer than --stale-pull-periods poll intervals",
@@ -254,6 +270,9 @@ export function createAgentMetrics(): AgentMetrics {
     },
     probePinnedAt(probe) {
       pinnedAt = probe;
+    },
+    probeCertificates(probe) {
+      certificates = probe;
     },
   });
 }

@@ -9,6 +9,7 @@ import { A, agentWorld, B } from "../support/agent.js";
 import { service, slice } from "../support/fixtures.js";
 import { REPO } from "../support/infra-manifests.js";
 import { freePort, waitFor } from "../support/net.js";
+import { makePki } from "../support/tls.js";
 
 // Every query of infra/components/prometheus/dashboard.json, evaluated by a real Prometheus
 // (Debian's prometheus package) scraping a real agent and its HAProxy as the PodMonitor does
@@ -67,7 +68,10 @@ describe("the Grafana dashboard's queries against a real Prometheus", () => {
   it("each panel's query returns series with the labels the panel shows", { timeout: 60_000 }, async () => {
     if (spawnSync("prometheus", ["--version"]).error)
       throw new Error("prometheus is not installed: run `apt-get install -y prometheus` (Debian's 2.42)");
-    const n = await world.node({ spareBackends: 2 });
+    dataDir = mkdtempSync(join(tmpdir(), "servicelb-prometheus-"));
+    // HTTPS too, for the certificates panel.
+    const pki = makePki(dataDir);
+    const n = await world.node({ spareBackends: 2, sslCert: pki.serverPem, httpsPort: await freePort() });
     const web = svc("web", [A]);
     await n.publish(web, 100);
     const agent = await world.start(n);
@@ -77,7 +81,6 @@ describe("the Grafana dashboard's queries against a real Prometheus", () => {
     await world.appliedKey(agent, published.key);
     expect(agent.status().applied?.how).toBe("runtime");
 
-    dataDir = mkdtempSync(join(tmpdir(), "servicelb-prometheus-"));
     const port = await freePort();
     const labels = { pod: "agent-a", namespace: "servicelb" };
     const config = {
