@@ -23,6 +23,7 @@ import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel, haproxyLogText } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
+import { certificateProbe } from "./certificate-expiry.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
 import type { NodeStatus } from "./node-status.js";
 import { agentStore, stateFilePath, type AgentOptions } from "./options.js";
@@ -207,6 +208,12 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     saved,
     onChange: () => reporter?.changed(),
     trace: deps.trace,
+  });
+  metrics.probeRunning(() => applier.running);
+  metrics.probeCertificates(certificateProbe(() => applier.running));
+  metrics.probePinnedAt(() => {
+    const pin = applier.status().pinned;
+    return pin && new Date(pin.pinnedAt);
   });
 
   const status = (): NodeStatus => {

@@ -22,7 +22,7 @@ import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { configDigest, digestKind } from "../core/config-digest.js";
 import { Activation, type ActivationOptions } from "./activation.js";
-import { NodeState, type ApplierStatus, type NodeStateOptions } from "./node-state.js";
+import { NodeState, type ApplierStatus, type KnownConfig, type NodeStateOptions } from "./node-state.js";
 import { newestVerifiedAfter, type PinRecord, PullError, readPin, SkippedKeys } from "./pull-target.js";
 
 export type { ApplierStatus } from "./node-state.js";
@@ -72,6 +72,11 @@ export class Applier {
   /** HAProxy was started and runs a config the agent applied. */
   get serving(): boolean {
     return this.node.started && this.node.current !== null;
+  }
+
+  /** The config HAProxy serves, runtime changes included; null until it serves one. */
+  get running(): KnownConfig | null {
+    return this.serving ? this.node.current : null;
   }
 
   status(): ApplierStatus {

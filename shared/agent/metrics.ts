@@ -1,4 +1,15 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { splitConfig } from "../core/pattern-files.js";
+import type { CertificateExpiry } from "../adapters/haproxy/certificates.js";
+import { NO_SERIES, type ServiceSeries, serviceSeriesOf } from "./service-series.js";
+
+/** The config HAProxy runs, as the info series read it at each scrape. */
+export interface RunningConfig {
+  text: string;
+  /** null: a config on disk the agent cannot name. */
+  key: string | null;
+  sha256: string;
+}
 
 /** The agent's Prometheus metrics, on a registry of its own (tests run several agents in one process). */
 export interface AgentMetrics {
@@ -25,18 +36,50 @@ export interface AgentMetrics {
   storeFailures: Counter<"operation" | "reason">;
   lastSuccessfulPull: Gauge;
   pullStale: Gauge;
+  backendInfo: Gauge<"proxy" | "service_namespace" | "service_name" | "service_port">;
+  serverInfo: Gauge<"proxy" | "server" | "address">;
+  configInfo: Gauge<"key" | "sha256">;
+  pinnedTimestamp: Gauge;
+  certificateExpiry: Gauge<"certificate">;
   /** What pullStale reports at each scrape (staleness changes with time alone, not on an event). */
   probePullStale(probe: () => boolean): void;
+  /** The config HAProxy runs (null: none yet), read at each scrape by the info series. */
+  probeRunning(probe: () => RunningConfig | null): void;
+  /** When the pin the agent honours was set (null: none), read at each scrape. */
+  probePinnedAt(probe: () => Date | null): void;
+  /** The certificates HAProxy serves and when each expires, read at each scrape. */
+  probeCertificates(probe: () => Promise<CertificateExpiry[]>): void;
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/**
+ * Series of labelled counters that alerts take increase() of: present at 0 from the start, or
+ * the first failure would be a series appearing at 1, which increase() never sees.
+ */
+function zeroed(metrics: AgentMetrics): AgentMetrics {
+  for (const stage of ["pull", "verify", "check", "apply"]) metrics.applyFailures.inc({ stage }, 0);
+  for (const result of ["new", "none", "failed"]) metrics.pulls.inc({ result }, 0);
+  return metrics;
+}
 
 export function createAgentMetrics(): AgentMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let stale = () => false;
-  return {
+  let running: () => RunningConfig | null = () => null;
+  let pinnedAt: () => Date | null = () => null;
+  let certificates: () => Promise<CertificateExpiry[]> = async () => [];
+  // Parsed once per config text: scrapes outnumber configs.
+  let seen: { text: string; series: ServiceSeries } = { text: "", series: NO_SERIES };
+  const series = (): ServiceSeries => {
+    const r = running();
+    if (r === null) return NO_SERIES;
+    if (seen.text !== r.text) seen = { text: r.text, series: serviceSeriesOf(splitConfig(r.text)) };
+    return seen.series;
+  };
+  return zeroed({
     registry,
     appliedRevision: new Gauge({
       name: "servicelb_agent_applied_revision",
@@ -155,6 +198,62 @@ export function createAgentMetrics(): AgentMetrics {
       help: "When the agent last completed a look at the store (pin.json, the listing or the pin, and the fetch of the config it names if there was one)",
       registers,
     }),
+    // Label names as HAProxy's exporter has them (proxy, server), so that `on(pod, proxy)` joins;
+    // the Service's own under service_*, which a PodMonitor's target labels (namespace) never clash with.
+    backendInfo: new Gauge({
+      name: "servicelb_backend_info",
+      help: "1 for each backend of the running config that serves a Service port (a spare while it holds one): join HAProxy's haproxy_backend_* and haproxy_server_* series on proxy",
+      labelNames: ["proxy", "service_namespace", "service_name", "service_port"],
+      registers,
+      collect() {
+        this.reset();
+        for (const b of series().backends)
+          this.set(
+            { proxy: b.backend, service_namespace: b.namespace, service_name: b.service, service_port: b.port },
+            1,
+          );
+      },
+    }),
+    serverInfo: new Gauge({
+      name: "servicelb_server_info",
+      help: "1 for each server slot of the running config that carries an endpoint (free slots have none): its address",
+      labelNames: ["proxy", "server", "address"],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of series().servers) this.set({ proxy: s.backend, server: s.server, address: s.address }, 1);
+      },
+    }),
+    configInfo: new Gauge({
+      name: "servicelb_agent_config_info",
+      help: '1 for the config HAProxy runs: its key in the store ("" when not known) and digest',
+      labelNames: ["key", "sha256"],
+      registers,
+      collect() {
+        this.reset();
+        const r = running();
+        if (r !== null) this.set({ key: r.key ?? "", sha256: r.sha256 }, 1);
+      },
+    }),
+    pinnedTimestamp: new Gauge({
+      name: "servicelb_agent_pinned_timestamp_seconds",
+      help: "When the pin this agent honours was set (servicelb pin); 0 while it follows the newest config",
+      registers,
+      collect() {
+        this.set((pinnedAt()?.getTime() ?? 0) / 1000);
+      },
+    }),
+    certificateExpiry: new Gauge({
+      name: "servicelb_certificate_expiry_timestamp_seconds",
+      help: "When each certificate HAProxy serves expires (notAfter, from show ssl cert), by the file it was loaded from",
+      labelNames: ["certificate"],
+      registers,
+      async collect() {
+        const rows = await certificates();
+        this.reset();
+        for (const c of rows) this.set({ certificate: c.certificate }, c.notAfter.getTime() / 1000);
+      },
+    }),
     pullStale: new Gauge({
       name: "servicelb_agent_pull_stale",
       help: "1 while no pull has completed for longer than --stale-pull-periods poll intervals",
@@ -166,5 +265,14 @@ export function createAgentMetrics(): AgentMetrics {
     probePullStale(probe) {
       stale = probe;
     },
-  };
+    probeRunning(probe) {
+      running = probe;
+    },
+    probePinnedAt(probe) {
+      pinnedAt = probe;
+    },
+    probeCertificates(probe) {
+      certificates = probe;
+    },
+  });
 }

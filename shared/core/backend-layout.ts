@@ -441,6 +441,7 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
         strip: null,
         servers,
         stripByRoute: true,
+        carries: { namespace: b.namespace, service: b.service, port: b.servicePort },
       };
       state.heldAs.set(b, moved);
     }
@@ -463,6 +464,7 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
         strip: null,
         settings,
         stripByRoute: true,
+        carries: null,
       })),
     );
   }
@@ -480,6 +482,7 @@ function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
         cookies: null,
         strip: v.strip,
         settings,
+        carries: null,
       })),
     );
   }

@@ -9,6 +9,8 @@
  *   #| 10.0.0.0/8                            (one line of that file)
  *   #> maps/http.paths.map
  *   #| /web/ default_web_80
+ *   #> maps/backends.map                     (service-map.ts: the Service port of each backend)
+ *   #| default_web_80 default/web/80
  *
  * The agent writes each file beside haproxy.cfg before `haproxy -c` and HAProxy read them
  * (PATTERN_PATHS, placed before the backends, makes `-f patterns/…` relative to the config
@@ -21,6 +23,7 @@
 
 import { compareStrings } from "./compare.js";
 import { isRouteMapPath, parseMapLine, ROUTE_MAP_DIR } from "./route-maps.js";
+import { parseServiceMapLine, SERVICE_MAP } from "./service-map.js";
 import { MAX_SOURCE_RANGES, parseSource } from "./source-ranges.js";
 
 export const PATTERN_SECTION =
@@ -71,18 +74,22 @@ export function patternFilePath(namespace: string, service: string, kind: Patter
 }
 
 export function isPatternFilePath(path: string): boolean {
-  return PATH.test(path) || isRouteMapPath(path);
+  return PATH.test(path) || isRouteMapPath(path) || path === SERVICE_MAP;
 }
 
 /** How HAProxy's runtime API knows the file: `acl` lists addresses, `map` holds `<key> <value>` lines. */
 export function patternFileKind(path: string): "acl" | "map" {
-  return isRouteMapPath(path) ? "map" : "acl";
+  return isRouteMapPath(path) || path === SERVICE_MAP ? "map" : "acl";
 }
 
 /** Why `line` cannot be a line of the file at `path`, or null when it can. */
 export function patternLineError(path: string, line: string): string | null {
   if (isRouteMapPath(path)) {
     const entry = parseMapLine(path, line);
+    return typeof entry === "string" ? `${JSON.stringify(line.slice(0, 60))}: ${entry}` : null;
+  }
+  if (path === SERVICE_MAP) {
+    const entry = parseServiceMapLine(line);
     return typeof entry === "string" ? `${JSON.stringify(line.slice(0, 60))}: ${entry}` : null;
   }
   return parseSource(line) === line ? null : `${JSON.stringify(line.slice(0, 60))} is not an address or CIDR`;

@@ -13,7 +13,9 @@ import {
   patternFilePath,
   renderPatternFiles,
 } from "./pattern-files.js";
+import { compareStrings } from "./compare.js";
 import { ROUTE_LOOKUP, routeMapLines } from "./route-maps.js";
+import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "./service-map.js";
 import { slotName } from "./slots.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
@@ -231,7 +233,7 @@ function prefixRegex(prefix: string): string {
 
 const PATTERN_PATHS_BYTES = Buffer.from(PATTERN_PATHS, "utf8");
 const PATTERN_SECTION_BYTES = Buffer.from(`${PATTERN_SECTION}\n`, "utf8");
-const ROUTE_LOOKUP_BYTES = Buffer.from(ROUTE_LOOKUP, "utf8");
+const ROUTE_LOOKUP_BYTES = Buffer.from(SERVICE_MAP_REFERENCE + ROUTE_LOOKUP, "utf8");
 
 /** One file per list and Service: the backends of a Service's ports share its annotations, hence its lists. */
 function patternFiles(model: Model): PatternFile[] {
@@ -322,6 +324,8 @@ export class Renderer {
   readonly routesByMap: boolean;
   /** The route maps' part of the file section, while the routes are the same array. */
   private readonly mapBytes = new WeakMap<readonly HttpRoute[], Buffer>();
+  private readonly serviceLines = new WeakMap<Backend, string | null>();
+  private lastServiceMap: { lines: Array<string | null>; bytes: Buffer } | undefined;
 
   /**
    * Where each backend of the last render was written, by its position in that render's
@@ -493,6 +497,27 @@ export class Renderer {
   }
 
   /**
+   * The Service map's section, made anew only when a backend's name or Service changed: a change
+   * of endpoints alone makes new backend objects, and must not cost a map of every backend.
+   */
+  private serviceMapChunk(backends: readonly Backend[]): Buffer {
+    const lines = backends.map((b) => {
+      let line = this.serviceLines.get(b);
+      if (line === undefined) {
+        line = serviceMapLine(b);
+        this.serviceLines.set(b, line);
+      }
+      return line;
+    });
+    const last = this.lastServiceMap;
+    if (last && last.lines.length === lines.length && last.lines.every((l, i) => l === lines[i])) return last.bytes;
+    const entries = lines.filter((l): l is string => l !== null).sort(compareStrings);
+    const bytes = Buffer.from(renderPatternFiles([{ path: SERVICE_MAP, entries }]), "utf8");
+    this.lastServiceMap = { lines, bytes };
+    return bytes;
+  }
+
+  /**
    * The main template's output split where the repeated sections go. It depends on the options
    * and the default page only, so a warm instance renders it once. A custom main template that
    * does more with a section than print it gets the sections as text instead.
@@ -586,11 +611,16 @@ export class Renderer {
       }
     };
     // Last, so that a list's length never shifts the lines the agent's slot diff compares. The
-    // maps sort before the pattern files ("maps/" < "patterns/").
+    // maps sort before the pattern files ("maps/" < "patterns/"), and backends.map before the
+    // route maps. The Service map goes with the route maps: it needs the frontend they are
+    // looked up in (SERVICE_MAP_REFERENCE).
     const fileSection = (chunks: ChunkList): void => {
       if (files.length === 0 && maps === null) return;
       chunks.push(PATTERN_SECTION_BYTES);
-      if (maps !== null) chunks.push(maps);
+      if (maps !== null) {
+        chunks.push(this.serviceMapChunk(model.backends));
+        chunks.push(maps);
+      }
       if (files.length > 0) chunks.push(Buffer.from(renderPatternFiles(files), "utf8"));
     };
     const parts = this.mainParts(view);

@@ -23,7 +23,14 @@ const podMonitor = z.strictObject({
   spec: z.strictObject({
     selector: z.strictObject({ matchLabels: z.record(z.string(), z.string()) }),
     podMetricsEndpoints: z
-      .array(z.strictObject({ port: z.string(), path: z.string(), interval: z.string().optional() }))
+      .array(
+        z.strictObject({
+          port: z.string(),
+          path: z.string(),
+          interval: z.string().optional(),
+          params: z.record(z.string(), z.array(z.string())).optional(),
+        }),
+      )
       .min(1),
   }),
 });
@@ -54,6 +61,16 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])(
       new PodView(objects, secrets).env(reconcile.pod, reconcile.container, {}, root),
     ).options;
 
+    it("ships the alerts and the Grafana dashboard", () => {
+      expect(findObject(objects, "PrometheusRule", "servicelb")).toBeDefined();
+      const dashboard = findObject(objects, "ConfigMap", "servicelb-dashboard") as unknown as {
+        metadata: { labels: Record<string, string> };
+        data: Record<string, string>;
+      };
+      expect(dashboard.metadata.labels.grafana_dashboard).toBe("1");
+      expect(JSON.parse(dashboard.data["dashboard.json"]!).uid).toBe("servicelb");
+    });
+
     it("scrapes every agent pod, on ports the agent container declares, never on the node", () => {
       const labels = (agentSet as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } })
         .spec.template.metadata.labels;
@@ -69,6 +86,12 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])(
     it("scrapes HAProxy's exporter where the published config serves it, and the agent's /metrics", () => {
       const endpoints = Object.fromEntries(monitor.spec.podMetricsEndpoints.map((e) => [e.port, e.path]));
       expect(endpoints).toEqual({ agent: "/metrics", metrics: "/metrics" });
+      // HAProxy's exporter leaves out the free slots (in maintenance) and the per-slot series,
+      // which would be most of the page.
+      expect(monitor.spec.podMetricsEndpoints.find((e) => e.port === "metrics")?.params).toEqual({
+        "no-maint": [""],
+        scope: ["global", "frontend", "backend"],
+      });
       expect(agent.container.ports?.find((p) => p.name === "metrics")?.containerPort).toBe(options.statsPort);
       const { config } = renderSnapshot(
         parseSnapshot(readFileSync(join(REPO, "examples/cluster.yaml"), "utf8")),

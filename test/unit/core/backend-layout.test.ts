@@ -30,6 +30,11 @@ function renderer(extra: Record<string, unknown> = {}) {
 }
 
 const backendsOf = (config: string) => [...config.matchAll(/^backend (\S+)/gm)].map((m) => m[1]);
+const serviceMap = (config: string) =>
+  (/^#> maps\/backends\.map\n((?:#\| .*\n)*)/m.exec(config)?.[1] ?? "")
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => l.slice(3));
 const paths = (config: string) => [...config.matchAll(/^#\| (\/\S* \S+)$/gm)].map((m) => m[1]);
 
 describe("placeBackends", () => {
@@ -114,6 +119,19 @@ describe("placeBackends", () => {
     expect(again.layoutFresh).toBeNull();
     expect(again.layout!.named).toEqual(["default_web_80"]);
     expect(again.layout!.vacated).toEqual([]);
+  });
+
+  it("the Service map names the Service port a spare holds, and none for a free spare or a vacated backend", () => {
+    const render = renderer();
+    const web = svc("web", ["10.0.0.1"]);
+    const first = render(web);
+    const held = render([...web, ...svc("api", ["10.0.0.2"], { namespace: "shop" })]);
+    expect(serviceMap(held.config)).toEqual(["default_web_80 default/web/80", "spare_1 shop/api/80"]);
+    const gone = render(svc("api", ["10.0.0.2"], { namespace: "shop" }));
+    expect(serviceMap(gone.config)).toEqual(["spare_1 shop/api/80"]);
+    // Slots and map lines only: the agent takes both without a reload.
+    expect(decideApply({ text: first.config, known: true }, held.config).kind).toBe("runtime");
+    expect(decideApply({ text: held.config, known: true }, gone.config).kind).toBe("runtime");
   });
 
   it("starts afresh, saying why, when a spare cannot take the change", () => {

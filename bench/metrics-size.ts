@@ -1,0 +1,211 @@
+/*
+ * bench/metrics-size: the size of one node's /metrics pages at N Services (issue 35 §3), HAProxy's
+ * exporter with the options the PodMonitor can ask for, and the agent's own page (its info series
+ * grow with the Services and their endpoints). N Services × E endpoints of the synthetic cluster
+ * (bench/synthetic.ts) rendered by the real renderer, written as the agent writes them, served by
+ * a real `haproxy -W`; the agent's page from its real metrics registry on the same config.
+ * Every page is fetched once per variant: sizes do not vary between runs, only with the config.
+ *   node dist/dev/bench/metrics-size.js [--sizes 1000] [--endpoints 10] [--json]
+ */
+
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { get } from "node:http";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { gzipSync } from "node:zlib";
+import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
+import { loadTemplates } from "../shared/adapters/templates.js";
+import { createAgentMetrics } from "../shared/agent/metrics.js";
+import { parseRenderOptions } from "../shared/core/options.js";
+import { nodeFiles } from "../shared/core/pattern-files.js";
+import { renderSnapshot } from "../shared/core/pipeline.js";
+import { Renderer } from "../shared/core/render.js";
+import { snapshotFromDocuments } from "../shared/core/snapshot.js";
+import { freePort, waitFor } from "../test/support/net.js";
+import { arg, machine, mib, table } from "./machine.js";
+import { syntheticCluster } from "./synthetic.js";
+
+const argValue = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
+};
+const sizes = argValue("--sizes", "1000").split(",").map(Number);
+const endpoints = arg("--endpoints", 10);
+/** The issue's bound for a node's pages together. */
+const TARGET_MIB = 5;
+
+/** HAProxy's exporter queries: what the PodMonitor may put in `params`. */
+const EXPORTER_VARIANTS = [
+  { key: "all", query: "" },
+  { key: "no-maint", query: "?no-maint=" },
+  { key: "no-maint, no server scope", query: "?no-maint=&scope=global&scope=frontend&scope=backend" },
+] as const;
+
+interface Page {
+  services: number;
+  page: string;
+  bytes: number;
+  /** On the wire when the scraper asks for gzip, as Prometheus does. */
+  gzipBytes: number;
+  samples: number;
+}
+
+/**
+ * A page's bytes as sent (gzip: compressed, as fetch would never show them) and, uncompressed, its
+ * samples, counted as it streams: at 10,000 Services a page is longer than a string can be.
+ */
+function measure(url: string, gzip: boolean): Promise<{ bytes: number; samples: number }> {
+  return new Promise((resolve, reject) => {
+    get(url, { headers: gzip ? { "accept-encoding": "gzip" } : {} }, (res) => {
+      if (gzip && res.headers["content-encoding"] !== "gzip") reject(new Error(`${url} was not compressed`));
+      let bytes = 0;
+      let samples = 0;
+      // A sample line is one that starts with neither "#" nor a newline (the page ends with one).
+      let atLineStart = true;
+      res.on("data", (c: Buffer) => {
+        bytes += c.length;
+        if (gzip) return;
+        for (const byte of c) {
+          if (atLineStart && byte !== 0x23 && byte !== 0x0a) samples++;
+          atLineStart = byte === 0x0a;
+        }
+      });
+      res.on("end", () => resolve({ bytes, samples }));
+      res.on("error", reject);
+    }).on("error", reject);
+  });
+}
+
+const samplesOf = (text: string) => text.split("\n").filter((l) => l !== "" && !l.startsWith("#")).length;
+
+function writeNode(config: string, dir: string): string {
+  const files = nodeFiles(config);
+  if ("error" in files) throw new Error(files.error);
+  for (const f of files) {
+    mkdirSync(dirname(join(dir, f.path)), { recursive: true });
+    writeFileSync(join(dir, f.path), f.text);
+  }
+  return join(dir, "haproxy.cfg");
+}
+
+async function exporterPages(cfg: string, dir: string, statsPort: number, services: number): Promise<Page[]> {
+  const child = spawn("haproxy", ["-W", "-f", cfg], { cwd: dir, stdio: "ignore" });
+  try {
+    const url = `http://127.0.0.1:${statsPort}/metrics`;
+    await waitFor(
+      "HAProxy's exporter",
+      () =>
+        fetch(url).then(
+          (r) => (r.ok ? true : undefined),
+          () => undefined,
+        ),
+      120_000,
+    );
+    const pages: Page[] = [];
+    for (const v of EXPORTER_VARIANTS) {
+      const page = await measure(`${url}${v.query}`, false);
+      const gzipped = await measure(`${url}${v.query}`, true);
+      pages.push({ services, page: `HAProxy ${v.key}`, ...page, gzipBytes: gzipped.bytes });
+    }
+    return pages;
+  } finally {
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+  }
+}
+
+async function agentPage(config: string, services: number): Promise<Page> {
+  const metrics = createAgentMetrics();
+  metrics.probeRunning(() => ({ text: config, key: "bench", sha256: "0".repeat(64) }));
+  const text = await metrics.registry.metrics();
+  // As the agent's GET /metrics compresses it (agent/http-api.ts).
+  const gzipBytes = gzipSync(text, { level: 1 }).length;
+  return { services, page: "agent", bytes: Buffer.byteLength(text), gzipBytes, samples: samplesOf(text) };
+}
+
+async function main(): Promise<void> {
+  const version = await haproxyAvailable();
+  if (!version) throw new Error("haproxy is not installed: apt-get install -y haproxy");
+  const renderer = new Renderer(loadTemplates());
+  const root = mkdtempSync(join(tmpdir(), "bench-metrics-size-"));
+  const pages: Page[] = [];
+  try {
+    for (const services of sizes) {
+      const dir = join(root, String(services));
+      const statsPort = await freePort();
+      const options = parseRenderOptions({
+        bindAddress: "127.0.0.1",
+        httpPort: await freePort(),
+        statsPort,
+        statsSocket: join(dir, "admin.sock"),
+        serverStateFile: join(dir, "server-state"),
+      });
+      const { config } = renderSnapshot(
+        snapshotFromDocuments([syntheticCluster(services, endpoints)]),
+        options,
+        renderer,
+      );
+      pages.push(...(await exporterPages(writeNode(config, dir), dir, statsPort, services)));
+      pages.push(await agentPage(config, services));
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+  report(pages, version);
+}
+
+function report(pages: Page[], version: string): void {
+  const header = { machine: machine(), haproxy: version, cluster: `synthetic, ${endpoints} endpoints per Service` };
+  // What a node serves a scrape with each exporter variant: that page and the agent's, as pages
+  // and on the wire.
+  const within = (bytes: number) => (bytes <= TARGET_MIB * 2 ** 20 ? "yes" : "no");
+  const totals = pages
+    .filter((p) => p.page.startsWith("HAProxy"))
+    .map((p) => {
+      const agent = pages.find((a) => a.services === p.services && a.page === "agent")!;
+      const bytes = p.bytes + agent.bytes;
+      const wire = p.gzipBytes + agent.gzipBytes;
+      return {
+        services: p.services,
+        scrape: `${p.page} + agent`,
+        mib: mib(bytes),
+        wireMiB: mib(wire),
+        pageWithinTarget: within(bytes),
+        wireWithinTarget: within(wire),
+      };
+    });
+  if (process.argv.includes("--json")) {
+    console.log(JSON.stringify({ ...header, targetMiB: TARGET_MIB, pages, totals }, null, 2));
+    return;
+  }
+  console.log(`\n${Object.values(header).join(" · ")}\n`);
+  console.log(
+    table(
+      ["Services", "page", "MiB", "gzip MiB", "samples"],
+      pages.map((p) => [
+        p.services.toLocaleString("en-US"),
+        p.page,
+        mib(p.bytes),
+        mib(p.gzipBytes),
+        p.samples.toLocaleString("en-US"),
+      ]),
+    ),
+  );
+  console.log(`\nA node's scrape, against the target of ${TARGET_MIB} MiB:\n`);
+  console.log(
+    table(
+      ["Services", "scrape", "pages MiB", `≤ ${TARGET_MIB}`, "on the wire MiB", `≤ ${TARGET_MIB}`],
+      totals.map((t) => [
+        t.services.toLocaleString("en-US"),
+        t.scrape,
+        t.mib,
+        t.pageWithinTarget,
+        t.wireMiB,
+        t.wireWithinTarget,
+      ]),
+    ),
+  );
+}
+
+await main();

@@ -1,0 +1,32 @@
+/*
+ * The expiry of the certificates HAProxy serves, for servicelb_certificate_expiry_timestamp_seconds
+ * (metrics.ts), read through the runtime API at most every REFRESH_MS or when the running config
+ * changes: a crt-list can hold thousands, each a command, and they change only with the config.
+ * A scrape never fails for it: an unreadable answer keeps the last one known.
+ */
+
+import { type CertificateExpiry, certificateExpiries } from "../adapters/haproxy/certificates.js";
+import { statsSocketOf } from "../core/config-facts.js";
+import type { RunningConfig } from "./metrics.js";
+
+const REFRESH_MS = 5 * 60_000;
+
+export function certificateProbe(
+  running: () => RunningConfig | null,
+  read: (socket: string) => Promise<CertificateExpiry[]> = certificateExpiries,
+): () => Promise<CertificateExpiry[]> {
+  let last: { text: string; at: number; rows: CertificateExpiry[] } | null = null;
+  return async () => {
+    const r = running();
+    if (r === null) return [];
+    if (last?.text === r.text && Date.now() - last.at < REFRESH_MS) return last.rows;
+    const socket = statsSocketOf(r.text);
+    if (!socket) return [];
+    try {
+      last = { text: r.text, at: Date.now(), rows: await read(socket) };
+    } catch {
+      // HAProxy between workers, or gone: what it served last is still what clients got.
+    }
+    return last?.rows ?? [];
+  };
+}
