@@ -10,7 +10,7 @@ import { DENY_STATUSES, REDIRECT_CODES } from "./http-statuses.js";
 import { parseTimeout, TIMEOUT_GRAMMAR } from "./haproxy-time.js";
 import { parseHost, type HostMatch } from "./host-match.js";
 import { parseLabelSelector, type LabelSelector } from "./label-selector.js";
-import { MAX_INLINE_SOURCE_RANGES, parseSourceRanges } from "./source-ranges.js";
+import { MAX_INLINE_SOURCE_RANGES, MAX_SOURCE_RANGES, parseSourceRanges } from "./source-ranges.js";
 import { DNS1123_LABEL, parseServiceRef } from "./k8s-names.js";
 import {
   bool,
@@ -47,12 +47,14 @@ const timeout = z.string().transform((text, ctx) => {
   return z.NEVER;
 });
 
-const sourceRanges = z.string().transform((text, ctx) => {
-  const parsed = parseSourceRanges(text, MAX_INLINE_SOURCE_RANGES);
-  if (Array.isArray(parsed)) return parsed;
-  ctx.addIssue({ code: "custom", message: parsed.error });
-  return z.NEVER;
-});
+/** A source list of at most `max` entries; any bad entry refuses it whole. */
+const sourceRanges = (max: number) =>
+  z.string().transform((text, ctx) => {
+    const parsed = parseSourceRanges(text, max);
+    if (Array.isArray(parsed)) return parsed;
+    ctx.addIssue({ code: "custom", message: parsed.error });
+    return z.NEVER;
+  });
 
 /** An HTTP status from a fixed list (those HAProxy has a page or a redirect for). */
 function statusOf<const T extends number>(codes: readonly T[]) {
@@ -171,7 +173,8 @@ export const optionSpecs = {
     help: "require this user on the stats page; its password is read by HAProxy from SERVICELB_STATS_PASSWORD on the node",
   },
   acceptProxy: {
-    schema: sourceRanges.optional(),
+    // On the bind's one `acl` line, not in a pattern file.
+    schema: sourceRanges(MAX_INLINE_SOURCE_RANGES).optional(),
     help: "addresses or CIDRs of load balancers in front that send the PROXY protocol (v1 or v2): their clients' addresses are then the ones allow lists, stickiness and logs see",
   },
   sslCert: {
@@ -188,11 +191,12 @@ export const optionSpecs = {
     help: `status of the HTTP → HTTPS redirect of lb.sslTerm Services (${REDIRECT_CODES.join(", ")}; lb.ssl-redirect-code per Service)`,
   },
   allowSourceRange: {
-    schema: sourceRanges.optional(),
+    // Every backend's list, in its pattern file, as lb.allow-source-range's is: the same cap.
+    schema: sourceRanges(MAX_SOURCE_RANGES).optional(),
     help: "comma list of addresses or CIDRs: only clients in it reach any Service (lb.allow-source-range per Service replaces it)",
   },
   denySourceRange: {
-    schema: sourceRanges.optional(),
+    schema: sourceRanges(MAX_SOURCE_RANGES).optional(),
     help: "comma list of addresses or CIDRs refused by every Service (lb.deny-source-range per Service replaces it)",
   },
   rateLimitRps: {

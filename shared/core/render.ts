@@ -70,7 +70,10 @@ export interface BackendView {
   /** The source lists' pattern files (`acl … src -f <file>`), relative to haproxy.cfg; core/pattern-files.ts. */
   src_allow_file: string | null;
   src_deny_file: string | null;
-  /** The same lists space-separated, for a custom template that still puts them on the `acl` line (at most 60 fit). */
+  /**
+   * The same lists space-separated, for a custom template that still puts them on the `acl` line:
+   * HAProxy 2.6 reads 64 words a line, so 60 entries fit there; the files hold up to 10,000.
+   */
   src_allow: string | null;
   src_deny: string | null;
   tcp: boolean;

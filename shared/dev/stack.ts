@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { tryLines } from "./try-lines.js";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
@@ -294,12 +295,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
           : `  HAProxy          NOT LISTENING: ${served.reason}; agent ${agentStatus}`,
       "",
       "Try:",
-      ...(served?.listening && demo
-        ? [
-            `  curl http://127.0.0.1:${o.httpPort}/web/hello`,
-            `  curl -H 'Host: api.example.com' http://127.0.0.1:${o.httpPort}/`,
-          ]
-        : []),
+      ...(served?.listening && demo ? tryLines(o.clusterFile, o.httpPort) : []),
       `  curl 'http://127.0.0.1:${ports.render}/?format=json'`,
       ...(haproxy ? [`  curl ${agentStatus}`] : []),
       "",

@@ -142,7 +142,13 @@ describe("HTTP function render (dry run)", () => {
     ).config;
     expect(files["haproxy.cfg"]).toBe(config);
     const paths = Object.keys(files);
-    expect(paths.filter((p) => p.startsWith("maps/")).length).toBe(3);
+    // The route maps (domains, hosts, paths) and the Service of each backend (backends.map).
+    expect(paths.filter((p) => p.startsWith("maps/")).sort()).toEqual([
+      "maps/backends.map",
+      "maps/http.domains.map",
+      "maps/http.hosts.map",
+      "maps/http.paths.map",
+    ]);
     expect(paths.some((p) => p.startsWith("patterns/"))).toBe(true);
     const dir = mkdtempSync(join(tmpdir(), "servicelb-files-"));
     try {

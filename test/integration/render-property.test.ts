@@ -8,6 +8,7 @@ import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { PATTERN_PATHS, splitConfig } from "../../shared/core/pattern-files.js";
 import { placeBackends } from "../../shared/core/backend-layout.js";
 import { ROUTE_LOOKUP, routeMapLines } from "../../shared/core/route-maps.js";
+import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "../../shared/core/service-map.js";
 import { Renderer, routeRedirect } from "../../shared/core/render.js";
 import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
@@ -49,7 +50,7 @@ function linePattern(line: string): RegExp | null {
   });
   return new RegExp(`^${re}${")?".repeat(open)}$`);
 }
-const patterns = [...Object.values(templates), ROUTE_LOOKUP].flatMap((source) =>
+const patterns = [...Object.values(templates), SERVICE_MAP_REFERENCE, ROUTE_LOOKUP].flatMap((source) =>
   source.split("\n").flatMap((l: string) => linePattern(l) ?? []),
 );
 
@@ -299,8 +300,11 @@ describe("hostile input never breaks the config", () => {
         }
         const files = [...split.files].filter(([path]) => path.startsWith("patterns/"));
         expect(new Map(files.sort())).toEqual(new Map([...lists].sort()));
-        const maps = [...split.files].filter(([path]) => path.startsWith("maps/"));
+        const maps = [...split.files].filter(([path]) => path.startsWith("maps/") && path !== SERVICE_MAP);
         expect(new Map(maps)).toEqual(routeMapLines(model.httpRoutes, routeRedirect));
+        // The Service of each backend that serves one, a line each, in the backends' order.
+        const served = model.backends.flatMap((b) => serviceMapLine(b) ?? []);
+        expect(split.files.get(SERVICE_MAP) ?? []).toEqual(served);
         expect(strayServers(config, model)).toEqual([]);
         for (const b of model.backends)
           if (JSON.stringify(b.settings) !== JSON.stringify(DEFAULT_BACKEND_SETTINGS)) accepted++;

@@ -619,10 +619,10 @@ describe("global access lists that cannot be applied as written", () => {
     ["deny", "a bad entry", "SERVICELB_DENY_SOURCE_RANGE", "127.0.0.1,bogus", '"bogus"'],
     [
       "deny",
-      "61 entries",
+      "10,001 entries",
       "SERVICELB_DENY_SOURCE_RANGE",
-      Array.from({ length: 61 }, (_, i) => `10.0.${i}.0/24`).join(","),
-      "61 entries",
+      Array.from({ length: 10_001 }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`).join(","),
+      "10001 entries; at most 10000",
     ],
   ])(
     "--%s-source-range with %s: the function refuses to start, so it publishes nothing",

@@ -97,6 +97,16 @@ describe("render options", () => {
     expect(parseRenderOptions({}).hostClaims).toBeUndefined();
   });
 
+  it("takes global allow and deny lists up to 10,000 entries, as per Service; --accept-proxy, on one config line, 60", () => {
+    const ranges = (n: number) => Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`).join(",");
+    expect(parseRenderOptions({ allowSourceRange: ranges(100) }).allowSourceRange).toHaveLength(100);
+    expect(parseRenderOptions({ denySourceRange: ranges(10_000) }).denySourceRange).toHaveLength(10_000);
+    expect(() => parseRenderOptions({ allowSourceRange: ranges(10_001) })).toThrow(/10001 entries; at most 10000/);
+    expect(() => parseRenderOptions({ acceptProxy: ranges(61) })).toThrow(
+      /61 entries; at most 60 fit on one HAProxy line/,
+    );
+  });
+
   it("reads --own-hosts as a comma list of host patterns", () => {
     expect(parseRenderOptions({ ownHosts: "LB.example.com, *.nodes.example.com," }).ownHosts).toEqual([
       { name: "lb.example.com", wildcard: false },
