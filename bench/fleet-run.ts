@@ -5,11 +5,13 @@
  * each agent asked of the store meanwhile, how it got the config, and what failed.
  */
 
+import { ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ReconcileResult } from "../shared/app/reconcile.js";
+import { waitFor } from "../test/support/net.js";
 import { startS3, type TestS3 } from "../test/support/s3.js";
 import { type AgentEvent, type FleetAgentsSettings, type FleetState, startFleetAgents } from "./fleet-agents.js";
 import type { HostMessage, HostRequest } from "./fleet-host.js";
@@ -207,6 +209,19 @@ export async function startFleet(o: FleetOptions): Promise<Fleet> {
   const agents = o.hosts
     ? await hosted(o.hosts, settings, endpoints, onEvent)
     : await inProcess(settings, endpoints, onEvent);
+  // Each agent reports what it reads (status/<node>.json) a second after its first apply; the
+  // function the changes are published by reads the reports at its first pass, and publishes in
+  // chunks only once every one of them says chunks1.
+  await waitFor(
+    `${o.agents} agents' reports`,
+    async () => {
+      const listed = await store.client.send(
+        new ListObjectsV2Command({ Bucket: store.bucket, Prefix: "fleet/status/" }),
+      );
+      return (listed.KeyCount ?? 0) >= o.agents ? true : undefined;
+    },
+    120_000,
+  );
   publisher = await makePublisher(agents.urls);
 
   /** `pinged`: the change was announced by pings (the first config is found by each agent's start). */

@@ -1,10 +1,8 @@
 import { tmpdir } from "node:os";
-import { ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Fleet, startFleet } from "../../bench/fleet-run.js";
 import { requestCount } from "../../bench/store-proxy.js";
 import { requireHaproxy } from "../support/haproxy.js";
-import { waitFor } from "../support/net.js";
 
 /*
  * A fleet in one process (bench/fleet's, not timed): 20 agents as `servicelb agent` runs them,
@@ -34,14 +32,6 @@ beforeAll(async () => {
     pollInterval: "600s",
     statusInterval: "600s",
     dir: tmpdir(),
-  });
-  // Each agent reports what it reads (status/<node>.json) a second after its first apply; the
-  // function publishes in chunks once every report says chunks1.
-  await waitFor("every agent's report", async () => {
-    const listed = await fleet.store.client.send(
-      new ListObjectsV2Command({ Bucket: fleet.store.bucket, Prefix: "fleet/status/" }),
-    );
-    return (listed.KeyCount ?? 0) >= AGENTS ? true : undefined;
   });
 }, 120_000);
 
