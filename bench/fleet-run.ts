@@ -223,6 +223,9 @@ export async function startFleet(o: FleetOptions): Promise<Fleet> {
     120_000,
   );
   publisher = await makePublisher(agents.urls);
+  // A pass over the cluster as it is (nothing to publish): the function reads the reports beside
+  // it, so the changes after it publish as the fleet reads them (in chunks) from the first one.
+  await publisher.publish();
 
   /** `pinged`: the change was announced by pings (the first config is found by each agent's start). */
   async function outcomes(
