@@ -1,8 +1,8 @@
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
-import { dirname, join, relative } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { classifyEvent } from "../../shared/app/cloudevents.js";
@@ -67,14 +67,29 @@ const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as {
 };
 
 /** serverless.yml with ${param:...} resolved from its defaults and the --param values a deploy gives. */
+/**
+ * serverless.yml with its variables resolved as Serverless v3 resolves them: `${param:…}`, then
+ * `${file(<path>):<key>}`, which fails when the file or the key is missing ("Value not found at
+ * "file" source").
+ */
 function load(given: Record<string, string>): Sls {
   const raw = parse(readFileSync(join(REPO, "serverless.yml"), "utf8")) as Sls;
   const params = { ...raw.params.default, ...given };
-  const text = JSON.stringify(raw).replace(/\$\{param:([A-Za-z]+)\}/g, (_, name: string) => {
-    if (params[name] === undefined)
-      throw new Error(`serverless.yml: \${param:${name}} has no default; deploy must give --param ${name}=...`);
-    return params[name];
-  });
+  const text = JSON.stringify(raw)
+    .replace(/\$\{param:([A-Za-z]+)\}/g, (_, name: string) => {
+      if (params[name] === undefined)
+        throw new Error(`serverless.yml: \${param:${name}} has no default; deploy must give --param ${name}=...`);
+      return params[name];
+    })
+    .replace(/\$\{file\(([^)]+)\):([A-Za-z]+)\}/g, (_, path: string, key: string) => {
+      const file = resolve(REPO, path);
+      const value = existsSync(file)
+        ? (parse(readFileSync(file, "utf8")) as Record<string, unknown> | null)?.[key]
+        : undefined;
+      if (typeof value !== "string")
+        throw new Error(`Cannot resolve variable: Value not found at "file" source (${path}:${key})`);
+      return value;
+    });
   expect(text).not.toMatch(/\$\{/);
   return JSON.parse(text) as Sls;
 }
@@ -117,7 +132,13 @@ function registration(name: string): { file: string; kind: "http" | "cloudEvent"
   return undefined;
 }
 
-const sls = load({ project: "demo-project", store: "s3://demo-bucket/servicelb" });
+/** A kubeconfig as `--param kubeconfig` names one (the default, kubeconfig.gcf.yaml, is git-ignored). */
+const KUBECONFIG = join(mkdtempSync(join(tmpdir(), "servicelb-sls-")), "kubeconfig.yaml");
+writeFileSync(
+  KUBECONFIG,
+  "apiVersion: v1\nkind: Config\nclusters: [{ name: demo, cluster: { server: 'https://127.0.0.1:6443' } }]\n",
+);
+const sls = load({ project: "demo-project", store: "s3://demo-bucket/servicelb", kubeconfig: KUBECONFIG });
 
 describe("serverless.yml", () => {
   // Which Node runtime: node-support.test.ts, against docs/deploying.md.
@@ -258,6 +279,16 @@ describe("serverless.yml", () => {
   });
 
   // Overlapping passes are survived (view markers), but one instance narrows the window further (issue 11).
+  it("fails to package without the kubeconfig it ships, or with a file that is no kubeconfig, and packages the one it names", () => {
+    const params = { project: "demo-project", store: "s3://demo-bucket/servicelb" };
+    expect(() => load({ ...params, kubeconfig: "kubeconfig.missing.yaml" })).toThrow(
+      /Value not found at "file" source/,
+    );
+    expect(() => load({ ...params, kubeconfig: "package.json" })).toThrow(/Value not found at "file" source/);
+    expect(sls.provider.environment?.SERVICELB_KUBECONFIG).toBe(KUBECONFIG);
+    expect(packaged(sls.package.patterns, KUBECONFIG)).toBe(true);
+  });
+
   it("runs reconcile on one instance at most", () => {
     expect(sls.functions.reconcile!.maxInstances).toBe(1);
   });
