@@ -8,6 +8,11 @@ import { clusterSettingSpecs } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
 /** `servicelb render`: the dry run from a shell. Returns the exit code. */
+/** The reasons --namespace, --target-service and --selector give a Service they leave out (core/scope-report.ts, build-model.ts). */
+const SCOPED = /^(outside --namespace |not --target-service |labels do not match --selector)/;
+/** Services the note names; JSON lists them all. */
+const NAMED = 3;
+
 export async function runRender(flags: Record<string, unknown>): Promise<number> {
   const merged = mergeSettingSources({ specs: { ...optionSpecs, ...clusterSettingSpecs }, env: process.env, flags });
   const options = parseRenderOptions(pickRenderOptions(merged));
@@ -47,6 +52,14 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
       const about = w.service === "-" ? "" : `${w.service}${w.port ? `:${w.port}` : ""}`;
       const subject = [about, w.annotation].filter(Boolean).join(" ");
       process.stderr.write(`warning: ${subject ? `${subject}: ` : ""}${w.message}\n`);
+    }
+    const scoped = result.skipped.filter((s) => SCOPED.test(s.reason));
+    if (scoped.length > 0) {
+      const named = scoped.slice(0, NAMED).map((s) => s.service);
+      const more = scoped.length > NAMED ? `, and ${scoped.length - NAMED} more` : "";
+      process.stderr.write(
+        `note: ${scoped.length} Service${scoped.length === 1 ? "" : "s"} left out by the scoping flags (${named.join(", ")}${more}); --format json lists each with its reason\n`,
+      );
     }
   }
   return 0;

@@ -29,7 +29,13 @@ function render(...args: string[]) {
     [join(root, "bin", "servicelb.js"), "render", "--snapshot", snapshot, ...args],
     { encoding: "utf8", env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root" } },
   );
-  return { code: r.status, stdout: r.stdout, warnings: r.stderr.split("\n").filter((l) => l.startsWith("warning: ")) };
+  const lines = r.stderr.split("\n");
+  return {
+    code: r.status,
+    stdout: r.stdout,
+    warnings: lines.filter((l) => l.startsWith("warning: ")),
+    notes: lines.filter((l) => l.startsWith("note: ")),
+  };
 }
 
 describe("servicelb render: filters that match nothing, and a TLS Service without a certificate", () => {
@@ -48,6 +54,13 @@ describe("servicelb render: filters that match nothing, and a TLS Service withou
     const r = render(...args);
     expect(r.code).toBe(0);
     expect(r.warnings).toContain(warning);
+  });
+
+  it("says on stderr what --namespace left out, and nothing without a scoping flag", () => {
+    expect(render("--namespace", "prod").notes).toEqual([
+      "note: 2 Services left out by the scoping flags (default/web, default/secure); --format json lists each with its reason",
+    ]);
+    expect(render().notes).toEqual([]);
   });
 
   it("lists what --namespace left out in the JSON's skipped", () => {
