@@ -11,7 +11,7 @@ import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { busyCoreFromArgs, describeBusyCore } from "./busy-core.js";
 import { cpuBetween, processCpu } from "./process-cpu.js";
-import { arg, machine, table, percentile } from "./machine.js";
+import { arg, machine, percentile, seeded, table } from "./machine.js";
 import { readTrace, type TraceRecord } from "./trace-file.js";
 
 /**
@@ -82,18 +82,6 @@ function endpoints(name: string, hosts: string[], port: number): Item[] {
       endpoints: hosts.map((host) => ({ addresses: [host], conditions: { ready: true } })),
     },
   ];
-}
-
-/** Deterministic uniform [0, 1) (mulberry32), so that every policy gets the same gaps. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -16,6 +16,7 @@ import { startS3, type TestS3 } from "../test/support/s3.js";
 import { type AgentEvent, type FleetAgentsSettings, type FleetState, startFleetAgents } from "./fleet-agents.js";
 import type { HostMessage, HostRequest } from "./fleet-host.js";
 import { type FleetPublisher, fleetPublisher } from "./fleet-publisher.js";
+import { seeded } from "./machine.js";
 import { type StoreProxy, startStoreProxy, type Traffic, trafficBetween } from "./store-proxy.js";
 
 export const FLEET_TOKEN = "fleet-notify-token-0123456789";
@@ -143,18 +144,6 @@ async function hosted(
     async stop() {
       await Promise.all(children.map((c) => c.ask({ type: "stop" }, "stopped")));
     },
-  };
-}
-
-/** Seeded uniform [0, 1) (mulberry32). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 

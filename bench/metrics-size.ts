@@ -9,20 +9,20 @@
  */
 
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { get } from "node:http";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
 import { createAgentMetrics } from "../shared/agent/metrics.js";
 import { parseRenderOptions } from "../shared/core/options.js";
-import { nodeFiles } from "../shared/core/pattern-files.js";
 import { renderSnapshot } from "../shared/core/pipeline.js";
 import { Renderer } from "../shared/core/render.js";
 import { snapshotFromDocuments } from "../shared/core/snapshot.js";
 import { freePort, waitFor } from "../test/support/net.js";
+import { writeNodeFiles } from "./node-files.js";
 import { arg, machine, mib, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
 
@@ -78,16 +78,6 @@ function measure(url: string, gzip: boolean): Promise<{ bytes: number; samples: 
 }
 
 const samplesOf = (text: string) => text.split("\n").filter((l) => l !== "" && !l.startsWith("#")).length;
-
-function writeNode(config: string, dir: string): string {
-  const files = nodeFiles(config);
-  if ("error" in files) throw new Error(files.error);
-  for (const f of files) {
-    mkdirSync(dirname(join(dir, f.path)), { recursive: true });
-    writeFileSync(join(dir, f.path), f.text);
-  }
-  return join(dir, "haproxy.cfg");
-}
 
 async function exporterPages(cfg: string, dir: string, statsPort: number, services: number): Promise<Page[]> {
   const child = spawn("haproxy", ["-W", "-f", cfg], { cwd: dir, stdio: "ignore" });
@@ -146,7 +136,7 @@ async function main(): Promise<void> {
         options,
         renderer,
       );
-      pages.push(...(await exporterPages(writeNode(config, dir), dir, statsPort, services)));
+      pages.push(...(await exporterPages(writeNodeFiles(config, dir), dir, statsPort, services)));
       pages.push(await agentPage(config, services));
     }
   } finally {

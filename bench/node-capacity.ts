@@ -15,17 +15,17 @@
  */
 
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
 import { parseRenderOptions } from "../shared/core/options.js";
-import { nodeFiles } from "../shared/core/pattern-files.js";
 import { renderSnapshot } from "../shared/core/pipeline.js";
 import { Renderer } from "../shared/core/render.js";
 import { snapshotFromDocuments } from "../shared/core/snapshot.js";
 import { freePort, httpGet, waitFor } from "../test/support/net.js";
+import { writeNodeFiles } from "./node-files.js";
 import { arg, machine, mib, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
 
@@ -96,17 +96,6 @@ function previousOf(config: string): string {
 }
 
 const serverLines = (config: string) => config.split("\n").filter((l) => l.startsWith("    server ")).length;
-
-function writeNode(config: string, dir: string): string {
-  rmSync(dir, { recursive: true, force: true });
-  const files = nodeFiles(config);
-  if ("error" in files) throw new Error(files.error);
-  for (const f of files) {
-    mkdirSync(dirname(join(dir, f.path)), { recursive: true });
-    writeFileSync(join(dir, f.path), f.text);
-  }
-  return join(dir, "haproxy.cfg");
-}
 
 function check(cfg: string, dir: string): number {
   const t0 = performance.now();
@@ -213,7 +202,7 @@ async function main(): Promise<void> {
         for (let k = 0; k < VARIANTS.length; k++) {
           const variant = VARIANTS[(round - 1 + k) % VARIANTS.length]!.key;
           const dir = join(root, variant);
-          const cfg = writeNode(configs[variant], dir);
+          const cfg = writeNodeFiles(configs[variant], dir);
           const load = load1();
           const checkSeconds = check(cfg, dir);
           const started = await start(cfg, dir, port);
