@@ -8,7 +8,6 @@ import type { Algorithm } from "./annotations.js";
 import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import type { HostMatch } from "./host-match.js";
 import type { RenderOptions } from "./options.js";
-import type { ServicePortRef } from "./service-map.js";
 
 export type Affinity = { kind: "none" } | { kind: "source"; timeoutSeconds: number } | { kind: "cookie" };
 
@@ -46,6 +45,13 @@ export interface Backend {
    * vacated backend, which carry none (backend-layout.ts).
    */
   carries?: ServicePortRef | null;
+}
+
+/** A Service port a backend serves. */
+export interface ServicePortRef {
+  namespace: string;
+  service: string;
+  port: number;
 }
 
 export type RouteMatch = { kind: "host"; host: HostMatch } | { kind: "path"; prefix: string };

@@ -12,7 +12,7 @@
  * Pure; every line is checked against its grammar both ways.
  */
 
-import type { Backend } from "./model.js";
+import type { Backend, ServicePortRef } from "./model.js";
 import { ROUTE_MAP_DIR } from "./route-maps.js";
 
 export const SERVICE_MAP = `${ROUTE_MAP_DIR}/backends.map`;
@@ -26,13 +26,6 @@ export const SERVICE_MAP_REFERENCE = `    # ${SERVICE_MAP} names the Service por
     # runs: it makes HAProxy load the map, so that the agent can change it without a reload.
     http-request set-var(txn.service) var(txn.route),map_str(${SERVICE_MAP}) if FALSE
 `;
-
-/** A Service port a backend serves. */
-export interface ServicePortRef {
-  namespace: string;
-  service: string;
-  port: number;
-}
 
 export interface ServiceMapEntry extends ServicePortRef {
   backend: string;
