@@ -8,7 +8,7 @@ import type { Algorithm } from "./annotations.js";
 import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import type { HostMatch } from "./host-match.js";
 import type { RenderOptions } from "./options.js";
-import type { ServicePortRef } from "./service-map.js";
+import type { ServicePortRef } from "./haproxy-config/service-map.js";
 
 export type Affinity = { kind: "none" } | { kind: "source"; timeoutSeconds: number } | { kind: "cookie" };
 
@@ -41,7 +41,7 @@ export interface Backend {
    */
   stripByRoute?: boolean;
   /**
-   * The Service port whose traffic it carries (core/service-map.ts), when that is not its own
+   * The Service port whose traffic it carries (core/haproxy-config/service-map.ts), when that is not its own
    * namespace, service and servicePort: the one a spare holds, or null for a free spare or a
    * vacated backend, which carry none (backend-layout.ts).
    */

@@ -23,7 +23,7 @@
  * diff sees the file's state and nothing else.
  */
 
-import type { ServerAdd, ServerChange, SlotState, SpareSlot } from "./config-diff.js";
+import type { ServerAdd, ServerChange, SlotState, SpareSlot } from "./haproxy-config/diff.js";
 import { entryOf } from "./map-entry.js";
 
 export type RuntimeCommand =

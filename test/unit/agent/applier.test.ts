@@ -9,8 +9,8 @@ import type { StageTrace } from "../../../shared/adapters/stage-trace.js";
 import { type Pin, StoreError, type StoredConfig } from "../../../shared/adapters/store.js";
 import { Applier, type RuntimePort } from "../../../shared/agent/applier.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
-import { EMPTY_STATE } from "../../../shared/agent/state.js";
-import { renderPatternSection } from "../../../shared/core/pattern-files.js";
+import { EMPTY_STATE } from "../../../shared/agent/node-state.js";
+import { renderPatternSection } from "../../../shared/core/haproxy-config/pattern-files.js";
 import { commandText, runtimeLines } from "../../../shared/core/runtime-plan.js";
 import { sha256 } from "../../../shared/core/sha256.js";
 
