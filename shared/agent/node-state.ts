@@ -67,7 +67,7 @@ export async function saveState(file: string, state: AgentState): Promise<void> 
 export interface KnownConfig {
   text: string;
   sha256: string;
-  /** null: a config on disk the agent cannot name (see state.ts). */
+  /** null: a config on disk the agent cannot name (see the state file above). */
   key: string | null;
   revision: string | null;
 }

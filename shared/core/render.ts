@@ -80,7 +80,7 @@ export interface BackendView {
   rate_limit_status: number | null;
   /** Parameters every server of the backend takes (its `default-server` line): maxconn, protocol, PROXY protocol. */
   server_params: string | null;
-  /** A spare: it strips the leading path segments the route says (`txn.strip`, route-maps.ts). */
+  /** A spare: it strips the leading path segments the route says (`txn.strip`, haproxy-config/route-maps.ts). */
   strip_by_route: boolean;
 }
 
