@@ -126,6 +126,8 @@ const backendArb = fc.record({
   check: fc.boolean(),
   maxconn: fc.option(fc.integer({ min: 1, max: 10_000 }), { nil: null }),
   routes: fc.subarray(["host", "wildcard", "path"] as const),
+  /** A spare (backend-layout.ts): free (it carries no Service port) or stripping its route's segments. */
+  spare: fc.constantFrom<undefined | "free" | 1 | 2>(undefined, "free", 1, 2),
 });
 
 const modelArb = fc
@@ -155,6 +157,8 @@ const modelArb = fc
           check: d.check,
           maxconn: d.maxconn,
         },
+        ...(d.spare === "free" ? { carries: null } : {}),
+        ...(typeof d.spare === "number" ? { stripByRoute: true } : {}),
       });
       if (d.mode === "tcp") {
         tcpFrontends.push({ name: `tcp_${20_000 + i}`, port: 20_000 + i, backend: name, timeoutClient: null });
@@ -166,7 +170,8 @@ const modelArb = fc
           kind === "path"
             ? { kind: "path", prefix: `/${d.namespace}/${d.service}` }
             : { kind: "host", host: { name: host, wildcard: kind === "wildcard" } };
-        httpRoutes.push({ backend: name, match, action: "route" });
+        const strip = typeof d.spare === "number" ? { stripSegments: d.spare } : {};
+        httpRoutes.push({ backend: name, match, action: "route", ...strip });
       }
     }
     backends.sort((a, b) => compareStrings(a.name, b.name));
