@@ -7,9 +7,9 @@
  * across a reload (server-state.ts) and the metrics' series (agent/service-series.ts) all read
  * this value, never the text again.
  *
- * Every line of the file section is validated while parsing; the backends are read on first use
- * only (a walk over every line: 200,000 at 10,000 Services, which an apply through the runtime
- * API never needs). The agent parses each config once (configParser): an apply parses the running
+ * Every line of the file section is validated while parsing; the rest is read on first use only,
+ * once: the global settings (a search of the whole text) and the backends (a walk over every line:
+ * 200,000 at 10,000 Services, which an apply through the runtime API never needs). The agent parses each config once (configParser): an apply parses the running
  * config and the new one, and the new one is the running one of the next apply.
  * Pure: text in, value out.
  */
@@ -43,16 +43,24 @@ export type ParsedConfig = HaproxyConfig | UnparsedConfig;
 
 class Parsed implements HaproxyConfig {
   private read: Map<string, ServerLine[]> | undefined;
-  readonly statsSocket: string | undefined;
-  readonly serverStateFile: string | undefined;
+  private socket: { path: string | undefined } | undefined;
+  private stateFile: { path: string | undefined } | undefined;
 
   constructor(
     readonly text: string,
     readonly head: string,
     readonly files: ReadonlyMap<string, readonly string[]>,
-  ) {
-    this.statsSocket = statsSocketOf(head);
-    this.serverStateFile = serverStateFileOf(head);
+  ) {}
+
+  // Each read on first use, once: a search of the whole head for its global sections.
+  get statsSocket(): string | undefined {
+    this.socket ??= { path: statsSocketOf(this.head) };
+    return this.socket.path;
+  }
+
+  get serverStateFile(): string | undefined {
+    this.stateFile ??= { path: serverStateFileOf(this.head) };
+    return this.stateFile.path;
   }
 
   get backends(): ReadonlyMap<string, readonly ServerLine[]> {
