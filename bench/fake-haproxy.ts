@@ -20,7 +20,7 @@ import { checkConfig, type CheckResult } from "../shared/adapters/haproxy/check.
 import type { ProcStatus } from "../shared/adapters/haproxy/master.js";
 import type { SupervisionStatus } from "../shared/adapters/haproxy/process.js";
 import type { HaproxyPorts, SupervisedHaproxy } from "../shared/agent/agent.js";
-import { EMPTY_SERVER_STATE } from "../shared/agent/server-state.js";
+import { EMPTY_SERVER_STATE } from "../shared/core/haproxy-config/server-state.js";
 
 /** What the fakes of every agent of a process did, for the bench's report. */
 export interface FakeHaproxyCounts {

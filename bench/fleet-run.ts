@@ -148,7 +148,7 @@ async function hosted(
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** A status report is written a second after an apply (status-reporter.ts): counted with its change. */
+/** A status report is written a second after an apply (status-report.ts): counted with its change. */
 const REPORT_SETTLE_MS = 1500;
 
 export async function startFleet(o: FleetOptions): Promise<Fleet> {

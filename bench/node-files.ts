@@ -4,7 +4,7 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { nodeFiles } from "../shared/core/pattern-files.js";
+import { nodeFiles } from "../shared/core/haproxy-config/pattern-files.js";
 
 /** Replaces `dir` with the config's files; the path of its haproxy.cfg. */
 export function writeNodeFiles(config: string, dir: string): string {

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { swapPatternFile } from "../shared/adapters/haproxy/runtime.js";
-import { renderPatternSection } from "../shared/core/pattern-files.js";
+import { renderPatternSection } from "../shared/core/haproxy-config/pattern-files.js";
 import { runHaproxy } from "../test/support/haproxy.js";
 import { arg, machine, percentile, table } from "./machine.js";
 

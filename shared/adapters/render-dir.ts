@@ -1,5 +1,5 @@
 /*
- * `servicelb render --out DIR`: the files the agent would put on disk (core/pattern-files.ts
+ * `servicelb render --out DIR`: the files the agent would put on disk (core/haproxy-config/pattern-files.ts
  * nodeFiles), written into DIR, so that `haproxy -c -f DIR/haproxy.cfg` loads the dry run's output
  * as a node loads the config. DIR is created when missing and replaced when it holds a previous
  * render, whose pattern files a Service since removed would otherwise leave behind. Anything else
@@ -9,7 +9,7 @@
 import type { Dirent } from "node:fs";
 import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { CONFIG_FILE, isPatternFilePath, type NodeFile, PATTERN_DIRS } from "../core/pattern-files.js";
+import { CONFIG_FILE, isPatternFilePath, type NodeFile, PATTERN_DIRS } from "../core/haproxy-config/pattern-files.js";
 import { OptionsError } from "../core/settings.js";
 
 export async function writeRenderDir(dir: string, files: readonly NodeFile[]): Promise<void> {

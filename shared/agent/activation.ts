@@ -14,29 +14,22 @@
 
 import { dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { checkConfig } from "../adapters/haproxy/check.js";
 import type { ReloadResult } from "../adapters/haproxy/master.js";
-import {
-  RuntimeCommandsError,
-  runRuntimeCommands,
-  showServersState,
-  swapPatternFile,
-} from "../adapters/haproxy/runtime.js";
+import { RuntimeCommandsError } from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import type { NodeFiles } from "../core/descriptors.js";
-import type { PatternFile } from "../core/pattern-files.js";
+import { configParser } from "../core/haproxy-config/parse.js";
+import type { PatternFile } from "../core/haproxy-config/pattern-files.js";
+import { EMPTY_SERVER_STATE, serverStateFor } from "../core/haproxy-config/server-state.js";
 import type { RuntimeCommand } from "../core/runtime-plan.js";
-import { serverStateFileOf, statsSocketOf } from "../core/config-facts.js";
 import { ConfigFiles } from "./config-files.js";
 import { type ApplyDecision, decideApply } from "./decide.js";
-import { splitMemo } from "./split-memo.js";
 import type { AgentMetrics } from "./metrics.js";
-import type { NodeState, KnownConfig } from "./node-state.js";
-import { EMPTY_SERVER_STATE, serverStateFor } from "./server-state.js";
+import type { KnownConfig, NodeState } from "./node-state.js";
 import { configVerdict, type CheckVerdict, type ConfigChecker } from "./verdict.js";
 
 /** What the apply steps need of HAProxy's process; HaproxyProcess provides it. */
@@ -58,13 +51,6 @@ export interface RuntimePort {
   serversState(socket: string): Promise<string>;
 }
 
-/** HAProxy's runtime API on its stats socket. */
-export const REAL_RUNTIME: RuntimePort = {
-  runAll: runRuntimeCommands,
-  swapPatterns: swapPatternFile,
-  serversState: showServersState,
-};
-
 export interface ActivationOptions {
   store: Pick<ObjectStore, "history">;
   haproxy: HaproxyControl;
@@ -79,25 +65,30 @@ export interface ActivationOptions {
   log: Logger;
   /** The descriptors HAProxy may open on this node (verdict.ts); unknown, configs are not counted. */
   openFiles?: () => NodeFiles | null;
-  /** HAProxy's ports, real by default; a test injects fakes to force an interleaving. */
-  check?: ConfigChecker;
-  runtime?: RuntimePort;
+  /** HAProxy's ports: the real ones are wired in agent.ts; a test injects fakes to force an interleaving. */
+  check: ConfigChecker;
+  runtime: RuntimePort;
   /** Stage timing (bench/e2e); none by default. */
   trace?: StageTrace;
 }
 
-/** The pull loop, as the apply steps see it. */
+/** What the apply steps ask of the pull loop's state: they read it, and never act on the loop. */
 export interface LoopHandle {
   stopped(): boolean;
   /** A pull was asked for since the loop's last look. */
   pullRequested(): boolean;
-  /** Ask for one more pull (changes were dropped and must be pulled again). */
-  pullAgain(): void;
   /** A pin is set (see pull-target.ts): the pinned config is never superseded by a newer one. */
   pinned(): boolean;
   /** Aborted when the agent stops. */
   signal: AbortSignal;
 }
+
+/**
+ * What a step tells the pull loop: `dropped` when a reload onto the file dropped runtime changes
+ * newer than it (the newest config must be pulled again), else `done` (the outcome itself is
+ * recorded in NodeState).
+ */
+export type StepOutcome = "done" | "dropped";
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -116,30 +107,32 @@ export class Activation {
   private lastReloadAt = -Infinity;
   private readonly files: ConfigFiles;
   private readonly trace: StageTrace;
-  private readonly split = splitMemo();
+  /** Each config parsed once: the running one and the new one (core/haproxy-config/parse.ts). */
+  private readonly parse = configParser();
 
   constructor(
     private readonly options: ActivationOptions,
     private readonly node: NodeState,
     private readonly host: LoopHandle,
   ) {
-    this.files = new ConfigFiles(options.configPath, options.log, this.split);
+    this.files = new ConfigFiles(options.configPath, options.log, this.parse);
     this.trace = options.trace ?? NO_TRACE;
   }
 
-  async apply(config: StoredConfig): Promise<void> {
+  async apply(config: StoredConfig): Promise<StepOutcome> {
     const t0 = performance.now();
     await this.files.ensureServerStateFile(config.config);
     const running = this.node.current;
     const live =
       running && this.node.started && this.options.haproxy.running
-        ? { text: running.text, known: !this.node.liveUnknown }
+        ? { config: this.parse(running.text), known: !this.node.liveUnknown }
         : null;
-    const decision = decideApply(live, config.config, this.split);
+    const decision = decideApply(live, this.parse(config.config));
     if (decision.kind === "runtime") return this.applyThroughRuntime(decision, running!, config, t0);
     if (live && decision.kind === "reload")
       this.options.log.info({ key: config.key, reason: decision.reason }, "config change needs a reload");
     await this.checkThenActivate(config, t0);
+    return "done";
   }
 
   /** `haproxy -c` and, meanwhile, the server states the reload will carry over; then the reload. */
@@ -160,7 +153,7 @@ export class Activation {
   }
 
   private verdict(config: StoredConfig, signal?: AbortSignal): Promise<CheckVerdict> {
-    const { configPath, haproxyBin, checkTimeoutMs, log, openFiles, check = checkConfig } = this.options;
+    const { configPath, haproxyBin, checkTimeoutMs, log, openFiles, check } = this.options;
     return configVerdict(
       config,
       { check, haproxyBin, timeoutMs: checkTimeoutMs, workDir: dirname(configPath), log, openFiles },
@@ -189,7 +182,7 @@ export class Activation {
     running: KnownConfig,
     config: StoredConfig,
     t0: number,
-  ): Promise<void> {
+  ): Promise<StepOutcome> {
     const { configPath, log, metrics } = this.options;
     const { slots } = decision;
     try {
@@ -199,28 +192,35 @@ export class Activation {
       // Some commands ran, some did not: the slots are neither config's. A reload sets every slot
       // from a file, with no drop: the new config's once it passes haproxy -c, else the old one's.
       log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
-      if (!(err instanceof RuntimeStepError) || err.changedAnything) this.node.liveUnknown = true;
+      if (!(err instanceof RuntimeStepError) || err.changedAnything) this.node.lostTrackOfSlots();
       await this.checkThenActivate(config, t0);
       // Not activated (rejected, failed or superseded): put the slots back by reloading the file.
-      if (this.node.liveUnknown) await this.reloadFromDisk();
-      return;
+      return this.node.liveUnknown ? this.reloadFromDisk() : "done";
     }
     metrics.runtimeServerChanges.inc(slots);
     metrics.runtimePatternSwaps.inc(decision.files.length);
-    this.node.current = { text: config.config, sha256: config.sha256, key: config.key, revision: config.revision };
+    this.node.ranThroughRuntime({
+      text: config.config,
+      sha256: config.sha256,
+      key: config.key,
+      revision: config.revision,
+    });
     try {
       await this.files.writeConfig(config.config);
     } catch (err) {
-      if (await this.undoRuntime(config.config, running.text)) this.node.current = running;
-      else await this.reloadFromDisk();
-      return this.node.fail("apply", config.key, `cannot write ${configPath}: ${message(err)}`);
+      let outcome: StepOutcome = "done";
+      if (await this.undoRuntime(config.config, running.text)) this.node.undidRuntime(running);
+      else outcome = await this.reloadFromDisk();
+      await this.node.fail("apply", config.key, `cannot write ${configPath}: ${message(err)}`);
+      return outcome;
     }
     await this.node.succeed(config, "runtime", t0);
+    return "done";
   }
 
   /** Puts the slots of `fromText` (live) back to those of `toText`; false when that failed (the slots are then unknown). */
   private async undoRuntime(fromText: string, toText: string): Promise<boolean> {
-    const back = decideApply({ text: fromText, known: true }, toText, this.split);
+    const back = decideApply({ config: this.parse(fromText), known: true }, this.parse(toText));
     if (back.kind === "identical") return true;
     if (back.kind === "reload") {
       this.options.log.error({ reason: back.reason }, "cannot undo the runtime changes: reloading the file's config");
@@ -239,31 +239,30 @@ export class Activation {
    * The live slots are not known (a runtime change or its undo failed half-way): reload HAProxy
    * onto the file, which holds the last applied config. On failure the next change reloads.
    */
-  async reloadFromDisk(): Promise<void> {
+  async reloadFromDisk(): Promise<StepOutcome> {
     const { haproxy, metrics, log } = this.options;
-    this.node.liveUnknown = true;
-    if (!this.node.started || !haproxy.running || !this.node.onDisk || this.host.stopped()) return;
+    this.node.lostTrackOfSlots();
+    const file = this.node.onDisk;
+    if (!this.node.started || !haproxy.running || !file || this.host.stopped()) return "done";
     this.lastReloadAt = performance.now();
     metrics.reloads.inc();
-    this.trace("reload.start", { key: this.node.onDisk.key, why: "undo" });
+    this.trace("reload.start", { key: file.key, why: "undo" });
     const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
-    this.trace("reload.end", { key: this.node.onDisk.key });
+    this.trace("reload.end", { key: file.key });
     if (!result.ok) {
       metrics.reloadFailures.inc();
       log.error({ reason: result.reason }, "reloading the file's config failed; the next change reloads");
-      return;
+      return "done";
     }
-    const dropped = this.node.current !== this.node.onDisk;
-    this.node.current = this.node.onDisk;
-    this.node.liveUnknown = false;
-    log.warn({ key: this.node.onDisk.key }, "reloaded the file's config to undo runtime changes");
-    // Runtime changes newer than the file were dropped with the rest: pull them again.
-    if (dropped) this.host.pullAgain();
+    const dropped = this.node.reloadedFromDisk();
+    log.warn({ key: file.key }, "reloaded the file's config to undo runtime changes");
+    // Runtime changes newer than the file were dropped with the rest: they are to be pulled again.
+    return dropped ? "dropped" : "done";
   }
 
   /** Make before break: the slot commands in planRuntime's order, on one line; then each pattern file. */
   private async applyRuntime({ socket, commands, files }: Extract<ApplyDecision, { kind: "runtime" }>): Promise<void> {
-    const runtime = this.options.runtime ?? REAL_RUNTIME;
+    const { runtime } = this.options;
     try {
       await runtime.runAll(socket, commands);
     } catch (err) {
@@ -302,7 +301,8 @@ export class Activation {
     const { haproxy, metrics, log } = this.options;
     // The file is put back to this on failure: what the previous worker, which keeps serving, runs.
     const previous = this.node.onDisk;
-    const stateFile = serverStateFileOf(config.config);
+    const parsed = this.parse(config.config);
+    const stateFile = "error" in parsed ? undefined : parsed.serverStateFile;
     if (stateFile && serverState !== null) await this.files.writeServerState(stateFile, serverState);
     let how: "start" | "reload";
     try {
@@ -310,7 +310,7 @@ export class Activation {
       if (!this.node.started) {
         how = "start";
         await haproxy.start();
-        this.node.started = true;
+        this.node.haproxyServes();
         this.trace("start.end", { key: config.key });
       } else {
         how = "reload";
@@ -333,16 +333,17 @@ export class Activation {
     } finally {
       if (stateFile) await this.files.writeServerState(stateFile, EMPTY_SERVER_STATE);
     }
-    this.node.liveUnknown = false;
     return this.node.succeed(config, how, t0);
   }
 
   /** Health and maintenance states to keep across the reload, for servers that stay the same endpoint; null: none. */
-  private async serverStateFor(nextConfig: string): Promise<string | null> {
-    const socket = this.node.current && statsSocketOf(this.node.current.text);
-    if (!socket || !this.node.started || !this.options.haproxy.running) return null;
+  private async serverStateFor(nextText: string): Promise<string | null> {
+    const running = this.node.current && this.parse(this.node.current.text);
+    const socket = running && !("error" in running) ? running.statsSocket : undefined;
+    const next = this.parse(nextText);
+    if (!socket || "error" in next || !this.node.started || !this.options.haproxy.running) return null;
     try {
-      return serverStateFor(await (this.options.runtime ?? REAL_RUNTIME).serversState(socket), nextConfig);
+      return serverStateFor(await this.options.runtime.serversState(socket), next);
     } catch (err) {
       this.options.log.warn(
         { err: message(err) },
@@ -361,7 +362,7 @@ export class Activation {
       await this.files.ensureServerStateFile(running.text);
       await this.files.ensurePatternFiles(running.text);
       await this.options.haproxy.start();
-      this.node.started = true;
+      this.node.haproxyServes();
     } catch (err) {
       return this.node.fail(
         "apply",

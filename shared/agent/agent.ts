@@ -10,6 +10,7 @@ import { mkdir } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { dirname } from "node:path";
 import { checkConfig } from "../adapters/haproxy/check.js";
+import { runRuntimeCommands, showServersState, swapPatternFile } from "../adapters/haproxy/runtime.js";
 import { type ProcStatus, type ReloadResult, showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions, openFileLimit } from "../adapters/haproxy/process.js";
 import { createLogger, type Logger } from "../adapters/log.js";
@@ -18,18 +19,16 @@ import { openStore } from "../adapters/open-store.js";
 import { packageVersion } from "../adapters/package-version.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
-import { REAL_RUNTIME } from "./activation.js";
 import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel, haproxyLogText } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
 import { certificateProbe } from "./certificate-expiry.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
-import type { NodeStatus } from "./node-status.js";
 import { agentStore, stateFilePath, type AgentOptions } from "./options.js";
 import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
-import { loadState } from "./state.js";
-import { startStatusReporter, type StatusReporter } from "./status-reporter.js";
+import { loadState } from "./node-state.js";
+import { type NodeStatus, startStatusReporter, type StatusReporter } from "./status-report.js";
 import { watchStore } from "./store-watch.js";
 import { tokenSource } from "./token.js";
 import { until } from "./until.js";
@@ -54,10 +53,11 @@ export interface HaproxyPorts {
   showProc(masterSocket: string, options: { timeoutMs: number }): Promise<ProcStatus>;
 }
 
+/** The real implementations: the one place they are wired. */
 const REAL_HAPROXY: HaproxyPorts = {
   supervise: (options) => new HaproxyProcess(options),
   check: checkConfig,
-  runtime: REAL_RUNTIME,
+  runtime: { runAll: runRuntimeCommands, swapPatterns: swapPatternFile, serversState: showServersState },
   showProc,
 };
 

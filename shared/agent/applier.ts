@@ -20,8 +20,7 @@
 import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/store.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
-import { configDigest, digestKind } from "../core/config-digest.js";
-import { Activation, type ActivationOptions } from "./activation.js";
+import { Activation, type ActivationOptions, type StepOutcome } from "./activation.js";
 import { NodeState, type ApplierStatus, type KnownConfig, type NodeStateOptions } from "./node-state.js";
 import { newestVerifiedAfter, type PinRecord, PullError, readPin, SkippedKeys } from "./pull-target.js";
 
@@ -61,9 +60,6 @@ export class Applier {
     this.steps = new Activation(options, this.node, {
       stopped: () => this.stopped,
       pullRequested: () => this.pending,
-      pullAgain: () => {
-        this.pending = true;
-      },
       pinned: () => this.pinned !== null,
       signal: this.abort.signal,
     });
@@ -180,23 +176,19 @@ export class Applier {
   }
 
   private resetAfterRestart(fileText: string | null): void {
-    const dropped = this.node.current !== this.node.onDisk ? (this.node.current?.key ?? null) : null;
-    this.node.liveUnknown = false;
-    const disk = this.node.onDisk;
-    // In the recorded config's kind: the same bytes are recognised whichever kind named them.
-    const sha = fileText === null ? null : configDigest(digestKind(disk?.sha256 ?? ""), fileText);
-    // A file the agent did not record (it wrote it just before or after the restart read it): its key is unknown.
-    this.node.current =
-      fileText === null || sha === disk?.sha256 ? disk : { text: fileText, sha256: sha!, key: null, revision: null };
+    const dropped = this.node.restartedOn(fileText);
     this.options.log.warn(
       { running: this.node.current?.key ?? null, dropped },
       "HAProxy was restarted on the config file: applying the newest config again from it",
     );
-    // What failed while HAProxy was down (a reload with no master) must not wait out a backoff,
-    // and a ping's key may now be older than what the store has: list the store afresh.
-    this.node.forgetFailure();
+    // A ping's key may now be older than what the store has: list the store afresh.
     this.hint = null;
     this.pending = true;
+  }
+
+  /** Runtime changes newer than the file were dropped: the newest config is pulled again. */
+  private after(outcome: StepOutcome): void {
+    if (outcome === "dropped") this.pending = true;
   }
 
   /**
@@ -315,7 +307,7 @@ export class Applier {
   private async nothingNew(stopTimer: () => void): Promise<void> {
     stopTimer();
     this.options.metrics.pulls.inc({ result: "none" });
-    if (this.node.liveUnknown) await this.steps.reloadFromDisk();
+    if (this.node.liveUnknown) this.after(await this.steps.reloadFromDisk());
     // Nothing newer and nothing failed backing off: an error of an earlier pull no longer stands,
     // unless it is a key still skipped.
     const last = this.node.lastError;
@@ -340,7 +332,7 @@ export class Applier {
       stopTimer();
       metrics.pulls.inc({ result: "failed" });
       // What runs is restored, never moved: after a failed undo, the file's config again.
-      if (this.node.liveUnknown) await this.steps.reloadFromDisk();
+      if (this.node.liveUnknown) this.after(await this.steps.reloadFromDisk());
     }
     // Last, over whatever the pinned config's pull recorded: the pin is what needs fixing first.
     await this.node.recordError({ stage: "pull", key: held?.key ?? null, message: text, at: new Date().toISOString() });
@@ -388,6 +380,6 @@ export class Applier {
     // Same bytes under a newer key (e.g. the unknown file on disk after a crash): nothing to apply.
     if (config.sha256 === this.node.current?.sha256 && !this.node.liveUnknown)
       return this.node.succeed(config, "unchanged", performance.now());
-    await this.steps.apply(config);
+    this.after(await this.steps.apply(config));
   }
 }

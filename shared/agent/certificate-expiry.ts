@@ -6,7 +6,7 @@
  */
 
 import { type CertificateExpiry, certificateExpiries } from "../adapters/haproxy/certificates.js";
-import { statsSocketOf } from "../core/config-facts.js";
+import { statsSocketOf } from "../core/haproxy-config/globals.js";
 import type { RunningConfig } from "./metrics.js";
 
 const REFRESH_MS = 5 * 60_000;

@@ -2,11 +2,10 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Logger } from "../adapters/log.js";
-import { isPatternFilePath, PATTERN_DIRS, patternFileText, splitConfig } from "../core/pattern-files.js";
-import { serverStateFileOf } from "../core/config-facts.js";
+import { type ConfigParser, type HaproxyConfig, parseConfig } from "../core/haproxy-config/parse.js";
+import { isPatternFilePath, PATTERN_DIRS, patternFileText } from "../core/haproxy-config/pattern-files.js";
+import { EMPTY_SERVER_STATE } from "../core/haproxy-config/server-state.js";
 import { NotDurableError, readIfExists, writeFileAtomic } from "./files.js";
-import { EMPTY_SERVER_STATE } from "./server-state.js";
-import type { Splitter } from "./split-memo.js";
 
 /** The files HAProxy reads on the node: its config, the pattern files beside it, its server-state file. */
 export class ConfigFiles {
@@ -16,29 +15,33 @@ export class ConfigFiles {
   constructor(
     private readonly configPath: string,
     private readonly log: Logger,
-    private readonly split: Splitter = splitConfig,
+    private readonly parse: ConfigParser = parseConfig,
   ) {}
 
   /**
-   * haproxy.cfg ← text, atomically, with its pattern files (core/pattern-files.ts): the files
+   * haproxy.cfg ← text, atomically, with its pattern files (core/haproxy-config/pattern-files.ts): the files
    * first, so a HAProxy restarted at any moment reads the config's lists or newer ones, never a
    * config without its files; then files no longer named are removed. Replaced but not synced to
    * disk (NotDurableError) counts as written.
    */
   async writeConfig(text: string): Promise<void> {
-    const split = this.split(text);
-    if ("error" in split) throw new Error(`the config's ${split.error}`);
-    await this.writePatternFiles(split.files);
+    const config = this.parsed(text);
+    await this.writePatternFiles(config.files);
     await this.durably(this.configPath, text);
-    await this.prunePatternFiles(split.files);
+    await this.prunePatternFiles(config.files);
   }
 
   /** The pattern files of `text`, where they differ from what is on disk now (HAProxy is about to start on it). */
   async ensurePatternFiles(text: string): Promise<void> {
-    const split = this.split(text);
-    if ("error" in split) throw new Error(`the config's ${split.error}`);
+    const config = this.parsed(text);
     this.patterns.clear();
-    await this.writePatternFiles(split.files);
+    await this.writePatternFiles(config.files);
+  }
+
+  private parsed(text: string): HaproxyConfig {
+    const config = this.parse(text);
+    if ("error" in config) throw new Error(`the config's ${config.error}`);
+    return config;
   }
 
   private async writePatternFiles(files: ReadonlyMap<string, readonly string[]>): Promise<void> {
@@ -86,8 +89,9 @@ export class ConfigFiles {
   }
 
   /** HAProxy (and `haproxy -c`) warn about a missing server-state file; an empty one says "no saved state". */
-  async ensureServerStateFile(config: string): Promise<void> {
-    const path = serverStateFileOf(config);
+  async ensureServerStateFile(text: string): Promise<void> {
+    const config = this.parse(text);
+    const path = "error" in config ? undefined : config.serverStateFile;
     if (path && !existsSync(path)) await this.writeServerState(path, EMPTY_SERVER_STATE);
   }
 

@@ -1,13 +1,13 @@
 /*
- * How the agent takes a new config, decided from what runs and what arrived. Pure: the applier
- * does what this says and logs the reason (as haproxytech's ReloadIf(cond, reason) does).
+ * How the agent takes a new config, decided from what runs and what arrived, both parsed
+ * (core/haproxy-config/parse.ts). Pure: the apply steps do what this says and log the reason (as
+ * haproxytech's ReloadIf(cond, reason) does).
  */
 
-import { diffConfigs } from "../core/config-diff.js";
-import { diffPatternFiles, type PatternFile, splitConfig } from "../core/pattern-files.js";
+import { diffConfigs } from "../core/haproxy-config/diff.js";
+import type { HaproxyConfig, ParsedConfig } from "../core/haproxy-config/parse.js";
+import { diffPatternFiles, type PatternFile } from "../core/haproxy-config/pattern-files.js";
 import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
-import { statsSocketOf } from "../core/config-facts.js";
-import type { Splitter } from "./split-memo.js";
 
 export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */
@@ -23,26 +23,29 @@ export type ApplyDecision =
 
 export interface LiveConfig {
   /** The config HAProxy runs, runtime changes included. */
-  text: string;
-  /** HAProxy serves it and its slots are known to be what `text` says (no failed undo since). */
+  config: ParsedConfig;
+  /** HAProxy serves it and its slots are known to be what `config` says (no failed undo since). */
   known: boolean;
 }
 
-export function decideApply(live: LiveConfig | null, next: string, split: Splitter = splitConfig): ApplyDecision {
+export function decideApply(live: LiveConfig | null, next: ParsedConfig): ApplyDecision {
   if (live === null) return { kind: "reload", reason: "HAProxy runs no config yet" };
   if (!live.known)
     return { kind: "reload", reason: "the live server slots are not known (undoing runtime changes failed)" };
-  if (live.text === next) return { kind: "identical" };
-  const socket = statsSocketOf(live.text);
-  if (!socket) return { kind: "reload", reason: "the running config has no stats socket for the runtime API" };
-  const from = split(live.text);
-  const to = split(next);
+  const from = live.config;
+  if (from.text === next.text) return { kind: "identical" };
   // The check refuses such a config; a reload is the path that runs it.
-  if ("error" in to) return { kind: "reload", reason: `the new config's ${to.error}` };
+  if ("error" in next) return { kind: "reload", reason: `the new config's ${next.error}` };
   if ("error" in from) return { kind: "reload", reason: `the running config's ${from.error}` };
+  return decideRuntime(from, next);
+}
+
+function decideRuntime(from: HaproxyConfig, to: HaproxyConfig): ApplyDecision {
+  const socket = from.statsSocket;
+  if (!socket) return { kind: "reload", reason: "the running config has no stats socket for the runtime API" };
   const files = diffPatternFiles(from.files, to.files);
   if (files.kind === "reload") return files;
-  const diff = diffConfigs(from.head, to.head);
+  const diff = diffConfigs(from, to);
   if (diff.kind === "reload") return diff;
   const changes = diff.kind === "runtime" ? diff.changes : [];
   const adds = diff.kind === "runtime" ? diff.adds : [];

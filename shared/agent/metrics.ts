@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import { splitConfig } from "../core/pattern-files.js";
+import { parseConfig } from "../core/haproxy-config/parse.js";
 import type { CertificateExpiry } from "../adapters/haproxy/certificates.js";
 import { NO_SERIES, type ServiceSeries, serviceSeriesOf } from "./service-series.js";
 
@@ -76,7 +76,7 @@ export function createAgentMetrics(): AgentMetrics {
   const series = (): ServiceSeries => {
     const r = running();
     if (r === null) return NO_SERIES;
-    if (seen.text !== r.text) seen = { text: r.text, series: serviceSeriesOf(splitConfig(r.text)) };
+    if (seen.text !== r.text) seen = { text: r.text, series: serviceSeriesOf(parseConfig(r.text)) };
     return seen.series;
   };
   return zeroed({

@@ -14,7 +14,7 @@
 import { StoreError, type ObjectStore } from "../adapters/store.js";
 import { ObjectTooLargeError, StoreDeadlineError } from "../adapters/store-limits.js";
 import type { AgentMetrics } from "./metrics.js";
-import type { PullHealth } from "./node-status.js";
+import type { PullHealth } from "./status-report.js";
 
 export interface WatchedStore {
   store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "putStatus">;

@@ -4,7 +4,7 @@ import type { CheckOptions, CheckResult } from "../adapters/haproxy/check.js";
 import type { Logger } from "../adapters/log.js";
 import { configDescriptors, descriptorsNeeded, type NodeFiles } from "../core/descriptors.js";
 import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render.js";
-import type { AgentError } from "./state.js";
+import type { AgentError } from "./node-state.js";
 
 /** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
 export type CheckVerdict =

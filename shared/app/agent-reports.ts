@@ -16,7 +16,7 @@
  *   stands.
  */
 import type { Logger } from "../adapters/log.js";
-import { nodeStatusSchema } from "../agent/node-status.js";
+import { nodeStatusSchema } from "../agent/status-report.js";
 import type { DigestKind } from "../core/config-digest.js";
 
 export type DigestSetting = "auto" | DigestKind;

@@ -3,7 +3,7 @@ import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/opti
 import { mergeSettingSources } from "../adapters/setting-sources.js";
 import { readSnapshotFile } from "../adapters/snapshot-file.js";
 import { checkRenderDir, writeRenderDir } from "../adapters/render-dir.js";
-import { nodeFiles } from "../core/pattern-files.js";
+import { nodeFiles } from "../core/haproxy-config/pattern-files.js";
 import { clusterSettingSpecs } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
 

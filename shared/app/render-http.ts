@@ -1,7 +1,7 @@
 import type { Request, Response } from "@google-cloud/functions-framework";
 import { SnapshotError, parseSnapshot, type Snapshot } from "../core/snapshot.js";
 import { OptionsError } from "../core/settings.js";
-import { nodeFiles } from "../core/pattern-files.js";
+import { nodeFiles } from "../core/haproxy-config/pattern-files.js";
 import { ClusterError, NoKubeconfigError } from "../adapters/cluster.js";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { readLiveSnapshot } from "../adapters/snapshot-source.js";

@@ -19,7 +19,7 @@ import { type ConfigHead, type PassRecord, type Pin, type SkippedKey, StoreError
 import { openStore } from "../adapters/open-store.js";
 import { compareStrings } from "../core/compare.js";
 import { compareConfigKeys } from "../core/config-key.js";
-import { nodeStatusSchema } from "../agent/node-status.js";
+import { nodeStatusSchema } from "../agent/status-report.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
 import { digestForFleet } from "./agent-reports.js";

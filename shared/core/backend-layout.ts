@@ -4,7 +4,7 @@
  * through the runtime API, rather than a new backend section, which needs a reload.
  *
  * A config carries `spare_<n>` backends: plain HTTP backends with free slots whose path strip
- * is told by the route (route-maps.ts), as many slots as the largest backend when they were
+ * is told by the route (haproxy-config/route-maps.ts), as many slots as the largest backend when they were
  * provisioned. A new Service port that a spare can serve — HTTP, no per-Service settings, the
  * default algorithm, no affinity, plain HTTP routes, no more endpoints than a spare has slots —
  * is placed into the lowest free spare, its endpoints hashed into the spare's slots; a removed one leaves its backend behind

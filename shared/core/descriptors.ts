@@ -19,7 +19,7 @@
  *                            `check` costs none: 160,000 of them start under a limit of 20,000)
  */
 
-import { globalSetting } from "./config-facts.js";
+import { globalSetting } from "./haproxy-config/globals.js";
 import type { Model } from "./model.js";
 
 const HAPROXY_RESERVE = 10;

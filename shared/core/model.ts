@@ -40,7 +40,7 @@ export interface Backend {
    */
   stripByRoute?: boolean;
   /**
-   * The Service port whose traffic it carries (core/service-map.ts), when that is not its own
+   * The Service port whose traffic it carries (core/haproxy-config/service-map.ts), when that is not its own
    * namespace, service and servicePort: the one a spare holds, or null for a free spare or a
    * vacated backend, which carry none (backend-layout.ts).
    */

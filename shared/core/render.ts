@@ -12,10 +12,11 @@ import {
   type PatternFile,
   patternFilePath,
   renderPatternFiles,
-} from "./pattern-files.js";
+} from "./haproxy-config/pattern-files.js";
 import { compareStrings } from "./compare.js";
-import { ROUTE_LOOKUP, routeMapLines } from "./route-maps.js";
-import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "./service-map.js";
+import { ROUTE_LOOKUP, routeMapLines } from "./haproxy-config/route-maps.js";
+import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "./haproxy-config/service-map.js";
+import { FREE_SLOT_ADDRESS } from "./haproxy-config/server-line.js";
 import { slotName } from "./slots.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
@@ -34,9 +35,6 @@ export const TEMPLATE_FILES: Record<keyof TemplateSet, string> = {
   httpRule: "http-rule.liquid",
   tcpFrontend: "tcp-frontend.liquid",
 };
-
-/** Placeholder address of a free server slot; it is `disabled`, so HAProxy never sends to it. */
-export const FREE_SLOT_ADDRESS = "127.0.0.1:1";
 
 /**
  * The node variable HAProxy reads the stats password from, so it is never in a config. The agent
@@ -67,7 +65,7 @@ export interface BackendView {
   /** HTTP health check: `GET <check_uri>`, expecting `check_status` (null: any 2xx/3xx). */
   check_uri: string | null;
   check_status: number | null;
-  /** The source lists' pattern files (`acl … src -f <file>`), relative to haproxy.cfg; core/pattern-files.ts. */
+  /** The source lists' pattern files (`acl … src -f <file>`), relative to haproxy.cfg; core/haproxy-config/pattern-files.ts. */
   src_allow_file: string | null;
   src_deny_file: string | null;
   /**
@@ -82,7 +80,7 @@ export interface BackendView {
   rate_limit_status: number | null;
   /** Parameters every server of the backend takes (its `default-server` line): maxconn, protocol, PROXY protocol. */
   server_params: string | null;
-  /** A spare: it strips the leading path segments the route says (`txn.strip`, route-maps.ts). */
+  /** A spare: it strips the leading path segments the route says (`txn.strip`, haproxy-config/route-maps.ts). */
   strip_by_route: boolean;
 }
 
@@ -199,7 +197,7 @@ export const routeRedirect = (r: HttpRoute): string => redirectBackend(r.redirec
 
 /**
  * The backend's `default-server` parameters. Said once per backend rather than on each server
- * line, so server lines keep the one shape the agent changes at runtime (core/config-diff.ts).
+ * line, so server lines keep the one shape the agent changes at runtime (haproxy-config/server-line.ts).
  */
 function serverParams(s: BackendSettings, inter: string): string | null {
   const p: string[] = [];

@@ -23,7 +23,8 @@
  * diff sees the file's state and nothing else.
  */
 
-import type { ServerAdd, ServerChange, SlotState, SpareSlot } from "./config-diff.js";
+import type { ServerAdd, ServerChange, SlotState, SpareSlot } from "./haproxy-config/diff.js";
+import { hostPort } from "./haproxy-config/server-line.js";
 import { entryOf } from "./map-entry.js";
 
 export type RuntimeCommand =
@@ -35,10 +36,8 @@ export type RuntimePlan = { kind: "runtime"; commands: RuntimeCommand[] } | { ki
 
 /** The runtime API command line, as HAProxy 2.6's stats socket takes it. */
 export function commandText(c: RuntimeCommand): string {
-  if (c.op === "add") {
-    const address = c.address.includes(":") ? `[${c.address}]` : c.address;
-    return `add server ${c.backend}/${c.server} ${address}:${c.port}${c.params === "" ? "" : ` ${c.params}`}`;
-  }
+  if (c.op === "add")
+    return `add server ${c.backend}/${c.server} ${hostPort(c.address, c.port)}${c.params === "" ? "" : ` ${c.params}`}`;
   return c.op === "addr"
     ? `set server ${c.backend}/${c.server} addr ${c.address} port ${c.port}`
     : `set server ${c.backend}/${c.server} state ${c.state}`;
@@ -151,5 +150,5 @@ export function runtimeLines(commands: readonly RuntimeCommand[]): RuntimeComman
 }
 
 function show(s: SlotState): string {
-  return s.address.includes(":") ? `[${s.address}]:${s.port}` : `${s.address}:${s.port}`;
+  return hostPort(s.address, s.port);
 }

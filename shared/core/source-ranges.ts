@@ -8,7 +8,7 @@ import { isIP } from "node:net";
 import { describeValue } from "./describe-value.js";
 
 /**
- * Entries of one list. Lists live in pattern files (core/pattern-files.ts), so HAProxy's 64 words
+ * Entries of one list. Lists live in pattern files (core/haproxy-config/pattern-files.ts), so HAProxy's 64 words
  * per line no longer bound them; what does is the agent's runtime update: HAProxy 2.6's `add acl`
  * takes one entry per command, and a changed list is swapped whole (prepare, one `add` per entry,
  * commit). 10,000 entries, far beyond the peers' documented uses, keep one swap well under a

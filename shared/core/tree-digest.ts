@@ -8,9 +8,10 @@
  * re-render").
  */
 import { createHash, hash } from "node:crypto";
+import { BACKEND_CUT } from "./haproxy-config/server-line.js";
 
 const PREFIX = Buffer.from("servicelb tree1\n", "latin1");
-const CUT = Buffer.from("\nbackend ", "latin1");
+const CUT = Buffer.from(BACKEND_CUT, "latin1");
 const BACKEND = CUT.subarray(1);
 const NEWLINE = 0x0a;
 const DIGEST_BYTES = 32;

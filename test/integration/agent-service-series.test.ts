@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { runtimeCommand } from "../../shared/adapters/haproxy/runtime.js";
 import type { Agent } from "../../shared/agent/agent.js";
-import { SERVICE_MAP } from "../../shared/core/service-map.js";
+import { SERVICE_MAP } from "../../shared/core/haproxy-config/service-map.js";
 import { A, agentWorld, B, C, type Node } from "../support/agent.js";
 import { service, slice } from "../support/fixtures.js";
 

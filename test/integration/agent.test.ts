@@ -8,7 +8,7 @@ import { createObjectStore } from "../../shared/adapters/store.js";
 import { stateFilePath } from "../../shared/agent/options.js";
 import { ConfigFiles } from "../../shared/agent/config-files.js";
 import { createLogger } from "../../shared/adapters/log.js";
-import { PATTERN_SECTION } from "../../shared/core/pattern-files.js";
+import { PATTERN_SECTION } from "../../shared/core/haproxy-config/pattern-files.js";
 import { runStatus, type FleetStatus } from "../../shared/app/status-command.js";
 import { A, agentWorld, B, C, count, echoPods, TOKEN, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";

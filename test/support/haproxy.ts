@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseRenderOptions, type RenderOptions, type RenderOptionsInput } from "../../shared/core/options.js";
-import { patternFileText, splitConfig } from "../../shared/core/pattern-files.js";
+import { patternFileText, splitConfig } from "../../shared/core/haproxy-config/pattern-files.js";
 import { freePort } from "./net.js";
 
 /** Tests that need HAProxy fail (never skip) when it is missing, and say how to install it. */
@@ -41,7 +41,7 @@ export async function loopbackOptions(extra: RenderOptionsInput = {}): Promise<L
   return { dir, options, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** The config's pattern files (core/pattern-files.ts) into `dir`, as the agent writes them beside haproxy.cfg. */
+/** The config's pattern files (core/haproxy-config/pattern-files.ts) into `dir`, as the agent writes them beside haproxy.cfg. */
 export function writePatternFiles(config: string, dir: string): void {
   const split = splitConfig(config);
   if ("error" in split) throw new Error(split.error);

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseTimeoutMs } from "../../core/parse-time.js";
-import { patternFileText, splitConfig } from "../../core/pattern-files.js";
+import { patternFileText, splitConfig } from "../../core/haproxy-config/pattern-files.js";
 
 export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
 
@@ -71,7 +71,7 @@ function messages(output: string, level: "ALERT" | "WARNING"): string[] {
 }
 
 /**
- * `haproxy -c` on a config text, its pattern files (core/pattern-files.ts) written beside it, so
+ * `haproxy -c` on a config text, its pattern files (core/haproxy-config/pattern-files.ts) written beside it, so
  * the check reads the lists HAProxy will. A missing binary or a hung check throws: those are not
  * verdicts on the config.
  */

@@ -1,6 +1,11 @@
 import { isIP } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { isPatternFilePath, type PatternFile, patternFileKind, patternLineError } from "../../core/pattern-files.js";
+import {
+  isPatternFilePath,
+  type PatternFile,
+  patternFileKind,
+  patternLineError,
+} from "../../core/haproxy-config/pattern-files.js";
 import { commandText, type RuntimeCommand, runtimeLines } from "../../core/runtime-plan.js";
 import { cliBatch, cliCommand, cliExchange, type CliOptions } from "./cli.js";
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -9,8 +9,8 @@ import type { StageTrace } from "../../../shared/adapters/stage-trace.js";
 import { type Pin, StoreError, type StoredConfig } from "../../../shared/adapters/store.js";
 import { Applier, type RuntimePort } from "../../../shared/agent/applier.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
-import { EMPTY_STATE } from "../../../shared/agent/state.js";
-import { renderPatternSection } from "../../../shared/core/pattern-files.js";
+import { EMPTY_STATE } from "../../../shared/agent/node-state.js";
+import { renderPatternSection } from "../../../shared/core/haproxy-config/pattern-files.js";
 import { commandText, runtimeLines } from "../../../shared/core/runtime-plan.js";
 import { sha256 } from "../../../shared/core/sha256.js";
 
@@ -290,6 +290,27 @@ describe("Applier with faked HAProxy ports", () => {
       "set server default_web_80/s2 state ready",
     ]);
     expect(w.applier.status().applied).toMatchObject({ key: next.key, how: "runtime" });
+  });
+
+  it("a runtime change whose file cannot be written nor undone: the file's config is reloaded and the newest pulled again", async () => {
+    // The undo would move s1 back; HAProxy refuses that, so only a reload of the file restores the slots.
+    const w = world((c) => c === "set server default_web_80/s1 addr 10.0.0.1 port 80");
+    const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));
+    // haproxy.cfg cannot be replaced: a directory holds its name.
+    rmSync(w.configPath);
+    mkdirSync(join(w.configPath, "in-the-way"), { recursive: true });
+    const moved = stored(2, config(["10.0.0.2:80", null]));
+    w.configs.push(moved);
+    const listed = w.listings();
+    await w.applier.sync();
+    expect(w.commands).toContain("set server default_web_80/s1 addr 10.0.0.2 port 80");
+    expect(w.reloads()).toBe(1);
+    expect(w.applier.status()).toMatchObject({
+      applied: { key: first.key },
+      lastError: { stage: "apply", key: moved.key, message: expect.stringMatching(/^cannot write /) },
+    });
+    // The runtime change that was dropped is pulled again: a second listing in the same sync.
+    expect(w.listings() - listed).toBe(2);
   });
 
   it("an allow list changed (and a pod moved): the list swapped through the runtime API, files written, no check, no reload", async () => {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../../../shared/adapters/log.js";
 import { ConfigFiles } from "../../../shared/agent/config-files.js";
-import { renderPatternSection } from "../../../shared/core/pattern-files.js";
+import { renderPatternSection } from "../../../shared/core/haproxy-config/pattern-files.js";
 
 // The files HAProxy reads on the node: haproxy.cfg and the pattern files the config carries.
 

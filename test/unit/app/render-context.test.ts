@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { RenderContext } from "../../../shared/app/render-context.js";
-import { PATTERN_SECTION } from "../../../shared/core/pattern-files.js";
+import { PATTERN_SECTION } from "../../../shared/core/haproxy-config/pattern-files.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { parseSnapshot } from "../../../shared/core/snapshot.js";
 import { BUILTIN_TEMPLATE_DIR } from "../../../shared/adapters/templates.js";

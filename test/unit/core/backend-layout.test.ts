@@ -1,12 +1,12 @@
 import { rollingUpdate } from "../../support/rollout.js";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { decideApply } from "../../../shared/agent/decide.js";
 import { RenderContext } from "../../../shared/app/render-context.js";
 import { backendLayoutSchema, layoutDigest } from "../../../shared/core/backend-layout.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
 import { list, service, slice, wideService } from "../../support/fixtures.js";
+import { decideTexts as decideApply } from "../../support/haproxy-config.js";
 
 const OPTIONS = { statsSocket: "/tmp/servicelb-test.sock", spareBackends: 3 };
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { buildModel } from "../../../shared/core/build-model.js";
 import type { Model } from "../../../shared/core/model.js";
 import { parseRenderOptions, type RenderOptionsInput } from "../../../shared/core/options.js";
-import { ROUTE_MAPS, routeMapLines } from "../../../shared/core/route-maps.js";
+import { ROUTE_MAPS, routeMapLines } from "../../../shared/core/haproxy-config/route-maps.js";
 import { snapshotFromDocuments } from "../../../shared/core/snapshot.js";
 import { list, service, slice } from "../../support/fixtures.js";
 

@@ -4,7 +4,7 @@ import { buildModel } from "../../../shared/core/build-model.js";
 import type { Backend, Model } from "../../../shared/core/model.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { Renderer } from "../../../shared/core/render.js";
-import { serviceMapLine } from "../../../shared/core/service-map.js";
+import { serviceMapLine } from "../../../shared/core/haproxy-config/service-map.js";
 import { ChunkedSha256, sha256 } from "../../../shared/core/sha256.js";
 import { ChunkedTreeDigest, treeDigest } from "../../../shared/core/tree-digest.js";
 import { assignSlots, slotCookies } from "../../../shared/core/slots.js";

@@ -1,8 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { diffConfigs } from "../../../shared/core/config-diff.js";
+import { diffConfigs } from "../../../shared/core/haproxy-config/diff.js";
 import { commandText, planRuntime, type RuntimePlan, runtimeLines } from "../../../shared/core/runtime-plan.js";
 import { assignSlots } from "../../../shared/core/slots.js";
+import { parsed } from "../../support/haproxy-config.js";
 
 // Old config and new config in, exact runtime API commands out (the shape of haproxy-ingress's
 // dynupdate tests), then a property: no command sequence ever leaves a backend with fewer ready
@@ -15,7 +16,7 @@ function backend(name: string, slots: Array<string | null>): string {
 }
 
 function plan(before: string, after: string): RuntimePlan {
-  const d = diffConfigs(before, after);
+  const d = diffConfigs(parsed(before), parsed(after));
   if (d.kind !== "runtime") throw new Error(`expected a runtime diff, got ${JSON.stringify(d)}`);
   return planRuntime(d.changes, d.spare, d.adds);
 }
@@ -172,7 +173,7 @@ describe("planRuntime, any endpoint change of a backend", () => {
   it("never has fewer ready servers than min(before, after), never re-addresses a serving slot, and ends in the new slots", () => {
     fc.assert(
       fc.property(slotChange, ({ before, after, old, next }) => {
-        const d = diffConfigs(backend("web", old), backend("web", next));
+        const d = diffConfigs(parsed(backend("web", old)), parsed(backend("web", next)));
         if (d.kind === "identical") return;
         expect(d.kind).toBe("runtime");
         if (d.kind !== "runtime") return;
@@ -233,7 +234,7 @@ describe("runtimeLines", () => {
   it("whichever one command HAProxy refuses, running its line and none after never leaves fewer ready servers than min(before, after), nor a slot ready on an address of neither config", () => {
     fc.assert(
       fc.property(slotChange, ({ before, after, old, next }) => {
-        const d = diffConfigs(backend("web", old), backend("web", next));
+        const d = diffConfigs(parsed(backend("web", old)), parsed(backend("web", next)));
         if (d.kind !== "runtime") return;
         const p = planRuntime(d.changes, d.spare, d.adds);
         if (p.kind === "reload") return;

@@ -5,7 +5,7 @@ import {
   patternFileText,
   renderPatternSection,
   splitConfig,
-} from "../../../shared/core/pattern-files.js";
+} from "../../../../shared/core/haproxy-config/pattern-files.js";
 
 // The pattern files travel at the end of the published config: what the renderer appends the
 // agent must split back exactly, and refuse anything it did not write.

@@ -2,12 +2,17 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { loadTemplates } from "../../../shared/adapters/templates.js";
-import { diffConfigs, parseServer, sectionOf } from "../../../shared/core/config-diff.js";
-import { parseRenderOptions } from "../../../shared/core/options.js";
-import { renderSnapshot } from "../../../shared/core/pipeline.js";
-import { Renderer } from "../../../shared/core/render.js";
-import { parseSnapshot } from "../../../shared/core/snapshot.js";
+import { loadTemplates } from "../../../../shared/adapters/templates.js";
+import { diffConfigs as diffParsed } from "../../../../shared/core/haproxy-config/diff.js";
+import { parseServer, sectionOf } from "../../../../shared/core/haproxy-config/server-line.js";
+import { parseRenderOptions } from "../../../../shared/core/options.js";
+import { renderSnapshot } from "../../../../shared/core/pipeline.js";
+import { Renderer } from "../../../../shared/core/render.js";
+import { parseSnapshot } from "../../../../shared/core/snapshot.js";
+import { parsed } from "../../../support/haproxy-config.js";
+
+/** The diff of two texts, each parsed as the agent parses them. */
+const diffConfigs = (from: string, to: string) => diffParsed(parsed(from), parsed(to));
 
 const base = `global
     master-worker
@@ -255,7 +260,7 @@ describe("the contract between the built-in templates and the agent", () => {
   // The agent changes slots through the runtime API only for server lines this grammar reads;
   // a template edit that changes their shape must fail here, not turn every change into a reload.
   const golden = (file: string) =>
-    parseSnapshot(readFileSync(join(import.meta.dirname, "..", "..", "golden", file), "utf8"));
+    parseSnapshot(readFileSync(join(import.meta.dirname, "..", "..", "..", "golden", file), "utf8"));
   it.each([
     ["plain", "mixed.yaml", {}],
     ["TLS, TCP and cookies", "mixed.yaml", { tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem" }],
@@ -283,7 +288,7 @@ describe("the contract between the built-in templates and the agent", () => {
   it("an endpoint moving in a backend with per-Service settings is a runtime change", () => {
     const options = parseRenderOptions({ tcpServices: "mysql:3306", sslCert: "/etc/haproxy/certs/lb.pem" });
     const renderer = new Renderer(loadTemplates());
-    const text = readFileSync(join(import.meta.dirname, "..", "..", "golden", "settings.yaml"), "utf8");
+    const text = readFileSync(join(import.meta.dirname, "..", "..", "..", "golden", "settings.yaml"), "utf8");
     const before = renderSnapshot(parseSnapshot(text), options, renderer).config;
     const after = renderSnapshot(
       parseSnapshot(text.replace("10.0.2.1", "10.0.2.9").replace("10.0.4.1", "10.0.4.7")),

@@ -18,8 +18,8 @@
  * reaches a file or a runtime command.
  */
 
-import { compareStrings } from "./compare.js";
-import type { HttpRoute } from "./model.js";
+import { compareStrings } from "../compare.js";
+import type { HttpRoute } from "../model.js";
 
 export const ROUTE_MAP_DIR = "maps";
 export const HOSTS_MAP = `${ROUTE_MAP_DIR}/http.hosts.map`;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { splitConfig, PATTERN_SECTION } from "../../../shared/core/pattern-files.js";
-import { parseServiceMapLine, SERVICE_MAP } from "../../../shared/core/service-map.js";
+import { splitConfig, PATTERN_SECTION } from "../../../../shared/core/haproxy-config/pattern-files.js";
+import { parseServiceMapLine, SERVICE_MAP } from "../../../../shared/core/haproxy-config/service-map.js";
 
 // The agent turns these lines into label values (servicelb_backend_info): anything but a backend
 // name and a Service port is refused before it reaches HAProxy or a scrape.

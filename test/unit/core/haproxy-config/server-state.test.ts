@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { serverSlotsOf, serverStateFileOf, statsSocketOf } from "../../../shared/core/config-facts.js";
-import { EMPTY_SERVER_STATE, serverStateFor } from "../../../shared/agent/server-state.js";
+import { serverSlots } from "../../../../shared/core/haproxy-config/parse.js";
+import { EMPTY_SERVER_STATE, serverStateFor } from "../../../../shared/core/haproxy-config/server-state.js";
+import { parsed } from "../../../support/haproxy-config.js";
 
-const config = `global
+const text = `global
     master-worker
     stats socket /run/haproxy/admin.sock mode 600 level admin expose-fd listeners
     server-state-file /var/lib/haproxy/server-state
@@ -29,16 +30,11 @@ const header =
 const row = (srv: string, addr: string, port: number, be = "web", op = 2) =>
   `3 ${be} 1 ${srv} ${addr} ${op} 0 1 1 5 6 3 4 6 0 0 0 - ${port} -`;
 
-describe("config facts", () => {
-  it("finds the runtime API socket and the server-state file in the global section only", () => {
-    expect(statsSocketOf(config)).toBe("/run/haproxy/admin.sock");
-    expect(serverStateFileOf(config)).toBe("/var/lib/haproxy/server-state");
-    expect(statsSocketOf("defaults\n    stats socket /x\n")).toBeUndefined();
-    expect(serverStateFileOf("global\n    server-state-file rel/state\n")).toBe("rel/state");
-  });
+const config = parsed(text);
 
-  it("lists every backend server slot with its bare address and port", () => {
-    expect([...serverSlotsOf(config)]).toEqual([
+describe("the slots a server state is kept for", () => {
+  it("are every backend server slot with its bare address and port, not the servers of a listen section", () => {
+    expect([...serverSlots(config)].map(([slot, s]) => [slot, { address: s.address, port: s.port }])).toEqual([
       ["web/s1", { address: "10.0.0.1", port: 8080 }],
       ["web/s2", { address: "127.0.0.1", port: 1 }],
       ["web/s3", { address: "fd00::7", port: 8080 }],

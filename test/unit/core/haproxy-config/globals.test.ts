@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { serverStateFileOf, statsSocketOf } from "../../../shared/core/config-facts.js";
+import { serverStateFileOf, statsSocketOf } from "../../../../shared/core/haproxy-config/globals.js";
 
 /** The walk over every line these facts were read with before: the oracle of the property below. */
 function everyLine(text: string, keyword: string): string | undefined {

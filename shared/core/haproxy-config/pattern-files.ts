@@ -16,15 +16,15 @@
  * (PATTERN_PATHS, placed before the backends, makes `-f patterns/…` relative to the config
  * file), and can tell a change confined to the lists, which it applies through the runtime API,
  * from any other.
- * Being last, the section never shifts the line numbers the slot diff (config-diff.ts) compares.
+ * Being last, the section never shifts the line numbers the slot diff (diff.ts) compares.
  * Pure: text in, files out; every path and line is checked here, so nothing unvalidated reaches
  * a file or a runtime command.
  */
 
-import { compareStrings } from "./compare.js";
+import { compareStrings } from "../compare.js";
 import { isRouteMapPath, parseMapLine, ROUTE_MAP_DIR } from "./route-maps.js";
 import { parseServiceMapLine, SERVICE_MAP } from "./service-map.js";
-import { MAX_SOURCE_RANGES, parseSource } from "./source-ranges.js";
+import { MAX_SOURCE_RANGES, parseSource } from "../source-ranges.js";
 
 export const PATTERN_SECTION =
   '# servicelb pattern files: the agent writes each "#>" file beside this one with its "#|" lines; HAProxy reads them with -f.';

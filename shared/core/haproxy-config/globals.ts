@@ -1,12 +1,11 @@
 /*
- * Facts the agent reads from a rendered config's text: where its runtime API socket and
- * server-state file are, and each server slot's address. Our templates put one directive per
- * line, indented four spaces; anything else is simply not found (and costs a reload, never a
- * wrong action). Paths are as written: a relative one means the same file to HAProxy and to the
- * agent, which run in one working directory.
+ * Settings of a config's global sections the agent and the publisher read: where the runtime API
+ * socket and the server-state file are (parse.ts), and what counts descriptors
+ * (core/descriptors.ts). Our templates put one directive per line, indented four spaces; anything
+ * else is simply not found (and costs a reload, never a wrong action). Paths are as written: a
+ * relative one means the same file to HAProxy and to the agent, which run in one working
+ * directory.
  */
-
-import { parseServer, sectionOf } from "./config-diff.js";
 
 /**
  * The value of the first `keyword` line of a global section. Only global sections are read: found by a native
@@ -42,26 +41,4 @@ export function statsSocketOf(text: string): string | undefined {
 /** `server-state-file <path>`: HAProxy loads it when it (re)starts. */
 export function serverStateFileOf(text: string): string | undefined {
   return globalSetting(text, "server-state-file");
-}
-
-/** Where a server slot of a rendered config points. */
-export interface SlotAddress {
-  address: string;
-  port: number;
-}
-
-/** "backend/server" → its address (bare, without IPv6 brackets) and port, for every backend server line. */
-export function serverSlotsOf(text: string): Map<string, SlotAddress> {
-  const slots = new Map<string, SlotAddress>();
-  let backend: string | null = null;
-  for (const line of text.split("\n")) {
-    const section = sectionOf(line);
-    if (section !== undefined) {
-      backend = section;
-      continue;
-    }
-    const server = backend === null ? undefined : parseServer(line);
-    if (server) slots.set(`${backend}/${server.server}`, { address: server.address, port: server.port });
-  }
-  return slots;
 }

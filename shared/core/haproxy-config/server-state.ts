@@ -10,15 +10,16 @@
  *
  * Between reloads the file holds no servers (EMPTY_SERVER_STATE), so that a restart after a
  * crash loads the config alone and never a stale dump.
+ * Pure: a dump and a parsed config in, the file's text out.
  */
 
-import { serverSlotsOf } from "../core/config-facts.js";
+import { type HaproxyConfig, serverSlots } from "./parse.js";
 
 /** A valid state file with no servers: HAProxy 2.6 loads it silently (a missing file logs a warning). */
 export const EMPTY_SERVER_STATE = "1\n";
 
 /** `show servers state` output reduced to the servers that are the same endpoint in `config`. */
-export function serverStateFor(dump: string, config: string): string {
+export function serverStateFor(dump: string, config: HaproxyConfig): string {
   const lines = dump.split("\n");
   const header = lines[1] ?? "";
   if (lines[0] !== "1" || !header.startsWith("# ")) return EMPTY_SERVER_STATE;
@@ -26,7 +27,7 @@ export function serverStateFor(dump: string, config: string): string {
   const col = (name: string) => columns.indexOf(name);
   const [be, srv, addr, port] = [col("be_name"), col("srv_name"), col("srv_addr"), col("srv_port")];
   if (be < 0 || srv < 0 || addr < 0 || port < 0) return EMPTY_SERVER_STATE;
-  const slots = serverSlotsOf(config);
+  const slots = serverSlots(config);
   const kept = lines.slice(2).filter((line) => {
     const f = line.split(" ");
     const slot = slots.get(`${f[be]}/${f[srv]}`);

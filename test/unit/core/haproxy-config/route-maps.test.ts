@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { HttpRoute } from "../../../shared/core/model.js";
-import { DOMAINS_MAP, HOSTS_MAP, PATHS_MAP, parseMapLine, routeMapLines } from "../../../shared/core/route-maps.js";
+import type { HttpRoute } from "../../../../shared/core/model.js";
+import {
+  DOMAINS_MAP,
+  HOSTS_MAP,
+  PATHS_MAP,
+  parseMapLine,
+  routeMapLines,
+} from "../../../../shared/core/haproxy-config/route-maps.js";
 
 const redirect = (r: HttpRoute) => `https_redirect_${r.redirectCode ?? 301}`;
 const host = (name: string, backend: string, wildcard = false): HttpRoute => ({

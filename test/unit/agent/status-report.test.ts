@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../../../shared/adapters/log.js";
-import { SETTLE_MS, startStatusReporter } from "../../../shared/agent/status-reporter.js";
+import { SETTLE_MS, startStatusReporter } from "../../../shared/agent/status-report.js";
 
 describe("startStatusReporter", () => {
   beforeEach(() => {

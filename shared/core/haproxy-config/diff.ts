@@ -1,23 +1,21 @@
 /*
  * Decides whether a new HAProxy config can be applied through the runtime API
- * (`set server ... addr/state`, `add server`) instead of a reload. Pure: text in, verdict out.
+ * (`set server ... addr/state`, `add server`) instead of a reload. Pure: two parsed configs
+ * (parse.ts) in, verdict out; it compares what HAProxy parses of each (`head`), the file sections
+ * being compared file by file (pattern-files.ts diffPatternFiles).
  *
- * It relies on the exact server line our templates produce, inside `backend` sections:
- *   "    server <slot> <ipv4>|[<ipv6>]:<port>[ disabled][ <params>]"
- * Anything it does not recognise must be byte-identical, so an unexpected shape can only
+ * It relies on the exact server line our templates produce, inside `backend` sections
+ * (server-line.ts). Anything it does not recognise must be byte-identical, so an unexpected shape can only
  * cost a reload, never a wrong runtime change. The one kind of line that may be new: server
  * lines appended to a backend's servers (a backend that grew, core/slots.ts), when HAProxy 2.6
  * can add them at runtime — a dynamic algorithm, no cookie, and `default-server` parameters that
  * `add server` takes (it does not read `default-server`, so the agent passes them itself).
  */
 
-export interface SlotState {
-  /** Bare address, without IPv6 brackets (what `set server ... addr` takes). */
-  address: string;
-  port: number;
-  /** false: the line says `disabled` (the slot is in maintenance). */
-  enabled: boolean;
-}
+import type { HaproxyConfig } from "./parse.js";
+import { parseServer, type ServerLine, SERVER_PREFIX, type SlotState, sectionOf } from "./server-line.js";
+
+export type { SlotState } from "./server-line.js";
 
 export interface ServerChange {
   backend: string;
@@ -46,43 +44,13 @@ export type ConfigDiff =
   | { kind: "runtime"; changes: ServerChange[]; adds: ServerAdd[]; spare: Map<string, SpareSlot[]> }
   | { kind: "reload"; reason: string };
 
-interface ServerLine {
-  server: string;
-  address: string;
-  port: number;
-  enabled: boolean;
-  params: string;
-}
-
-const SERVER_LINE = /^ {4}server (\S+) (\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\]):(\d{1,5})( disabled)?((?: \S+)*)$/;
-const BACKEND_HEADER = /^backend (\S+)(?: from \S+)?$/;
-
-/** A server line in our templates' exact shape, or undefined. */
-export function parseServer(line: string): ServerLine | undefined {
-  const m = SERVER_LINE.exec(line);
-  if (!m) return undefined;
-  return {
-    server: m[1]!,
-    address: m[2]!.replace(/^\[(.*)\]$/, "$1"),
-    port: Number(m[3]),
-    enabled: m[4] === undefined,
-    params: m[5]!,
-  };
-}
-
-/** The section a column-0 line opens: a backend's name, or null for any other section. */
-export function sectionOf(line: string): string | null | undefined {
-  if (line === "" || /^[\s#]/.test(line)) return undefined;
-  return BACKEND_HEADER.exec(line)?.[1] ?? null;
-}
-
 function show(line: string, max = 100): string {
   return JSON.stringify(line.length > max ? `${line.slice(0, max)}…` : line);
 }
 
 /** A free slot's line: `disabled` and nothing after it (cheap test first: most lines are not). */
 function spareOf(line: string): SpareSlot | undefined {
-  if (!line.endsWith(" disabled") || !line.startsWith("    server ")) return undefined;
+  if (!line.endsWith(" disabled") || !line.startsWith(SERVER_PREFIX)) return undefined;
   const s = parseServer(line);
   return s && !s.enabled ? { server: s.server, address: s.address, port: s.port, enabled: false } : undefined;
 }
@@ -133,7 +101,9 @@ function cannotAdd(facts: BackendFacts, added: ServerLine): string | null {
   return null;
 }
 
-export function diffConfigs(oldText: string, newText: string): ConfigDiff {
+export function diffConfigs(from: HaproxyConfig, to: HaproxyConfig): ConfigDiff {
+  const oldText = from.head;
+  const newText = to.head;
   if (oldText === newText) return { kind: "identical" };
   const { start, oldEnd, newEnd } = differingSections(oldText, newText);
   // Reasons name lines of the whole config; the lines before the region are counted only for one.
@@ -193,7 +163,7 @@ function walkLines(
         const free = spareOf(oldLine);
         if (free) spareHere.push(free);
       }
-      previousWasServer = oldLine.startsWith("    server ");
+      previousWasServer = oldLine.startsWith(SERVER_PREFIX);
       i++;
       j++;
       continue;
@@ -201,7 +171,7 @@ function walkLines(
     // A server line after the backend's last one, where the old config's servers end.
     const added =
       adding && backend !== null && previousWasServer && newLine !== undefined ? parseServer(newLine) : undefined;
-    if (added && (oldLine === undefined || !oldLine.startsWith("    server "))) {
+    if (added && (oldLine === undefined || !oldLine.startsWith(SERVER_PREFIX))) {
       const why = cannotAdd(facts, added);
       if (why !== null)
         return {
