@@ -106,6 +106,8 @@ export interface RefusedCertificate {
 
 /** What the node's status says of its certificates. */
 export interface CertificateWatchStatus {
+  /** The end of the last check that listed HAProxy's certificates; null before the first. */
+  checkedAt: string | null;
   /** Certificates swapped in through the runtime API since the agent started. */
   swapped: number;
   lastSwap: { certificate: string; at: string; serial: string; notAfter: string } | null;
@@ -126,6 +128,7 @@ export class CertificateWatch {
   private readonly refused = new Map<string, RefusedCertificate>();
   private names: { text: string; at: number; list: string[] } | null = null;
   private swapped = 0;
+  private checkedAt: string | null = null;
   private lastSwap: CertificateWatchStatus["lastSwap"] = null;
   private readonly skipped = new Set<string>();
 
@@ -137,7 +140,12 @@ export class CertificateWatch {
   }
 
   status(): CertificateWatchStatus {
-    return { swapped: this.swapped, lastSwap: this.lastSwap, refused: [...this.refused.values()] };
+    return {
+      checkedAt: this.checkedAt,
+      swapped: this.swapped,
+      lastSwap: this.lastSwap,
+      refused: [...this.refused.values()],
+    };
   }
 
   /**
@@ -166,6 +174,7 @@ export class CertificateWatch {
         );
       }
     }
+    this.checkedAt = this.now().toISOString();
   }
 
   private async loadedNames(socket: string, text: string): Promise<string[]> {

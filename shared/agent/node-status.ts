@@ -70,6 +70,7 @@ export const nodeStatusSchema = z.object({
    */
   certificates: z
     .object({
+      checkedAt: z.string().nullable(),
       swapped: z.number(),
       lastSwap: z
         .object({ certificate: z.string(), at: z.string(), serial: z.string(), notAfter: z.string() })
