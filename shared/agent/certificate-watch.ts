@@ -10,7 +10,8 @@
  * pointing the `..data` symlink at a new directory, which no watch on the file (or its old
  * inode) reports. stat() follows the links, so a new inode, size or mtime is a change; the
  * contents are then hashed, and only new contents are checked and compared with what HAProxy
- * serves (its SHA-1 fingerprint), which also catches a file renewed while HAProxy reloaded.
+ * serves (its SHA-1 fingerprint). After a reload (a new config) every file is compared with what
+ * HAProxy serves again: a swap sent as the reload started may have reached the old worker only.
  *
  * A file that fails the check, or that is gone, leaves the certificate HAProxy serves as it is
  * and is reported (log, servicelb_certificate_refused, the node's status) until its contents
@@ -158,11 +159,9 @@ export class CertificateWatch {
     const socket = running && statsSocketOf(running.text);
     if (!running || !socket) return;
     const names = await this.loadedNames(socket, running.text);
-    for (const name of [...this.seen.keys()])
-      if (!names.includes(name)) {
-        this.seen.delete(name);
-        this.clearRefusal(name);
-      }
+    const loaded = new Set(names);
+    for (const name of [...this.seen.keys()]) if (!loaded.has(name)) this.seen.delete(name);
+    for (const name of [...this.refused.keys()]) if (!loaded.has(name)) this.clearRefusal(name);
     for (const name of names) {
       try {
         await this.checkOne(socket, name);
@@ -189,6 +188,9 @@ export class CertificateWatch {
         }
         return false;
       });
+      // A reload read every file again, and a swap sent while it started may have reached the
+      // old worker only: each file is compared with what HAProxy serves once more.
+      if (this.names !== null && this.names.text !== text) this.seen.clear();
       this.names = { text, at: Date.now(), list };
     }
     return this.names.list;

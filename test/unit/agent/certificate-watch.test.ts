@@ -150,6 +150,20 @@ describe("CertificateWatch", () => {
     expect(runtime.replaced).toEqual([]);
   });
 
+  it("compares every file with what HAProxy serves again after a reload onto a new config", async () => {
+    await watch.check();
+    // A swap that reached the worker a reload replaced: the new one read the file before it was renewed.
+    files.write(PEM, renewed.cert + renewed.key);
+    await watch.check();
+    runtime.served.set(PEM, hex(first));
+    await watch.check();
+    expect(runtime.replaced).toHaveLength(1);
+    running = { text: `${CONFIG.text}# reloaded\n` };
+    await watch.check();
+    expect(runtime.replaced).toHaveLength(2);
+    expect(runtime.served.get(PEM)).toBe(hex(renewed));
+  });
+
   it("swaps a file renewed before its first look when HAProxy serves another certificate", async () => {
     files.write(PEM, renewed.cert + renewed.key);
     await watch.check();
