@@ -47,6 +47,11 @@ export const REAL_CERTIFICATE_RUNTIME: CertificateRuntime = {
   replace: (socket, name, pem) => replaceCertificate(socket, name, pem),
 };
 
+/** Whether a config has HAProxy load certificates: a `bind … ssl … crt|crt-list <path>` line. */
+export function loadsCertificates(text: string): boolean {
+  return /^[ \t]*bind[ \t].*[ \t]ssl[ \t](.*[ \t])?crt(-list)?[ \t]/m.test(text);
+}
+
 /** The node's files as the watcher reads them. */
 export interface CertificateFiles {
   /** What changes when the file does (following links), or null when there is no file. */
@@ -156,8 +161,15 @@ export class CertificateWatch {
    */
   async check(): Promise<void> {
     const running = this.options.running();
-    const socket = running && statsSocketOf(running.text);
-    if (!running || !socket) return;
+    if (running === null) return;
+    // A node without --ssl-cert asks HAProxy nothing (nor do agents in front of a fake HAProxy).
+    const socket = loadsCertificates(running.text) ? statsSocketOf(running.text) : undefined;
+    if (socket === undefined) {
+      this.seen.clear();
+      for (const name of [...this.refused.keys()]) this.clearRefusal(name);
+      this.checkedAt = this.now().toISOString();
+      return;
+    }
     const names = await this.loadedNames(socket, running.text);
     const loaded = new Set(names);
     for (const name of [...this.seen.keys()]) if (!loaded.has(name)) this.seen.delete(name);

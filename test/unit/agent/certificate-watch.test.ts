@@ -10,6 +10,7 @@ import {
   type CertificateFiles,
   type CertificateRuntime,
   CertificateWatch,
+  loadsCertificates,
 } from "../../../shared/agent/certificate-watch.js";
 import { type IssuedCert, issueServerCert, makePki } from "../../support/tls.js";
 
@@ -17,8 +18,10 @@ import { type IssuedCert, issueServerCert, makePki } from "../../support/tls.js"
 // API in memory: what is looked at, when HAProxy is given a file, and what is reported.
 
 const SOCKET = "/run/haproxy/admin.sock";
-const CONFIG = { text: `global\n    stats socket ${SOCKET} mode 600 level admin\n` };
 const PEM = "/etc/haproxy/certs/lb.pem";
+const CONFIG = {
+  text: `global\n    stats socket ${SOCKET} mode 600 level admin\nfrontend https\n    bind 0.0.0.0:443 ssl crt ${PEM}\n`,
+};
 
 let dir: string;
 let first: IssuedCert;
@@ -62,7 +65,9 @@ class FakeRuntime implements CertificateRuntime {
   served = new Map<string, string>();
   replaced: Array<{ name: string; pem: readonly string[] }> = [];
   fail: Error | null = null;
+  listed = 0;
   async names() {
+    this.listed++;
     return [...this.served.keys()];
   }
   async fingerprint(_socket: string, name: string) {
@@ -122,6 +127,13 @@ describe("CertificateWatch", () => {
     await watch.check();
     expect(files.reads).toBe(0);
     expect(watch.status().checkedAt).toBeNull();
+  });
+
+  it("asks HAProxy nothing when its config loads no certificate", async () => {
+    running = { text: `global\n    stats socket ${SOCKET} mode 600 level admin\nfrontend http\n    bind :80\n` };
+    await watch.check();
+    expect(runtime.listed).toBe(0);
+    expect(files.reads).toBe(0);
   });
 
   it("swaps a renewed file in once, its key beside it or in it", async () => {
@@ -235,5 +247,17 @@ describe("CertificateWatch", () => {
     await watch.check();
     expect(watch.status().refused).toEqual([]);
     expect(await refusedSeries()).toEqual([]);
+  });
+});
+
+describe("loadsCertificates", () => {
+  it("is true for a bind with ssl and crt or crt-list, whatever the options between", () => {
+    expect(loadsCertificates("frontend f\n    bind 0.0.0.0:443 ssl crt /etc/haproxy/certs/\n")).toBe(true);
+    expect(loadsCertificates("    bind :443 ssl crt-list /etc/haproxy/certs.list ca-file /ca verify required\n")).toBe(
+      true,
+    );
+    expect(loadsCertificates("    bind :443 ssl alpn h2 crt /c.pem\n")).toBe(true);
+    expect(loadsCertificates("    bind :80\n    server s1 10.0.0.1:443 ssl verify none\n")).toBe(false);
+    expect(loadsCertificates("    # bind :443 ssl crt /c.pem\n")).toBe(false);
   });
 });
