@@ -97,8 +97,6 @@ export interface CertificateWatchOptions {
   runtime?: CertificateRuntime;
   files?: CertificateFiles;
   now?: () => Date;
-  /** Called after a certificate was swapped in (the expiry probe reads HAProxy again). */
-  onSwap?: () => void;
   /** How long the list of loaded certificates is trusted for one config (default 60 s). */
   namesTtlMs?: number;
 }
@@ -257,7 +255,6 @@ export class CertificateWatch {
         { certificate: name, serial: verdict.serial, notAfter: verdict.notAfter.toISOString() },
         "renewed certificate served (runtime API, no reload)",
       );
-      this.options.onSwap?.();
     }
     this.seen.set(name, { signature, hash });
     this.clearRefusal(name);

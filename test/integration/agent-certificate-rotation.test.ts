@@ -42,9 +42,9 @@ async function start(sslCert: (pkiDir: string, pki: TestPki) => string): Promise
 }
 
 /** One fresh handshake (no session given, so none resumed): the certificate the client got. */
-function handshake(port: number, ca: string): Promise<string> {
+function handshake(port: number, ca: string, servername = SERVER_NAME): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: "127.0.0.1", port, servername: SERVER_NAME, ca }, () => {
+    const socket = connect({ host: "127.0.0.1", port, servername, ca }, () => {
       const fingerprint = socket.getPeerCertificate().fingerprint;
       socket.destroy();
       resolve(fingerprint);
@@ -162,6 +162,30 @@ describe("certificate rotation without a reload", () => {
     );
     expect(await s.n.reloads()).toBe(reloads);
     expect(s.agent.status().certificates?.lastSwap?.certificate).toBe(join(certs, `${SERVER_NAME}.pem`));
+  });
+
+  it("swaps a certificate a crt-list names, leaving the others as they are", async () => {
+    let other = "";
+    const s = await start((pkiDir, pki) => {
+      other = join(pkiDir, "other.pem");
+      const cert = issueServerCert(pkiDir, "other.test");
+      writeFileSync(other, cert.cert + cert.key);
+      const list = join(pkiDir, "certs.list");
+      writeFileSync(list, `${pki.serverPem} ${SERVER_NAME}\n${other} other.test\n`);
+      return `crt-list:${list}`;
+    });
+    const lb = await handshake(s.httpsPort, s.pki.ca);
+    const reloads = await s.n.reloads();
+    const renewed = issueServerCert(s.pkiDir, "other.test");
+    replaceFile(other, renewed.cert + renewed.key);
+    await waitFor(
+      "the renewed other.test served",
+      async () => ((await handshake(s.httpsPort, s.pki.ca, "other.test")) === renewed.fingerprint ? true : undefined),
+      10_000,
+    );
+    expect(await handshake(s.httpsPort, s.pki.ca)).toBe(lb);
+    expect(await s.n.reloads()).toBe(reloads);
+    expect(s.agent.status().certificates).toMatchObject({ swapped: 1, lastSwap: { certificate: other } });
   });
 
   it("keeps serving the old certificate when the file is bad, and says why", async () => {
