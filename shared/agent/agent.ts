@@ -211,7 +211,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     trace: deps.trace,
   });
   metrics.probeRunning(() => applier.running);
-  const certificates = new CertificateWatch({ running: () => applier.running, metrics, log });
+  // Not while HAProxy is down (a restart backing off): its socket would fail every check.
+  const certificates = new CertificateWatch({ running: () => (proc.running ? applier.running : null), metrics, log });
   metrics.probeCertificates(
     certificateProbe(
       () => applier.running,

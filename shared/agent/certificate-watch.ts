@@ -90,7 +90,7 @@ export interface CertificateWatchMetrics {
 }
 
 export interface CertificateWatchOptions {
-  /** The config HAProxy runs (its stats socket is the runtime API), null before the first. */
+  /** The config HAProxy runs (its stats socket is the runtime API); null before the first, or while HAProxy is down. */
   running: () => { text: string } | null;
   metrics: CertificateWatchMetrics;
   log: Logger;
