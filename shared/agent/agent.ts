@@ -24,6 +24,7 @@ import { readIfExists } from "./files.js";
 import { haproxyLineLevel, haproxyLogText } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
 import { certificateProbe } from "./certificate-expiry.js";
+import { CertificateWatch } from "./certificate-watch.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
 import { agentStore, stateFilePath, type AgentOptions } from "./options.js";
 import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
@@ -210,7 +211,15 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     trace: deps.trace,
   });
   metrics.probeRunning(() => applier.running);
-  metrics.probeCertificates(certificateProbe(() => applier.running));
+  // Not while HAProxy is down (a restart backing off): its socket would fail every check.
+  const certificates = new CertificateWatch({ running: () => (proc.running ? applier.running : null), metrics, log });
+  metrics.probeCertificates(
+    certificateProbe(
+      () => applier.running,
+      undefined,
+      () => certificates.status().swapped,
+    ),
+  );
   metrics.probePinnedAt(() => {
     const pin = applier.status().pinned;
     return pin && new Date(pin.pinnedAt);
@@ -229,6 +238,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       digests: [...DIGEST_KINDS],
       formats: ["chunks1"],
       openFiles: files && { limit: files.limit, reserved: haproxyReserve(haproxyThreads(files.cpus)) },
+      certificates: certificates.status(),
     };
   };
 
@@ -299,6 +309,13 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     log,
     onFailure: () => metrics.loopFailures.inc({ loop: "poll" }),
   });
+  const certificateLoop = until(() => certificates.check(), {
+    name: "certificates",
+    periodMs: options.certificateInterval,
+    immediate: true,
+    log,
+    onFailure: () => metrics.loopFailures.inc({ loop: "certificates" }),
+  });
   log.info(
     { url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey },
     "agent started",
@@ -334,6 +351,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
         // poll's run in flight (which waits on the applier's loop) ends at once too.
         await applier.stop();
         await poll.stop();
+        await certificateLoop.stop();
         await reporter?.stop();
         await proc.stop();
         // The last word, so that `servicelb status` shows this node down rather than a report going stale.

@@ -41,6 +41,8 @@ export interface AgentMetrics {
   configInfo: Gauge<"key" | "sha256">;
   pinnedTimestamp: Gauge;
   certificateExpiry: Gauge<"certificate">;
+  certificateUpdates: Counter<"result">;
+  certificateRefused: Gauge<"certificate">;
   /** What pullStale reports at each scrape (staleness changes with time alone, not on an event). */
   probePullStale(probe: () => boolean): void;
   /** The config HAProxy runs (null: none yet), read at each scrape by the info series. */
@@ -160,7 +162,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     loopFailures: new Counter({
       name: "servicelb_agent_loop_failures_total",
-      help: "Failed runs of the agent's loops (poll, status)",
+      help: "Failed runs of the agent's loops (poll, status, certificates)",
       labelNames: ["loop"],
       registers,
     }),
@@ -253,6 +255,18 @@ export function createAgentMetrics(): AgentMetrics {
         this.reset();
         for (const c of rows) this.set({ certificate: c.certificate }, c.notAfter.getTime() / 1000);
       },
+    }),
+    certificateUpdates: new Counter({
+      name: "servicelb_certificate_updates_total",
+      help: "Renewed certificate files: swapped in through the runtime API (no reload), refused (bad or gone: the served one stays), or failed (the runtime API did not take it: tried again)",
+      labelNames: ["result"],
+      registers,
+    }),
+    certificateRefused: new Gauge({
+      name: "servicelb_certificate_refused",
+      help: "1 for each certificate file whose contents HAProxy is not given (bad, gone or too large): HAProxy serves the one it has",
+      labelNames: ["certificate"],
+      registers,
     }),
     pullStale: new Gauge({
       name: "servicelb_agent_pull_stale",

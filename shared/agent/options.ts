@@ -112,6 +112,10 @@ export const agentOptionSpecs = {
     schema: durationMs(100).default(60_000),
     help: "how often to write status/<node>.json (default 60s, and a second after an apply or a failure)",
   },
+  certificateInterval: {
+    schema: durationMs(100).default(2000),
+    help: "how often to look for renewed certificate files of the certificates HAProxy loaded, swapped in without a reload (default 2s)",
+  },
   checkTimeout: {
     schema: durationMs(1000).default(30_000),
     help: "longest haproxy -c may take before the config counts as not checked (default 30s, and 2s per MiB of config when that is longer: it parses the whole config)",

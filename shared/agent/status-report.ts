@@ -76,6 +76,20 @@ export const nodeStatusSchema = z.object({
    * reports of agents from before. Publishers keep configs within the smallest node's room.
    */
   openFiles: z.object({ limit: z.number(), reserved: z.number() }).nullable().default(null),
+  /**
+   * Renewed certificate files (certificate-watch.ts): how many were swapped in without a reload,
+   * the last, and each file not served and why. Reports of agents from before have none.
+   */
+  certificates: z
+    .object({
+      checkedAt: z.string().nullable(),
+      swapped: z.number(),
+      lastSwap: z
+        .object({ certificate: z.string(), at: z.string(), serial: z.string(), notAfter: z.string() })
+        .nullable(),
+      refused: z.array(z.object({ certificate: z.string(), reason: z.string(), since: z.string() })),
+    })
+    .optional(),
 });
 
 export type NodeStatus = z.infer<typeof nodeStatusSchema>;

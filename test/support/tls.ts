@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export interface TestPki {
@@ -64,5 +65,58 @@ export function makePki(dir: string, serverName = "lb.test"): TestPki {
     clientCert: join(dir, "client.crt"),
     clientKey: join(dir, "client.key"),
     ca: readFileSync(join(dir, "ca.crt"), "utf8"),
+  };
+}
+
+/** A certificate issued by a TestPki's CA, with its own key. */
+export interface IssuedCert {
+  cert: string;
+  key: string;
+  /** SHA-1, colon-separated upper-case hex, as node:tls's getPeerCertificate() gives it. */
+  fingerprint: string;
+}
+
+let issued = 0;
+
+/**
+ * A fresh server certificate for `serverName` from the CA makePki left in `dir` (a new key and
+ * serial each call); `expired` dates it in 2020.
+ */
+export function issueServerCert(dir: string, serverName = "lb.test", opts: { expired?: boolean } = {}): IssuedCert {
+  const name = `issued-${++issued}`;
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  openssl(["req", ...ec, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${serverName}`], dir);
+  writeFileSync(join(dir, `${name}.ext`), `subjectAltName=DNS:${serverName}\n`);
+  if (opts.expired) {
+    // `openssl x509 -req` dates a certificate from now; `openssl ca` takes any dates.
+    writeFileSync(
+      join(dir, `${name}.cnf`),
+      "[ca]\ndefault_ca=d\n[d]\ndatabase=index.txt\nnew_certs_dir=.\nserial=ca.srl\ndefault_md=sha256\npolicy=p\nunique_subject=no\n[p]\ncommonName=supplied\n",
+    );
+    if (!existsSync(join(dir, "index.txt"))) writeFileSync(join(dir, "index.txt"), "");
+    if (!existsSync(join(dir, "ca.srl"))) writeFileSync(join(dir, "ca.srl"), "01\n");
+    openssl(
+      ["ca", "-batch", "-config", `${name}.cnf`, "-startdate", "20200101000000Z", "-enddate", "20200102000000Z"]
+        .concat(["-in", `${name}.csr`, "-out", `${name}.crt`, "-keyfile", "ca.key", "-cert", "ca.crt", "-notext"])
+        .concat(["-extfile", `${name}.ext`]),
+      dir,
+    );
+  } else
+    openssl(
+      ["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"].concat([
+        "-out",
+        `${name}.crt`,
+        "-days",
+        "2",
+        "-extfile",
+        `${name}.ext`,
+      ]),
+      dir,
+    );
+  const cert = readFileSync(join(dir, `${name}.crt`), "utf8");
+  return {
+    cert,
+    key: readFileSync(join(dir, `${name}.key`), "utf8"),
+    fingerprint: new X509Certificate(cert).fingerprint,
   };
 }

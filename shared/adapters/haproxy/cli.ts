@@ -36,6 +36,11 @@ export function cliExchange(
     return Promise.reject(new Error(`refusing CLI command with ';' or newline: ${JSON.stringify(bad)}`));
   }
   const cmd = cmds.join(";");
+  return exchange(socketPath, `${cmd}\n`, cmd, timeoutMs);
+}
+
+/** Sends `request` whole, half-closes, and reads the answer until HAProxy closes. */
+function exchange(socketPath: string, request: string, cmd: string, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     const sock = createConnection(socketPath);
@@ -44,7 +49,7 @@ export function cliExchange(
       const shown = cmd.length > 200 ? `${cmd.slice(0, 200)}…` : cmd;
       reject(new Error(`HAProxy CLI ${socketPath}: no complete answer to "${shown}" within ${timeoutMs} ms`));
     }, timeoutMs);
-    sock.on("connect", () => sock.end(`${cmd}\n`));
+    sock.on("connect", () => sock.end(request));
     sock.on("data", (c: Buffer) => chunks.push(c));
     sock.on("error", (err) => {
       clearTimeout(timer);
@@ -55,4 +60,30 @@ export function cliExchange(
       if (!hadError) resolve(Buffer.concat(chunks).toString("utf8"));
     });
   });
+}
+
+/**
+ * A command that carries a payload (`<command> <<`, HAProxy 2.6): the payload's lines follow the
+ * command and an empty line ends them. HAProxy runs whatever follows that empty line as further
+ * commands, so a payload line may be neither empty nor hold a newline, and the command is checked
+ * as cliExchange checks it. The whole request must fit in the CLI's buffer (tune.bufsize):
+ * HAProxy drops a longer one without an answer.
+ */
+export function cliPayload(
+  socketPath: string,
+  cmd: string,
+  payload: readonly string[],
+  { timeoutMs = 5000 }: CliOptions = {},
+): Promise<string> {
+  if (/[\n;]/.test(cmd))
+    return Promise.reject(new Error(`refusing CLI command with ';' or newline: ${JSON.stringify(cmd)}`));
+  // No payload HAProxy takes (PEM) holds a ';': refused as in a command, in case a 2.6 parser splits on it.
+  const bad = payload.findIndex((l) => l === "" || /[\r\n;]/.test(l));
+  if (payload.length === 0 || bad >= 0)
+    return Promise.reject(
+      new Error(`refusing CLI payload for "${cmd}": line ${bad + 1} is empty or holds a line break or ';'`),
+    );
+  return exchange(socketPath, `${cmd} <<\n${payload.join("\n")}\n\n`, cmd, timeoutMs).then((a) =>
+    a.replace(/\n+$/, ""),
+  );
 }

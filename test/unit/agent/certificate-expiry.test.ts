@@ -43,4 +43,24 @@ describe("certificateProbe", () => {
     running = { text: `${config("/run/a.sock")}# another\n`, key: "k2", sha256: "s2" };
     expect(await probe()).toEqual([cert]);
   });
+
+  it("asks again after a certificate was swapped in at run time, the config unchanged", async () => {
+    const running = { text: config("/run/a.sock"), key: "k1", sha256: "s1" };
+    let swaps = 0;
+    let asked = 0;
+    const probe = certificateProbe(
+      () => running,
+      async () => {
+        asked++;
+        return [cert];
+      },
+      () => swaps,
+    );
+    await probe();
+    await probe();
+    swaps = 1;
+    await probe();
+    await probe();
+    expect(asked).toBe(2);
+  });
 });

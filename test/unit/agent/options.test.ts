@@ -19,6 +19,7 @@ describe("parseAgentOptions", () => {
       pollInterval: 30_000,
       minReloadInterval: 1000,
       statusInterval: 60_000,
+      certificateInterval: 2000,
       stopGrace: 330_000,
       storeTimeout: 20_000,
       maxConfigSize: 64 * 1024 * 1024,
