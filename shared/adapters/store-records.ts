@@ -65,6 +65,19 @@ export const passRecordSchema = z.object({
 /** reconcile.json: how the reconcile function's last recorded pass went. */
 export type PassRecord = z.infer<typeof passRecordSchema>;
 
+/** One read of status/: what was listed, what was read, and what was listed but could not be read. */
+export interface StatusRead {
+  /** Records listed (deleted since the listing or not). */
+  listed: number;
+  /** Each record read: its JSON, or its text when it is not JSON (which is then no report). */
+  reports: unknown[];
+  /** Records listed whose GET failed (the store's errors, timeouts): neither read nor known gone. */
+  unread: { key: string; error: StoreError }[];
+}
+
+/** Node records read at once: a fleet's are a thousand small GETs. */
+export const STATUS_READS = 128;
+
 export interface StoreRecords {
   readSettings(digest: string): Promise<SettingsRecord>;
   readLayout(digest: string): Promise<BackendLayout>;
@@ -82,7 +95,13 @@ export interface StoreRecords {
   getNewestHint(): Promise<NewestHint | null>;
   putNewestHint(hint: NewestHint): Promise<void>;
   putStatus(node: string, status: unknown): Promise<void>;
+  /** Every node's report; a StoreError when one cannot be read, or is not JSON (not transient). */
   listStatuses(): Promise<unknown[]>;
+  /**
+   * Every node's report that can be read, and which cannot: one record's failure does not fail
+   * the others. A StoreError only when the records cannot be listed.
+   */
+  readStatuses(): Promise<StatusRead>;
   /** Deletes every layout record but the one named (only the newest config's is ever read). */
   pruneLayouts(keep: string | null | undefined): Promise<void>;
 }
@@ -118,6 +137,38 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
     if (!parsed?.success || digestOf(parsed.data) !== digest)
       throw new StoreError(`${what} ${blobs.describe(key)} is corrupt`, { transient: false });
     return parsed.data;
+  }
+
+  /**
+   * The node records listed and each one's text or failure, in key order, STATUS_READS at a time;
+   * one deleted since the listing (its node went) is left out.
+   */
+  async function readStatusRecords(): Promise<{
+    listed: number;
+    records: Array<{ key: string; text: string } | { key: string; error: StoreError }>;
+  }> {
+    const keys = (await blobs.list(statusPrefix))
+      .map((o) => o.key)
+      .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
+    const read: Array<{ key: string; text: string } | { key: string; error: StoreError } | undefined> = [];
+    let next = 0;
+    const reader = async () => {
+      while (next < keys.length) {
+        const i = next++;
+        const key = keys[i]!;
+        try {
+          const body = await blobs.getBody(key);
+          if (body !== null) read[i] = { key, text: body.toString("utf8") };
+        } catch (error) {
+          read[i] = {
+            key,
+            error: error instanceof StoreError ? error : new StoreError(errorText(error), { transient: true, cause: error }),
+          };
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(STATUS_READS, keys.length) }, reader));
+    return { listed: keys.length, records: read.filter((r) => r !== undefined) };
   }
 
   return {
@@ -192,25 +243,29 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
     },
 
     async listStatuses() {
-      const keys = (await blobs.list(statusPrefix))
-        .map((o) => o.key)
-        .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
-      const reports = await Promise.all(
-        keys.map(async (key) => {
-          // A report deleted since the listing (its node went) is no report.
-          const text = await getText(key);
-          if (text === null) return undefined;
-          try {
-            return JSON.parse(text) as unknown;
-          } catch (error) {
-            throw new StoreError(`status ${blobs.describe(key)} is not JSON: ${errorText(error)}`, {
-              transient: false,
-              cause: error,
-            });
-          }
-        }),
-      );
-      return reports.filter((r) => r !== undefined);
+      const { records } = await readStatusRecords();
+      return records.map((r) => {
+        if ("error" in r) throw r.error;
+        try {
+          return JSON.parse(r.text) as unknown;
+        } catch (error) {
+          throw new StoreError(`status ${blobs.describe(r.key)} is not JSON: ${errorText(error)}`, {
+            transient: false,
+            cause: error,
+          });
+        }
+      });
+    },
+
+    async readStatuses() {
+      const { listed, records } = await readStatusRecords();
+      const reports: unknown[] = [];
+      const unread: StatusRead["unread"] = [];
+      for (const r of records) {
+        if ("error" in r) unread.push(r);
+        else reports.push(parseOrText(r.text));
+      }
+      return { listed, reports, unread };
     },
 
     async pruneLayouts(keep) {
@@ -238,6 +293,15 @@ function parseJson<T>(text: string, schema: z.ZodType<T>): ReturnType<z.ZodType<
     return schema.safeParse(JSON.parse(text));
   } catch {
     return null;
+  }
+}
+
+/** The JSON a text holds, or the text itself when it holds none. */
+function parseOrText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
   }
 }
 
