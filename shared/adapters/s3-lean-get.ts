@@ -119,8 +119,7 @@ export function createLeanGet(o: LeanGetOptions): LeanGet {
         req.destroy();
         reject(error);
       };
-      const onAbort = () =>
-        fail(closed.signal.aborted ? new StoreClosedError() : new StoreDeadlineError(o.deadlineMs));
+      const onAbort = () => fail(closed.signal.aborted ? new StoreClosedError() : new StoreDeadlineError(o.deadlineMs));
       const req = (https ? httpsRequest : httpRequest)(
         {
           agent: https ? agents.https : agents.http,
@@ -135,7 +134,9 @@ export function createLeanGet(o: LeanGetOptions): LeanGet {
       );
       signal.addEventListener("abort", onAbort, { once: true });
       req.on("close", () => signal.removeEventListener("abort", onAbort));
-      req.on("timeout", () => fail(Object.assign(new Error(`no byte for ${o.timeoutMs} ms`), { name: "TimeoutError" })));
+      req.on("timeout", () =>
+        fail(Object.assign(new Error(`no byte for ${o.timeoutMs} ms`), { name: "TimeoutError" })),
+      );
       req.on("error", reject);
       req.end();
     });

@@ -162,7 +162,8 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
         } catch (error) {
           read[i] = {
             key,
-            error: error instanceof StoreError ? error : new StoreError(errorText(error), { transient: true, cause: error }),
+            error:
+              error instanceof StoreError ? error : new StoreError(errorText(error), { transient: true, cause: error }),
           };
         }
       }
