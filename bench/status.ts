@@ -32,6 +32,8 @@ const SETUP_CONCURRENCY = 32;
 interface Run {
   ms: number;
   cpuMs: number;
+  /** This process's CPU meanwhile: s3rver and the proxy, the store the command waits for. */
+  storeCpuMs: number;
   exitCode: number | null;
   summary: unknown;
 }
@@ -63,6 +65,7 @@ function report(node: string, key: string, sha256: string): Record<string, unkno
 }
 
 async function runStatus(storeUrl: string, endpoint: string, i: number): Promise<Run> {
+  const cpu = process.cpuUsage();
   const started = performance.now();
   const node = [process.execPath, ...(cpuProf ? ["--cpu-prof", "--cpu-prof-dir", cpuProf] : [])];
   // GNU time reports the child's CPU time on stderr, after whatever the command wrote there.
@@ -97,6 +100,7 @@ async function runStatus(storeUrl: string, endpoint: string, i: number): Promise
   child.stderr.on("data", (c: Buffer) => (err += c.toString()));
   const exitCode = await new Promise<number | null>((resolve) => child.on("close", resolve));
   const ms = round(performance.now() - started);
+  const store = process.cpuUsage(cpu);
   const [, user, system] = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(err) ?? [];
   let summary: unknown;
   try {
@@ -105,7 +109,13 @@ async function runStatus(storeUrl: string, endpoint: string, i: number): Promise
     summary = err.trim().split("\n").at(-2)?.slice(0, 300) ?? "no output";
   }
   if (!process.argv.includes("--json")) console.error(`run ${i + 1}: ${ms} ms`);
-  return { ms, cpuMs: round((Number(user) + Number(system)) * 1000), exitCode, summary };
+  return {
+    ms,
+    cpuMs: round((Number(user) + Number(system)) * 1000),
+    storeCpuMs: round((store.user + store.system) / 1000),
+    exitCode,
+    summary,
+  };
 }
 
 async function main(): Promise<void> {
@@ -166,8 +176,8 @@ async function main(): Promise<void> {
     );
     console.log(
       table(
-        ["run", "wall ms", "CPU ms", "exit", "summary"],
-        results.map((r, i) => [i + 1, r.ms, r.cpuMs, String(r.exitCode), JSON.stringify(r.summary)]),
+        ["run", "wall ms", "CPU ms", "store CPU ms", "exit", "summary"],
+        results.map((r, i) => [i + 1, r.ms, r.cpuMs, r.storeCpuMs, String(r.exitCode), JSON.stringify(r.summary)]),
       ),
     );
   } finally {

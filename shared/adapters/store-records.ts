@@ -77,6 +77,8 @@ export interface StatusRead {
 
 /** Node records read at once: a fleet's are a thousand small GETs. */
 export const STATUS_READS = 128;
+/** The wait before the records whose reads failed transiently are read again. */
+const STATUS_REREAD_MS = 200;
 
 export interface StoreRecords {
   readSettings(digest: string): Promise<SettingsRecord>;
@@ -140,8 +142,8 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
   }
 
   /**
-   * The node records listed and each one's text or failure, in key order, STATUS_READS at a time;
-   * one deleted since the listing (its node went) is left out.
+   * The node records listed and each one's text or failure, in key order, STATUS_READS at a time,
+   * a transient failure read once more; one deleted since the listing (its node went) is left out.
    */
   async function readStatusRecords(): Promise<{
     listed: number;
@@ -151,24 +153,34 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
       .map((o) => o.key)
       .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
     const read: Array<{ key: string; text: string } | { key: string; error: StoreError } | undefined> = [];
-    let next = 0;
-    const reader = async () => {
-      while (next < keys.length) {
-        const i = next++;
-        const key = keys[i]!;
-        try {
-          const body = await blobs.getBody(key);
-          if (body !== null) read[i] = { key, text: body.toString("utf8") };
-        } catch (error) {
-          read[i] = {
-            key,
-            error:
-              error instanceof StoreError ? error : new StoreError(errorText(error), { transient: true, cause: error }),
-          };
+    const readAll = async (indexes: readonly number[]) => {
+      let next = 0;
+      const reader = async () => {
+        while (next < indexes.length) {
+          const i = indexes[next++]!;
+          const key = keys[i]!;
+          try {
+            const body = await blobs.getBody(key);
+            read[i] = body === null ? undefined : { key, text: body.toString("utf8") };
+          } catch (error) {
+            read[i] = {
+              key,
+              error:
+                error instanceof StoreError ? error : new StoreError(errorText(error), { transient: true, cause: error }),
+            };
+          }
         }
-      }
+      };
+      await Promise.all(Array.from({ length: Math.min(STATUS_READS, indexes.length) }, reader));
     };
-    await Promise.all(Array.from({ length: Math.min(STATUS_READS, keys.length) }, reader));
+    await readAll(keys.map((_, i) => i));
+    // A thousand GETs meet a 503 twice in a row now and then (S3 answers bursts on a prefix with
+    // SlowDown): what failed so is read once more, after the others, rather than left unread.
+    const again = read.flatMap((r, i) => (r !== undefined && "error" in r && r.error.transient ? [i] : []));
+    if (again.length > 0) {
+      await new Promise((resolve) => setTimeout(resolve, STATUS_REREAD_MS));
+      await readAll(again);
+    }
     return { listed: keys.length, records: read.filter((r) => r !== undefined) };
   }
 
