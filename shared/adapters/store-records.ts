@@ -166,7 +166,9 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
             read[i] = {
               key,
               error:
-                error instanceof StoreError ? error : new StoreError(errorText(error), { transient: true, cause: error }),
+                error instanceof StoreError
+                  ? error
+                  : new StoreError(errorText(error), { transient: true, cause: error }),
             };
           }
         }
