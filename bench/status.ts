@@ -4,8 +4,10 @@
  * fleet, so that the command's own time is measured apart from N agents' load. The records are
  * the agents' report documents (agent/node-status.ts), each node serving the newest config; the
  * command's CPU (user + system, GNU time) is printed beside its wall time.
+ * `--compare BIN` runs another checkout's bin/servicelb.js in turns with this one's, against the
+ * same records at the same load: a before-and-after of one sitting.
  *   node dist/dev/bench/status.js [--nodes 1000] [--runs 3] [--latency-ms 20-50] [--slowdown 0.01]
- *     [--cpu-prof DIR] [--json]
+ *     [--compare ../other/bin/servicelb.js] [--cpu-prof DIR] [--json]
  */
 
 import { spawn } from "node:child_process";
@@ -26,10 +28,12 @@ const runs = arg("--runs", 3);
 const [latencyMin, latencyMax] = argText("--latency-ms", "20-50").split("-").map(Number) as [number, number];
 const slowDownRate = Number(argText("--slowdown", "0.01"));
 const cpuProf = argText("--cpu-prof", "");
+const compare = argText("--compare", "");
 /** Records written to s3rver at once while setting up. */
 const SETUP_CONCURRENCY = 32;
 
 interface Run {
+  cli: string;
   ms: number;
   cpuMs: number;
   /** This process's CPU meanwhile: s3rver and the proxy, the store the command waits for. */
@@ -64,7 +68,7 @@ function report(node: string, key: string, sha256: string): Record<string, unkno
   };
 }
 
-async function runStatus(storeUrl: string, endpoint: string, i: number): Promise<Run> {
+async function runStatus(cli: string, storeUrl: string, endpoint: string, i: number): Promise<Run> {
   const cpu = process.cpuUsage();
   const started = performance.now();
   const node = [process.execPath, ...(cpuProf ? ["--cpu-prof", "--cpu-prof-dir", cpuProf] : [])];
@@ -75,7 +79,7 @@ async function runStatus(storeUrl: string, endpoint: string, i: number): Promise
       "-f",
       "cpu %U %S",
       ...node,
-      join(packageRoot(), "bin", "servicelb.js"),
+      cli,
       "status",
       "--format",
       "json",
@@ -108,8 +112,9 @@ async function runStatus(storeUrl: string, endpoint: string, i: number): Promise
   } catch {
     summary = err.trim().split("\n").at(-2)?.slice(0, 300) ?? "no output";
   }
-  if (!process.argv.includes("--json")) console.error(`run ${i + 1}: ${ms} ms`);
+  if (!process.argv.includes("--json")) console.error(`run ${i + 1} (${cli}): ${ms} ms`);
   return {
+    cli,
     ms,
     cpuMs: round((Number(user) + Number(system)) * 1000),
     storeCpuMs: round((store.user + store.system) / 1000),
@@ -144,7 +149,11 @@ async function main(): Promise<void> {
     const endpoint = await proxy.endpointFor("status");
     const loadBefore = load();
     const results: Run[] = [];
-    for (let i = 0; i < runs; i++) results.push(await runStatus(storeUrl, endpoint, i));
+    const ours = join(packageRoot(), "bin", "servicelb.js");
+    for (let i = 0; i < runs; i++) {
+      results.push(await runStatus(ours, storeUrl, endpoint, i));
+      if (compare) results.push(await runStatus(compare, storeUrl, endpoint, i));
+    }
     const loadAfter = load();
     const traffic = proxy.traffic().get("status");
     const out = {
@@ -156,14 +165,19 @@ async function main(): Promise<void> {
       loadAfter,
       runs: results,
       requestsPerRun: traffic && {
-        list: traffic.requests.list / runs,
-        get: traffic.requests.get / runs,
-        head: traffic.requests.head / runs,
-        slowDowns: traffic.slowDowns / runs,
+        list: traffic.requests.list / results.length,
+        get: traffic.requests.get / results.length,
+        head: traffic.requests.head / results.length,
+        slowDowns: traffic.slowDowns / results.length,
       },
-      medianMs: percentile(
-        results.map((r) => r.ms),
-        50,
+      medianMs: Object.fromEntries(
+        [...new Set(results.map((r) => r.cli))].map((cli) => [
+          cli,
+          percentile(
+            results.filter((r) => r.cli === cli).map((r) => r.ms),
+            50,
+          ),
+        ]),
       ),
     };
     if (process.argv.includes("--json")) {
@@ -176,8 +190,16 @@ async function main(): Promise<void> {
     );
     console.log(
       table(
-        ["run", "wall ms", "CPU ms", "store CPU ms", "exit", "summary"],
-        results.map((r, i) => [i + 1, r.ms, r.cpuMs, r.storeCpuMs, String(r.exitCode), JSON.stringify(r.summary)]),
+        ["run", "CLI", "wall ms", "CPU ms", "store CPU ms", "exit", "summary"],
+        results.map((r, i) => [
+          i + 1,
+          r.cli === ours ? "this checkout" : r.cli,
+          r.ms,
+          r.cpuMs,
+          r.storeCpuMs,
+          String(r.exitCode),
+          JSON.stringify(r.summary).slice(0, 60),
+        ]),
       ),
     );
   } finally {
