@@ -7,8 +7,8 @@
  * by its own poll.
  *
  * Pings go out over node:http with keep-alive sockets, not fetch(): each agent is an origin of its
- * own, and fetch's per-request and per-origin cost was most of a round's time — ~1 ms of CPU per
- * ping, a second for a thousand agents from one instance (BENCHMARKS.md, "Pings").
+ * own, and fetch's per-request and per-origin cost made a round of a thousand pings CPU-bound in
+ * the notifier (BENCHMARKS.md, "Pings").
  */
 
 import { readFile } from "node:fs/promises";

@@ -1,8 +1,8 @@
 /*
  * GetObject of a small object over node:http, signed by the SDK's own SigV4 signer with the
  * client's own credentials and endpoint, without the SDK's request pipeline. `servicelb status`
- * and the reconcile function read every node's report (status/<node>.json, under a KiB): a
- * thousand of them through the client's middleware stack took ~1.5 ms of CPU each (BENCHMARKS.md,
+ * and the reconcile function read every node's report (status/<node>.json, under a KiB): through
+ * the client's middleware stack a thousand of them cost most of the command's CPU (BENCHMARKS.md,
  * "`servicelb status` against 1,000 node records"), this path a fraction of that. Everything else
  * — configs, chunks, the listing, writes — goes through the client.
  *
@@ -97,6 +97,7 @@ export function createLeanGet(o: LeanGetOptions): LeanGet {
   }
 
   async function attempt(t: Target, key: string): Promise<Buffer | null> {
+    if (closed.signal.aborted) throw new StoreClosedError();
     const path = `${t.url.pathname.replace(/\/$/, "")}/${key.split("/").map(encodeKeySegment).join("/")}`;
     const port = t.url.port ? Number(t.url.port) : undefined;
     const signed = await t.signer.sign({

@@ -104,3 +104,28 @@ describe("a lean GET", () => {
     }
   });
 });
+
+describe("a lean GET on a closed store", () => {
+  it("fails at once, not transient, and sends nothing", async () => {
+    const client = new S3Client({ region: "us-east-1", endpoint, forcePathStyle: true, credentials });
+    const lean = createLeanGet({
+      client,
+      bucket: "servicelb",
+      region: "us-east-1",
+      endpoint,
+      forcePathStyle: true,
+      timeoutMs: 1000,
+      deadlineMs: 2000,
+      maxObjectBytes: 1024,
+      maxSockets: 4,
+      describe: (k) => `s3://servicelb/${k}`,
+      fallback: () => Promise.reject(new Error("not taken")),
+    });
+    const before = seen.length;
+    lean.close();
+    const error = await lean.get("k").catch((e: unknown) => e);
+    expect(error).toMatchObject({ transient: false, message: expect.stringContaining("s3://servicelb/k") });
+    expect(seen.length).toBe(before);
+    client.destroy();
+  });
+});
