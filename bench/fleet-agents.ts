@@ -49,6 +49,8 @@ export interface FleetState {
   /** Store failures the agents counted (after the SDK's own retry) and failed loop runs, since they started. */
   escapedErrors: number;
   counts: FakeHaproxyCounts;
+  /** Per host process (fleet-host.ts): its agents, and its memory now and at its peak. */
+  hosts?: Array<{ agents: number; rssMiB: number; peakRssMiB: number; heapUsedMiB: number }>;
 }
 
 export interface FleetAgents {

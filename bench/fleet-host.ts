@@ -55,7 +55,17 @@ process.on("message", (m: HostRequest) => {
         urls: Object.fromEntries([...fleet.agents].map(([node, agent]) => [node, agent.url])),
       });
     } else if (m.type === "query") {
-      send({ type: "state", id: m.id, ...(await fleet!.state()) });
+      const state = await fleet!.state();
+      const MiB = 2 ** 20;
+      const memory = process.memoryUsage();
+      const host = {
+        agents: fleet!.agents.size,
+        rssMiB: Math.round(memory.rss / MiB),
+        // maxRSS is in KiB.
+        peakRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),
+        heapUsedMiB: Math.round(memory.heapUsed / MiB),
+      };
+      send({ type: "state", id: m.id, ...state, hosts: [host] });
     } else {
       await fleet?.stop();
       send({ type: "stopped" });

@@ -131,9 +131,11 @@ async function hosted(
         applied: {},
         escapedErrors: 0,
         counts: { starts: 0, reloads: 0, checksAsked: 0, checksRun: 0, runtimeCommands: 0, patternSwaps: 0 },
+        hosts: [],
       };
       for (const s of states) {
         if (s.type !== "state") continue;
+        merged.hosts!.push(...(s.hosts ?? []));
         Object.assign(merged.applied, s.applied);
         merged.escapedErrors += s.escapedErrors;
         for (const k of Object.keys(merged.counts) as Array<keyof FleetState["counts"]>)

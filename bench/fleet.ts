@@ -195,7 +195,7 @@ async function main(): Promise<void> {
     const statuses: StatusRun[] = [];
     for (let i = 0; i < statusRuns; i++) statuses.push(await runStatus(fleet));
     const rssMiB = round(process.memoryUsage().rss / 2 ** 20);
-    const { counts } = await fleet.state();
+    const { counts, hosts: hostMemory = [] } = await fleet.state();
     const config = fleet.initial.pass.counts;
     const report = {
       machine: machine(),
@@ -215,6 +215,7 @@ async function main(): Promise<void> {
       status: statuses,
       fakeHaproxy: counts,
       rssMiB,
+      hostMemory,
     };
     if (process.argv.includes("--json")) {
       process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
@@ -279,6 +280,10 @@ async function main(): Promise<void> {
     console.log(
       `Fake HAProxy: ${counts.starts} starts, ${counts.reloads} reloads, ${counts.checksAsked} checks asked (${counts.checksRun} run for real), ${counts.runtimeCommands} runtime commands, ${counts.patternSwaps} pattern swaps. RSS ${rssMiB} MiB.`,
     );
+    for (const h of hostMemory)
+      console.log(
+        `Host of ${h.agents} agents: RSS ${h.rssMiB} MiB (peak ${h.peakRssMiB}), heap used ${h.heapUsedMiB} MiB: ${round(h.peakRssMiB / h.agents)} MiB per agent at the peak.`,
+      );
     console.log(
       `\n\`servicelb status --format json\` against the ${agents} node records (its own process, through the proxy):\n`,
     );

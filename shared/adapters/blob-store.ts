@@ -44,6 +44,12 @@ export interface BlobStore {
   readonly maxObjectBytes: number;
   /** The object, or null when there is none. */
   get(key: string): Promise<Blob | null>;
+  /**
+   * A small object's body (a record of a few KiB), or null when there is none: get() without the
+   * metadata, by the leanest request the store has, for reading a thousand at once (the nodes'
+   * reports). The same limits and errors as get().
+   */
+  getBody(key: string): Promise<Buffer | null>;
   /** The object's size and metadata; a StoreError when there is none (not transient). */
   head(key: string): Promise<BlobHead>;
   put(key: string, body: string | Uint8Array, options: PutOptions): Promise<void>;

@@ -86,6 +86,10 @@ export function createMemoryBlobStore(options: MemoryBlobStoreOptions = {}): Mem
       return { body: Buffer.from(o.body), metadata: { ...o.metadata }, size: o.body.length } satisfies Blob;
     },
 
+    async getBody(key) {
+      return (await store.get(key))?.body ?? null;
+    },
+
     async head(key) {
       await request("head", key);
       const o = objects.get(key);

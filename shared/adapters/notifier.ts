@@ -5,9 +5,15 @@
  * within an overall deadline, and the agent Service's EndpointSlices are listed once per
  * DISCOVERY_TTL_MS, not once per change: an agent not pinged in time, or not yet listed, converges
  * by its own poll.
+ *
+ * Pings go out over node:http with keep-alive sockets, not fetch(): each agent is an origin of its
+ * own, and fetch's per-request and per-origin cost made a round of a thousand pings CPU-bound in
+ * the notifier (BENCHMARKS.md, "Pings").
  */
 
 import { readFile } from "node:fs/promises";
+import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 // Not the index: importing it at run time would put every generated API and model in the bundle.
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
@@ -80,6 +86,8 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
   const { concurrency, deadlineMs } = options;
   const now = options.now ?? (() => performance.now());
   let listed: { at: number; urls: string[] } | undefined;
+  // A socket per agent kept between rounds: a change a second after another reuses them.
+  const sockets = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
 
   async function fromService(ref: { namespace: string; name: string }): Promise<string[]> {
     const kc = loadKubeConfig(options.kube ?? {});
@@ -119,20 +127,40 @@ export function createNotifier(options: NotifierOptions, log: Logger): Notifier 
     const started = performance.now();
     const ms = () => Math.round(performance.now() - started);
     try {
-      const res = await fetch(`${agent}/notify`, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body,
-        signal: AbortSignal.timeout(waitMs),
-      });
-      // Drain the body so that the connection is released.
-      await res.arrayBuffer();
-      return res.ok
-        ? { agent, ok: true, status: res.status, ms: ms() }
-        : { agent, ok: false, status: res.status, error: `HTTP ${res.status}`, ms: ms() };
+      const status = await post(`${agent}/notify`, body, token, waitMs);
+      return status >= 200 && status < 300
+        ? { agent, ok: true, status, ms: ms() }
+        : { agent, ok: false, status, error: `HTTP ${status}`, ms: ms() };
     } catch (err) {
       return { agent, ok: false, error: errorText(err), ms: ms() };
     }
+  }
+
+  /** POSTs the body; the answer's status once its body is drained (which frees the socket). */
+  function post(url: string, body: string, token: string | undefined, waitMs: number): Promise<number> {
+    const https = url.startsWith("https:");
+    return new Promise<number>((resolve, reject) => {
+      const req = (https ? httpsRequest : httpRequest)(
+        url,
+        {
+          method: "POST",
+          agent: https ? sockets.https : sockets.http,
+          headers: {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
+          signal: AbortSignal.timeout(waitMs),
+        },
+        (res: IncomingMessage) => {
+          res.on("error", reject);
+          res.on("end", () => resolve(res.statusCode ?? 0));
+          res.resume();
+        },
+      );
+      req.on("error", reject);
+      req.end(body);
+    });
   }
 
   return {

@@ -16,6 +16,7 @@ import { parseStoreUrl } from "../core/store-url.js";
 import type { BlobEntry, BlobStore, PutOptions } from "./blob-store.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 import { errorText, StoreError } from "./store-error.js";
+import { createLeanGet } from "./s3-lean-get.js";
 import { DEFAULT_MAX_OBJECT_BYTES, limitRequests, readBodyBytes } from "./store-limits.js";
 
 export interface S3BlobStoreOptions {
@@ -54,7 +55,8 @@ export function createS3BlobStore(options: S3BlobStoreOptions): BlobStore {
     requestChecksumCalculation: "WHEN_REQUIRED",
     responseChecksumValidation: "WHEN_REQUIRED",
   });
-  limitRequests(client, { deadlineMs: options.deadlineMs ?? 30_000, maxObjectBytes });
+  const deadlineMs = options.deadlineMs ?? 30_000;
+  limitRequests(client, { deadlineMs, maxObjectBytes });
 
   const describe = (key: string) => `s3://${bucket}/${key} at ${endpoint}`;
 
@@ -101,25 +103,41 @@ export function createS3BlobStore(options: S3BlobStoreOptions): BlobStore {
     signBodies = true;
   }
 
+  async function get(key: string) {
+    try {
+      return await call("get", key, async () => {
+        const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+        const body = await readBodyBytes(response.Body, maxObjectBytes);
+        return { body, metadata: response.Metadata ?? {}, size: response.ContentLength ?? body.length };
+      });
+    } catch (err) {
+      if (err instanceof StoreError && isNotFound(err.cause)) return null;
+      throw err;
+    }
+  }
+
+  const lean = createLeanGet({
+    client,
+    bucket,
+    region,
+    endpoint: options.endpoint,
+    forcePathStyle: options.forcePathStyle,
+    timeoutMs,
+    deadlineMs,
+    maxObjectBytes,
+    maxSockets: LEAN_SOCKETS,
+    describe,
+    fallback: async (key) => (await get(key))?.body ?? null,
+  });
+
   return {
     bucket,
     prefix,
     endpoint,
     maxObjectBytes,
     describe,
-
-    async get(key) {
-      try {
-        return await call("get", key, async () => {
-          const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-          const body = await readBodyBytes(response.Body, maxObjectBytes);
-          return { body, metadata: response.Metadata ?? {}, size: response.ContentLength ?? body.length };
-        });
-      } catch (err) {
-        if (err instanceof StoreError && isNotFound(err.cause)) return null;
-        throw err;
-      }
-    },
+    get,
+    getBody: (key) => lean.get(key),
 
     async head(key) {
       const response = await call("head", key, () => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })));
@@ -155,9 +173,13 @@ export function createS3BlobStore(options: S3BlobStoreOptions): BlobStore {
 
     close() {
       client.destroy();
+      lean.close();
     },
   };
 }
+
+/** Sockets of the lean GETs (s3-lean-get.ts): as many as the node records read at once (store-records.ts). */
+const LEAN_SOCKETS = 128;
 
 function isNotFound(error: unknown): boolean {
   const { name, $metadata } = (error ?? {}) as { name?: unknown; $metadata?: { httpStatusCode?: number } };

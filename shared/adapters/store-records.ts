@@ -65,6 +65,21 @@ export const passRecordSchema = z.object({
 /** reconcile.json: how the reconcile function's last recorded pass went. */
 export type PassRecord = z.infer<typeof passRecordSchema>;
 
+/** One read of status/: what was listed, what was read, and what was listed but could not be read. */
+export interface StatusRead {
+  /** Records listed (deleted since the listing or not). */
+  listed: number;
+  /** Each record read: its JSON, or its text when it is not JSON (which is then no report). */
+  reports: unknown[];
+  /** Records listed whose GET failed (the store's errors, timeouts): neither read nor known gone. */
+  unread: { key: string; error: StoreError }[];
+}
+
+/** Node records read at once: a fleet's are a thousand small GETs. */
+export const STATUS_READS = 128;
+/** The wait before the records whose reads failed transiently are read again. */
+const STATUS_REREAD_MS = 200;
+
 export interface StoreRecords {
   readSettings(digest: string): Promise<SettingsRecord>;
   readLayout(digest: string): Promise<BackendLayout>;
@@ -82,7 +97,13 @@ export interface StoreRecords {
   getNewestHint(): Promise<NewestHint | null>;
   putNewestHint(hint: NewestHint): Promise<void>;
   putStatus(node: string, status: unknown): Promise<void>;
+  /** Every node's report; a StoreError when one cannot be read, or is not JSON (not transient). */
   listStatuses(): Promise<unknown[]>;
+  /**
+   * Every node's report that can be read, and which cannot: one record's failure does not fail
+   * the others. A StoreError only when the records cannot be listed.
+   */
+  readStatuses(): Promise<StatusRead>;
   /** Deletes every layout record but the one named (only the newest config's is ever read). */
   pruneLayouts(keep: string | null | undefined): Promise<void>;
 }
@@ -118,6 +139,51 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
     if (!parsed?.success || digestOf(parsed.data) !== digest)
       throw new StoreError(`${what} ${blobs.describe(key)} is corrupt`, { transient: false });
     return parsed.data;
+  }
+
+  /**
+   * The node records listed and each one's text or failure, in key order, STATUS_READS at a time,
+   * a transient failure read once more; one deleted since the listing (its node went) is left out.
+   */
+  async function readStatusRecords(): Promise<{
+    listed: number;
+    records: Array<{ key: string; text: string } | { key: string; error: StoreError }>;
+  }> {
+    const keys = (await blobs.list(statusPrefix))
+      .map((o) => o.key)
+      .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
+    const read: Array<{ key: string; text: string } | { key: string; error: StoreError } | undefined> = [];
+    const readAll = async (indexes: readonly number[]) => {
+      let next = 0;
+      const reader = async () => {
+        while (next < indexes.length) {
+          const i = indexes[next++]!;
+          const key = keys[i]!;
+          try {
+            const body = await blobs.getBody(key);
+            read[i] = body === null ? undefined : { key, text: body.toString("utf8") };
+          } catch (error) {
+            read[i] = {
+              key,
+              error:
+                error instanceof StoreError
+                  ? error
+                  : new StoreError(errorText(error), { transient: true, cause: error }),
+            };
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(STATUS_READS, indexes.length) }, reader));
+    };
+    await readAll(keys.map((_, i) => i));
+    // A thousand GETs meet a 503 twice in a row now and then (S3 answers bursts on a prefix with
+    // SlowDown): what failed so is read once more, after the others, rather than left unread.
+    const again = read.flatMap((r, i) => (r !== undefined && "error" in r && r.error.transient ? [i] : []));
+    if (again.length > 0) {
+      await new Promise((resolve) => setTimeout(resolve, STATUS_REREAD_MS));
+      await readAll(again);
+    }
+    return { listed: keys.length, records: read.filter((r) => r !== undefined) };
   }
 
   return {
@@ -192,25 +258,29 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
     },
 
     async listStatuses() {
-      const keys = (await blobs.list(statusPrefix))
-        .map((o) => o.key)
-        .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
-      const reports = await Promise.all(
-        keys.map(async (key) => {
-          // A report deleted since the listing (its node went) is no report.
-          const text = await getText(key);
-          if (text === null) return undefined;
-          try {
-            return JSON.parse(text) as unknown;
-          } catch (error) {
-            throw new StoreError(`status ${blobs.describe(key)} is not JSON: ${errorText(error)}`, {
-              transient: false,
-              cause: error,
-            });
-          }
-        }),
-      );
-      return reports.filter((r) => r !== undefined);
+      const { records } = await readStatusRecords();
+      return records.map((r) => {
+        if ("error" in r) throw r.error;
+        try {
+          return JSON.parse(r.text) as unknown;
+        } catch (error) {
+          throw new StoreError(`status ${blobs.describe(r.key)} is not JSON: ${errorText(error)}`, {
+            transient: false,
+            cause: error,
+          });
+        }
+      });
+    },
+
+    async readStatuses() {
+      const { listed, records } = await readStatusRecords();
+      const reports: unknown[] = [];
+      const unread: StatusRead["unread"] = [];
+      for (const r of records) {
+        if ("error" in r) unread.push(r);
+        else reports.push(parseOrText(r.text));
+      }
+      return { listed, reports, unread };
     },
 
     async pruneLayouts(keep) {
@@ -238,6 +308,15 @@ function parseJson<T>(text: string, schema: z.ZodType<T>): ReturnType<z.ZodType<
     return schema.safeParse(JSON.parse(text));
   } catch {
     return null;
+  }
+}
+
+/** The JSON a text holds, or the text itself when it holds none. */
+function parseOrText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
   }
 }
 

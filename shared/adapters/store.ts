@@ -20,7 +20,7 @@ import { storeRecords, type StoreRecords } from "./store-records.js";
 export type { BlobStore } from "./blob-store.js";
 export type { ConfigHead, ConfigRef, StoredConfig } from "./config-objects.js";
 export type { HashedConfig, HistoryEntry, PublishInput, PublishResult, SkippedKey } from "./config-publisher.js";
-export { type PassRecord, passRecordSchema, type Pin, pinSchema } from "./store-records.js";
+export { type PassRecord, passRecordSchema, type Pin, pinSchema, type StatusRead } from "./store-records.js";
 export { StoreError } from "./store-error.js";
 
 export interface ObjectStoreOptions extends S3BlobStoreOptions {
@@ -79,6 +79,7 @@ export function createStore(blobs: BlobStore, options: PublisherOptions = {}): O
     getNewestHint: () => records.getNewestHint(),
     putStatus: (node, status) => records.putStatus(node, status),
     listStatuses: () => records.listStatuses(),
+    readStatuses: () => records.readStatuses(),
     close: () => blobs.close(),
   };
 }

@@ -216,7 +216,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
   const recorded = settingsRecord(settings.options, ctx.template);
   const reports = new AgentReports(
     settings.digest,
-    () => store.listStatuses(),
+    () => store.readStatuses(),
     async () => {
       const found = await notifier.discover();
       return found.error ? undefined : found.agents.length;

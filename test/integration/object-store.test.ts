@@ -363,3 +363,80 @@ describe("store unavailable", () => {
     expect((error as StoreError).message).toMatch(/no-such-bucket.*NoSuchBucket/);
   });
 });
+
+describe("the nodes' reports, read by signed GETs of their own (s3-lean-get.ts)", () => {
+  const report = (node: string) => ({ node, applied: null, reportedAt: "2026-12-02T00:00:00.000Z" });
+
+  it("reads every record under a prefix that needs escaping, signed as s3rver checks it", async () => {
+    const store = openStore("t-lean/a b!(c)*'/");
+    for (const node of ["node-a", "node-b.example.com", "node-c"]) await store.putStatus(node, report(node));
+    const read = await store.readStatuses();
+    expect(read.listed).toBe(3);
+    expect(read.unread).toEqual([]);
+    expect((read.reports as Array<{ node: string }>).map((r) => r.node)).toEqual([
+      "node-a",
+      "node-b.example.com",
+      "node-c",
+    ]);
+    expect(await store.listStatuses()).toEqual(read.reports);
+  });
+
+  it("reads the others when one record keeps failing, and that one again after them; listStatuses fails with it", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    try {
+      proxy.refuseStatus = 503;
+      proxy.mode = (req) => (req.method === "GET" && req.url?.includes("/status/node-b.json") ? "refuse" : "pass");
+      const prefix = newPrefix();
+      const direct = openStore(prefix);
+      for (const node of ["node-a", "node-b", "node-c"]) await direct.putStatus(node, report(node));
+      const store = openStore(prefix, { endpoint: proxy.endpoint });
+      const read = await store.readStatuses();
+      expect(read.listed).toBe(3);
+      expect((read.reports as Array<{ node: string }>).map((r) => r.node)).toEqual(["node-a", "node-c"]);
+      expect(read.unread).toHaveLength(1);
+      expect(read.unread[0]!.key).toBe(`${prefix}status/node-b.json`);
+      expect(read.unread[0]!.error.transient).toBe(true);
+      expect(read.unread[0]!.error.message).toContain(
+        `s3://${s3.bucket}/${prefix}status/node-b.json at ${proxy.endpoint}`,
+      );
+      // Two attempts, as the client makes, and two more after the other records.
+      expect(proxy.seen.filter((r) => r.path.includes("/status/node-b.json"))).toHaveLength(4);
+      await expect(store.listStatuses()).rejects.toBeInstanceOf(StoreError);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it("holds a record to the deadline and the size cap, and a refusal is not retried", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    try {
+      const prefix = newPrefix();
+      const direct = openStore(prefix);
+      await direct.putStatus("node-a", { ...report("node-a"), padding: "x".repeat(4000) });
+      proxy.dripMs = 100;
+      proxy.mode = (req) => (req.method === "GET" && req.url?.endsWith("/status/node-a.json") ? "drip" : "pass");
+      const slow = openStore(prefix, { endpoint: proxy.endpoint, deadlineMs: 300 });
+      const started = performance.now();
+      const late = (await slow.readStatuses()).unread[0]?.error;
+      expect(late?.message).toMatch(/no complete answer within 300 ms/);
+      expect(late?.transient).toBe(true);
+      expect(performance.now() - started).toBeLessThan(3000);
+
+      proxy.mode = (req) => (req.method === "GET" && req.url?.endsWith("/status/node-a.json") ? "chunked" : "pass");
+      const capped = openStore(prefix, { endpoint: proxy.endpoint, maxObjectBytes: 1000 });
+      const large = (await capped.readStatuses()).unread[0]?.error;
+      expect(large?.message).toMatch(/passed the cap of 1000 bytes/);
+      expect(large?.transient).toBe(false);
+
+      proxy.refuseStatus = 403;
+      proxy.mode = (req) => (req.method === "GET" && req.url?.endsWith("/status/node-a.json") ? "refuse" : "pass");
+      const before = proxy.seen.length;
+      const denied = (await openStore(prefix, { endpoint: proxy.endpoint }).readStatuses()).unread[0]?.error;
+      expect(denied?.transient).toBe(false);
+      expect(denied?.message).toMatch(/HTTP 403/);
+      expect(proxy.seen.slice(before).filter((r) => r.path.includes("/status/"))).toHaveLength(1);
+    } finally {
+      await proxy.stop();
+    }
+  });
+});

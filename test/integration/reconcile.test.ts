@@ -28,6 +28,7 @@ import { loadKubeConfig } from "../../shared/adapters/cluster.js";
 import { startEventBridge } from "../../shared/dev/event-bridge.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { agentReport, service, slice } from "../support/fixtures.js";
+import { dripProxy } from "../support/drip.js";
 import { countingProxy, waitFor } from "../support/net.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
@@ -963,6 +964,40 @@ describe("the digest configs are published by", () => {
     expect(back).toMatchObject({ status: "published", sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
     expect((await h.store.get(back.key!)).config).toBe((await h.store.get(tree.key!)).config);
     expect(pinged()).toBe(back.sha256);
+  });
+
+  it("stays tree1 while a report cannot be read (503 after every retry), and goes back to sha256 when one read says no", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    try {
+      proxy.refuseStatus = 503;
+      const h = await harness({ SERVICELB_STORE_ENDPOINT: proxy.endpoint }, { digestRecheckMs: 0 });
+      for (const node of ["node-a", "node-b", "node-c"])
+        await h.store.putStatus(node, report(node, ["sha256", "tree1"]));
+      const first = await h.reconciler.reconcileNow({ id: "1", type: "resync" });
+      expect(first).toMatchObject({ status: "published", sha256: expect.stringMatching(/^tree1:[0-9a-f]{64}$/) });
+
+      // node-b's report cannot be read: the read comes up short, and decides nothing.
+      proxy.mode = (req) => (req.method === "GET" && req.url?.endsWith("/status/node-b.json") ? "refuse" : "pass");
+      moveTo("10.1.0.7");
+      const short = await h.reconciler.reconcileNow({ id: "2", type: "resync" });
+      expect(short).toMatchObject({ status: "published", sha256: expect.stringMatching(/^tree1:[0-9a-f]{64}$/) });
+      expect(h.lines.find((l) => String(l.msg).startsWith("some agents' reports cannot be read"))).toMatchObject({
+        level: 40,
+        unread: 1,
+        records: 3,
+      });
+      expect(h.lines.some((l) => l.msg === "configs are published by sha256 digests")).toBe(false);
+
+      // A report read that says its agent cannot verify tree1 decides, whatever was not read.
+      await h.store.putStatus("node-old", report("node-old"));
+      const back = await h.reconciler.reconcileNow({ id: "3", type: "resync" });
+      expect(back).toMatchObject({ status: "published", sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+      expect(h.lines.find((l) => l.msg === "configs are published by sha256 digests")).toMatchObject({
+        reason: "node node-old (servicelb/0.1.0) does not report that it verifies tree1",
+      });
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it("is what SERVICELB_DIGEST names, whatever the reports say", async () => {

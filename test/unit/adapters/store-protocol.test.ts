@@ -744,6 +744,28 @@ describe("agent statuses", () => {
     expect(await store.latest()).toBeNull();
   });
 
+  it("reads each record on its own: one that fails is unread, one that is not JSON is no report", async () => {
+    const prefix = newPrefix();
+    const blobs = createMemoryBlobStore({ bucket: "servicelb-test", prefix, objects });
+    const store = createStore(blobs);
+    stores.push(store);
+    for (const node of ["node-a", "node-b", "node-c"]) await store.putStatus(node, { node });
+    await s3.client.send(
+      new PutObjectCommand({ Bucket: s3.bucket, Key: `${prefix}status/node-d.json`, Body: "{not json" }),
+    );
+    blobs.inject = (operation, key) =>
+      operation === "get" && key.endsWith("/node-b.json")
+        ? new StoreError("memory get failed: SlowDown", { transient: true })
+        : undefined;
+    const read = await store.readStatuses();
+    expect(read.listed).toBe(4);
+    expect(read.reports).toEqual([{ node: "node-a" }, { node: "node-c" }, "{not json"]);
+    expect(read.unread.map((u) => [u.key, u.error.transient])).toEqual([[`${prefix}status/node-b.json`, true]]);
+    await expect(store.listStatuses()).rejects.toThrow(/SlowDown/);
+    blobs.inject = null;
+    await expect(store.listStatuses()).rejects.toThrow(/node-d\.json .*is not JSON/);
+  });
+
   it.each(["", "Node-A", "-node", "node-", "a/b", "a..b", "x".repeat(254)])("rejects node name %j", async (node) => {
     await expect(openStore().putStatus(node, {})).rejects.toThrow(/DNS-1123/);
   });

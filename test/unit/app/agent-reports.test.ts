@@ -1,10 +1,31 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { AgentReports, digestForFleet, roomForFleet } from "../../../shared/app/agent-reports.js";
+import type { StatusRead } from "../../../shared/adapters/store.js";
+import { StoreError } from "../../../shared/adapters/store-error.js";
+import {
+  AgentReports,
+  chunksForFleet,
+  digestForFleet,
+  fleetVerdict,
+  roomForFleet,
+} from "../../../shared/app/agent-reports.js";
 import { agentReport } from "../../support/fixtures.js";
 
 const report = agentReport;
+/** A report of an agent that verifies tree1 and reads chunks. */
+const current = (node: string) => ({ ...report(node, ["sha256", "tree1"]), formats: ["chunks1"] });
 const silent = pino({ level: "silent" });
+/** A read of status/ in which every record listed was read. */
+const whole = (reports: unknown[]): StatusRead => ({ listed: reports.length, reports, unread: [] });
+/** A read in which `unread` more records were listed than read (a 503 twice, a timeout). */
+const short = (reports: unknown[], unread: number): StatusRead => ({
+  listed: reports.length + unread,
+  reports,
+  unread: Array.from({ length: unread }, (_, i) => ({
+    key: `status/lost-${i}.json`,
+    error: new StoreError("S3 get failed: HTTP 503 SlowDown", { transient: true }),
+  })),
+});
 /** No agent count known (the notifier found none, or discovery failed). */
 const unknownAgents = async () => undefined;
 
@@ -47,7 +68,7 @@ describe("the digest a reconcile instance publishes by", () => {
       "tree1",
       () => {
         reads++;
-        return new Promise<unknown[]>(() => undefined);
+        return new Promise<StatusRead>(() => undefined);
       },
       async () => {
         counted++;
@@ -73,7 +94,7 @@ describe("the digest a reconcile instance publishes by", () => {
       async () => {
         reads++;
         if (reads === 3) await new Promise<void>((r) => (release = r));
-        return reports;
+        return whole(reports);
       },
       unknownAgents,
       silent,
@@ -101,36 +122,45 @@ describe("the digest a reconcile instance publishes by", () => {
     expect(reads).toBe(3);
   });
 
-  it("goes back to sha256 when the reports cannot be read", async () => {
+  it("keeps tree1 and chunks through reads that fail, for DOUBT_LIMIT_MS at most", async () => {
     let now = 0;
     let fail = true;
     const choice = new AgentReports(
       "auto",
       async () => {
-        if (fail) throw new Error("store down");
-        return [report("a", ["sha256", "tree1"])];
+        if (fail) throw new StoreError("S3 list failed: timed out", { transient: true });
+        return whole([current("a")]);
       },
       unknownAgents,
       silent,
       1000,
       () => now,
+      1000,
+      5000,
     );
+    // No read has decided yet: in doubt, sha256 and whole.
     expect(await choice.forPass()).toBe("sha256");
     fail = false;
     now = 1000;
     await choice.forPass();
     await new Promise((r) => setImmediate(r));
     expect(await choice.forPass()).toBe("tree1");
+    expect(choice.chunked).toBe(true);
     fail = true;
-    now = 2000;
-    // On tree1 a due read is waited for: a fleet in doubt is served by sha256 from this pass on.
+    for (now = 2000; now <= 6000; now += 1000) {
+      expect(await choice.forPass()).toBe("tree1");
+      expect(choice.chunked).toBe(true);
+    }
+    // Over five seconds without a whole read: whole configs by sha256 until one succeeds.
+    now = 7000;
     expect(await choice.forPass()).toBe("sha256");
+    expect(choice.chunked).toBe(false);
   });
 
   it("waits at most a second for a first read that hangs, and publishes by sha256 meanwhile", async () => {
     const choice = new AgentReports(
       "auto",
-      () => new Promise<unknown[]>(() => undefined),
+      () => new Promise<StatusRead>(() => undefined),
       unknownAgents,
       silent,
       60_000,
@@ -142,12 +172,13 @@ describe("the digest a reconcile instance publishes by", () => {
     expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
   });
 
-  it("publishes by sha256 on tree1 when a due read does not come back in time", async () => {
+  it("publishes by the last decision when a due read does not come back in time", async () => {
     let now = 0;
     let hang = false;
     const choice = new AgentReports(
       "auto",
-      () => (hang ? new Promise<unknown[]>(() => undefined) : Promise.resolve([report("a", ["sha256", "tree1"])])),
+      () =>
+        hang ? new Promise<StatusRead>(() => undefined) : Promise.resolve(whole([report("a", ["sha256", "tree1"])])),
       unknownAgents,
       silent,
       1000,
@@ -157,7 +188,9 @@ describe("the digest a reconcile instance publishes by", () => {
     expect(await choice.forPass()).toBe("tree1");
     hang = true;
     now = 1000;
-    expect(await choice.forPass()).toBe("sha256");
+    const t0 = performance.now();
+    expect(await choice.forPass()).toBe("tree1");
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
   });
 
   it("counts the agents the notifier finds: fewer reports keep sha256", async () => {
@@ -165,7 +198,7 @@ describe("the digest a reconcile instance publishes by", () => {
     let now = 0;
     const choice = new AgentReports(
       "auto",
-      async () => [report("a", ["sha256", "tree1"])],
+      async () => whole([report("a", ["sha256", "tree1"])]),
       async () => agents,
       silent,
       1000,
@@ -188,7 +221,7 @@ describe("the digest a reconcile instance publishes by", () => {
       () => {
         reads++;
         if (reads === 1) throw new Error("no store");
-        return Promise.resolve([report("a", ["sha256", "tree1"])]);
+        return Promise.resolve(whole([report("a", ["sha256", "tree1"])]));
       },
       unknownAgents,
       silent,
@@ -201,6 +234,127 @@ describe("the digest a reconcile instance publishes by", () => {
     await new Promise((r) => setImmediate(r));
     expect(reads).toBe(2);
     expect(await choice.forPass()).toBe("tree1");
+  });
+});
+
+describe("a read of the reports that came up short", () => {
+  const tree1 = (r: { digests: string[] }) => r.digests.includes("tree1");
+
+  it("decides nothing when records listed could not be read, unless one read says no", () => {
+    const read = { records: 3, reports: [current("a"), current("b")], unread: 1 };
+    expect(fleetVerdict(read, 3, tree1, "verifies tree1")).toEqual({
+      allowed: undefined,
+      reason: "1 of 3 agents' reports cannot be read",
+    });
+    // A report read that says the agent cannot: no, whatever was not read.
+    const old = { records: 3, reports: [current("a"), report("old")], unread: 1 };
+    expect(fleetVerdict(old, 3, tree1, "verifies tree1")).toEqual({
+      allowed: false,
+      reason: "node old (servicelb/0.1.0) does not report that it verifies tree1",
+    });
+    const garbled = { records: 3, reports: [current("a"), "not json"], unread: 1 };
+    expect(fleetVerdict(garbled, 3, tree1, "verifies tree1").allowed).toBe(false);
+    // A known agent that has never reported: more agents than records listed, read or not.
+    expect(fleetVerdict(read, 4, tree1, "verifies tree1")).toEqual({
+      allowed: false,
+      reason: "4 agents are known, 3 have reported to the store",
+    });
+  });
+
+  it("decides nothing when the records could not be listed, unless more agents are known than were listed last", () => {
+    const failed = { records: undefined, reports: [], unread: 0 };
+    expect(fleetVerdict(failed, 3, tree1, "verifies tree1", 3)).toEqual({
+      allowed: undefined,
+      reason: "the agents' reports cannot be listed",
+    });
+    expect(fleetVerdict(failed, undefined, tree1, "verifies tree1", 3).allowed).toBeUndefined();
+    expect(fleetVerdict(failed, 4, tree1, "verifies tree1", 3)).toEqual({
+      allowed: false,
+      reason: "4 agents are known, 3 have reported to the store",
+    });
+  });
+
+  it("allows chunks on a whole read only: every report lists chunks1, as many as the agents known", () => {
+    expect(chunksForFleet([current("a"), current("b")])).toBe(true);
+    expect(chunksForFleet([current("a"), current("b")], 3)).toBe(false);
+    expect(chunksForFleet([current("a"), report("b", ["sha256", "tree1"])])).toBe(false);
+    expect(chunksForFleet([])).toBe(false);
+  });
+
+  it("keeps chunks and tree1 through short reads; a report read without them, or a new agent, switches back", async () => {
+    let now = 0;
+    let read: StatusRead = whole([current("a"), current("b"), current("c")]);
+    let agents = 3;
+    let listing = true;
+    const choice = new AgentReports(
+      "auto",
+      async () => {
+        if (!listing) throw new StoreError("S3 list failed: HTTP 503 SlowDown", { transient: true });
+        return read;
+      },
+      async () => agents,
+      silent,
+      1000,
+      () => now,
+    );
+    expect(await choice.forPass()).toBe("tree1");
+    expect(choice.chunked).toBe(true);
+    // One record of three could not be read (a 503 twice): the last decision stands.
+    read = short([current("a"), current("b")], 1);
+    now = 1000;
+    expect(await choice.forPass()).toBe("tree1");
+    expect(choice.chunked).toBe(true);
+    // The listing itself fails: it stands again.
+    listing = false;
+    now = 2000;
+    expect(await choice.forPass()).toBe("tree1");
+    expect(choice.chunked).toBe(true);
+    listing = true;
+    // A short read in which an agent from before shows: whole, by sha256, from this pass on.
+    read = short([current("a"), report("old", [])], 1);
+    now = 3000;
+    expect(await choice.forPass()).toBe("sha256");
+    expect(choice.chunked).toBe(false);
+    read = whole([current("a"), current("b"), current("c")]);
+    now = 4000;
+    await choice.forPass();
+    await new Promise((r) => setImmediate(r));
+    expect(await choice.forPass()).toBe("tree1");
+    expect(choice.chunked).toBe(true);
+    // A fourth agent is known that has not reported, while the read comes up short: whole.
+    agents = 4;
+    read = short([current("a"), current("b")], 1);
+    now = 5000;
+    expect(await choice.forPass()).toBe("sha256");
+    expect(choice.chunked).toBe(false);
+  });
+
+  it("lowers the room by what a short read shows, and keeps it otherwise", async () => {
+    let now = 0;
+    const limited = (node: string, limit: number) => ({ ...current(node), openFiles: { limit, reserved: 0 } });
+    let read: StatusRead = whole([limited("a", 5000), limited("b", 3000)]);
+    const reports = new AgentReports(
+      "auto",
+      async () => read,
+      unknownAgents,
+      silent,
+      1000,
+      () => now,
+    );
+    await reports.forPass();
+    expect(reports.room).toBe(3000);
+    read = short([limited("a", 5000)], 1);
+    now = 1000;
+    await reports.forPass();
+    expect(reports.room).toBe(3000);
+    read = short([limited("a", 2000)], 1);
+    now = 2000;
+    await reports.forPass();
+    expect(reports.room).toBe(2000);
+    read = whole([limited("a", 5000), limited("b", 3000)]);
+    now = 3000;
+    await reports.forPass();
+    expect(reports.room).toBe(3000);
   });
 });
 
@@ -223,7 +377,7 @@ describe("the room of the smallest node", () => {
       "sha256",
       async () => {
         if (fail) throw new Error("store down");
-        return [limited("a", 1000, 228)];
+        return whole([limited("a", 1000, 228)]);
       },
       unknownAgents,
       silent,
