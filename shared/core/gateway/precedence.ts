@@ -1,0 +1,43 @@
+/*
+ * The order in which a frontend tries its match entries: the first that a request satisfies
+ * wins, so this order is the spec's precedence (apis/v1/httproute_types.go, HTTPRouteSpec.Hostnames
+ * and HTTPRouteRule.Matches):
+ *   1. the hostname: an exact name, then wildcards with the most characters, then any host;
+ *   2. an Exact path, then the PathPrefix with the most characters;
+ *   3. a method match; 4. the most header matches; 5. the most query parameter matches;
+ *   6. the oldest route (creationTimestamp); 7. `namespace/name` alphabetically;
+ *   8. the rule's position in its route, then the match's.
+ * Entries that tie on all of these are the same match of the same rule, and only hosts told
+ * apart by name are left; they are ordered by name so the order is total and the config is the
+ * same whatever order the objects were listed in.
+ */
+
+import { compareStrings } from "../compare.js";
+import type { MatchEntry } from "./routing.js";
+
+function hostRank(e: MatchEntry): number {
+  return e.host === null ? 2 : e.host.wildcard ? 1 : 0;
+}
+
+export function comparePrecedence(a: MatchEntry, b: MatchEntry): number {
+  return (
+    hostRank(a) - hostRank(b) ||
+    (b.host?.name.length ?? 0) - (a.host?.name.length ?? 0) ||
+    (a.path.type === "Exact" ? 0 : 1) - (b.path.type === "Exact" ? 0 : 1) ||
+    b.path.value.length - a.path.value.length ||
+    (a.method === null ? 1 : 0) - (b.method === null ? 1 : 0) ||
+    b.headers.length - a.headers.length ||
+    b.queryParams.length - a.queryParams.length ||
+    compareCreated(a.created, b.created) ||
+    compareStrings(a.route, b.route) ||
+    a.ruleIndex - b.ruleIndex ||
+    a.matchIndex - b.matchIndex ||
+    compareStrings(a.host?.name ?? "", b.host?.name ?? "") ||
+    compareStrings(a.path.value, b.path.value)
+  );
+}
+
+function compareCreated(a: number, b: number): number {
+  if (a === b) return 0;
+  return a < b ? -1 : 1;
+}
