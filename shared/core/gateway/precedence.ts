@@ -7,9 +7,10 @@
  *   3. a method match; 4. the most header matches; 5. the most query parameter matches;
  *   6. the oldest route (creationTimestamp); 7. `namespace/name` alphabetically;
  *   8. the rule's position in its route, then the match's.
- * Entries that tie on all of these are the same match of the same rule, and only hosts told
- * apart by name are left; they are ordered by name so the order is total and the config is the
- * same whatever order the objects were listed in.
+ * Two hosts of the same kind and length never match the same request (two exact names, or
+ * two domains of one length under which a name lies), so they are ordered by name right after
+ * their length: the entries of one host stay together, and the order is total, so the config is
+ * the same whatever order the objects were listed in.
  */
 
 import { compareStrings } from "../compare.js";
@@ -23,6 +24,7 @@ export function comparePrecedence(a: MatchEntry, b: MatchEntry): number {
   return (
     hostRank(a) - hostRank(b) ||
     (b.host?.name.length ?? 0) - (a.host?.name.length ?? 0) ||
+    compareStrings(a.host?.name ?? "", b.host?.name ?? "") ||
     (a.path.type === "Exact" ? 0 : 1) - (b.path.type === "Exact" ? 0 : 1) ||
     b.path.value.length - a.path.value.length ||
     (a.method === null ? 1 : 0) - (b.method === null ? 1 : 0) ||
@@ -32,7 +34,6 @@ export function comparePrecedence(a: MatchEntry, b: MatchEntry): number {
     compareStrings(a.route, b.route) ||
     a.ruleIndex - b.ruleIndex ||
     a.matchIndex - b.matchIndex ||
-    compareStrings(a.host?.name ?? "", b.host?.name ?? "") ||
     compareStrings(a.path.value, b.path.value)
   );
 }
