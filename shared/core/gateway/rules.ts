@@ -40,10 +40,15 @@ function pathProblem(value: string): string | null {
   return null;
 }
 
+/** RFC 9110 field values: no control characters but tab (a CR or LF would split the header). */
+const FIELD_VALUE = /^[^\x00-\x08\x0a-\x1f\x7f]*$/;
+
 function headerEdits(m: NonNullable<RouteFilter["requestHeaderModifier"]>, what: string): HeaderEdits | string {
   for (const name of [...m.set.map((h) => h.name), ...m.add.map((h) => h.name), ...m.remove])
     if (!TOKEN.test(name))
       return `${what}: header name ${JSON.stringify(name)} is not supported (letters, digits, - _ . only)`;
+  for (const h of [...m.set, ...m.add])
+    if (!FIELD_VALUE.test(h.value)) return `${what}: the value of ${h.name} holds a control character`;
   return { set: m.set, add: m.add, remove: m.remove };
 }
 
@@ -78,6 +83,7 @@ export function checkRule(rule: HTTPRouteRule): CheckedRule | string {
       if (h.type !== "Exact") return "RegularExpression header matches are not supported";
       if (!TOKEN.test(h.name))
         return `header name ${JSON.stringify(h.name)} is not supported (letters, digits, - _ . only)`;
+      if (!FIELD_VALUE.test(h.value)) return `the value matched in header ${h.name} holds a control character`;
     }
     for (const q of m.queryParams) {
       if (q.type !== "Exact") return "RegularExpression query parameter matches are not supported";
