@@ -141,8 +141,8 @@ describe("Gateway API objects in a snapshot", () => {
     expect(snap.problems).toHaveLength(1);
     expect(snap.problems[0]).toContain("HTTPRoute default/bad");
     expect(snap.revision).toBe("7");
-    // The API's defaults: one rule matching every path, weight 1, PathPrefix.
-    expect(snap.gateway?.httpRoutes[0]!.spec.rules).toEqual([
+    // The API's defaults: one rule matching every path, a PathPrefix of /
+    expect(snap.gateway?.httpRoutes[0]?.spec.rules).toEqual([
       {
         matches: [{ path: { type: "PathPrefix", value: "/" }, headers: [], queryParams: [], method: null }],
         filters: [],
