@@ -287,23 +287,29 @@ export async function listClusterItems<T>(
     }
   })();
   // Clusters without the Gateway API CRDs answer 404: they have none of these objects. One whose
-  // RBAC predates them (an older install) answers 403: its Services are served all the same.
-  const gatewayLists = GATEWAY_RESOURCES.map(async (resource) => {
-    try {
-      return await list(resource);
-    } catch (err) {
-      if (!(err instanceof ClusterError && (err.status === 404 || err.status === 403))) throw err;
-      if (err.status === 403)
-        warnings.push(
-          `Gateway API ${resource} are not served: ${err.message} (grant list on them: infra/base/rbac.yaml)`,
-        );
-      return { items: [] as T[], revision: "" };
+  // RBAC predates them (an older install) answers 403: its Services are served all the same. The
+  // four small lists go one after another once the endpoints are in, beside the Services' list, so
+  // a pass holds no more connections to the API server than it did without them.
+  const gatewayLists = (async () => {
+    await endpoints;
+    const out: Array<{ items: T[]; revision: string }> = [];
+    for (const resource of GATEWAY_RESOURCES) {
+      try {
+        out.push(await list(resource));
+      } catch (err) {
+        if (!(err instanceof ClusterError && (err.status === 404 || err.status === 403))) throw err;
+        if (err.status === 403)
+          warnings.push(
+            `Gateway API ${resource} are not served: ${err.message} (grant list on them: infra/base/rbac.yaml)`,
+          );
+      }
     }
-  });
-  const [svc, eps, ...gateway] = await Promise.all([
+    return out;
+  })();
+  const [svc, eps, gateway] = await Promise.all([
     cancelOnFailure(services),
     cancelOnFailure(endpoints),
-    ...gatewayLists.map((p) => cancelOnFailure(p)),
+    cancelOnFailure(gatewayLists),
   ]);
 
   let revision = newerRevision(svc.revision, eps.revision);
