@@ -7,7 +7,7 @@ import type { RenderOptions } from "./options.js";
 import type { Renderer } from "./render.js";
 import { scopeReport } from "./scope-report.js";
 import { type ConfigHasher, configHasher } from "./config-digest.js";
-import { modelDescriptors } from "./descriptors.js";
+import { gatewayBinds, modelDescriptors } from "./descriptors.js";
 import type { Snapshot } from "./snapshot.js";
 import { withGateway } from "./gateway/attach.js";
 
@@ -89,7 +89,8 @@ export function renderSnapshot(
       backends: built.backends.length,
       spares: placement ? placement.layout.spares.filter((s) => s.holds === null).length : 0,
       servers: model.readyServers,
-      descriptors: placement?.descriptors ?? modelDescriptors(model),
+      // The layout counts the Services' part; the Gateway's frontends come on top.
+      descriptors: placement ? placement.descriptors + gatewayBinds(model) : modelDescriptors(model),
       bytes: byteLength,
       buildMs: roundMs(t1 - t0),
       renderMs: roundMs(t2 - t1),

@@ -126,6 +126,14 @@ describe("Gateway API routes through a real HAProxy", () => {
             filters: [{ type: "RequestRedirect", requestRedirect: { hostname: "example.org", statusCode: 301 } }],
           },
           {
+            matches: [{ path: { type: "PathPrefix", value: "/to-https-port" } }],
+            filters: [{ type: "RequestRedirect", requestRedirect: { scheme: "https", port: 8443, statusCode: 308 } }],
+          },
+          {
+            matches: [{ path: { type: "PathPrefix", value: "/to-https" } }],
+            filters: [{ type: "RequestRedirect", requestRedirect: { scheme: "https", statusCode: 307 } }],
+          },
+          {
             matches: [{ path: { type: "PathPrefix", value: "/prefix/one" } }],
             filters: [
               { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/one" } } },
@@ -248,6 +256,15 @@ describe("Gateway API routes through a real HAProxy", () => {
     const r = await get("/hostname-redirect?x=1", { host: "ext.example" });
     expect(r.status).toBe(301);
     expect(r.headers.location).toBe(`http://example.org:${own}/hostname-redirect?x=1`);
+  });
+
+  it("redirects to another scheme and port, with 307 and 308 (RedirectPortAndScheme, 307Redirect, 308Redirect)", async () => {
+    const withPort = await get("/to-https-port/a?x=1", { host: "Ext.Example:1234" });
+    expect(withPort.status).toBe(308);
+    expect(withPort.headers.location).toBe("https://Ext.Example:8443/to-https-port/a?x=1");
+    const scheme = await get("/to-https", { host: "ext.example" });
+    expect(scheme.status).toBe(307);
+    expect(scheme.headers.location).toBe("https://ext.example/to-https");
   });
 
   it.each([

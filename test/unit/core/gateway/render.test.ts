@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { configDescriptors } from "../../../../shared/core/descriptors.js";
 import { frontendLines } from "../../../../shared/core/gateway/render.js";
 import { resolveGateway } from "../../../../shared/core/gateway/resolve.js";
 import { parseRenderOptions } from "../../../../shared/core/options.js";
@@ -48,6 +49,22 @@ describe("rendering Gateway API routing", () => {
     expect(lastRequest).toBeLessThan(firstUse);
     expect(lines[firstUse]).toBe("    use_backend gw:default:web:80 if { var(txn.gw) -m int eq 0 }");
     expect(config).not.toContain("frontend gw:");
+  });
+
+  it("counts a descriptor for each Gateway port with a frontend of its own, as the config holds", () => {
+    const result = render([
+      ...cluster,
+      gatewayClass(),
+      gateway("gw", [
+        { name: "a", port: 80 },
+        { name: "b", port: 8081 },
+        { name: "c", port: 8082 },
+      ]),
+      httpRoute("r", { parentRefs: [{ name: "gw" }], rules: [{ backendRefs: [{ name: "web", port: 80 }] }] }),
+    ]);
+    expect(result.config).toContain("frontend gw:8082 ");
+    expect(result.stats.descriptors).toBe(configDescriptors(result.config).own);
+    expect(result.stats.descriptors).toBe(render(cluster).stats.descriptors + 2);
   });
 
   it("quotes every value a route author chose", () => {
