@@ -15,7 +15,7 @@ import { effectiveHostnames } from "./hostnames.js";
 import { comparePrecedence } from "./precedence.js";
 import type { GatewayBackend, GatewayFrontend, GatewayRouting, MatchEntry, Redirect, ResolvedRule } from "./routing.js";
 import { checkRule, type CheckedRule } from "./rules.js";
-import { GATEWAY_GROUP, type Gateway, type GatewayLabelSelector, type HTTPRoute, type Listener } from "./schemas.js";
+import { GATEWAY_GROUP, type Gateway, type GatewayLabelSelector, type Listener } from "./schemas.js";
 import {
   type Condition,
   condition,

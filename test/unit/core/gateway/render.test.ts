@@ -45,7 +45,7 @@ describe("rendering Gateway API routing", () => {
     const frontend = config.slice(config.indexOf("frontend http "), config.indexOf("\nbackend "));
     const lines = frontend.split("\n");
     const firstUse = lines.findIndex((l) => l.trimStart().startsWith("use_backend"));
-    const lastRequest = lines.findLastIndex((l) => l.trimStart().startsWith("http-request"));
+    const lastRequest = lines.map((l) => l.trimStart().startsWith("http-request")).lastIndexOf(true);
     expect(lastRequest).toBeLessThan(firstUse);
     expect(lines[firstUse]).toBe("    use_backend gw:default:web:80 if { var(txn.gw) -m int eq 0 }");
     expect(config).not.toContain("frontend gw:");

@@ -3,7 +3,13 @@ import { resolveGateway, type GatewayPorts } from "../../../../shared/core/gatew
 import type { GatewayRouting } from "../../../../shared/core/gateway/routing.js";
 import { snapshotFromDocuments } from "../../../../shared/core/snapshot.js";
 import { list, service, slice } from "../../../support/fixtures.js";
-import { gateway, gatewayClass, httpRoute, referenceGrant } from "../../../support/gateway-fixtures.js";
+import {
+  gateway,
+  gatewayClass,
+  httpRoute,
+  type ListenerSpec,
+  referenceGrant,
+} from "../../../support/gateway-fixtures.js";
 
 const PORTS: GatewayPorts = { httpPort: 80, reserved: new Map([[1936, "the stats page's"]]) };
 
@@ -26,7 +32,7 @@ function resolve(items: unknown[], ports = PORTS): GatewayRouting {
   return r;
 }
 
-const gw = (listeners = [{ name: "http", port: 80 }]) => gateway("gw", listeners);
+const gw = (listeners: ListenerSpec[] = [{ name: "http", port: 80 }]) => gateway("gw", listeners);
 const route = (name: string, spec: Record<string, unknown>, opts?: Parameters<typeof httpRoute>[2]) =>
   httpRoute(name, { parentRefs: [{ name: "gw", namespace: "default" }], ...spec }, opts);
 const to = (name: string, extra: Record<string, unknown> = {}) => ({ name, port: 8080, ...extra });
