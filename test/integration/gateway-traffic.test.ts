@@ -4,13 +4,13 @@
  * Gateway port of its own and on --http-port beside annotated Services.
  */
 import { spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
-import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { parseSnapshot, snapshotFromDocuments } from "../../shared/core/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../support/gateway-fixtures.js";
@@ -76,7 +76,21 @@ describe("Gateway API routes through a real HAProxy", () => {
       gateway("gw", [
         { name: "own", port: own },
         { name: "shared", port: shared, hostname: "gw.example.com" },
+        // httproute-listener-hostname-matching.yaml, on the same port
+        { name: "listener-1", port: own, hostname: "bar.com" },
+        { name: "listener-2", port: own, hostname: "foo.bar.com" },
+        { name: "listener-3", port: own, hostname: "*.bar.com" },
+        { name: "listener-4", port: own, hostname: "*.foo.com" },
       ]),
+      route("backend-v1", { rules: [{ backendRefs: [to("v1")] }] }, "listener-1"),
+      route("backend-v2", { rules: [{ backendRefs: [to("v2")] }] }, "listener-2"),
+      httpRoute("backend-v3", {
+        parentRefs: [
+          { name: "gw", sectionName: "listener-3" },
+          { name: "gw", sectionName: "listener-4" },
+        ],
+        rules: [{ backendRefs: [to("v3")] }],
+      }),
       route("weights", {
         hostnames: ["weights.example"],
         rules: [{ backendRefs: [to("v1", 70), to("v2", 30), to("v3", 0)] }],
@@ -205,6 +219,20 @@ describe("Gateway API routes through a real HAProxy", () => {
     expect(r.body.split(" ")[0]).toBe(backend);
   });
 
+  it.each([
+    ["bar.com", "v1"],
+    ["foo.bar.com", "v2"],
+    ["baz.bar.com", "v3"],
+    ["multiple.prefixes.bar.com", "v3"],
+    ["multiple.prefixes.foo.com", "v3"],
+  ])("Host %s goes to %s by its listener's hostname (ListenerHostnameMatching)", async (host, backend) => {
+    expect((await get("/", { host })).body).toBe(`${backend} /`);
+  });
+
+  it.each(["foo.com", "no.matching.host"])("Host %s matches no listener: 404", async (host) => {
+    expect((await get("/", { host })).status).toBe(404);
+  });
+
   it("answers 404 when nothing matches on a Gateway's own port", async () => {
     expect((await get("/", { host: "unknown.example" })).status).toBe(404);
     expect((await get("/v2x", { host: "example.org" })).status).toBe(404);
@@ -290,5 +318,22 @@ describe("Gateway API routes through a real HAProxy", () => {
     // A Service's own path is /<name>:<port> for a port other than 80 (docs/annotations.md).
     expect((await send(shared, "GET", "/legacy:8080/x", { host: "other.example" })).body).toBe("legacy /x");
     expect((await send(shared, "GET", "/legacy:8080/x", { host: "gw.example.com" })).body).toBe("v2 /legacy:8080/x");
+  });
+});
+
+describe("examples/gateway.yaml", () => {
+  it("renders, without warnings, a config HAProxy accepts", async () => {
+    requireHaproxy();
+    const setup = await loopbackOptions();
+    try {
+      const snap = parseSnapshot(readFileSync("examples/gateway.yaml", "utf8"));
+      const { config, warnings } = renderSnapshot(snap, setup.options, renderer);
+      expect(snap.problems).toEqual([]);
+      expect(warnings).toEqual([]);
+      expect(config).toContain("frontend gw:8081 ");
+      expect(haproxyCheck(config, setup.dir)).toMatchObject({ ok: true });
+    } finally {
+      setup.cleanup();
+    }
   });
 });
