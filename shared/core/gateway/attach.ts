@@ -4,6 +4,7 @@
  * API objects, so that such renders stay byte for byte what they were.
  */
 
+import { matchesSelector } from "../label-selector.js";
 import type { Model } from "../model.js";
 import { type GatewayPorts, resolveGateway } from "./resolve.js";
 import type { Snapshot } from "../snapshot.js";
@@ -14,7 +15,13 @@ export function gatewayPorts(model: Model): GatewayPorts {
   const reserved = new Map<number, string>([[o.statsPort, "the stats page's (--stats-port)"]]);
   if (o.sslCert !== undefined) reserved.set(o.httpsPort, "the HTTPS frontend's (--https-port)");
   for (const t of model.tcpFrontends) reserved.set(t.port, `the TCP frontend ${t.name}'s (--tcp-services)`);
-  return { httpPort: o.httpPort, reserved };
+  return {
+    httpPort: o.httpPort,
+    reserved,
+    inScope: (svc) =>
+      (!o.namespace || svc.metadata.namespace === o.namespace) &&
+      (!o.selector || matchesSelector(o.selector, svc.metadata.labels)),
+  };
 }
 
 /**

@@ -39,11 +39,14 @@ export class BackendResolver {
   private readonly index: EndpointIndex;
   readonly backends = new Map<string, GatewayBackend>();
 
+  /** `inScope`: the Services routes may reach, those servicelb exposes (--namespace, --selector). */
   constructor(
     snapshot: Pick<Snapshot, "services" | "endpointSlices" | "endpoints">,
     private readonly grants: readonly ReferenceGrant[],
+    inScope: (service: Service) => boolean = () => true,
   ) {
-    for (const s of snapshot.services) this.services.set(`${s.metadata.namespace}/${s.metadata.name}`, s);
+    for (const s of snapshot.services)
+      if (inScope(s)) this.services.set(`${s.metadata.namespace}/${s.metadata.name}`, s);
     this.index = new EndpointIndex(snapshot);
   }
 

@@ -9,7 +9,7 @@
  * is --http-port is the HTTP frontend itself, where Gateway routes come before the Services' own.
  */
 
-import type { Snapshot } from "../snapshot.js";
+import type { Service, Snapshot } from "../snapshot.js";
 import { backendShareProblems, BackendResolver, type RefProblem } from "./backend-refs.js";
 import { effectiveHostnames } from "./hostnames.js";
 import { comparePrecedence } from "./precedence.js";
@@ -32,6 +32,8 @@ export interface GatewayPorts {
   httpPort: number;
   /** Ports the config binds for something else, and what: a listener there is refused (PortUnavailable). */
   reserved: ReadonlyMap<number, string>;
+  /** The Services backendRefs may reach (all when absent). */
+  inScope?: (service: Service) => boolean;
 }
 
 const ROUTE_KIND = { group: GATEWAY_GROUP, kind: "HTTPRoute" };
@@ -194,7 +196,7 @@ export function resolveGateway(snapshot: Snapshot, ports: GatewayPorts): Gateway
     return selector !== null && selects(selector, namespaceLabels(routeNamespace));
   };
 
-  const resolver = new BackendResolver(snapshot, objects.referenceGrants);
+  const resolver = new BackendResolver(snapshot, objects.referenceGrants, ports.inScope);
   const frontends = new Map<number, FrontendBuild>();
 
   for (const route of [...objects.httpRoutes].sort(byId)) {

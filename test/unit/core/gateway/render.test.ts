@@ -67,6 +67,27 @@ describe("rendering Gateway API routing", () => {
     expect(result.stats.descriptors).toBe(render(cluster).stats.descriptors + 2);
   });
 
+  it("reaches only the Services --namespace and --selector expose, as a live list would", () => {
+    const items = [
+      ...cluster,
+      service("hidden", [{ port: 80, name: "http" }], { labels: { expose: "no" } }),
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: 8081 }]),
+      httpRoute("r", {
+        parentRefs: [{ name: "gw" }],
+        rules: [{ backendRefs: [{ name: "web", port: 80 }] }, { backendRefs: [{ name: "hidden", port: 80 }] }],
+      }),
+    ];
+    const selected = renderSnapshot(
+      snapshotFromDocuments([list(items)]),
+      parseRenderOptions({ selector: "expose!=no" }),
+      new Renderer(loadTemplates()),
+    );
+    expect(selected.config).toContain("backend gw:default:web:80 ");
+    expect(selected.config).not.toContain("gw:default:hidden:80");
+    expect(selected.warnings.map((w) => w.message).join("\n")).toContain("BackendNotFound: backendRef hidden");
+  });
+
   it("quotes every value a route author chose", () => {
     const snap = snapshotFromDocuments([
       list([
