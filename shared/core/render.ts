@@ -3,6 +3,7 @@ import type { HostMatch } from "./host-match.js";
 import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import { type ByteWriter, ChunkList, type ConfigChunks, SlabWriter } from "./chunks.js";
 import { compileFragment, type Fragment, Inline } from "./fragment.js";
+import { frontendLines, gatewaySection } from "./gateway/render.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, TcpFrontend } from "./model.js";
 import { CRT_LIST_PREFIX } from "./options.js";
@@ -16,7 +17,6 @@ import {
 import { compareStrings } from "./compare.js";
 import { ROUTE_LOOKUP, routeMapLines } from "./route-maps.js";
 import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "./service-map.js";
-import { frontendLines, gatewaySection } from "./gateway/render.js";
 import { slotName } from "./slots.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
