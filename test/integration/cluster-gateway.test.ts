@@ -61,6 +61,25 @@ describe("Gateway API objects from the cluster", () => {
     ]);
   });
 
+  it("report the generation they describe, which a change of spec bumps (ObservedGenerationBump)", async () => {
+    const observed = async () => {
+      const snap = await readLiveSnapshot({}, { kubeconfig });
+      const routing = resolveGateway(snap, { httpPort: 80, reserved: new Map() })!;
+      return routing.status.httpRoutes[0]!.parents[0]!.conditions.map((c) => c.observedGeneration);
+    };
+    expect(await observed()).toEqual([1, 1]);
+    server.upsert(
+      "HTTPRoute",
+      httpRoute("r", {
+        parentRefs: [{ name: "gw" }],
+        rules: [
+          { matches: [{ path: { type: "PathPrefix", value: "/v2" } }], backendRefs: [{ name: "web", port: 80 }] },
+        ],
+      }),
+    );
+    expect(await observed()).toEqual([2, 2]);
+  });
+
   it("are none, without a warning, on a cluster without the Gateway API CRDs", async () => {
     const bare = await new TestKubeApi({ gatewayApi: false }).start();
     try {

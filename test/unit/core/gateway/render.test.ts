@@ -88,6 +88,40 @@ describe("rendering Gateway API routing", () => {
     expect(selected.warnings.map((w) => w.message).join("\n")).toContain("BackendNotFound: backendRef hidden");
   });
 
+  it("answers 500 for a rule without backends, and splits a rule's traffic by a draw over its weights", () => {
+    const snap = snapshotFromDocuments([
+      list([
+        ...cluster,
+        service("api", [{ port: 80, name: "http" }]),
+        gatewayClass(),
+        gateway("gw", [{ name: "http", port: 8081 }]),
+        httpRoute("r", {
+          parentRefs: [{ name: "gw" }],
+          rules: [
+            { matches: [{ path: { type: "Exact", value: "/none" } }] },
+            {
+              backendRefs: [
+                { name: "web", port: 80, weight: 3 },
+                { name: "gone", port: 80, weight: 1 },
+                { name: "api", port: 80, weight: 0 },
+              ],
+            },
+          ],
+        }),
+      ]),
+    ]);
+    const { requests, uses } = frontendLines(
+      resolveGateway(snap, { httpPort: 80, reserved: new Map() })!.frontends[0]!,
+    );
+    expect(requests).toContain("http-request set-var(txn.gwpick) rand(4) if { var(txn.gw) -m int eq 1 }");
+    expect(uses.split("\n")).toEqual([
+      "    use_backend gw:500 if { var(txn.gw) -m int eq 0 }",
+      "    use_backend gw:default:web:80 if { var(txn.gw) -m int eq 1 } { var(txn.gwpick) -m int lt 3 }",
+      "    use_backend gw:500 if { var(txn.gw) -m int eq 1 }",
+      "",
+    ]);
+  });
+
   it("quotes every value a route author chose", () => {
     const snap = snapshotFromDocuments([
       list([
