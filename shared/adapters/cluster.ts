@@ -113,18 +113,37 @@ const MAX_LIST_RESTARTS = 3;
 const WATCH_TIMEOUT_SECONDS = 300;
 const WATCH_BACKOFF: Backoff = { initialMs: 500, maxMs: 30_000 };
 
-type ResourceName = "services" | "endpointslices" | "endpoints";
+type GatewayResource = "gatewayclasses" | "gateways" | "httproutes" | "referencegrants";
+type ResourceName = "services" | "endpointslices" | "endpoints" | GatewayResource;
 
 interface ResourceInfo {
-  group: "" | "discovery.k8s.io";
+  group: "" | "discovery.k8s.io" | "gateway.networking.k8s.io";
   apiVersion: string;
   kind: string;
+  /** Cluster-scoped: listed across the cluster even when servicelb watches one namespace. */
+  cluster?: boolean;
 }
+
+/** The Gateway API kinds a pass lists beside Services (core/gateway/), when the cluster serves them. */
+const GATEWAY_RESOURCES: readonly GatewayResource[] = ["gatewayclasses", "gateways", "httproutes", "referencegrants"];
 
 const RESOURCES: Record<ResourceName, ResourceInfo> = {
   services: { group: "", apiVersion: "v1", kind: "Service" },
   endpointslices: { group: "discovery.k8s.io", apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice" },
   endpoints: { group: "", apiVersion: "v1", kind: "Endpoints" },
+  gatewayclasses: {
+    group: "gateway.networking.k8s.io",
+    apiVersion: "gateway.networking.k8s.io/v1",
+    kind: "GatewayClass",
+    cluster: true,
+  },
+  gateways: { group: "gateway.networking.k8s.io", apiVersion: "gateway.networking.k8s.io/v1", kind: "Gateway" },
+  httproutes: { group: "gateway.networking.k8s.io", apiVersion: "gateway.networking.k8s.io/v1", kind: "HTTPRoute" },
+  referencegrants: {
+    group: "gateway.networking.k8s.io",
+    apiVersion: "gateway.networking.k8s.io/v1beta1",
+    kind: "ReferenceGrant",
+  },
 };
 
 /** What a failed call was doing, so that its error message can say what to fix. */
@@ -267,12 +286,37 @@ export async function listClusterItems<T>(
       return list("endpoints");
     }
   })();
-  const [svc, eps] = await Promise.all([cancelOnFailure(services), cancelOnFailure(endpoints)]);
+  // Clusters without the Gateway API CRDs answer 404: they have none of these objects. One whose
+  // RBAC predates them (an older install) answers 403: its Services are served all the same. The
+  // four small lists go one after another once the endpoints are in, beside the Services' list, so
+  // a pass holds no more connections to the API server than it did without them.
+  const gatewayLists = (async () => {
+    await endpoints;
+    const out: Array<{ items: T[]; revision: string }> = [];
+    for (const resource of GATEWAY_RESOURCES) {
+      try {
+        out.push(await list(resource));
+      } catch (err) {
+        if (!(err instanceof ClusterError && (err.status === 404 || err.status === 403))) throw err;
+        if (err.status === 403)
+          warnings.push(
+            `Gateway API ${resource} are not served: ${err.message} (grant list on them: infra/base/rbac.yaml)`,
+          );
+      }
+    }
+    return out;
+  })();
+  const [svc, eps, gateway] = await Promise.all([
+    cancelOnFailure(services),
+    cancelOnFailure(endpoints),
+    cancelOnFailure(gatewayLists),
+  ]);
 
-  const revision = newerRevision(svc.revision, eps.revision);
+  let revision = newerRevision(svc.revision, eps.revision);
+  for (const g of gateway) if (g.revision) revision = newerRevision(revision, g.revision);
   stats.ms = Math.round(performance.now() - started);
   return {
-    items: [...svc.items, ...eps.items],
+    items: [...svc.items, ...eps.items, ...gateway.flatMap((g) => g.items)],
     revision,
     endpointKind,
     warnings,
@@ -603,8 +647,11 @@ function targetOf(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
 }
 
 function pathOf(t: Pick<Target, "resource" | "namespace">): string {
-  const prefix = RESOURCES[t.resource].group ? `/apis/${RESOURCES[t.resource].apiVersion}` : "/api/v1";
-  return t.namespace === undefined ? `${prefix}/${t.resource}` : `${prefix}/namespaces/${t.namespace}/${t.resource}`;
+  const info = RESOURCES[t.resource];
+  const prefix = info.group ? `/apis/${info.apiVersion}` : "/api/v1";
+  return t.namespace === undefined || info.cluster
+    ? `${prefix}/${t.resource}`
+    : `${prefix}/namespaces/${t.namespace}/${t.resource}`;
 }
 
 function toClusterError(err: unknown, t: Target): ClusterError {

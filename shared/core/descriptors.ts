@@ -157,12 +157,18 @@ export function descriptorsNeeded(config: ConfigDescriptors, cpus: number): numb
 /**
  * The `own` count of the config the built-in templates render from this model, without rendering
  * it: the HTTP frontend and the stats page listen on one address each, the HTTPS frontend and every
- * TCP frontend on one more, the runtime API is one stats socket, and every slot of a checked
- * backend is a checked server. Kept equal to configDescriptors of the rendered text by a test.
+ * TCP frontend and every Gateway port other than --http-port on one more, the runtime API is one
+ * stats socket, and every slot of a checked backend is a checked server (Gateway backends are not
+ * checked). Kept equal to configDescriptors of the rendered text by a test.
  */
 export function modelDescriptors(model: Model): number {
   let servers = 0;
   for (const b of model.backends) if (b.settings.check) servers += b.servers.length;
-  const binds = 2 + (model.options.sslCert ? 1 : 0) + model.tcpFrontends.length;
+  const binds = 2 + (model.options.sslCert ? 1 : 0) + model.tcpFrontends.length + gatewayBinds(model);
   return servers + binds + 1 + STATS_MAXCONN;
+}
+
+/** The Gateway listener ports with a frontend of their own (core/gateway/render.ts). */
+export function gatewayBinds(model: Pick<Model, "gateway">): number {
+  return model.gateway?.frontends.filter((f) => !f.shared).length ?? 0;
 }

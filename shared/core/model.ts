@@ -8,6 +8,7 @@ import type { Algorithm } from "./annotations.js";
 import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import type { HostMatch } from "./host-match.js";
 import type { RenderOptions } from "./options.js";
+import type { GatewayRouting } from "./gateway/routing.js";
 
 export type Affinity = { kind: "none" } | { kind: "source"; timeoutSeconds: number } | { kind: "cookie" };
 
@@ -108,4 +109,6 @@ export interface Model {
   skipped: Skipped[];
   /** Server slots that hold an endpoint, over all backends. */
   readyServers: number;
+  /** Gateway API routing (core/gateway/), when the snapshot holds Gateway API objects. */
+  gateway?: GatewayRouting;
 }

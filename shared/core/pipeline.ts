@@ -7,8 +7,9 @@ import type { RenderOptions } from "./options.js";
 import type { Renderer } from "./render.js";
 import { scopeReport } from "./scope-report.js";
 import { type ConfigHasher, configHasher } from "./config-digest.js";
-import { modelDescriptors } from "./descriptors.js";
+import { gatewayBinds, modelDescriptors } from "./descriptors.js";
 import type { Snapshot } from "./snapshot.js";
+import { withGateway } from "./gateway/attach.js";
 
 export interface RenderResult extends ConfigChunks {
   /** The config as published, as the chunks it was rendered in: what is hashed and uploaded. */
@@ -56,7 +57,7 @@ export function renderSnapshot(
   const built = buildModel(snapshot, options, inputs, cache);
   // A dry run without a previous layout gets a fresh one: every Service in its own backend.
   const placement = renderer.routesByMap ? placeBackends(built, layout) : null;
-  const model = placement?.model ?? built;
+  const model = withGateway(placement?.model ?? built, snapshot, renderer.routesByMap);
   const t1 = performance.now();
   const { chunks, byteLength } = renderer.renderChunks(model);
   const t2 = performance.now();
@@ -88,7 +89,8 @@ export function renderSnapshot(
       backends: built.backends.length,
       spares: placement ? placement.layout.spares.filter((s) => s.holds === null).length : 0,
       servers: model.readyServers,
-      descriptors: placement?.descriptors ?? modelDescriptors(model),
+      // The layout counts the Services' part; the Gateway's frontends come on top.
+      descriptors: placement ? placement.descriptors + gatewayBinds(model) : modelDescriptors(model),
       bytes: byteLength,
       buildMs: roundMs(t1 - t0),
       renderMs: roundMs(t2 - t1),

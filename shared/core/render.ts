@@ -3,6 +3,7 @@ import type { HostMatch } from "./host-match.js";
 import type { BackendSettings, RedirectCode } from "./backend-settings.js";
 import { type ByteWriter, ChunkList, type ConfigChunks, SlabWriter } from "./chunks.js";
 import { compileFragment, type Fragment, Inline } from "./fragment.js";
+import { frontendLines, gatewaySection } from "./gateway/render.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, TcpFrontend } from "./model.js";
 import { CRT_LIST_PREFIX } from "./options.js";
@@ -235,6 +236,22 @@ function prefixRegex(prefix: string): string {
 const PATTERN_PATHS_BYTES = Buffer.from(PATTERN_PATHS, "utf8");
 const PATTERN_SECTION_BYTES = Buffer.from(`${PATTERN_SECTION}\n`, "utf8");
 const ROUTE_LOOKUP_BYTES = Buffer.from(SERVICE_MAP_REFERENCE + ROUTE_LOOKUP, "utf8");
+
+/**
+ * The HTTP frontend's routing with Gateway routes on its port: theirs first, so a request a
+ * Gateway route matches goes where the route says, and the Services' routes for the rest. Every
+ * `http-request` line comes before the first `use_backend`, as HAProxy evaluates them.
+ */
+function sharedRouteLookup(gateway: Model["gateway"]): Buffer {
+  const shared = gateway?.frontends.find((f) => f.shared);
+  if (!shared) return ROUTE_LOOKUP_BYTES;
+  const { requests, uses } = frontendLines(shared);
+  const at = ROUTE_LOOKUP.lastIndexOf("    use_backend ");
+  return Buffer.from(
+    SERVICE_MAP_REFERENCE + requests + ROUTE_LOOKUP.slice(0, at) + uses + ROUTE_LOOKUP.slice(at),
+    "utf8",
+  );
+}
 
 /** One file per list and Service: the backends of a Service's ports share its annotations, hence its lists. */
 function patternFiles(model: Model): PatternFile[] {
@@ -602,11 +619,12 @@ export class Renderer {
       if (slot === "backends") {
         // A template that routes by maps reads its files beside itself from before the frontend on.
         if (files.length > 0 && !this.routesByMap) chunks.push(PATTERN_PATHS_BYTES);
+        if (model.gateway) chunks.push(Buffer.from(gatewaySection(model.gateway, o.bindAddress), "utf8"));
         this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
         chunks.push(this.tcpChunk(model.tcpFrontends, o.bindAddress, view.accept_proxy));
       } else if (slot === "http_route_maps") {
-        chunks.push(ROUTE_LOOKUP_BYTES);
+        chunks.push(model.gateway ? sharedRouteLookup(model.gateway) : ROUTE_LOOKUP_BYTES);
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));
       }

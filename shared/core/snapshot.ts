@@ -20,6 +20,16 @@ import {
 import { compareRevisions, decimalRevision } from "./revision.js";
 import { entryOf } from "./map-entry.js";
 import { SweptMap } from "./swept-map.js";
+import {
+  emptyGatewayObjects,
+  type GatewayObjects,
+  gatewayClassSchema,
+  gatewaySchema,
+  httpRouteSchema,
+  type Namespace,
+  namespaceSchema,
+  referenceGrantSchema,
+} from "./gateway/schemas.js";
 
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
@@ -178,18 +188,44 @@ export interface Snapshot {
   problems: string[];
   /** Set by a live list: every resourceVersion is the API server's, so unchanged ones mean unchanged objects. */
   trustedRevisions?: boolean;
+  /** Gateway API objects (core/gateway/); absent when the snapshot holds none. */
+  gateway?: GatewayObjects;
 }
 
 export class SnapshotError extends Error {
   override name = "SnapshotError";
 }
 
-const LIST_KINDS = new Set(["List", "ServiceList", "EndpointSliceList", "EndpointsList"]);
+/** The Gateway API kinds a snapshot keeps, and the schema of each; Namespace only for their selectors. */
+const GATEWAY_SCHEMAS = {
+  GatewayClass: gatewayClassSchema,
+  Gateway: gatewaySchema,
+  HTTPRoute: httpRouteSchema,
+  ReferenceGrant: referenceGrantSchema,
+  Namespace: namespaceSchema,
+} as const;
+type GatewayKind = keyof typeof GATEWAY_SCHEMAS;
+const GATEWAY_LISTS: Record<GatewayKind, keyof GatewayObjects> = {
+  GatewayClass: "gatewayClasses",
+  Gateway: "gateways",
+  HTTPRoute: "httpRoutes",
+  ReferenceGrant: "referenceGrants",
+  Namespace: "namespaces",
+};
+const isGatewayKind = (kind: string | undefined): kind is GatewayKind =>
+  kind !== undefined && Object.hasOwn(GATEWAY_SCHEMAS, kind);
+
 const ITEM_KINDS: Record<string, string> = {
   ServiceList: "Service",
   EndpointSliceList: "EndpointSlice",
   EndpointsList: "Endpoints",
+  GatewayClassList: "GatewayClass",
+  GatewayList: "Gateway",
+  HTTPRouteList: "HTTPRoute",
+  ReferenceGrantList: "ReferenceGrant",
+  NamespaceList: "Namespace",
 };
+const LIST_KINDS = new Set(["List", ...Object.keys(ITEM_KINDS)]);
 
 /** Parses JSON or YAML text (one or more documents) into documents, with a clear error on bad syntax. */
 export function parseSnapshotText(text: string): unknown[] {
@@ -219,7 +255,8 @@ export function parseSnapshotText(text: string): unknown[] {
   return out;
 }
 
-type Item = Service | EndpointSlice | Endpoints;
+type GatewayItem = GatewayObjects[keyof GatewayObjects][number];
+type Item = Service | EndpointSlice | Endpoints | GatewayItem;
 interface ParsedItem {
   resourceVersion: string;
   item: Item;
@@ -269,6 +306,7 @@ export type ValidatedItem =
   | { kind: "Service"; item: Service; resourceVersion: unknown }
   | { kind: "EndpointSlice"; item: EndpointSlice; resourceVersion: unknown }
   | { kind: "Endpoints"; item: Endpoints; resourceVersion: unknown }
+  | { kind: GatewayKind; item: GatewayItem; resourceVersion: unknown }
   | { kind: "problem"; problem: string }
   | null;
 
@@ -292,7 +330,9 @@ export function validateItem(
         ? endpointSliceSchema
         : kind === "Endpoints"
           ? endpointsSchema
-          : undefined;
+          : isGatewayKind(kind)
+            ? GATEWAY_SCHEMAS[kind]
+            : undefined;
   // Other kinds in a mixed `kubectl get` are legitimate; they just do not concern us.
   if (!schema) return null;
   const { name, namespace, resourceVersion } = rec.metadata ?? {};
@@ -322,6 +362,7 @@ export function snapshotFromItems(items: readonly ValidatedItem[], listRevisions
   // The API server holds one object per kind, namespace and name; a second one (a hand-made file)
   // would render a second backend of the same name, which HAProxy refuses.
   const names = new Set<string>();
+  const namespaces: Namespace[] = [];
   for (const v of items) {
     if (v === null) continue;
     if (v.kind === "problem") {
@@ -340,8 +381,15 @@ export function snapshotFromItems(items: readonly ValidatedItem[], listRevisions
     revision = higherRevision(revision, v.resourceVersion);
     if (v.kind === "Service") snap.services.push(v.item);
     else if (v.kind === "EndpointSlice") snap.endpointSlices.push(v.item);
-    else snap.endpoints.push(v.item);
+    else if (v.kind === "Endpoints") snap.endpoints.push(v.item);
+    else if (v.kind === "Namespace") namespaces.push(v.item as Namespace);
+    else {
+      snap.gateway ??= emptyGatewayObjects();
+      (snap.gateway[GATEWAY_LISTS[v.kind]] as GatewayItem[]).push(v.item);
+    }
   }
+  // Namespaces matter only to Gateway listeners: a snapshot without Gateway API objects stays as it was.
+  if (snap.gateway) snap.gateway.namespaces = namespaces;
   snap.revision = revision;
   return snap;
 }
@@ -365,11 +413,16 @@ export function snapshotFromDocuments(docs: unknown[], reuse?: ParsedItems): Sna
       for (const [i, item] of obj.items.entries()) {
         items.push(validateItem(item, ITEM_KINDS[obj.kind as string], `items[${i}]`, reuse));
       }
-    } else if (obj.kind === "Service" || obj.kind === "EndpointSlice" || obj.kind === "Endpoints") {
+    } else if (
+      obj.kind === "Service" ||
+      obj.kind === "EndpointSlice" ||
+      obj.kind === "Endpoints" ||
+      (typeof obj.kind === "string" && isGatewayKind(obj.kind))
+    ) {
       items.push(validateItem(obj, undefined, `document ${d + 1}`, reuse));
     } else {
       throw new SnapshotError(
-        `document ${d + 1} has kind ${JSON.stringify(obj.kind ?? null)}: expected a List, ServiceList, EndpointSliceList, EndpointsList, Service, EndpointSlice or Endpoints`,
+        `document ${d + 1} has kind ${JSON.stringify(obj.kind ?? null)}: expected a List, ServiceList, EndpointSliceList, EndpointsList, Service, EndpointSlice or Endpoints, or a Gateway API kind (GatewayClass, Gateway, HTTPRoute, ReferenceGrant)`,
       );
     }
   });

@@ -5,7 +5,15 @@ import type { Kind, KubeApiEmulator, KubeObject } from "./kube-api-emulator.js";
 import { DemoBackends } from "./demo-backends.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 
-const KINDS = new Set<Kind>(["Service", "EndpointSlice", "Endpoints"]);
+const KINDS = new Set<Kind>([
+  "Service",
+  "EndpointSlice",
+  "Endpoints",
+  "GatewayClass",
+  "Gateway",
+  "HTTPRoute",
+  "ReferenceGrant",
+]);
 
 /** The objects of a cluster file (a List or several documents), keyed by kind/namespace/name. */
 function objectsOf(text: string): Map<string, { kind: Kind; obj: KubeObject }> {

@@ -13,19 +13,41 @@ import type { StageTrace } from "../adapters/stage-trace.js";
  * A Kubernetes API server for the local stack's demo cluster and for tests, speaking the real
  * wire protocol (paths, list/watch JSON, Status errors, continue tokens) so that servicelb is
  * exercised through the real client-node. Only what servicelb reads is served: Services,
- * EndpointSlices and v1 Endpoints. Injected faults (failures, delays, RBAC denials) are not
+ * EndpointSlices and v1 Endpoints, and the Gateway API kinds (GatewayClass, Gateway, HTTPRoute,
+ * ReferenceGrant) as a cluster with their CRDs installed serves them, with the status
+ * subresource of the first three and `metadata.generation` bumped on every change of spec. Injected faults (failures, delays, RBAC denials) are not
  * here: tests add them through `refuse` (test/support/kube-api.ts).
  */
 
-export type Kind = "Service" | "EndpointSlice" | "Endpoints";
-export type Resource = "services" | "endpointslices" | "endpoints";
+export type Kind =
+  | "Service"
+  | "EndpointSlice"
+  | "Endpoints"
+  | "GatewayClass"
+  | "Gateway"
+  | "HTTPRoute"
+  | "ReferenceGrant";
+export type Resource =
+  | "services"
+  | "endpointslices"
+  | "endpoints"
+  | "gatewayclasses"
+  | "gateways"
+  | "httproutes"
+  | "referencegrants";
 
 interface KindInfo {
   resource: Resource;
-  group: "" | "discovery.k8s.io";
+  group: "" | "discovery.k8s.io" | "gateway.networking.k8s.io";
   apiVersion: string;
   listKind: string;
+  /** Cluster-scoped: no namespace, paths without `namespaces/<ns>/`. */
+  cluster?: boolean;
+  /** Has a status subresource: writes to the object keep its status, `…/status` writes only that. */
+  status?: boolean;
 }
+
+const GATEWAY_GROUP = "gateway.networking.k8s.io";
 
 const KINDS: Record<Kind, KindInfo> = {
   Service: { resource: "services", group: "", apiVersion: "v1", listKind: "ServiceList" },
@@ -36,13 +58,49 @@ const KINDS: Record<Kind, KindInfo> = {
     apiVersion: "discovery.k8s.io/v1",
     listKind: "EndpointSliceList",
   },
+  GatewayClass: {
+    resource: "gatewayclasses",
+    group: GATEWAY_GROUP,
+    apiVersion: `${GATEWAY_GROUP}/v1`,
+    listKind: "GatewayClassList",
+    cluster: true,
+    status: true,
+  },
+  Gateway: {
+    resource: "gateways",
+    group: GATEWAY_GROUP,
+    apiVersion: `${GATEWAY_GROUP}/v1`,
+    listKind: "GatewayList",
+    status: true,
+  },
+  HTTPRoute: {
+    resource: "httproutes",
+    group: GATEWAY_GROUP,
+    apiVersion: `${GATEWAY_GROUP}/v1`,
+    listKind: "HTTPRouteList",
+    status: true,
+  },
+  ReferenceGrant: {
+    resource: "referencegrants",
+    group: GATEWAY_GROUP,
+    apiVersion: `${GATEWAY_GROUP}/v1beta1`,
+    listKind: "ReferenceGrantList",
+  },
 };
 
 const KIND_OF: Record<Resource, Kind> = {
   services: "Service",
   endpoints: "Endpoints",
   endpointslices: "EndpointSlice",
+  gatewayclasses: "GatewayClass",
+  gateways: "Gateway",
+  httproutes: "HTTPRoute",
+  referencegrants: "ReferenceGrant",
 };
+
+const GATEWAY_PATH = new RegExp(
+  `^/apis/${GATEWAY_GROUP.replace(/\./g, "\\.")}/(v1|v1beta1)/(?:namespaces/([^/]+)/)?(gatewayclasses|gateways|httproutes|referencegrants)(?:/([^/]+))?(/status)?$`,
+);
 
 export interface ObjectMeta {
   name: string;
@@ -95,6 +153,8 @@ export interface KubeApiEmulatorOptions {
   token?: string;
   /** false: a cluster without discovery.k8s.io/v1 (before 1.21): its paths answer 404. */
   endpointSlices?: boolean;
+  /** false: a cluster without the Gateway API CRDs: their paths answer 404. */
+  gatewayApi?: boolean;
   /** The identity named in 403 messages. */
   user?: string;
   /** The revision before the first write; real clusters are far past 1. */
@@ -108,6 +168,8 @@ interface Route {
   namespace: string | undefined;
   /** Set for an object path (…/namespaces/<ns>/<resource>/<name>): the target of PUT and DELETE. */
   name?: string;
+  /** The object's status subresource (…/<name>/status). */
+  status?: boolean;
 }
 
 /**
@@ -155,6 +217,7 @@ export class KubeApiEmulator {
   readonly token: string;
   readonly user: string;
   readonly endpointSlices: boolean;
+  readonly gatewayApi: boolean;
   readonly requests: RequestInfo[] = [];
 
   private readonly server = http.createServer((req, res) => void this.handle(req, res));
@@ -180,6 +243,7 @@ export class KubeApiEmulator {
     this.token = options.token ?? randomBytes(16).toString("hex");
     this.user = options.user ?? "system:serviceaccount:servicelb:servicelb";
     this.endpointSlices = options.endpointSlices ?? true;
+    this.gatewayApi = options.gatewayApi ?? true;
     this.rv = this.baseRv = options.resourceVersion ?? 1;
     this.trace = options.trace;
     for (const kind of Object.keys(KINDS) as Kind[]) {
@@ -226,19 +290,22 @@ export class KubeApiEmulator {
 
   /** Create or replace an object; it gets the next resourceVersion. Returns the stored object. */
   upsert(kind: Kind, obj: KubeObject): KubeObject {
-    const namespace = obj.metadata.namespace ?? "default";
-    const key = `${namespace}/${obj.metadata.name}`;
+    const info = KINDS[kind];
+    const namespace = info.cluster ? undefined : (obj.metadata.namespace ?? "default");
+    const key = `${namespace ?? ""}/${obj.metadata.name}`;
     const prev = this.current.get(kind)!.get(key);
     const rv = ++this.rv;
+    const { namespace: _namespace, ...given } = obj.metadata;
     const stored: KubeObject = structuredClone({
       ...obj,
-      apiVersion: KINDS[kind].apiVersion,
+      apiVersion: info.apiVersion,
       kind,
       metadata: {
-        ...obj.metadata,
-        namespace,
+        ...given,
+        ...(namespace !== undefined ? { namespace } : {}),
         uid: prev?.metadata.uid ?? obj.metadata.uid ?? randomUUID(),
         creationTimestamp: prev?.metadata.creationTimestamp ?? obj.metadata.creationTimestamp ?? rfc3339(new Date()),
+        ...(info.status ? { generation: nextGeneration(prev, obj) } : {}),
         resourceVersion: String(rv),
       },
     });
@@ -248,7 +315,7 @@ export class KubeApiEmulator {
 
   /** Delete an object; returns false when it did not exist. */
   remove(kind: Kind, namespace: string, name: string): boolean {
-    const key = `${namespace}/${name}`;
+    const key = `${KINDS[kind].cluster ? "" : namespace}/${name}`;
     const prev = this.current.get(kind)!.get(key);
     if (!prev) return false;
     const rv = ++this.rv;
@@ -394,6 +461,22 @@ export class KubeApiEmulator {
   }
 
   private parseListPath(path: string): Route | undefined {
+    const gateway = this.gatewayApi ? GATEWAY_PATH.exec(path) : null;
+    if (gateway) {
+      const [, version, namespace, resource, name, status] = gateway;
+      const kind = KIND_OF[resource as Resource];
+      const info = KINDS[kind];
+      if (info.apiVersion !== `${GATEWAY_GROUP}/${version}`) return undefined;
+      // Namespaced kinds are read across namespaces or in one; cluster-scoped ones never in one.
+      if (info.cluster ? namespace !== undefined : name !== undefined && namespace === undefined) return undefined;
+      if (status && (!info.status || name === undefined)) return undefined;
+      return {
+        kind,
+        namespace: info.cluster ? undefined : namespace,
+        ...(name !== undefined ? { name: decodeURIComponent(name) } : {}),
+        ...(status ? { status: true } : {}),
+      };
+    }
     const core = /^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(services|endpoints)(?:\/([^/]+))?$/.exec(path);
     const discovery = /^\/apis\/discovery\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(endpointslices)(?:\/([^/]+))?$/.exec(
       path,
@@ -417,8 +500,14 @@ export class KubeApiEmulator {
    */
   private write(info: RequestInfo, body: string, res: http.ServerResponse): void {
     const route = this.parseListPath(info.path);
-    if (!route || route.namespace === undefined) throw notFound();
+    if (!route || (route.namespace === undefined && !KINDS[route.kind].cluster)) throw notFound();
     const { resource, group } = KINDS[route.kind];
+    if (route.status && info.method !== "PUT")
+      throw new KubeStatusError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+      );
     const groupResource = group ? `${resource}.${group}` : resource;
     const verb = info.method === "POST" ? "create" : info.method === "PUT" ? "update" : "delete";
     if ((verb === "create") !== (route.name === undefined))
@@ -427,14 +516,14 @@ export class KubeApiEmulator {
         "MethodNotAllowed",
         "the server does not allow this method on the requested resource",
       );
-    const key = (name: string) => `${route.namespace}/${name}`;
+    const key = (name: string) => `${route.namespace ?? ""}/${name}`;
     if (verb === "delete") {
       const existing = this.current.get(route.kind)!.get(key(route.name!));
       if (!existing)
         throw new KubeStatusError(404, "NotFound", `${groupResource} "${route.name}" not found`, {
           details: { name: route.name, kind: resource },
         });
-      this.remove(route.kind, route.namespace, route.name!);
+      this.remove(route.kind, route.namespace ?? "", route.name!);
       json(res, 200, {
         kind: "Status",
         apiVersion: "v1",
@@ -467,7 +556,11 @@ export class KubeApiEmulator {
         "BadRequest",
         `the object's kind ${String(obj.kind)} does not match the path (${route.kind})`,
       );
-    if (obj.metadata.namespace !== undefined && obj.metadata.namespace !== route.namespace) {
+    if (
+      obj.metadata.namespace !== undefined &&
+      route.namespace !== undefined &&
+      obj.metadata.namespace !== route.namespace
+    ) {
       throw new KubeStatusError(
         400,
         "BadRequest",
@@ -502,8 +595,21 @@ export class KubeApiEmulator {
         );
       }
     }
-    const { resourceVersion: _rv, ...metadata } = obj.metadata;
-    const stored = this.upsert(route.kind, { ...obj, metadata: { ...metadata, namespace: route.namespace } });
+    const { resourceVersion: _rv, generation: _generation, ...metadata } = obj.metadata;
+    // With a status subresource, a write to the object keeps its status and one to `/status` changes only that.
+    const written: KubeObject = !KINDS[route.kind].status
+      ? obj
+      : route.status
+        ? { ...existing!, status: obj.status }
+        : { ...obj, status: existing?.status };
+    if (written.status === undefined) delete written.status;
+    const stored = this.upsert(route.kind, {
+      ...written,
+      metadata: {
+        ...(route.status ? existing!.metadata : metadata),
+        ...(route.namespace !== undefined ? { namespace: route.namespace } : {}),
+      },
+    });
     json(res, verb === "create" ? 201 : 200, stored);
   }
 
@@ -525,6 +631,14 @@ export class KubeApiEmulator {
       versions: [{ groupVersion: "discovery.k8s.io/v1", version: "v1" }],
       preferredVersion: { groupVersion: "discovery.k8s.io/v1", version: "v1" },
     };
+    const gatewayGroup = {
+      name: GATEWAY_GROUP,
+      versions: [
+        { groupVersion: `${GATEWAY_GROUP}/v1`, version: "v1" },
+        { groupVersion: `${GATEWAY_GROUP}/v1beta1`, version: "v1beta1" },
+      ],
+      preferredVersion: { groupVersion: `${GATEWAY_GROUP}/v1`, version: "v1" },
+    };
     switch (path) {
       case "/version":
         return { major: "1", minor: "33", gitVersion: "v1.33.0-fake", platform: "linux/amd64" };
@@ -540,7 +654,25 @@ export class KubeApiEmulator {
           ["endpoints", "Endpoints"],
         ]);
       case "/apis":
-        return { kind: "APIGroupList", apiVersion: "v1", groups: this.endpointSlices ? [discoveryGroup] : [] };
+        return {
+          kind: "APIGroupList",
+          apiVersion: "v1",
+          groups: [...(this.endpointSlices ? [discoveryGroup] : []), ...(this.gatewayApi ? [gatewayGroup] : [])],
+        };
+      case `/apis/${GATEWAY_GROUP}`:
+        return this.gatewayApi ? { kind: "APIGroup", apiVersion: "v1", ...gatewayGroup } : undefined;
+      case `/apis/${GATEWAY_GROUP}/v1`:
+        return this.gatewayApi
+          ? resources(`${GATEWAY_GROUP}/v1`, [
+              ["gatewayclasses", "GatewayClass"],
+              ["gateways", "Gateway"],
+              ["httproutes", "HTTPRoute"],
+            ])
+          : undefined;
+      case `/apis/${GATEWAY_GROUP}/v1beta1`:
+        return this.gatewayApi
+          ? resources(`${GATEWAY_GROUP}/v1beta1`, [["referencegrants", "ReferenceGrant"]])
+          : undefined;
       case "/apis/discovery.k8s.io":
         return this.endpointSlices ? { kind: "APIGroup", apiVersion: "v1", ...discoveryGroup } : undefined;
       case "/apis/discovery.k8s.io/v1":
@@ -554,7 +686,7 @@ export class KubeApiEmulator {
 
   /** One object, as `kubectl get <kind> <name> -o json` reads it; 404 with the API server's Status when there is none. */
   private get(route: Route, res: http.ServerResponse): void {
-    const obj = this.current.get(route.kind)!.get(`${route.namespace}/${route.name}`);
+    const obj = this.current.get(route.kind)!.get(`${route.namespace ?? ""}/${route.name}`);
     if (!obj) {
       const { resource, group } = KINDS[route.kind];
       throw new KubeStatusError(
@@ -732,6 +864,14 @@ function inScope(route: Route, obj: KubeObject): boolean {
 function withoutTypeMeta(obj: KubeObject): Omit<KubeObject, "apiVersion" | "kind"> {
   const { apiVersion: _apiVersion, kind: _kind, ...rest } = obj;
   return rest;
+}
+
+/** metadata.generation as the API server keeps it for kinds with a status subresource: +1 per change of spec. */
+function nextGeneration(prev: KubeObject | undefined, obj: KubeObject): number {
+  const before = prev?.metadata.generation;
+  if (prev === undefined || typeof before !== "number")
+    return typeof obj.metadata.generation === "number" ? obj.metadata.generation : 1;
+  return JSON.stringify(prev.spec) === JSON.stringify(obj.spec) ? before : before + 1;
 }
 
 function notFound(): KubeStatusError {

@@ -157,6 +157,7 @@ describe("RBAC", () => {
     expect(calls).toContain("/endpoints:list");
     expect(calls).toContain("/services:get");
     expect(calls).toContain("discovery.k8s.io/endpointslices:get");
+    expect(calls).toContain("gateway.networking.k8s.io/httproutes:list");
     const account = podSpecOf(findObject(OBJECTS, "Service", "reconcile", "serving.knative.dev"))!.serviceAccountName!;
     expect(podSpecOf(findObject(OBJECTS, "Service", "render", "serving.knative.dev"))!.serviceAccountName).toBe(
       account,
@@ -174,9 +175,15 @@ describe("RBAC", () => {
     expect([...granted(source.spec.serviceAccountName)].sort()).toEqual(
       watched.flatMap((w) => ["get", "list", "watch"].map((v) => `${w}:${v}`)).sort(),
     );
-    // The Endpoints fallback is for old clusters only; ApiServerSource watches the current API.
+    // The Endpoints fallback is for old clusters only; ApiServerSource watches the current API. It
+    // does not watch the Gateway API kinds, whose CRDs a cluster may lack: their changes are read
+    // at the next pass (docs/gateway-api.md).
     expect(new Set(watched)).toEqual(
-      new Set([...calls].map((c) => c.split(":")[0]!).filter((r) => r !== "/endpoints")),
+      new Set(
+        [...calls]
+          .map((c) => c.split(":")[0]!)
+          .filter((r) => r !== "/endpoints" && !r.startsWith("gateway.networking.k8s.io/")),
+      ),
     );
   });
 

@@ -98,7 +98,7 @@ describe("listCluster", () => {
 
     expect(snap.revision).toBe("5");
     expect(snap.warnings).toEqual([]);
-    expect(snap.stats.pages).toBe(2);
+    expect(snap.stats.pages).toBe(6); // Services, EndpointSlices, and an empty page of each Gateway API kind
     expect(snap.list.apiVersion).toBe("v1");
     expect(snap.list.kind).toBe("List");
     expect(snap.list.metadata).toEqual({ resourceVersion: "5" });
@@ -170,6 +170,11 @@ describe("listCluster", () => {
     expect(server.requests.map((r) => r.path).sort()).toEqual([
       "/api/v1/namespaces/shop/services",
       "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices",
+      // GatewayClasses have no namespace: a Gateway in this one may name any.
+      "/apis/gateway.networking.k8s.io/v1/gatewayclasses",
+      "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways",
+      "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes",
+      "/apis/gateway.networking.k8s.io/v1beta1/namespaces/shop/referencegrants",
     ]);
   });
 
@@ -215,7 +220,7 @@ describe("listCluster", () => {
     const requests = lists(server, "/api/v1/services");
     expect(requests.map((r) => r.query.limit)).toEqual(["3", "3", "3"]);
     expect(requests.map((r) => r.query.continue === undefined)).toEqual([true, false, false]);
-    expect(snap.stats.pages).toBe(4); // three of Services, one of EndpointSlices
+    expect(snap.stats.pages).toBe(8); // three of Services, one of EndpointSlices, one of each Gateway API kind
     expect(snap.revision).toBe("10");
   });
 
@@ -266,7 +271,7 @@ describe("listCluster", () => {
   });
 
   it("falls back to v1 Endpoints, with a warning, when the EndpointSlice API is missing", async () => {
-    const old = await new TestKubeApi({ endpointSlices: false }).start();
+    const old = await new TestKubeApi({ endpointSlices: false, gatewayApi: false }).start();
     try {
       old.upsert("Service", service("default", "web"));
       old.upsert("Endpoints", endpoints("default", "web", "10.1.0.1"));
@@ -293,6 +298,11 @@ describe("listCluster", () => {
         "/api/v1/services 200",
         "/apis/discovery.k8s.io/v1 404",
         "/apis/discovery.k8s.io/v1/endpointslices 404",
+        // No Gateway API CRDs either: none of their objects, and no warning.
+        "/apis/gateway.networking.k8s.io/v1/gatewayclasses 404",
+        "/apis/gateway.networking.k8s.io/v1/gateways 404",
+        "/apis/gateway.networking.k8s.io/v1/httproutes 404",
+        "/apis/gateway.networking.k8s.io/v1beta1/referencegrants 404",
       ]);
     } finally {
       await old.stop();
@@ -410,6 +420,10 @@ describe("listCluster", () => {
       expect(big.requests.map((r) => r.path).sort()).toEqual([
         "/api/v1/services",
         "/apis/discovery.k8s.io/v1/endpointslices",
+        "/apis/gateway.networking.k8s.io/v1/gatewayclasses",
+        "/apis/gateway.networking.k8s.io/v1/gateways",
+        "/apis/gateway.networking.k8s.io/v1/httproutes",
+        "/apis/gateway.networking.k8s.io/v1beta1/referencegrants",
       ]);
       expect(snap.list.items.map((i) => i.metadata.resourceVersion)).toEqual(["98", "99"]);
       expect(snap.revision).toBe("100");

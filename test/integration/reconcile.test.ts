@@ -399,8 +399,9 @@ describe("reconcile function", () => {
         );
         expect((await h.reconciler.reconcileNow({ id: `p${i}`, type: "test" })).status).toBe("published");
       }
-      // Each pass makes 4 API calls (two lists side by side, the revision probe, the agents'
-      // slices) and 5-6 store calls, up to 3 at once: one connection per call would be 24 and 30+.
+      // Each pass makes 8 API calls (two lists side by side, the four Gateway API lists after the
+      // second, the revision probe, the agents' slices) and 5-6 store calls, up to 3 at once: one
+      // connection per call would be 48 and 30+.
       expect(apiProxy.connections).toBeLessThanOrEqual(3);
       expect(storeProxy.connections).toBeLessThanOrEqual(3);
     } finally {

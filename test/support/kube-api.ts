@@ -27,7 +27,7 @@ export interface DelayRule {
 type Counted<R> = R & { times: number };
 
 const RESOURCE_PATH =
-  /^\/(?:api\/v1|apis\/(discovery\.k8s\.io)\/v1)\/(?:namespaces\/([^/]+)\/)?(services|endpoints|endpointslices)(?:\/([^/]+))?$/;
+  /^\/(?:api\/v1|apis\/(discovery\.k8s\.io|gateway\.networking\.k8s\.io)\/v1(?:beta1)?)\/(?:namespaces\/([^/]+)\/)?(services|endpoints|endpointslices|gatewayclasses|gateways|httproutes|referencegrants)(?:\/([^/]+))?$/;
 
 export class TestKubeApi extends KubeApiEmulator {
   private failRules: Array<Counted<FailRule>> = [];

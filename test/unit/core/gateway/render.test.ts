@@ -1,0 +1,225 @@
+import { describe, expect, it } from "vitest";
+import { configDescriptors } from "../../../../shared/core/descriptors.js";
+import { frontendLines } from "../../../../shared/core/gateway/render.js";
+import { resolveGateway } from "../../../../shared/core/gateway/resolve.js";
+import { parseRenderOptions } from "../../../../shared/core/options.js";
+import { renderSnapshot } from "../../../../shared/core/pipeline.js";
+import { Renderer } from "../../../../shared/core/render.js";
+import { snapshotFromDocuments } from "../../../../shared/core/snapshot.js";
+import { loadTemplates } from "../../../../shared/adapters/templates.js";
+import { list, service, slice } from "../../../support/fixtures.js";
+import { gateway, gatewayClass, httpRoute } from "../../../support/gateway-fixtures.js";
+
+const options = parseRenderOptions({});
+const cluster = [
+  service("web", [{ port: 80, name: "http" }]),
+  slice("web", [{ name: "http", port: 8080 }], ["10.0.0.1"]),
+];
+const render = (items: unknown[]) =>
+  renderSnapshot(snapshotFromDocuments([list(items)]), options, new Renderer(loadTemplates()));
+
+describe("rendering Gateway API routing", () => {
+  it("leaves the config byte for byte as it was when no Gateway is servicelb's", () => {
+    const foreign = [
+      gatewayClass("other", "example.com/controller"),
+      gateway("gw", [{ name: "http", port: 80 }], { className: "other" }),
+      httpRoute("r", { parentRefs: [{ name: "gw" }], rules: [{ backendRefs: [{ name: "web", port: 80 }] }] }),
+    ];
+    const without = render(cluster);
+    const withForeign = render([...cluster, ...foreign]);
+    expect(withForeign.config).toBe(without.config);
+    expect(withForeign.warnings).toEqual(without.warnings);
+  });
+
+  it("places routes on --http-port in the HTTP frontend, every http-request line before the first use_backend", () => {
+    const { config } = render([
+      ...cluster,
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: 80 }]),
+      httpRoute("r", {
+        parentRefs: [{ name: "gw" }],
+        hostnames: ["a.example"],
+        rules: [{ backendRefs: [{ name: "web", port: 80 }] }],
+      }),
+    ]);
+    const frontend = config.slice(config.indexOf("frontend http "), config.indexOf("\nbackend "));
+    const lines = frontend.split("\n");
+    const firstUse = lines.findIndex((l) => l.trimStart().startsWith("use_backend"));
+    const lastRequest = lines.map((l) => l.trimStart().startsWith("http-request")).lastIndexOf(true);
+    expect(lastRequest).toBeLessThan(firstUse);
+    expect(lines[firstUse]).toBe("    use_backend gw:default:web:80 if { var(txn.gw) -m int eq 0 }");
+    expect(config).not.toContain("frontend gw:");
+  });
+
+  it("counts a descriptor for each Gateway port with a frontend of its own, as the config holds", () => {
+    const result = render([
+      ...cluster,
+      gatewayClass(),
+      gateway("gw", [
+        { name: "a", port: 80 },
+        { name: "b", port: 8081 },
+        { name: "c", port: 8082 },
+      ]),
+      httpRoute("r", { parentRefs: [{ name: "gw" }], rules: [{ backendRefs: [{ name: "web", port: 80 }] }] }),
+    ]);
+    expect(result.config).toContain("frontend gw:8082 ");
+    expect(result.stats.descriptors).toBe(configDescriptors(result.config).own);
+    expect(result.stats.descriptors).toBe(render(cluster).stats.descriptors + 2);
+  });
+
+  it("reaches only the Services --namespace and --selector expose, as a live list would", () => {
+    const items = [
+      ...cluster,
+      service("hidden", [{ port: 80, name: "http" }], { labels: { expose: "no" } }),
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: 8081 }]),
+      httpRoute("r", {
+        parentRefs: [{ name: "gw" }],
+        rules: [{ backendRefs: [{ name: "web", port: 80 }] }, { backendRefs: [{ name: "hidden", port: 80 }] }],
+      }),
+    ];
+    const selected = renderSnapshot(
+      snapshotFromDocuments([list(items)]),
+      parseRenderOptions({ selector: "expose!=no" }),
+      new Renderer(loadTemplates()),
+    );
+    expect(selected.config).toContain("backend gw:default:web:80 ");
+    expect(selected.config).not.toContain("gw:default:hidden:80");
+    expect(selected.warnings.map((w) => w.message).join("\n")).toContain("BackendNotFound: backendRef hidden");
+  });
+
+  it("answers 500 for a rule without backends, and splits a rule's traffic by a draw over its weights", () => {
+    const snap = snapshotFromDocuments([
+      list([
+        ...cluster,
+        service("api", [{ port: 80, name: "http" }]),
+        gatewayClass(),
+        gateway("gw", [{ name: "http", port: 8081 }]),
+        httpRoute("r", {
+          parentRefs: [{ name: "gw" }],
+          rules: [
+            { matches: [{ path: { type: "Exact", value: "/none" } }] },
+            {
+              backendRefs: [
+                { name: "web", port: 80, weight: 3 },
+                { name: "gone", port: 80, weight: 1 },
+                { name: "api", port: 80, weight: 0 },
+              ],
+            },
+          ],
+        }),
+      ]),
+    ]);
+    const { requests, uses } = frontendLines(
+      resolveGateway(snap, { httpPort: 80, reserved: new Map() })!.frontends[0]!,
+    );
+    expect(requests).toContain("http-request set-var(txn.gwpick) rand(4) if { var(txn.gw) -m int eq 1 }");
+    expect(uses.split("\n")).toEqual([
+      "    use_backend gw:500 if { var(txn.gw) -m int eq 0 }",
+      "    use_backend gw:default:web:80 if { var(txn.gw) -m int eq 1 } { var(txn.gwpick) -m int lt 3 }",
+      "    use_backend gw:500 if { var(txn.gw) -m int eq 1 }",
+      "",
+    ]);
+  });
+
+  it("quotes every value a route author chose", () => {
+    const snap = snapshotFromDocuments([
+      list([
+        ...cluster,
+        gatewayClass(),
+        gateway("gw", [{ name: "http", port: 8081 }]),
+        httpRoute("r", {
+          parentRefs: [{ name: "gw" }],
+          rules: [
+            {
+              matches: [
+                { path: { type: "Exact", value: "/a'b$c" }, headers: [{ name: "x-h", value: 'v" #${HOME} %[src]' }] },
+              ],
+              filters: [
+                {
+                  type: "RequestHeaderModifier",
+                  requestHeaderModifier: { set: [{ name: "x-s", value: "100% ${X}" }] },
+                },
+              ],
+              backendRefs: [{ name: "web", port: 80 }],
+            },
+          ],
+        }),
+      ]),
+    ]);
+    const routing = resolveGateway(snap, { httpPort: 80, reserved: new Map() })!;
+    const { requests } = frontendLines(routing.frontends[0]!);
+    expect(requests).toContain(`{ path -m str "/a\\'b\\$c" }`);
+    expect(requests).toContain(`acl gw_0_h0 req.fhdr(x-h) -m str "v\\" \\#\\\${HOME} %[src]"`);
+    expect(requests).toContain(`http-request set-header x-s "100%% \\\${X}" if`);
+  });
+
+  it("refuses a header value with a control character instead of writing it", () => {
+    const snap = snapshotFromDocuments([
+      list([
+        ...cluster,
+        gatewayClass(),
+        gateway("gw", [{ name: "http", port: 8081 }]),
+        httpRoute("r", {
+          parentRefs: [{ name: "gw" }],
+          rules: [
+            {
+              filters: [
+                {
+                  type: "RequestHeaderModifier",
+                  requestHeaderModifier: { set: [{ name: "x-s", value: "a\r\nInjected: 1" }] },
+                },
+              ],
+              backendRefs: [{ name: "web", port: 80 }],
+            },
+          ],
+        }),
+      ]),
+    ]);
+    const routing = resolveGateway(snap, { httpPort: 80, reserved: new Map() })!;
+    expect(routing.frontends).toEqual([]);
+    expect(routing.status.httpRoutes[0]!.parents[0]!.conditions[0]).toMatchObject({
+      status: "False",
+      reason: "UnsupportedValue",
+    });
+  });
+});
+
+describe("Gateway API objects in a snapshot", () => {
+  it("are absent from a snapshot that holds none", () => {
+    expect("gateway" in snapshotFromDocuments([list(cluster)])).toBe(false);
+  });
+
+  it("are read from typed lists, with a malformed object reported and the rest kept", () => {
+    const snap = snapshotFromDocuments([
+      {
+        apiVersion: "gateway.networking.k8s.io/v1",
+        kind: "GatewayClassList",
+        metadata: { resourceVersion: "7" },
+        items: [gatewayClass()],
+      },
+      {
+        apiVersion: "gateway.networking.k8s.io/v1",
+        kind: "HTTPRouteList",
+        metadata: {},
+        items: [
+          httpRoute("good", { parentRefs: [{ name: "gw" }] }),
+          httpRoute("bad", { parentRefs: [{ name: "gw" }], hostnames: ["UPPER..case"] }),
+        ],
+      },
+    ]);
+    expect(snap.gateway?.gatewayClasses.map((c) => c.metadata.name)).toEqual(["servicelb"]);
+    expect(snap.gateway?.httpRoutes.map((r) => r.metadata.name)).toEqual(["good"]);
+    expect(snap.problems).toHaveLength(1);
+    expect(snap.problems[0]).toContain("HTTPRoute default/bad");
+    expect(snap.revision).toBe("7");
+    // The API's defaults: one rule matching every path, a PathPrefix of /
+    expect(snap.gateway?.httpRoutes[0]?.spec.rules).toEqual([
+      {
+        matches: [{ path: { type: "PathPrefix", value: "/" }, headers: [], queryParams: [], method: null }],
+        filters: [],
+        backendRefs: [],
+      },
+    ]);
+  });
+});
