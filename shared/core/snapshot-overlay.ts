@@ -10,7 +10,7 @@
  * over it.
  *
  * Unchanged objects keep their place and identity, and a replaced one takes the place of the one
- * it replaces, so a warm build sees the lists it saw with a few objects replaced (build-model.ts);
+ * it replaces, so a warm build sees the lists it saw with a few objects replaced (model-cache.ts);
  * new ones are appended, and the build puts them in order.
  */
 
