@@ -1,7 +1,8 @@
 /*
  * The Kubernetes side of servicelb: load credentials, take a paged snapshot of Services and
  * endpoints in the exact JSON shape `kubectl get services,endpointslices -A -o json` prints, and
- * watch for changes (hints only; every reconcile re-lists). Errors become a ClusterError that
+ * read single objects and the cluster's revision (the local stack's watch, dev/cluster-watch.ts,
+ * builds on the helpers exported here). Errors become a ClusterError that
  * says whether retrying can help, so the caller can let its Broker retry or give up.
  */
 
@@ -16,9 +17,7 @@ import * as https from "node:https";
 // then carries only the generated code these modules use. Same classes as the index exports.
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
-import { Watch } from "@kubernetes/client-node/dist/watch.js";
 import { OptionsError } from "../core/settings.js";
-import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { newerRevision } from "../core/revision.js";
 import { DNS1123_LABEL, SERVICE_NAME_LABEL } from "../core/k8s-names.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
@@ -91,29 +90,12 @@ export interface ListClusterOptions {
   signal?: AbortSignal;
 }
 
-export interface ClusterEvent {
-  type: "ADDED" | "MODIFIED" | "DELETED";
-  object: KubeItem;
-}
-
-export interface WatchClusterOptions {
-  namespace?: string;
-  onEvent: (event: ClusterEvent) => void;
-  /** Reported, then the watch reconnects with backoff until stopped. */
-  onError: (error: ClusterError) => void;
-  /** The API server answered a watch request: it streams events from now on. */
-  onConnect?: () => void;
-}
-
 const DEFAULT_PAGE_SIZE = 500;
 const DEFAULT_TIMEOUT_MS = 30_000;
 /** A continue token expires when the list outlives etcd compaction; restarting more rarely helps. */
 const MAX_LIST_RESTARTS = 3;
-/** Ask the server to end each watch so that a dead connection cannot go unnoticed for long. */
-const WATCH_TIMEOUT_SECONDS = 300;
-const WATCH_BACKOFF: Backoff = { initialMs: 500, maxMs: 30_000 };
 
-type ResourceName = "services" | "endpointslices" | "endpoints";
+export type ResourceName = "services" | "endpointslices" | "endpoints";
 
 interface ResourceInfo {
   group: "" | "discovery.k8s.io";
@@ -121,14 +103,14 @@ interface ResourceInfo {
   kind: string;
 }
 
-const RESOURCES: Record<ResourceName, ResourceInfo> = {
+export const RESOURCES: Record<ResourceName, ResourceInfo> = {
   services: { group: "", apiVersion: "v1", kind: "Service" },
   endpointslices: { group: "discovery.k8s.io", apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice" },
   endpoints: { group: "", apiVersion: "v1", kind: "Endpoints" },
 };
 
 /** What a failed call was doing, so that its error message can say what to fix. */
-interface Target {
+export interface Target {
   resource: ResourceName;
   verb: "get" | "list" | "watch";
   namespace: string | undefined;
@@ -396,17 +378,6 @@ export async function readClusterRevision(
 }
 
 /**
- * Watch Services and EndpointSlices (v1 Endpoints when the cluster has no EndpointSlice API),
- * reconnecting from the last seen resourceVersion. Returns a function that stops both watches.
- */
-export function watchCluster(kc: KubeConfig, options: WatchClusterOptions): () => void {
-  const stops = (["services", "endpointslices"] as const).map((resource) => watchResource(kc, resource, options));
-  return () => {
-    for (const stop of stops) stop();
-  };
-}
-
-/**
  * Aborts after `ms`, as AbortSignal.timeout does, but on the global setTimeout: Node keeps
  * AbortSignal.timeout's timer internal, out of reach of fake timers, and a test of the timeout
  * must hold the clock while the requests that should succeed are answered.
@@ -583,7 +554,7 @@ async function listAll<T>(
   }
 }
 
-function withTypeMeta(obj: Record<string, unknown>, info: ResourceInfo): KubeItem {
+export function withTypeMeta(obj: Record<string, unknown>, info: ResourceInfo): KubeItem {
   const { apiVersion: _apiVersion, kind: _kind, metadata, ...rest } = obj;
   return {
     apiVersion: info.apiVersion,
@@ -594,7 +565,7 @@ function withTypeMeta(obj: Record<string, unknown>, info: ResourceInfo): KubeIte
 }
 
 /** Where a call goes, for its error message: the kubeconfig's server, user and context. */
-function targetOf(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
+export function targetOf(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
   return {
     server: kc.getCurrentCluster()?.server ?? "(no cluster)",
     user: kc.getCurrentUser()?.name ?? "",
@@ -602,12 +573,12 @@ function targetOf(kc: KubeConfig): Pick<Target, "server" | "user" | "context"> {
   };
 }
 
-function pathOf(t: Pick<Target, "resource" | "namespace">): string {
+export function pathOf(t: Pick<Target, "resource" | "namespace">): string {
   const prefix = RESOURCES[t.resource].group ? `/apis/${RESOURCES[t.resource].apiVersion}` : "/api/v1";
   return t.namespace === undefined ? `${prefix}/${t.resource}` : `${prefix}/namespaces/${t.namespace}/${t.resource}`;
 }
 
-function toClusterError(err: unknown, t: Target): ClusterError {
+export function toClusterError(err: unknown, t: Target): ClusterError {
   if (err instanceof ClusterError) return err;
   const request = `${t.verb} ${t.server}${pathOf(t)}${t.name === undefined ? "" : `/${t.name}`}`;
   // ApiException from the generated API; failures of a Watch carry statusCode instead.
@@ -691,83 +662,4 @@ function serverMessage(body: unknown): string | undefined {
   }
   const message = (value as { message?: unknown } | null)?.message;
   return typeof message === "string" ? message : undefined;
-}
-
-function watchResource(
-  kc: KubeConfig,
-  initial: "services" | "endpointslices",
-  options: WatchClusterOptions,
-): () => void {
-  let resource: ResourceName = initial;
-  let resourceVersion: string | undefined;
-  let controller: AbortController | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let stopped = false;
-  let failures = 0;
-
-  const target = (): Target => ({
-    ...targetOf(kc),
-    resource,
-    verb: "watch",
-    namespace: options.namespace,
-    timeoutMs: WATCH_TIMEOUT_SECONDS * 1000,
-  });
-
-  const reconnect = (failed: boolean) => {
-    failures = failed ? failures + 1 : 0;
-    const delay = failures === 0 ? 0 : backoffDelay(WATCH_BACKOFF, failures);
-    timer = setTimeout(() => void connect(), delay);
-  };
-
-  const onEvent = (type: string, obj: unknown) => {
-    if (type === "ERROR") {
-      // 410: our resourceVersion was compacted away; start over from the current state.
-      if ((obj as { code?: unknown })?.code === 410) resourceVersion = undefined;
-      else options.onError(toClusterError({ statusCode: (obj as { code?: unknown })?.code, body: obj }, target()));
-      return;
-    }
-    if (type !== "ADDED" && type !== "MODIFIED" && type !== "DELETED") return;
-    const item = withTypeMeta(obj as Record<string, unknown>, RESOURCES[resource]);
-    resourceVersion = (item.metadata.resourceVersion as string | undefined) ?? resourceVersion;
-    failures = 0;
-    options.onEvent({ type, object: item });
-  };
-
-  const connect = async () => {
-    if (stopped) return;
-    const startedAt = Date.now();
-    let failed = false;
-    const onDone = (err: unknown) => {
-      failed ||= Boolean(err);
-      if (stopped) return;
-      if (err && resource === "endpointslices" && (err as { statusCode?: unknown }).statusCode === 404) {
-        resource = "endpoints";
-        resourceVersion = undefined;
-        return reconnect(false);
-      }
-      if (err) options.onError(toClusterError(err, target()));
-      // A stream that ends at once is failing even without an error; do not spin on it.
-      reconnect(Boolean(err) || Date.now() - startedAt < 1000);
-    };
-    try {
-      controller = await new Watch(kc).watch(
-        pathOf({ resource, namespace: options.namespace }),
-        { resourceVersion, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
-        onEvent,
-        onDone,
-      );
-      if (stopped) controller.abort();
-      // Watch.watch resolves once the server answered 200, or after reporting its failure.
-      else if (!failed) options.onConnect?.();
-    } catch (err) {
-      onDone(err);
-    }
-  };
-
-  void connect();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-    controller?.abort();
-  };
 }
