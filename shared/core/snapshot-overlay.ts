@@ -1,6 +1,6 @@
 /*
  * A warm instance's head start: the snapshot of its last full list with the objects an event named,
- * read again from the API server, laid over it (app/reconcile.ts). Pure: what was read comes from
+ * read again from the API server, laid over it (app/head-start.ts). Pure: what was read comes from
  * the caller. Its revision is the highest of the base's and the objects read: the newest change it
  * holds. So a list older than that change, another instance's finishing late, cannot publish over
  * it and take the change back; the full list that follows a head start, which starts after the
