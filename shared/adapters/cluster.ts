@@ -17,6 +17,7 @@ import * as https from "node:https";
 // then carries only the generated code these modules use. Same classes as the index exports.
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
+import { timeoutSignal } from "../core/deadline.js";
 import { OptionsError } from "../core/settings.js";
 import { newerRevision } from "../core/revision.js";
 import { DNS1123_LABEL, SERVICE_NAME_LABEL } from "../core/k8s-names.js";
@@ -375,20 +376,6 @@ export async function readClusterRevision(
   } catch (err) {
     throw toClusterError(err, target);
   }
-}
-
-/**
- * Aborts after `ms`, as AbortSignal.timeout does, but on the global setTimeout: Node keeps
- * AbortSignal.timeout's timer internal, out of reach of fake timers, and a test of the timeout
- * must hold the clock while the requests that should succeed are answered.
- */
-function timeoutSignal(ms: number): AbortSignal {
-  const controller = new AbortController();
-  setTimeout(
-    () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
-    ms,
-  ).unref();
-  return controller.signal;
 }
 
 type PageParams = { limit: number; continue?: string };

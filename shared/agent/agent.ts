@@ -18,6 +18,7 @@ import { openStore } from "../adapters/open-store.js";
 import { packageVersion } from "../adapters/package-version.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
+import { withTimeout } from "../core/deadline.js";
 import { REAL_RUNTIME } from "./activation.js";
 import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
 import { readIfExists } from "./files.js";
@@ -305,19 +306,14 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   );
 
   async function finalStatus(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`)),
-        FINAL_STATUS_TIMEOUT_MS,
-      );
-    });
     try {
-      await Promise.race([store.putStatus(options.nodeName, status()), timeout]);
+      await withTimeout(
+        store.putStatus(options.nodeName, status()),
+        FINAL_STATUS_TIMEOUT_MS,
+        () => `no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`,
+      );
     } catch (err) {
       log.warn({ err: (err as Error).message }, "cannot write the final status");
-    } finally {
-      clearTimeout(timer);
     }
   }
 

@@ -8,9 +8,9 @@ import type { Logger } from "../adapters/log.js";
 import type { ConfigRef, ObjectStore } from "../adapters/store.js";
 import type { LiveView } from "../core/live-view.js";
 import type { SettingsRecord } from "../core/settings-record.js";
+import { DeadlineError, raceAbort } from "../core/deadline.js";
 import { envName } from "../core/settings.js";
 import type { AgentReports } from "./agent-reports.js";
-import { withDeadline } from "./deadline.js";
 import type { FunctionSettings } from "./function-options.js";
 import type { LiveSnapshot, PassSteps } from "./pass-steps.js";
 import type { PassRecorder } from "./pass-record.js";
@@ -85,12 +85,17 @@ export function runDeadline(passTimeoutMs: number, stage: () => string): RunDead
   const signal = AbortSignal.timeout(passTimeoutMs);
   return {
     signal,
+    // The work itself is not stopped (the steps pass the signal on where they can); whatever it
+    // does later is not awaited by anyone. A DeadlineError fails the pass, which the event source
+    // retries, instead of one slow dependency holding the instance's pass slot.
     guard: (work) =>
-      withDeadline(
+      raceAbort(
+        work,
         signal,
         () =>
-          `the reconcile pass exceeded its deadline of ${passTimeoutMs} ms (${envName("passTimeoutMs")}) at ${stage()}; it was abandoned`,
-        work,
+          new DeadlineError(
+            `the reconcile pass exceeded its deadline of ${passTimeoutMs} ms (${envName("passTimeoutMs")}) at ${stage()}; it was abandoned`,
+          ),
       ),
   };
 }
