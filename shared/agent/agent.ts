@@ -37,6 +37,7 @@ import { until } from "./until.js";
 import type { ConfigChecker } from "./verdict.js";
 import { DIGEST_KINDS } from "../core/config-digest.js";
 import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/descriptors.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** The supervised HAProxy master, as the agent uses it (adapters/haproxy/process.ts). */
 export interface SupervisedHaproxy extends Pick<HaproxyProcess, "running" | "pid" | "supervision" | "start" | "stop"> {
@@ -269,7 +270,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       if (s.workers.length === 0) return { ok: false, reason: "HAProxy has no worker" };
       return { ok: true };
     } catch (err) {
-      return { ok: false, reason: `HAProxy master does not answer: ${(err as Error).message}` };
+      return { ok: false, reason: `HAProxy master does not answer: ${errorMessage(err)}` };
     }
   }
 
@@ -313,7 +314,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
         () => `no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`,
       );
     } catch (err) {
-      log.warn({ err: (err as Error).message }, "cannot write the final status");
+      log.warn({ err: errorMessage(err) }, "cannot write the final status");
     }
   }
 

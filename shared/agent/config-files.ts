@@ -7,6 +7,7 @@ import { serverStateFileOf } from "../core/config-facts.js";
 import { NotDurableError, readIfExists, writeFileAtomic } from "./files.js";
 import { EMPTY_SERVER_STATE } from "./server-state.js";
 import type { Splitter } from "./split-memo.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** The files HAProxy reads on the node: its config, the pattern files beside it, its server-state file. */
 export class ConfigFiles {
@@ -67,10 +68,7 @@ export class ConfigFiles {
         if (keep.has(path) || !isPatternFilePath(path)) continue;
         this.patterns.delete(path);
         await rm(join(dir, name), { force: true }).catch((err: unknown) =>
-          this.log.warn(
-            { path, err: err instanceof Error ? err.message : String(err) },
-            "cannot remove a pattern file",
-          ),
+          this.log.warn({ path, err: errorMessage(err) }, "cannot remove a pattern file"),
         );
       }
     }
@@ -97,10 +95,7 @@ export class ConfigFiles {
       await mkdir(dirname(path), { recursive: true });
       await writeFileAtomic(path, text);
     } catch (err) {
-      this.log.warn(
-        { path, err: err instanceof Error ? err.message : String(err) },
-        "cannot write the server-state file",
-      );
+      this.log.warn({ path, err: errorMessage(err) }, "cannot write the server-state file");
     }
   }
 }

@@ -12,6 +12,7 @@ import type { StageTrace } from "../adapters/stage-trace.js";
 import { configDigest, digestKind } from "../core/config-digest.js";
 import type { AgentMetrics } from "./metrics.js";
 import { saveState, type AgentError, type AgentState, type AppliedConfig } from "./state.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** A config the node knows by its text: what HAProxy runs, or what haproxy.cfg holds. */
 export interface KnownConfig {
@@ -193,10 +194,7 @@ export class NodeState {
     try {
       await saveState(this.options.stateFile, state);
     } catch (err) {
-      this.options.log.error(
-        { err: err instanceof Error ? err.message : String(err), file: this.options.stateFile },
-        "cannot save the agent state",
-      );
+      this.options.log.error({ err: errorMessage(err), file: this.options.stateFile }, "cannot save the agent state");
     }
     this.options.onChange?.();
   }

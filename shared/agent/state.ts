@@ -9,6 +9,7 @@ import { z } from "zod";
 import type { Logger } from "../adapters/log.js";
 import { digestSchema } from "../core/config-digest.js";
 import { readIfExists, writeFileAtomic } from "./files.js";
+import { errorMessage } from "../core/error-message.js";
 
 export const appliedSchema = z.object({
   /** The store key; null for a config on disk whose key the agent does not know. */
@@ -44,7 +45,7 @@ export async function loadState(file: string, log: Logger): Promise<AgentState> 
   try {
     return stateSchema.parse(JSON.parse(text));
   } catch (err) {
-    log.warn({ file, err: (err as Error).message }, "ignoring an unreadable agent state file");
+    log.warn({ file, err: errorMessage(err) }, "ignoring an unreadable agent state file");
     return EMPTY_STATE;
   }
 }

@@ -18,6 +18,7 @@
 import type { Logger } from "../adapters/log.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import type { DigestKind } from "../core/config-digest.js";
+import { errorMessage } from "../core/error-message.js";
 
 export type DigestSetting = "auto" | DigestKind;
 
@@ -170,7 +171,7 @@ export class AgentReports {
     } catch (err) {
       // In doubt, whole: every agent reads those.
       this.chunksRead = false;
-      const error = err instanceof Error ? err.message : String(err);
+      const error = errorMessage(err);
       if (!auto) {
         this.log.warn(
           { err: error, room: this.nodeRoom },

@@ -14,6 +14,7 @@ import { holdPendingServices, serviceKey } from "../core/pending-services.js";
 import type { EventObject } from "./cloudevents.js";
 import type { NotifyCounts, RunTag } from "./pass-steps.js";
 import { type Instance, runDeadline, type WarmState } from "./warm-instance.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** What a head start did, before its event's full pass. */
 export interface HeadStart {
@@ -129,7 +130,7 @@ export async function runHeadStart(at: Instance, state: WarmState, refs: readonl
     return report;
   } catch (err) {
     plog.warn({ err, stage, refs: refs.length }, "head start failed; the full pass decides");
-    return done("failed", { reason: err instanceof Error ? err.message : String(err) });
+    return done("failed", { reason: errorMessage(err) });
   }
 }
 

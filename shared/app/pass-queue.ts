@@ -12,6 +12,7 @@ import { type Backoff, backoffDelay } from "../core/backoff.js";
 import type { Verdict } from "./cloudevents.js";
 import type { HeadStart } from "./head-start.js";
 import type { ReconcileResult, Trigger } from "./pass.js";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * One run at a time. Calls made while one runs share one follow-up run, which starts once the
@@ -283,7 +284,7 @@ export class ReconcileQueue {
   /** What a head start that threw before it could report says (it never fails the event's delivery). */
   private failedHeadStart(objects: number, err: unknown): HeadStart {
     this.log.warn({ err, refs: objects }, "head start failed; the full pass decides");
-    return { status: "failed", reason: err instanceof Error ? err.message : String(err), objects, ms: 0 };
+    return { status: "failed", reason: errorMessage(err), objects, ms: 0 };
   }
 
   private async owedPass(input: PassInput): Promise<ReconcileResult> {

@@ -7,6 +7,7 @@
 
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, PassRecord } from "../adapters/store.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** Where a pass is; "layout" is a cold instance reading the newest config's backend layout from the store. */
 export type Stage = "list" | "layout" | "render" | "publish" | "notify";
@@ -55,10 +56,7 @@ export class PassRecorder {
           ? {
               ...failing,
               stage: failure.stage,
-              message: (failure.err instanceof Error ? failure.err.message : String(failure.err)).slice(
-                0,
-                MESSAGE_CHARS,
-              ),
+              message: errorMessage(failure.err).slice(0, MESSAGE_CHARS),
               transient: failure.transient,
               eventId: failure.eventId,
             }
