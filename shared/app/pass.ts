@@ -5,7 +5,7 @@
  * pass has done so far (PassRun). When it runs, and what it runs for, app/pass-queue.ts decides.
  */
 
-import { ClusterError } from "../adapters/cluster.js";
+import { ClusterError } from "../adapters/cluster-error.js";
 import type { Logger } from "../adapters/log.js";
 import { type PublishResult, type SkippedKey, StoreError } from "../adapters/store.js";
 import { digestKind } from "../core/config-digest.js";

@@ -5,17 +5,16 @@
 
 import type { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { Watch } from "@kubernetes/client-node/dist/watch.js";
+import { type KubeItem, withTypeMeta } from "../adapters/cluster.js";
 import {
   type ClusterError,
-  type KubeItem,
   pathOf,
   RESOURCES,
   type ResourceName,
   type Target,
   targetOf,
   toClusterError,
-  withTypeMeta,
-} from "../adapters/cluster.js";
+} from "../adapters/cluster-error.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 
 export interface ClusterEvent {

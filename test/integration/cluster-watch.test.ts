@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { type ClusterError, loadKubeConfig } from "../../shared/adapters/cluster.js";
+import type { ClusterError } from "../../shared/adapters/cluster-error.js";
+import { loadKubeConfig } from "../../shared/adapters/kube-config.js";
 import { type ClusterEvent, watchCluster } from "../../shared/dev/cluster-watch.js";
 import type { RequestInfo } from "../../shared/dev/kube-api-emulator.js";
 import { TestKubeApi } from "../support/kube-api.js";

@@ -3,14 +3,10 @@ import { createServer } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import {
-  ClusterError,
-  getRaw,
-  listCluster,
-  listClusterItems,
-  loadKubeConfig,
-  type KubeItem,
-} from "../../shared/adapters/cluster.js";
+import { listCluster, listClusterItems, type KubeItem } from "../../shared/adapters/cluster.js";
+import { ClusterError } from "../../shared/adapters/cluster-error.js";
+import { loadKubeConfig } from "../../shared/adapters/kube-config.js";
+import { getRaw } from "../../shared/adapters/kube-get.js";
 import type { RequestInfo } from "../../shared/dev/kube-api-emulator.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { endpoints, service, slice } from "../support/cluster-objects.js";

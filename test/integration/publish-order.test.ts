@@ -6,7 +6,7 @@ import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
-import { ClusterError } from "../../shared/adapters/cluster.js";
+import { ClusterError } from "../../shared/adapters/cluster-error.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import type { Agent } from "../../shared/agent/agent.js";
 import type { FunctionSettings } from "../../shared/app/function-options.js";

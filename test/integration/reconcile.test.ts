@@ -26,7 +26,7 @@ import type { StageTrace } from "../../shared/adapters/stage-trace.js";
 import { RenderContext } from "../../shared/app/render-context.js";
 import { configDescriptors } from "../../shared/core/descriptors.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
-import { loadKubeConfig } from "../../shared/adapters/cluster.js";
+import { loadKubeConfig } from "../../shared/adapters/kube-config.js";
 import { startEventBridge } from "../../shared/dev/event-bridge.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { agentReport, service, slice } from "../support/fixtures.js";
