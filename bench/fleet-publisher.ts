@@ -9,7 +9,9 @@ import { join } from "node:path";
 import { createLogger } from "../shared/adapters/log.js";
 import { openStore } from "../shared/adapters/open-store.js";
 import { loadFunctionSettings, requireStore } from "../shared/app/function-options.js";
-import { createReconciler, type ReconcileResult } from "../shared/app/reconcile.js";
+import type { ReconcileResult } from "../shared/app/pass.js";
+import { traceSteps } from "../shared/app/pass-trace.js";
+import { createReconciler } from "../shared/app/reconcile.js";
 import { snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { syntheticItems } from "./synthetic.js";
@@ -78,10 +80,11 @@ export function fleetPublisher(o: FleetPublisherOptions): FleetPublisher {
     store,
     readSnapshot: async () => snapshot(),
     liveRevision: async () => String(revision),
-    trace: (ev, fields) => {
-      if (ev === "pass.published" && fields?.status === "published")
-        o.onPublished(String(fields.key), performance.timeOrigin + performance.now());
-    },
+    decorate: (steps) =>
+      traceSteps(steps, (ev, fields) => {
+        if (ev === "pass.published" && fields?.status === "published")
+          o.onPublished(String(fields.key), performance.timeOrigin + performance.now());
+      }),
   });
   let changes = 0;
   const pass = () => reconciler.reconcileNow({ id: `fleet-${revision}`, type: "bench.fleet" });

@@ -10,7 +10,7 @@ import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ReconcileResult } from "../shared/app/reconcile.js";
+import type { ReconcileResult } from "../shared/app/pass.js";
 import { waitFor } from "../test/support/net.js";
 import { startS3, type TestS3 } from "../test/support/s3.js";
 import { type AgentEvent, type FleetAgentsSettings, type FleetState, startFleetAgents } from "./fleet-agents.js";

@@ -28,6 +28,7 @@ import { freePort, httpGet, waitFor } from "../test/support/net.js";
 import { writeNodeFiles } from "./node-files.js";
 import { arg, machine, mib, table } from "./machine.js";
 import { syntheticCluster } from "./synthetic.js";
+import { errorMessage } from "../shared/core/error-message.js";
 
 const argValue = (name: string, fallback: string) => {
   const i = process.argv.indexOf(name);
@@ -158,7 +159,7 @@ async function start(
       failure: null,
     };
   } catch (err) {
-    return { startSeconds: null, rssMiB: null, descriptors: null, failure: (err as Error).message.trim() };
+    return { startSeconds: null, rssMiB: null, descriptors: null, failure: errorMessage(err).trim() };
   } finally {
     if (!exited) {
       child.kill("SIGKILL");

@@ -21,7 +21,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { loadKubeConfig } from "../shared/adapters/cluster.js";
+import { loadKubeConfig } from "../shared/adapters/kube-config.js";
 import { createLogger } from "../shared/adapters/log.js";
 import { packageRoot } from "../shared/adapters/templates.js";
 import { startEventBridge } from "../shared/dev/event-bridge.js";

@@ -6,6 +6,7 @@ import { storeRetainSpec, storeSettingSpecs } from "../shared/core/store-setting
 import { agentOptionSpecs } from "../shared/agent/options.js";
 import { clusterSettingSpecs, notifySettingSpecs } from "../shared/app/function-options.js";
 import { packageVersion } from "../shared/adapters/package-version.js";
+import { errorMessage } from "../shared/core/error-message.js";
 
 // The AWS SDK's notice that its releases after January 2027 need Node 22 would otherwise open
 // every store command's output (the SDK accepts only "true" here).
@@ -173,7 +174,7 @@ try {
     process.stderr.write(`servicelb: ${err.message}\n`);
     process.exitCode = 2;
   } else {
-    process.stderr.write(`servicelb: ${(err as Error).message}\n`);
+    process.stderr.write(`servicelb: ${errorMessage(err)}\n`);
     process.exitCode = 1;
   }
 }

@@ -15,6 +15,7 @@ import type { BlobStore } from "./blob-store.js";
 import { RECORD_DIGEST } from "./store-records.js";
 import { errorText, StoreError } from "./store-error.js";
 import { ObjectTooLargeError } from "./store-limits.js";
+import { errorMessage } from "../core/error-message.js";
 
 export const CONFIGS = "configs/";
 export const CHUNKS = "chunks/";
@@ -217,7 +218,7 @@ export class ConfigObjects {
     try {
       return parseChunkedBody(plain);
     } catch (err) {
-      throw this.corrupt(key, err instanceof Error ? err.message : String(err));
+      throw this.corrupt(key, errorMessage(err));
     }
   }
 

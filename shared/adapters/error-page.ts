@@ -5,6 +5,7 @@
 
 import { readFileSync } from "node:fs";
 import { OptionsError } from "../core/settings.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** Reads --error-page: a path, or a file:// URL as the original accepted. */
 export function readErrorPage(path: string | undefined): string | undefined {
@@ -13,6 +14,6 @@ export function readErrorPage(path: string | undefined): string | undefined {
   try {
     return readFileSync(file, "utf8");
   } catch (err) {
-    throw new OptionsError(`--error-page: cannot read ${file}: ${(err as Error).message}`);
+    throw new OptionsError(`--error-page: cannot read ${file}: ${errorMessage(err)}`);
   }
 }

@@ -17,7 +17,8 @@ import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 // Not the index: importing it at run time would put every generated API and model in the bundle.
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
-import { getRaw, loadKubeConfig } from "./cluster.js";
+import { getRaw } from "./kube-get.js";
+import { loadKubeConfig } from "./kube-config.js";
 import type { Logger } from "./log.js";
 import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
 

@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { OptionsError, type SettingSpecs, settingsFromEnv, settingsFromFlags } from "../core/settings.js";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * The raw values of the settings `specs` describes, merged from the file (`--config`, else
@@ -31,13 +32,13 @@ function readConfigFile(file: string, keys: readonly string[]): Record<string, u
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new OptionsError(`--config: cannot read ${file}: ${(err as Error).message}`);
+    throw new OptionsError(`--config: cannot read ${file}: ${errorMessage(err)}`);
   }
   let parsed: unknown;
   try {
     parsed = parseYaml(text);
   } catch (err) {
-    throw new OptionsError(`--config: ${file} is not valid YAML/JSON: ${(err as Error).message}`);
+    throw new OptionsError(`--config: ${file} is not valid YAML/JSON: ${errorMessage(err)}`);
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
     throw new OptionsError(`--config: ${file} must hold an object of options`);

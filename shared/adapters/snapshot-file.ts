@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseSnapshot, SnapshotError, type Snapshot } from "../core/snapshot.js";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * A snapshot from a file ("-" is standard input), as `kubectl get … -o json|yaml` printed it.
@@ -10,7 +11,7 @@ export function readSnapshotFile(path: string, flag: string): Snapshot {
   try {
     text = readFileSync(path === "-" ? 0 : path, "utf8");
   } catch (err) {
-    throw new SnapshotError(`${flag}: cannot read ${path}: ${(err as Error).message}`);
+    throw new SnapshotError(`${flag}: cannot read ${path}: ${errorMessage(err)}`);
   }
   return parseSnapshot(text);
 }

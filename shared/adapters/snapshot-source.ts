@@ -8,7 +8,8 @@ import {
   type Snapshot,
   type ValidatedItem,
 } from "../core/snapshot.js";
-import { listClusterItems, loadKubeConfig, readObjects, type ObjectRef } from "./cluster.js";
+import { listClusterItems, readObjects, type ObjectRef } from "./cluster.js";
+import { loadKubeConfig } from "./kube-config.js";
 
 export interface KubeAccess {
   kubeconfig?: string;

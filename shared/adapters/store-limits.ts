@@ -8,7 +8,7 @@
 
 import { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
-import { raceAbort } from "../core/race-abort.js";
+import { raceAbort } from "../core/deadline.js";
 
 /** Far above a 10,000-Service config (~8 MB), far below the DaemonSet's memory limit. */
 export const DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024;

@@ -31,6 +31,7 @@ import { type ApplyDecision, decideApply } from "./decide.js";
 import type { AgentMetrics } from "./metrics.js";
 import type { KnownConfig, NodeState } from "./node-state.js";
 import { configVerdict, type CheckVerdict, type ConfigChecker } from "./verdict.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** What the apply steps need of HAProxy's process; HaproxyProcess provides it. */
 export interface HaproxyControl {
@@ -90,8 +91,6 @@ export interface LoopHandle {
  */
 export type StepOutcome = "done" | "dropped";
 
-const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
-
 /** A runtime step (the slot commands, or a pattern file swap) failed. */
 class RuntimeStepError extends Error {
   constructor(
@@ -99,7 +98,7 @@ class RuntimeStepError extends Error {
     readonly changedAnything: boolean,
     cause: unknown,
   ) {
-    super(message(cause), { cause });
+    super(errorMessage(cause), { cause });
   }
 }
 
@@ -191,7 +190,7 @@ export class Activation {
     } catch (err) {
       // Some commands ran, some did not: the slots are neither config's. A reload sets every slot
       // from a file, with no drop: the new config's once it passes haproxy -c, else the old one's.
-      log.warn({ key: config.key, err: message(err) }, "runtime API update failed; reloading instead");
+      log.warn({ key: config.key, err: errorMessage(err) }, "runtime API update failed; reloading instead");
       if (!(err instanceof RuntimeStepError) || err.changedAnything) this.node.lostTrackOfSlots();
       await this.checkThenActivate(config, t0);
       // Not activated (rejected, failed or superseded): put the slots back by reloading the file.
@@ -211,7 +210,7 @@ export class Activation {
       let outcome: StepOutcome = "done";
       if (await this.undoRuntime(config.config, running.text)) this.node.undidRuntime(running);
       else outcome = await this.reloadFromDisk();
-      await this.node.fail("apply", config.key, `cannot write ${configPath}: ${message(err)}`);
+      await this.node.fail("apply", config.key, `cannot write ${configPath}: ${errorMessage(err)}`);
       return outcome;
     }
     await this.node.succeed(config, "runtime", t0);
@@ -230,7 +229,10 @@ export class Activation {
       await this.applyRuntime(back);
       return true;
     } catch (err) {
-      this.options.log.error({ err: message(err) }, "cannot undo the runtime changes: reloading the file's config");
+      this.options.log.error(
+        { err: errorMessage(err) },
+        "cannot undo the runtime changes: reloading the file's config",
+      );
       return false;
     }
   }
@@ -247,7 +249,7 @@ export class Activation {
     this.lastReloadAt = performance.now();
     metrics.reloads.inc();
     this.trace("reload.start", { key: file.key, why: "undo" });
-    const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
+    const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: errorMessage(err) }));
     this.trace("reload.end", { key: file.key });
     if (!result.ok) {
       metrics.reloadFailures.inc();
@@ -317,7 +319,7 @@ export class Activation {
         this.lastReloadAt = performance.now();
         metrics.reloads.inc();
         this.trace("reload.start", { key: config.key });
-        const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: message(err) }));
+        const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: errorMessage(err) }));
         this.trace("reload.end", { key: config.key });
         if (!result.ok) {
           metrics.reloadFailures.inc();
@@ -328,8 +330,8 @@ export class Activation {
       if (previous)
         await this.files
           .writeConfig(previous.text)
-          .catch((e: unknown) => log.error({ err: message(e) }, "cannot restore the previous config file"));
-      return this.node.fail("apply", config.key, message(err));
+          .catch((e: unknown) => log.error({ err: errorMessage(e) }, "cannot restore the previous config file"));
+      return this.node.fail("apply", config.key, errorMessage(err));
     } finally {
       if (stateFile) await this.files.writeServerState(stateFile, EMPTY_SERVER_STATE);
     }
@@ -346,7 +348,7 @@ export class Activation {
       return serverStateFor(await this.options.runtime.serversState(socket), next);
     } catch (err) {
       this.options.log.warn(
-        { err: message(err) },
+        { err: errorMessage(err) },
         "cannot save server states before the reload; servers restart from the config alone",
       );
       return null;
@@ -367,7 +369,7 @@ export class Activation {
       return this.node.fail(
         "apply",
         running.key,
-        `HAProxy did not start on ${this.options.configPath}: ${message(err)}`,
+        `HAProxy did not start on ${this.options.configPath}: ${errorMessage(err)}`,
       );
     }
     // Started from disk because nothing newer could be had: an error pulling it still stands.

@@ -19,6 +19,7 @@ import { openStore } from "../adapters/open-store.js";
 import { packageVersion } from "../adapters/package-version.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
+import { withTimeout } from "../core/deadline.js";
 import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel, haproxyLogText } from "./haproxy-lines.js";
@@ -36,6 +37,7 @@ import { until } from "./until.js";
 import type { ConfigChecker } from "./verdict.js";
 import { DIGEST_KINDS } from "../core/config-digest.js";
 import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/descriptors.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** The supervised HAProxy master, as the agent uses it (adapters/haproxy/process.ts). */
 export interface SupervisedHaproxy extends Pick<HaproxyProcess, "running" | "pid" | "supervision" | "start" | "stop"> {
@@ -278,7 +280,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       if (s.workers.length === 0) return { ok: false, reason: "HAProxy has no worker" };
       return { ok: true };
     } catch (err) {
-      return { ok: false, reason: `HAProxy master does not answer: ${(err as Error).message}` };
+      return { ok: false, reason: `HAProxy master does not answer: ${errorMessage(err)}` };
     }
   }
 
@@ -322,19 +324,14 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   );
 
   async function finalStatus(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`)),
-        FINAL_STATUS_TIMEOUT_MS,
-      );
-    });
     try {
-      await Promise.race([store.putStatus(options.nodeName, status()), timeout]);
+      await withTimeout(
+        store.putStatus(options.nodeName, status()),
+        FINAL_STATUS_TIMEOUT_MS,
+        () => `no answer within ${FINAL_STATUS_TIMEOUT_MS} ms`,
+      );
     } catch (err) {
-      log.warn({ err: (err as Error).message }, "cannot write the final status");
-    } finally {
-      clearTimeout(timer);
+      log.warn({ err: errorMessage(err) }, "cannot write the final status");
     }
   }
 

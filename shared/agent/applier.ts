@@ -23,6 +23,7 @@ import { compareConfigKeys } from "../core/config-key.js";
 import { Activation, type ActivationOptions, type StepOutcome } from "./activation.js";
 import { NodeState, type ApplierStatus, type KnownConfig, type NodeStateOptions } from "./node-state.js";
 import { newestVerifiedAfter, type PinRecord, PullError, readPin, SkippedKeys } from "./pull-target.js";
+import { errorMessage } from "../core/error-message.js";
 
 export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
@@ -31,7 +32,6 @@ export interface ApplierOptions extends NodeStateOptions, ActivationOptions {
   store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint">;
 }
 
-const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 /** A pull lists the store at least this often, whatever newest.json says. */
 const LISTING_EVERY = 10;
 
@@ -212,7 +212,7 @@ export class Applier {
     } catch (err) {
       this.options.metrics.notifiedPulls.inc({ result: "fallback" });
       this.options.log.warn(
-        { key: hint.key, err: message(err) },
+        { key: hint.key, err: errorMessage(err) },
         "cannot fetch the config a ping named; listing the store instead",
       );
       return undefined;
@@ -236,7 +236,7 @@ export class Applier {
     try {
       [record, hinted] = await Promise.all([readPin(store), this.fetchHinted(afterKey)]);
     } catch (err) {
-      return failed("pull", null, `cannot read the store: ${message(err)}`);
+      return failed("pull", null, `cannot read the store: ${errorMessage(err)}`);
     }
     if ("unreadable" in record) return this.holdOnUnreadablePin(record.unreadable, stopTimer);
     const { pin } = record;
@@ -272,7 +272,7 @@ export class Applier {
       runningDistrusted = running !== null && pulled.distrusted.has(running);
     } catch (err) {
       const key = err instanceof PullError ? err.key : null;
-      return failed("pull", key, key === null ? `cannot read the store: ${message(err)}` : message(err));
+      return failed("pull", key, key === null ? `cannot read the store: ${errorMessage(err)}` : errorMessage(err));
     } finally {
       for (const { key, reason } of skips) {
         metrics.skippedConfigs.inc();
@@ -354,7 +354,7 @@ export class Applier {
       stopTimer();
       metrics.pulls.inc({ result: "failed" });
       const corrupt = !(err instanceof StoreError) || !err.transient;
-      return this.node.fail(corrupt ? "verify" : "pull", pin.key, `pinned config: ${message(err)}`);
+      return this.node.fail(corrupt ? "verify" : "pull", pin.key, `pinned config: ${errorMessage(err)}`);
     }
     metrics.pulls.inc({ result: "new" });
     stopTimer();

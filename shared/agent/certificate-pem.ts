@@ -10,6 +10,7 @@
  */
 
 import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
+import { errorMessage } from "../core/error-message.js";
 
 /** A certificate file and, as HAProxy 2.6 loads it when the file holds no key, `<file>.key`. */
 export interface CertificateSource {
@@ -104,13 +105,13 @@ export function checkCertificate(path: string, source: CertificateSource, now: D
     leaf = new X509Certificate(pemText(certs[0]!));
     for (const chained of certs.slice(1)) new X509Certificate(pemText(chained));
   } catch (err) {
-    return { ok: false, reason: `${path}: a certificate does not parse (${(err as Error).message})` };
+    return { ok: false, reason: `${path}: a certificate does not parse (${errorMessage(err)})` };
   }
   let key: KeyObject;
   try {
     key = createPrivateKey(pemText(keys[0]!));
   } catch (err) {
-    return { ok: false, reason: `${keyFile}: the private key does not parse (${(err as Error).message})` };
+    return { ok: false, reason: `${keyFile}: the private key does not parse (${errorMessage(err)})` };
   }
   if (!leaf.checkPrivateKey(key))
     return { ok: false, reason: `${keyFile}: the private key is not the key of the certificate (${leaf.subject})` };

@@ -33,6 +33,7 @@ import {
 import type { Logger } from "../adapters/log.js";
 import { statsSocketOf } from "../core/haproxy-config/globals.js";
 import { checkCertificate } from "./certificate-pem.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** The runtime API as the watcher uses it (adapters/haproxy/certificates.ts). */
 export interface CertificateRuntime {
@@ -178,7 +179,7 @@ export class CertificateWatch {
       } catch (err) {
         this.options.metrics.certificateUpdates.inc({ result: "failed" });
         this.options.log.warn(
-          { certificate: name, err: (err as Error).message },
+          { certificate: name, err: errorMessage(err) },
           "cannot swap the renewed certificate in through the runtime API; tried again at the next check",
         );
       }

@@ -6,6 +6,7 @@ import { type ConfigParser, type HaproxyConfig, parseConfig } from "../core/hapr
 import { isPatternFilePath, PATTERN_DIRS, patternFileText } from "../core/haproxy-config/pattern-files.js";
 import { EMPTY_SERVER_STATE } from "../core/haproxy-config/server-state.js";
 import { NotDurableError, readIfExists, writeFileAtomic } from "./files.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** The files HAProxy reads on the node: its config, the pattern files beside it, its server-state file. */
 export class ConfigFiles {
@@ -70,10 +71,7 @@ export class ConfigFiles {
         if (keep.has(path) || !isPatternFilePath(path)) continue;
         this.patterns.delete(path);
         await rm(join(dir, name), { force: true }).catch((err: unknown) =>
-          this.log.warn(
-            { path, err: err instanceof Error ? err.message : String(err) },
-            "cannot remove a pattern file",
-          ),
+          this.log.warn({ path, err: errorMessage(err) }, "cannot remove a pattern file"),
         );
       }
     }
@@ -101,10 +99,7 @@ export class ConfigFiles {
       await mkdir(dirname(path), { recursive: true });
       await writeFileAtomic(path, text);
     } catch (err) {
-      this.log.warn(
-        { path, err: err instanceof Error ? err.message : String(err) },
-        "cannot write the server-state file",
-      );
+      this.log.warn({ path, err: errorMessage(err) }, "cannot write the server-state file");
     }
   }
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * The new data is in place (renamed over the target) but syncing the directory failed, so the
@@ -43,10 +44,7 @@ export async function writeFileAtomic(path: string, data: string, mode = 0o644):
       await d.close();
     }
   } catch (err) {
-    throw new NotDurableError(
-      `${path} was replaced, but syncing ${dir} failed: ${err instanceof Error ? err.message : String(err)}`,
-      { cause: err },
-    );
+    throw new NotDurableError(`${path} was replaced, but syncing ${dir} failed: ${errorMessage(err)}`, { cause: err });
   }
 }
 

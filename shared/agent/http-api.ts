@@ -17,6 +17,7 @@ import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
 import { bearerToken, tokenMatches } from "./token.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
 export const notifySchema = z.object({
@@ -74,7 +75,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     try {
       expected = await options.expectedToken();
     } catch (err) {
-      options.log.error({ err: (err as Error).message }, "cannot read the notify token");
+      options.log.error({ err: errorMessage(err) }, "cannot read the notify token");
       throw new HttpError(503, "the notify token cannot be read");
     }
     // Authenticate before reading the body: strangers get nothing parsed.

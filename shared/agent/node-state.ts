@@ -54,7 +54,7 @@ export async function loadState(file: string, log: Logger): Promise<AgentState> 
   try {
     return stateSchema.parse(JSON.parse(text));
   } catch (err) {
-    log.warn({ file, err: (err as Error).message }, "ignoring an unreadable agent state file");
+    log.warn({ file, err: errorMessage(err) }, "ignoring an unreadable agent state file");
     return EMPTY_STATE;
   }
 }
@@ -62,6 +62,7 @@ export async function loadState(file: string, log: Logger): Promise<AgentState> 
 export async function saveState(file: string, state: AgentState): Promise<void> {
   await writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
 }
+import { errorMessage } from "../core/error-message.js";
 
 /** A config the node knows by its text: what HAProxy runs, or what haproxy.cfg holds. */
 export interface KnownConfig {
@@ -306,10 +307,7 @@ export class NodeState {
     try {
       await saveState(this.options.stateFile, state);
     } catch (err) {
-      this.options.log.error(
-        { err: err instanceof Error ? err.message : String(err), file: this.options.stateFile },
-        "cannot save the agent state",
-      );
+      this.options.log.error({ err: errorMessage(err), file: this.options.stateFile }, "cannot save the agent state");
     }
     this.options.onChange?.();
   }

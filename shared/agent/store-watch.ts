@@ -15,6 +15,7 @@ import { StoreError, type ObjectStore } from "../adapters/store.js";
 import { ObjectTooLargeError, StoreDeadlineError } from "../adapters/store-limits.js";
 import type { AgentMetrics } from "./metrics.js";
 import type { PullHealth } from "./status-report.js";
+import { errorMessage } from "../core/error-message.js";
 
 export interface WatchedStore {
   store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "putStatus">;
@@ -56,7 +57,7 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
   };
   const pullFailed = (err: unknown) => {
     failures++;
-    lastFailure = { at: now(), message: err instanceof Error ? err.message : String(err) };
+    lastFailure = { at: now(), message: errorMessage(err) };
   };
 
   /** Runs `op`, unless or until the agent stops: then it rejects at once (the request is left to its deadline). */

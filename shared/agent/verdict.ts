@@ -5,6 +5,7 @@ import type { Logger } from "../adapters/log.js";
 import { configDescriptors, descriptorsNeeded, type NodeFiles } from "../core/descriptors.js";
 import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render.js";
 import type { AgentError } from "./node-state.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
 export type CheckVerdict =
@@ -26,8 +27,6 @@ export interface VerdictOptions {
   /** The descriptors HAProxy may open on this node, or null when they cannot be told (then not checked). */
   openFiles?: () => NodeFiles | null;
 }
-
-const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** Never rejects; nothing is recorded. */
 export async function configVerdict(
@@ -64,7 +63,7 @@ export async function configVerdict(
       signal,
     });
   } catch (err) {
-    return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${message(err)}` };
+    return { ok: false, stage: "check", unavailable: true, message: `haproxy -c could not run: ${errorMessage(err)}` };
   }
   if (!check.ok && !check.alerted)
     return {

@@ -34,6 +34,7 @@ import type { Logger } from "../adapters/log.js";
 import type { StatusRead } from "../adapters/store.js";
 import { type NodeStatus, nodeStatusSchema } from "../agent/status-report.js";
 import type { DigestKind } from "../core/config-digest.js";
+import { errorMessage } from "../core/error-message.js";
 
 export type DigestSetting = "auto" | DigestKind;
 
@@ -208,7 +209,7 @@ export class AgentReports {
         );
     } catch (err) {
       read = { records: undefined, reports: [], unread: 0 };
-      const error = err instanceof Error ? err.message : String(err);
+      const error = errorMessage(err);
       this.log.warn(
         { err: error, room: this.nodeRoom, digest: this.current, chunked: this.chunksRead },
         "cannot read the agents' reports: the last decision on digests and chunks, and the last room, stand",

@@ -11,6 +11,7 @@ import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
 import { openStore } from "../adapters/open-store.js";
+import { errorMessage } from "../core/error-message.js";
 
 /** A history entry with what its metadata says: who produced it and with which settings, or why it cannot be trusted. */
 export interface DescribedEntry extends HistoryEntry {
@@ -36,7 +37,7 @@ export async function runHistory(flags: Record<string, unknown>): Promise<number
         const head =
           e.untrusted !== undefined
             ? `not trusted: ${e.untrusted}`
-            : await store.head(e.key).catch((err: unknown) => (err as Error).message);
+            : await store.head(e.key).catch((err: unknown) => errorMessage(err));
         const ok = typeof head !== "string";
         return {
           ...e,

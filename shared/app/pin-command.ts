@@ -8,13 +8,14 @@
 
 import { OptionsError } from "../core/settings.js";
 import { resolveConfigRef, withStore } from "./history-command.js";
+import { errorMessage } from "../core/error-message.js";
 
 export async function runPin(ref: string, flags: Record<string, unknown>): Promise<number> {
   return withStore(flags, async (store) => {
     const key = resolveConfigRef(ref, await store.history());
     // The whole object, verified: pinning a config no agent could take would pin nothing.
     const config = await store.get(key).catch((err: unknown) => {
-      throw new OptionsError(`${key} cannot be pinned: ${(err as Error).message}`);
+      throw new OptionsError(`${key} cannot be pinned: ${errorMessage(err)}`);
     });
     const reason = typeof flags.reason === "string" ? flags.reason : undefined;
     await store.putPin({

@@ -8,7 +8,7 @@ import { clusterSettingSpecs } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
 /** `servicelb render`: the dry run from a shell. Returns the exit code. */
-/** The reasons --namespace, --target-service and --selector give a Service they leave out (core/scope-report.ts, build-model.ts). */
+/** The reasons --namespace, --target-service and --selector give a Service they leave out (core/scope-report.ts, service-plan.ts). */
 const SCOPED = /^(outside --namespace |not --target-service |labels do not match --selector)/;
 /** Services the note names; JSON lists them all. */
 const NAMED = 3;

@@ -1,4 +1,5 @@
-import { ModelCache, type BuildInputs } from "../core/build-model.js";
+import type { BuildInputs } from "../core/build-model.js";
+import { ModelCache } from "../core/model-cache.js";
 import { type BackendLayout, LayoutState } from "../core/backend-layout.js";
 import type { RenderOptions } from "../core/options.js";
 import { renderSnapshot, type RenderResult } from "../core/pipeline.js";

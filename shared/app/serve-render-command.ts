@@ -15,6 +15,7 @@ import { getTestServer } from "@google-cloud/functions-framework/testing";
 import { OptionsError } from "../core/settings.js";
 import { packageRoot } from "../adapters/templates.js";
 import { describePortInUse, portHolder } from "../adapters/port-holder.js";
+import { errorMessage } from "../core/error-message.js";
 
 export const DEFAULT_SERVE_PORT = 8090;
 
@@ -24,7 +25,7 @@ export async function runServeRender(flags: { port?: string; host?: string }): P
     await import(pathToFileURL(join(packageRoot(), "dist", "bundle", "render.mjs")).href);
   } catch (err) {
     // The bundle has its own copy of the class: bad SERVICELB_* settings are still bad input (exit 2).
-    if ((err as Error).name === "OptionsError") throw new OptionsError((err as Error).message);
+    if ((err as Error).name === "OptionsError") throw new OptionsError(errorMessage(err));
     throw err;
   }
   const server = getTestServer("render");

@@ -215,7 +215,7 @@ function sparesPossible(model: Model): boolean {
 }
 
 /**
- * Places the model's backends (each under its Service port's own name, as build-model.ts makes
+ * Places the model's backends (each under its Service port's own name, as service-plan.ts makes
  * them) into the previous layout when it can absorb the change, else into a fresh one.
  */
 export function placeBackends(model: Model, state: LayoutState = new LayoutState()): Placement {

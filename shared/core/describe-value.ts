@@ -1,9 +1,10 @@
 /*
- * A user's value as servicelb's warnings and errors show it: quoted, so that spaces and control
- * characters are visible, and cut short, so that a hostile annotation cannot flood a log line.
+ * A value as servicelb's warnings, errors and reasons show it (an annotation, a config line):
+ * quoted, so that spaces and control characters are visible, and cut short at `max` characters,
+ * so that a hostile annotation cannot flood a log line.
  */
 
-export function describeValue(value: string): string {
-  const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
+export function describeValue(value: string, max = 64): string {
+  const shown = value.length > max ? `${value.slice(0, max)}…` : value;
   return JSON.stringify(shown);
 }

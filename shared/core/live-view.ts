@@ -1,6 +1,6 @@
 /*
  * What a warm reconcile instance knows of the cluster between passes: its last full list, and the
- * objects read again since (head starts, app/reconcile.ts), each stamped with when its read or list
+ * objects read again since (head starts, app/head-start.ts), each stamped with when its read or list
  * started. Pure: the caller does the reads.
  *
  * A list subsumes every read that started before it: the event that named the object came before

@@ -23,6 +23,7 @@ import {
   settingsSchema,
   wholeNumber,
 } from "./settings.js";
+import { errorMessage } from "./error-message.js";
 
 export const ALGORITHMS = ["roundrobin", "leastconn", "first", "source"] as const;
 
@@ -84,7 +85,7 @@ const selector = z.string().transform((text, ctx): LabelSelector => {
   try {
     return parseLabelSelector(text);
   } catch (err) {
-    ctx.addIssue({ code: "custom", message: (err as Error).message });
+    ctx.addIssue({ code: "custom", message: errorMessage(err) });
     return z.NEVER;
   }
 });

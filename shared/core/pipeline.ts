@@ -1,5 +1,6 @@
 import { roundMs } from "./milliseconds.js";
-import { buildModel, type BuildInputs, type ModelCache } from "./build-model.js";
+import { buildModel, type BuildInputs } from "./build-model.js";
+import type { ModelCache } from "./model-cache.js";
 import { type BackendLayout, type LayoutState, placeBackends } from "./backend-layout.js";
 import type { ConfigChunks } from "./chunks.js";
 import type { Skipped, Warning } from "./model.js";

@@ -1,6 +1,6 @@
 /*
  * A warm instance's head start: the snapshot of its last full list with the objects an event named,
- * read again from the API server, laid over it (app/reconcile.ts). Pure: what was read comes from
+ * read again from the API server, laid over it (app/head-start.ts). Pure: what was read comes from
  * the caller. Its revision is the highest of the base's and the objects read: the newest change it
  * holds. So a list older than that change, another instance's finishing late, cannot publish over
  * it and take the change back; the full list that follows a head start, which starts after the
@@ -10,7 +10,7 @@
  * over it.
  *
  * Unchanged objects keep their place and identity, and a replaced one takes the place of the one
- * it replaces, so a warm build sees the lists it saw with a few objects replaced (build-model.ts);
+ * it replaces, so a warm build sees the lists it saw with a few objects replaced (model-cache.ts);
  * new ones are appended, and the build puts them in order.
  */
 

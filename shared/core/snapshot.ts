@@ -30,6 +30,7 @@ import {
   namespaceSchema,
   referenceGrantSchema,
 } from "./gateway/schemas.js";
+import { errorMessage } from "./error-message.js";
 
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
@@ -234,7 +235,7 @@ export function parseSnapshotText(text: string): unknown[] {
     try {
       return [JSON.parse(text)];
     } catch (err) {
-      throw new SnapshotError(`snapshot is not valid JSON: ${(err as Error).message}`);
+      throw new SnapshotError(`snapshot is not valid JSON: ${errorMessage(err)}`);
     }
   }
   const docs = parseAllDocuments(text);
@@ -247,7 +248,7 @@ export function parseSnapshotText(text: string): unknown[] {
       value = doc.toJS({ maxAliasCount: 100 });
     } catch (err) {
       // e.g. an alias bomb: the yaml package refuses it by throwing.
-      throw new SnapshotError(`snapshot is not usable YAML: ${(err as Error).message}`);
+      throw new SnapshotError(`snapshot is not usable YAML: ${errorMessage(err)}`);
     }
     if (value !== null && value !== undefined) out.push(value);
   }

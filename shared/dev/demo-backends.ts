@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "../adapters/log.js";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * The demo cluster's backends, in a process of their own. HAProxy health-checks every server
@@ -113,7 +114,7 @@ function serve(): void {
       });
     } catch (err) {
       // listen() throws at once for what is no port at all.
-      process.send!({ id: m.id, error: (err as Error).message } satisfies Reply);
+      process.send!({ id: m.id, error: errorMessage(err) } satisfies Reply);
     }
   });
   // The parent going away (even by SIGKILL) closes the IPC channel: no orphan keeps the ports.

@@ -4,6 +4,7 @@ import type { Logger } from "../adapters/log.js";
 import type { Kind, KubeApiEmulator, KubeObject } from "./kube-api-emulator.js";
 import { DemoBackends } from "./demo-backends.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
+import { errorMessage } from "../core/error-message.js";
 
 const KINDS = new Set<Kind>([
   "Service",
@@ -180,7 +181,7 @@ export class DemoCluster {
       this.watch();
     } catch (err) {
       if (attempt === 0)
-        this.log.warn({ file: this.file, err: (err as Error).message }, "cannot watch the demo cluster file; retrying");
+        this.log.warn({ file: this.file, err: errorMessage(err) }, "cannot watch the demo cluster file; retrying");
       this.timer = setTimeout(() => this.rewatch(attempt + 1), Math.min(1000, 50 * 2 ** attempt));
     }
   }

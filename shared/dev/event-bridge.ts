@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { watchCluster, type ClusterEvent } from "../adapters/cluster.js";
+import { type ClusterEvent, watchCluster } from "./cluster-watch.js";
 import type { Logger } from "../adapters/log.js";
 import { PING_EVENT_TYPE } from "../core/event-types.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";

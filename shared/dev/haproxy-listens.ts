@@ -1,5 +1,6 @@
 import { connect } from "node:net";
 import { describePortInUse, portFree, portHolder, type PortHolder } from "../adapters/port-holder.js";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * What `npm start` may claim about HAProxy: its ports are checked before anything starts (a taken
@@ -29,7 +30,7 @@ export async function assertPortsFree(
     try {
       free = await portFree(port);
     } catch (err) {
-      throw new PortInUseError(`port ${port} (${flag}) cannot be bound: ${(err as Error).message}`);
+      throw new PortInUseError(`port ${port} (${flag}) cannot be bound: ${errorMessage(err)}`);
     }
     if (free) continue;
     const holder = portHolder(port);
@@ -89,7 +90,7 @@ async function agentSays(url: string): Promise<string> {
     const r = await fetch(url, { signal: AbortSignal.timeout(2000) });
     status = (await r.json()) as typeof status;
   } catch (err) {
-    return `the agent does not answer at ${url} (${(err as Error).message})`;
+    return `the agent does not answer at ${url} (${errorMessage(err)})`;
   }
   if (status.lastError) return `the agent's last ${status.lastError.stage} failed: ${status.lastError.message}`;
   if (!status.applied) return "no config applied yet (the reconcile function has published none; its log says why)";

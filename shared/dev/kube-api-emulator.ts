@@ -8,6 +8,7 @@ import { stringify } from "yaml";
 import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/label-selector.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * A Kubernetes API server for the local stack's demo cluster and for tests, speaking the real
@@ -540,7 +541,7 @@ export class KubeApiEmulator {
       throw new KubeStatusError(
         400,
         "BadRequest",
-        `the body of the request was in an unknown format: ${(err as Error).message}`,
+        `the body of the request was in an unknown format: ${errorMessage(err)}`,
       );
     }
     const name = obj?.metadata?.name;
@@ -927,7 +928,7 @@ function parseSelector(text: string): LabelSelector {
   try {
     return parseLabelSelector(text);
   } catch (err) {
-    throw new KubeStatusError(400, "BadRequest", `unable to parse requirement: ${(err as Error).message}`);
+    throw new KubeStatusError(400, "BadRequest", `unable to parse requirement: ${errorMessage(err)}`);
   }
 }
 

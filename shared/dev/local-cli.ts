@@ -7,6 +7,7 @@ import { Command, CommanderError, Option } from "commander";
 import { packageVersion } from "../adapters/package-version.js";
 import { OptionsError } from "../core/settings.js";
 import { type LocalWiring, localSettings, runLocal } from "./local-command.js";
+import { errorMessage } from "../core/error-message.js";
 
 /**
  * `checkOnly`: parse and check the flags (and print --help or --version) without starting
@@ -60,7 +61,7 @@ export async function localCli(
     return code;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    process.stderr.write(`servicelb: ${(err as Error).message}\n`);
+    process.stderr.write(`servicelb: ${errorMessage(err)}\n`);
     return err instanceof OptionsError ? 2 : 1;
   }
 }

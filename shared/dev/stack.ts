@@ -5,7 +5,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
-import { loadKubeConfig } from "../adapters/cluster.js";
+import { loadKubeConfig } from "../adapters/kube-config.js";
 import { packageRoot } from "../adapters/templates.js";
 import type { Console } from "./console-log.js";
 import { DemoCluster } from "./demo-cluster.js";

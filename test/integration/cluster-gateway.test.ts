@@ -4,7 +4,8 @@
  * emulator's status subresource and generation, which status writes and observedGeneration rely on.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { listCluster, loadKubeConfig } from "../../shared/adapters/cluster.js";
+import { listCluster } from "../../shared/adapters/cluster.js";
+import { loadKubeConfig } from "../../shared/adapters/kube-config.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { resolveGateway } from "../../shared/core/gateway/resolve.js";
 import { service, slice } from "../support/fixtures.js";

@@ -14,17 +14,19 @@ import type { Notifier } from "../../shared/adapters/notifier.js";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { loadFunctionSettings, type FunctionSettings } from "../../shared/app/function-options.js";
+import { tracedReconciler } from "../../shared/app/pass-trace.js";
+import type { LiveSnapshot } from "../../shared/app/pass-steps.js";
 import {
   createReconcileHandler,
   createReconciler,
-  type LiveSnapshot,
   type ReconcileDeps,
   type Reconciler,
 } from "../../shared/app/reconcile.js";
+import type { StageTrace } from "../../shared/adapters/stage-trace.js";
 import { RenderContext } from "../../shared/app/render-context.js";
 import { configDescriptors } from "../../shared/core/descriptors.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
-import { loadKubeConfig } from "../../shared/adapters/cluster.js";
+import { loadKubeConfig } from "../../shared/adapters/kube-config.js";
 import { startEventBridge } from "../../shared/dev/event-bridge.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { agentReport, service, slice } from "../support/fixtures.js";
@@ -193,7 +195,11 @@ interface Harness {
 }
 
 /** Settings from SERVICELB_* variables, the function registered and served by functions-framework. */
-async function harness(env: Record<string, string> = {}, deps: Partial<ReconcileDeps> = {}): Promise<Harness> {
+/** `trace`: wired as the reconcile function's entry point wires the stage trace (app/pass-trace.ts). */
+async function harness(
+  env: Record<string, string> = {},
+  { trace, ...deps }: Partial<ReconcileDeps> & { trace?: StageTrace } = {},
+): Promise<Harness> {
   prefixCounter += 1;
   const prefix = `t${prefixCounter}/`;
   const settings = loadFunctionSettings({
@@ -208,7 +214,9 @@ async function harness(env: Record<string, string> = {}, deps: Partial<Reconcile
     ...env,
   });
   const { log, lines } = memoryLog();
-  const reconciler = createReconciler(settings, { log, ...deps });
+  const reconciler = trace
+    ? tracedReconciler(settings, { log, ...deps }, trace)
+    : createReconciler(settings, { log, ...deps });
   functions.cloudEvent("reconcile", createReconcileHandler(reconciler));
   const server = getTestServer("reconcile");
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -289,7 +297,7 @@ describe("reconcile function", () => {
     expect(Object.keys(line!.durationsMs as object).sort()).toEqual(["build", "list", "notify", "publish", "render"]);
   });
 
-  it("reports each stage of a pass to the stage trace it was given, in order", async () => {
+  it("reports each stage of a pass to the stage trace wrapped around it, in order", async () => {
     const events: Array<{ event: string; fields: Record<string, unknown> | undefined }> = [];
     const h = await harness({}, { trace: (event, fields) => events.push({ event, fields }) });
     expect((await h.send(apiServerEvent("resource", "add", webService()), "binary")).status).toBe(204);

@@ -8,6 +8,7 @@ import {
 } from "../../core/haproxy-config/pattern-files.js";
 import { commandText, type RuntimeCommand, runtimeLines } from "../../core/runtime-plan.js";
 import { cliBatch, cliCommand, cliExchange, type CliOptions } from "./cli.js";
+import { errorMessage } from "../../core/error-message.js";
 
 /** HAProxy answered a runtime command with an error message instead of doing it. */
 export class RuntimeApiError extends Error {
@@ -68,7 +69,7 @@ export class RuntimeCommandsError extends Error {
     readonly unknown: boolean,
     cause: unknown,
   ) {
-    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    super(errorMessage(cause), { cause });
     this.name = "RuntimeCommandsError";
   }
 }

@@ -12,6 +12,7 @@
  * `add server` takes (it does not read `default-server`, so the agent passes them itself).
  */
 
+import { describeValue } from "../describe-value.js";
 import type { HaproxyConfig } from "./parse.js";
 import { parseServer, type ServerLine, SERVER_PREFIX, type SlotState, sectionOf } from "./server-line.js";
 
@@ -44,9 +45,8 @@ export type ConfigDiff =
   | { kind: "runtime"; changes: ServerChange[]; adds: ServerAdd[]; spare: Map<string, SpareSlot[]> }
   | { kind: "reload"; reason: string };
 
-function show(line: string, max = 100): string {
-  return JSON.stringify(line.length > max ? `${line.slice(0, max)}…` : line);
-}
+/** How much of a differing line a reason quotes. */
+const LINE_CHARS = 100;
 
 /** A free slot's line: `disabled` and nothing after it (cheap test first: most lines are not). */
 function spareOf(line: string): SpareSlot | undefined {
@@ -196,10 +196,15 @@ function walkLines(
       backend !== null && before && after && before.server === after.server && before.params === after.params;
     // A line added or removed, not a server line changed in place.
     if (!pairs && adding && a.length - i !== b.length - j) return "misaligned";
-    if (oldLine === undefined) return { kind: "reload", reason: `line ${lineNo(i)} added: ${show(newLine!)}` };
-    if (newLine === undefined) return { kind: "reload", reason: `line ${lineNo(i)} removed: ${show(oldLine)}` };
+    if (oldLine === undefined)
+      return { kind: "reload", reason: `line ${lineNo(i)} added: ${describeValue(newLine!, LINE_CHARS)}` };
+    if (newLine === undefined)
+      return { kind: "reload", reason: `line ${lineNo(i)} removed: ${describeValue(oldLine, LINE_CHARS)}` };
     if (backend === null || !before || !after)
-      return { kind: "reload", reason: `line ${lineNo(i)} differs: ${show(oldLine)} -> ${show(newLine)}` };
+      return {
+        kind: "reload",
+        reason: `line ${lineNo(i)} differs: ${describeValue(oldLine, LINE_CHARS)} -> ${describeValue(newLine, LINE_CHARS)}`,
+      };
     if (before.server !== after.server)
       return {
         kind: "reload",
@@ -208,7 +213,7 @@ function walkLines(
     if (before.params !== after.params) {
       return {
         kind: "reload",
-        reason: `line ${lineNo(i)}: server ${backend}/${before.server} parameters changed: ${show(before.params.trim(), 60)} -> ${show(after.params.trim(), 60)}`,
+        reason: `line ${lineNo(i)}: server ${backend}/${before.server} parameters changed: ${describeValue(before.params.trim(), 60)} -> ${describeValue(after.params.trim(), 60)}`,
       };
     }
     changes.push({

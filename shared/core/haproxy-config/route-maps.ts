@@ -46,7 +46,7 @@ const HOST_KEY = new RegExp(`^${LABEL}(\\.${LABEL})*$`);
 const DOMAIN_KEY = new RegExp(`^(\\.${LABEL})+$`);
 // annotations.ts's path prefix grammar, with the trailing slash every key has.
 const PATH_KEY = /^\/(([A-Za-z0-9._~:@+=,-]|%[0-9A-Fa-f]{2})+\/)*$/;
-/** Backend names: Kubernetes names and ports joined by `_` (build-model.ts), spares, redirects. */
+/** Backend names: Kubernetes names and ports joined by `_` (service-plan.ts), spares, redirects. */
 const VALUE = /^[a-z0-9][a-z0-9_.-]{0,300}(\|[12])?$/;
 
 export interface MapEntry {

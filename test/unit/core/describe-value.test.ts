@@ -10,4 +10,9 @@ describe("describeValue", () => {
     expect(describeValue("x".repeat(64))).toBe(`"${"x".repeat(64)}"`);
     expect(describeValue("x".repeat(1000))).toBe(`"${"x".repeat(64)}…"`);
   });
+
+  it("cuts at the length it is given", () => {
+    expect(describeValue("abcdef", 6)).toBe('"abcdef"');
+    expect(describeValue("abcdefg", 6)).toBe('"abcdef…"');
+  });
 });

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { buildModel, ModelCache } from "../../../shared/core/build-model.js";
+import { buildModel } from "../../../shared/core/build-model.js";
+import { ModelCache } from "../../../shared/core/model-cache.js";
 import { parseRenderOptions } from "../../../shared/core/options.js";
 import { renderSnapshot } from "../../../shared/core/pipeline.js";
 import { Renderer } from "../../../shared/core/render.js";
