@@ -3,6 +3,7 @@
  *   POST /notify  — a ping from the reconcile function (bearer token); 202 at once, the pull runs after.
  *   GET  /healthz — 200 only when HAProxy answers and runs an applied config (with a warning when pulls are stale); else 503 with the reason.
  *   GET  /metrics — Prometheus.
+ *   GET  /metrics/haproxy?family=… — HAProxy's exporter, only the families named (haproxy-metrics.ts).
  *   GET  /status  — what runs, since when, the last error.
  */
 
@@ -16,6 +17,7 @@ import { digestSchema } from "../core/config-digest.js";
 import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
+import { ExporterError, type HaproxyMetricsOptions, sendHaproxyMetrics } from "./haproxy-metrics.js";
 import { bearerToken, tokenMatches } from "./token.js";
 
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
@@ -39,6 +41,8 @@ export interface HttpApiOptions {
   health: () => Promise<Health>;
   status: () => unknown;
   metrics: AgentMetrics;
+  /** Where HAProxy's exporter answers, for GET /metrics/haproxy. */
+  exporter: HaproxyMetricsOptions["exporter"];
   log: Logger;
 }
 
@@ -105,7 +109,8 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? "/", "http://agent").pathname;
+    const url = new URL(req.url ?? "/", "http://agent");
+    const path = url.pathname;
     const method = req.method ?? "GET";
     const only = (allowed: string) => {
       if (!allowed.split(",").includes(method))
@@ -123,18 +128,22 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
       case "/metrics":
         only("GET,HEAD");
         return sendMetrics(req, res, options.metrics);
+      case "/metrics/haproxy":
+        only("GET");
+        return sendHaproxyMetrics(req, res, url.searchParams, { exporter: options.exporter, log: options.log });
       case "/status":
         only("GET,HEAD");
         return answer(res, 200, options.status());
       default:
-        throw new HttpError(404, "not found: /notify, /healthz, /metrics, /status");
+        throw new HttpError(404, "not found: /notify, /healthz, /metrics, /metrics/haproxy, /status");
     }
   }
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       if (res.headersSent) return void res.destroy();
-      if (err instanceof HttpError) return answer(res, err.status, { error: err.message }, err.headers);
+      if (err instanceof HttpError || err instanceof ExporterError)
+        return answer(res, err.status, { error: err.message }, err.headers);
       options.log.error({ err }, "agent HTTP handler failed");
       answer(res, 500, { error: "internal error" });
     });
