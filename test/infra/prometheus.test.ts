@@ -31,6 +31,7 @@ const podMonitor = z.strictObject({
           path: z.string(),
           interval: z.string().optional(),
           params: z.record(z.string(), z.array(z.string())).optional(),
+          relabelings: z.array(z.strictObject({ targetLabel: z.string(), replacement: z.string() })).optional(),
         }),
       )
       .min(1),
@@ -93,6 +94,11 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])(
       const http = readFileSync(join(REPO, "shared/agent/http-api.ts"), "utf8");
       expect(http).toContain('case "/metrics":');
       expect(http).toContain('case "/metrics/haproxy":');
+      // One port, two targets: their series (up, scrape_*) are told apart by the endpoint label.
+      expect(monitor.spec.podMetricsEndpoints[0]!.relabelings).toBeUndefined();
+      expect(monitor.spec.podMetricsEndpoints[1]!.relabelings).toEqual([
+        { targetLabel: "endpoint", replacement: "haproxy" },
+      ]);
       const params = monitor.spec.podMetricsEndpoints[1]!.params!;
       expect(Object.keys(params)).toEqual(["family"]);
       expect(parseFamilies(new URLSearchParams(params.family!.map((f) => ["family", f])))).toEqual({

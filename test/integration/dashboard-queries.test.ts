@@ -40,6 +40,7 @@ const endpoints = z
           port: z.literal("agent"),
           path: z.string(),
           params: z.record(z.string(), z.array(z.string())).optional(),
+          relabelings: z.array(z.object({ targetLabel: z.string(), replacement: z.string() })).optional(),
         }),
       ),
     }),
@@ -90,11 +91,19 @@ describe("the Grafana dashboard's queries against a real Prometheus", () => {
     const labels = { pod: "agent-a", namespace: "servicelb" };
     const config = {
       global: { scrape_interval: "1s" },
+      // One job, as the operator's job label makes it: the endpoint label (the operator's port name,
+      // or the PodMonitor's relabeling) keeps the two targets apart.
       scrape_configs: endpoints.map((e) => ({
         job_name: e.path,
         metrics_path: e.path,
         params: e.params,
-        static_configs: [{ targets: [new URL(agent.url).host], labels }],
+        static_configs: [
+          { targets: [new URL(agent.url).host], labels: { ...labels, job: "servicelb/agent", endpoint: e.port } },
+        ],
+        relabel_configs: (e.relabelings ?? []).map((r) => ({
+          target_label: r.targetLabel,
+          replacement: r.replacement,
+        })),
       })),
     };
     writeFileSync(join(dataDir, "prometheus.yml"), JSON.stringify(config));
