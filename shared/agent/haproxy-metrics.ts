@@ -42,7 +42,7 @@ const MAX_TIMEOUT_MS = 60_000;
 
 const family = z
   .string()
-  .max(200)
+  .max(200, "at most 200 characters")
   .regex(
     new RegExp(`^haproxy_(${Object.keys(SCOPES).join("|")})_[a-z0-9_]+$`),
     `a family of HAProxy's exporter: haproxy_{${Object.keys(SCOPES).join(",")}}_…`,
@@ -58,7 +58,7 @@ export function parseFamilies(search: URLSearchParams): { families: Set<string> 
   if (names.length > MAX_FAMILIES) return { error: `at most ${MAX_FAMILIES} families` };
   for (const name of names) {
     const r = family.safeParse(name);
-    if (!r.success) return { error: `family ${JSON.stringify(name.slice(0, 200))}: ${r.error.issues[0]!.message}` };
+    if (!r.success) return { error: `family ${JSON.stringify(name.slice(0, 80))}: ${r.error.issues[0]!.message}` };
   }
   return { families: new Set(names) };
 }
