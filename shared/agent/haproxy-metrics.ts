@@ -20,6 +20,7 @@ import { z } from "zod";
 import { type ExporterAddress, exporterOf } from "../core/haproxy-config/exporter.js";
 import type { Logger } from "../adapters/log.js";
 import { familyFilterStream } from "./exposition-filter.js";
+import { HttpError } from "./http-error.js";
 
 /** The exporter's scope that writes each family prefix (HAProxy 2.6, addons/promex). */
 const SCOPES = {
@@ -32,8 +33,9 @@ const SCOPES = {
 
 export const MAX_FAMILIES = 64;
 /**
- * The most read from HAProxy for one scrape: ten times its backend scope at 10,000 Services
- * (BENCHMARKS.md). Past it the scrape fails rather than the agent streaming without end.
+ * The most read from HAProxy for one scrape: above its whole page at 10,000 Services, per-slot
+ * series included (484 MiB, BENCHMARKS.md). Past it the scrape fails rather than the agent
+ * streaming without end.
  */
 export const MAX_EXPORTER_BYTES = 512 * 1024 ** 2;
 /** Without Prometheus's own scrape timeout in the request: its default. */
@@ -87,17 +89,6 @@ function deadlineMs(req: IncomingMessage): number {
   return Math.min(Math.max(seconds * 1000, 1000), MAX_TIMEOUT_MS);
 }
 
-/** A refusal answered with this status and message (http-api.ts turns it into the answer). */
-export class ExporterError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
-
 export interface HaproxyMetricsOptions {
   /** Where the running config's exporter answers (null: no config runs, or none found in it). */
   exporter: () => ExporterAddress | null;
@@ -106,7 +97,7 @@ export interface HaproxyMetricsOptions {
   maxExporterBytes?: number;
 }
 
-/** Answers one GET /metrics/haproxy; throws ExporterError before anything is sent. */
+/** Answers one GET /metrics/haproxy; throws HttpError before anything is sent. */
 export async function sendHaproxyMetrics(
   req: IncomingMessage,
   res: ServerResponse,
@@ -114,10 +105,10 @@ export async function sendHaproxyMetrics(
   options: HaproxyMetricsOptions,
 ): Promise<void> {
   const asked = parseFamilies(search);
-  if ("error" in asked) throw new ExporterError(400, asked.error);
+  if ("error" in asked) throw new HttpError(400, asked.error);
   const at = options.exporter();
   if (at === null)
-    throw new ExporterError(
+    throw new HttpError(
       503,
       "no exporter to read: no config runs yet, or the running config serves no `http-request use-service prometheus-exporter` with a bind address",
     );
@@ -128,16 +119,16 @@ export async function sendHaproxyMetrics(
       ? { authorization: req.headers.authorization }
       : {};
     get(`${where}?${exporterQuery(asked.families)}`, { headers, signal }, resolve).on("error", (err) =>
-      reject(new ExporterError(502, `HAProxy's exporter at ${where} does not answer: ${err.message}`)),
+      reject(new HttpError(502, `HAProxy's exporter at ${where} does not answer: ${err.message}`)),
     );
   });
   if (upstream.statusCode !== 200) {
     upstream.resume();
     if (upstream.statusCode === 401)
-      throw new ExporterError(401, "HAProxy's stats page requires its user (--stats-user)", {
+      throw new HttpError(401, "HAProxy's stats page requires its user (--stats-user)", {
         "www-authenticate": upstream.headers["www-authenticate"] ?? 'Basic realm="servicelb"',
       });
-    throw new ExporterError(502, `HAProxy's exporter at ${where} answered ${upstream.statusCode}`);
+    throw new HttpError(502, `HAProxy's exporter at ${where} answered ${upstream.statusCode}`);
   }
 
   const filter = familyFilterStream(asked.families);

@@ -17,7 +17,8 @@ import { digestSchema } from "../core/config-digest.js";
 import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
-import { ExporterError, type HaproxyMetricsOptions, sendHaproxyMetrics } from "./haproxy-metrics.js";
+import { type HaproxyMetricsOptions, sendHaproxyMetrics } from "./haproxy-metrics.js";
+import { HttpError } from "./http-error.js";
 import { bearerToken, tokenMatches } from "./token.js";
 
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
@@ -53,17 +54,6 @@ export interface HttpApi {
 }
 
 const MAX_BODY = 16 * 1024;
-
-/** A request the API refuses: answered with this status, the message as `{error}`, and these headers. */
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
 
 function answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = typeof body === "string" ? body : `${JSON.stringify(body, null, 2)}\n`;
@@ -142,8 +132,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       if (res.headersSent) return void res.destroy();
-      if (err instanceof HttpError || err instanceof ExporterError)
-        return answer(res, err.status, { error: err.message }, err.headers);
+      if (err instanceof HttpError) return answer(res, err.status, { error: err.message }, err.headers);
       options.log.error({ err }, "agent HTTP handler failed");
       answer(res, 500, { error: "internal error" });
     });

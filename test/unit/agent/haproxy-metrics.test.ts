@@ -1,12 +1,8 @@
 import { createServer, get, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type ExporterError,
-  exporterQuery,
-  parseFamilies,
-  sendHaproxyMetrics,
-} from "../../../shared/agent/haproxy-metrics.js";
+import { exporterQuery, parseFamilies, sendHaproxyMetrics } from "../../../shared/agent/haproxy-metrics.js";
+import type { HttpError } from "../../../shared/agent/http-error.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { ExporterAddress } from "../../../shared/core/haproxy-config/exporter.js";
 
@@ -35,7 +31,7 @@ async function agent(exporter: ExporterAddress | null, maxExporterBytes?: number
       log: createLogger("test", "silent"),
       maxExporterBytes,
     }).catch((err: unknown) => {
-      const e = err as ExporterError;
+      const e = err as HttpError;
       res.writeHead(e.status, e.headers).end(e.message);
     });
   });
