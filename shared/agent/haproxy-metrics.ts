@@ -141,9 +141,8 @@ export async function sendHaproxyMetrics(
   });
   const limit = options.maxExporterBytes ?? MAX_EXPORTER_BYTES;
   try {
-    const limited = upstream.pipe(sizeLimit(limit));
-    if (gzip) await pipeline(limited, filter, createGzip({ level: 1 }), res, { signal });
-    else await pipeline(limited, filter, res, { signal });
+    if (gzip) await pipeline(upstream, sizeLimit(limit), filter, createGzip({ level: 1 }), res, { signal });
+    else await pipeline(upstream, sizeLimit(limit), filter, res, { signal });
   } catch (err) {
     // Headers are out: a page cut short must not parse as whole, so the connection is reset.
     options.log.warn({ err: (err as Error).message, exporter: where }, "HAProxy's exporter page not sent whole");

@@ -110,6 +110,18 @@ describe("sendHaproxyMetrics", () => {
     expect(await fetchRaw(url, { "x-prometheus-scrape-timeout-seconds": "1" })).toEqual({ error: "aborted" });
   });
 
+  it("cuts the connection at once when the exporter's page breaks off", async () => {
+    const port = await listen((_req, res) => {
+      res.write("# TYPE haproxy_backend_x gauge\nhaproxy_backend_x 1\n");
+      setTimeout(() => res.socket?.destroy(), 50);
+    });
+    const url = await agent({ host: "127.0.0.1", port, path: "/metrics" });
+    const started = Date.now();
+    expect(await fetchRaw(url)).toEqual({ error: "aborted" });
+    // Well within the default deadline of 10 s.
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
   it("stops reading a page over the size limit, and cuts the connection", async () => {
     let written = 0;
     const port = await listen((_req, res) => {
