@@ -21,7 +21,7 @@ import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import { parse } from "yaml";
 import { createLogger } from "../shared/adapters/log.js";
-import { sendHaproxyMetrics } from "../shared/agent/haproxy-metrics.js";
+import { haproxyMetricsHandler } from "../shared/agent/haproxy-metrics.js";
 import { createAgentMetrics } from "../shared/agent/metrics.js";
 import { parseRenderOptions } from "../shared/core/options.js";
 import { renderSnapshot } from "../shared/core/pipeline.js";
@@ -127,13 +127,13 @@ async function exporterPages(cfg: string, dir: string, statsPort: number, servic
 
 /** The agent's GET /metrics/haproxy (its real handler) in front of this HAProxy, with the PodMonitor's query. */
 async function filteredPage(statsPort: number, services: number): Promise<Page> {
-  const log = createLogger("bench", "silent");
+  const handler = haproxyMetricsHandler({
+    exporter: () => ({ host: "127.0.0.1", port: statsPort, path: "/metrics" }),
+    log: createLogger("bench", "silent"),
+  });
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://agent");
-    sendHaproxyMetrics(req, res, url.searchParams, {
-      exporter: () => ({ host: "127.0.0.1", port: statsPort, path: "/metrics" }),
-      log,
-    }).catch((err: Error) => res.writeHead(500).end(err.message));
+    handler(req, res, url.searchParams).catch((err: Error) => res.writeHead(500).end(err.message));
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   try {

@@ -98,14 +98,44 @@ export interface HaproxyMetricsOptions {
 }
 
 /** Answers one GET /metrics/haproxy; throws HttpError before anything is sent. */
-export async function sendHaproxyMetrics(
+export type HaproxyMetricsHandler = (
   req: IncomingMessage,
   res: ServerResponse,
   search: URLSearchParams,
+) => Promise<void>;
+
+/**
+ * A Prometheus pair scrapes each node twice an interval, and an operator may look too: more at
+ * once is someone making HAProxy write its page over and over (a second of its CPU at 10,000
+ * Services, and more with per-slot families), refused until one ends.
+ */
+export const MAX_IN_FLIGHT = 4;
+
+/** The handler of one agent, with its own count of scrapes in flight. */
+export function haproxyMetricsHandler(options: HaproxyMetricsOptions): HaproxyMetricsHandler {
+  let inFlight = 0;
+  return async (req, res, search) => {
+    const asked = parseFamilies(search);
+    if ("error" in asked) throw new HttpError(400, asked.error);
+    if (inFlight >= MAX_IN_FLIGHT)
+      throw new HttpError(503, `${MAX_IN_FLIGHT} scrapes of HAProxy's exporter are in flight: try again`, {
+        "retry-after": "1",
+      });
+    inFlight++;
+    try {
+      await send(req, res, asked.families, options);
+    } finally {
+      inFlight--;
+    }
+  };
+}
+
+async function send(
+  req: IncomingMessage,
+  res: ServerResponse,
+  families: ReadonlySet<string>,
   options: HaproxyMetricsOptions,
 ): Promise<void> {
-  const asked = parseFamilies(search);
-  if ("error" in asked) throw new HttpError(400, asked.error);
   const at = options.exporter();
   if (at === null)
     throw new HttpError(
@@ -118,7 +148,7 @@ export async function sendHaproxyMetrics(
     const headers: Record<string, string> = req.headers.authorization
       ? { authorization: req.headers.authorization }
       : {};
-    get(`${where}?${exporterQuery(asked.families)}`, { headers, signal }, resolve).on("error", (err) =>
+    get(`${where}?${exporterQuery(families)}`, { headers, signal }, resolve).on("error", (err) =>
       reject(new HttpError(502, `HAProxy's exporter at ${where} does not answer: ${err.message}`)),
     );
   });
@@ -131,7 +161,7 @@ export async function sendHaproxyMetrics(
     throw new HttpError(502, `HAProxy's exporter at ${where} answered ${upstream.statusCode}`);
   }
 
-  const filter = familyFilterStream(asked.families);
+  const filter = familyFilterStream(families);
   const gzip = /\bgzip\b/.test(req.headers["accept-encoding"] ?? "");
   res.writeHead(200, {
     "content-type": "text/plain; version=0.0.4; charset=utf-8",

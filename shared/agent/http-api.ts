@@ -17,7 +17,7 @@ import { digestSchema } from "../core/config-digest.js";
 import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
-import { type HaproxyMetricsOptions, sendHaproxyMetrics } from "./haproxy-metrics.js";
+import { type HaproxyMetricsOptions, haproxyMetricsHandler } from "./haproxy-metrics.js";
 import { HttpError } from "./http-error.js";
 import { bearerToken, tokenMatches } from "./token.js";
 
@@ -63,6 +63,7 @@ function answer(res: ServerResponse, status: number, body: unknown, headers: Rec
 }
 
 export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
+  const haproxyMetrics = haproxyMetricsHandler({ exporter: options.exporter, log: options.log });
   async function notify(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let expected: string;
     try {
@@ -120,7 +121,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
         return sendMetrics(req, res, options.metrics);
       case "/metrics/haproxy":
         only("GET");
-        return sendHaproxyMetrics(req, res, url.searchParams, { exporter: options.exporter, log: options.log });
+        return haproxyMetrics(req, res, url.searchParams);
       case "/status":
         only("GET,HEAD");
         return answer(res, 200, options.status());

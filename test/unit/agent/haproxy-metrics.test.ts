@@ -1,7 +1,12 @@
 import { createServer, get, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { exporterQuery, parseFamilies, sendHaproxyMetrics } from "../../../shared/agent/haproxy-metrics.js";
+import {
+  exporterQuery,
+  haproxyMetricsHandler,
+  MAX_IN_FLIGHT,
+  parseFamilies,
+} from "../../../shared/agent/haproxy-metrics.js";
 import type { HttpError } from "../../../shared/agent/http-error.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { ExporterAddress } from "../../../shared/core/haproxy-config/exporter.js";
@@ -22,15 +27,16 @@ async function listen(handler: (req: IncomingMessage, res: ServerResponse) => vo
   return (server.address() as AddressInfo).port;
 }
 
-/** An agent-side server answering with sendHaproxyMetrics, as http-api.ts does. */
+/** An agent-side server answering with the handler, as http-api.ts does. */
 async function agent(exporter: ExporterAddress | null, maxExporterBytes?: number): Promise<string> {
+  const handler = haproxyMetricsHandler({
+    exporter: () => exporter,
+    log: createLogger("test", "silent"),
+    maxExporterBytes,
+  });
   const port = await listen((req, res) => {
     const url = new URL(req.url!, "http://agent");
-    sendHaproxyMetrics(req, res, url.searchParams, {
-      exporter: () => exporter,
-      log: createLogger("test", "silent"),
-      maxExporterBytes,
-    }).catch((err: unknown) => {
+    handler(req, res, url.searchParams).catch((err: unknown) => {
       const e = err as HttpError;
       res.writeHead(e.status, e.headers).end(e.message);
     });
@@ -77,7 +83,7 @@ describe("parseFamilies and exporterQuery", () => {
   });
 });
 
-describe("sendHaproxyMetrics", () => {
+describe("haproxyMetricsHandler", () => {
   it("passes the exporter's query, and the caller's Authorization only", async () => {
     let seen: IncomingMessage | undefined;
     const port = await listen((req, res) => {
@@ -91,6 +97,26 @@ describe("sendHaproxyMetrics", () => {
     expect(seen!.headers.authorization).toBe("Basic YTpi");
     expect(seen!.headers.cookie).toBeUndefined();
     expect(seen!.headers["x-forwarded-for"]).toBeUndefined();
+  });
+
+  it(`refuses a scrape beyond ${MAX_IN_FLIGHT} in flight, and takes the next once one ends`, async () => {
+    const waiting: ServerResponse[] = [];
+    const port = await listen((_req, res) => {
+      waiting.push(res);
+    });
+    const url = await agent({ host: "127.0.0.1", port, path: "/metrics" });
+    const first = Array.from({ length: MAX_IN_FLIGHT }, () => fetchRaw(url));
+    await expect.poll(() => waiting.length).toBe(MAX_IN_FLIGHT);
+    expect(await fetchRaw(url)).toEqual({
+      status: 503,
+      body: `${MAX_IN_FLIGHT} scrapes of HAProxy's exporter are in flight: try again`,
+    });
+    waiting.shift()!.end("haproxy_backend_x 1\n");
+    expect(await first[0]).toEqual({ status: 200, body: "haproxy_backend_x 1\n" });
+    const next = fetchRaw(url);
+    await expect.poll(() => waiting.length).toBe(MAX_IN_FLIGHT);
+    for (const res of waiting) res.end("haproxy_backend_x 2\n");
+    for (const r of [...first.slice(1), next]) expect(await r).toEqual({ status: 200, body: "haproxy_backend_x 2\n" });
   });
 
   it("gives up on an exporter that does not answer within the scrape's timeout", async () => {
