@@ -1,21 +1,27 @@
 /*
  * bench/metrics-size: the size of one node's /metrics pages at N Services (issue 35 §3), HAProxy's
- * exporter with the options the PodMonitor can ask for, and the agent's own page (its info series
- * grow with the Services and their endpoints). N Services × E endpoints of the synthetic cluster
- * (bench/synthetic.ts) rendered by the real renderer, written as the agent writes them, served by
- * a real `haproxy -W`; the agent's page from its real metrics registry on the same config.
- * Every page is fetched once per variant: sizes do not vary between runs, only with the config.
+ * exporter with the options it takes, the same through the agent's /metrics/haproxy with the
+ * PodMonitor's families (infra/components/prometheus/podmonitor.yaml), and the agent's own page
+ * (its info series grow with the Services and their endpoints). N Services × E endpoints of the
+ * synthetic cluster (bench/synthetic.ts) rendered by the real renderer, written as the agent
+ * writes them, served by a real `haproxy -W`; /metrics/haproxy by the agent's real handler; the
+ * agent's page from its real metrics registry on the same config. Every page is fetched once per
+ * variant: sizes do not vary between runs, only with the config; the seconds of one fetch do.
  *   node dist/dev/bench/metrics-size.js [--sizes 1000] [--endpoints 10] [--json]
  */
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { get } from "node:http";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, get } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
-import { loadTemplates } from "../shared/adapters/templates.js";
+import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
+import { parse } from "yaml";
+import { createLogger } from "../shared/adapters/log.js";
+import { haproxyMetricsHandler } from "../shared/agent/haproxy-metrics.js";
 import { createAgentMetrics } from "../shared/agent/metrics.js";
 import { parseRenderOptions } from "../shared/core/options.js";
 import { renderSnapshot } from "../shared/core/pipeline.js";
@@ -42,6 +48,15 @@ const EXPORTER_VARIANTS = [
   { key: "no-maint, no server scope", query: "?no-maint=&scope=global&scope=frontend&scope=backend" },
 ] as const;
 
+/** The query the PodMonitor sends the agent's /metrics/haproxy. */
+function podMonitorQuery(): string {
+  const monitor = parse(readFileSync(join(packageRoot(), "infra/components/prometheus/podmonitor.yaml"), "utf8")) as {
+    spec: { podMetricsEndpoints: Array<{ path: string; params?: { family?: string[] } }> };
+  };
+  const families = monitor.spec.podMetricsEndpoints.find((e) => e.path === "/metrics/haproxy")!.params!.family!;
+  return `?${families.map((f) => `family=${f}`).join("&")}`;
+}
+
 interface Page {
   services: number;
   page: string;
@@ -49,13 +64,16 @@ interface Page {
   /** On the wire when the scraper asks for gzip, as Prometheus does. */
   gzipBytes: number;
   samples: number;
+  /** One plain fetch, from the request to the last byte. */
+  seconds: number;
 }
 
 /**
  * A page's bytes as sent (gzip: compressed, as fetch would never show them) and, uncompressed, its
  * samples, counted as it streams: at 10,000 Services a page is longer than a string can be.
  */
-function measure(url: string, gzip: boolean): Promise<{ bytes: number; samples: number }> {
+function measure(url: string, gzip: boolean): Promise<{ bytes: number; samples: number; seconds: number }> {
+  const started = performance.now();
   return new Promise((resolve, reject) => {
     get(url, { headers: gzip ? { "accept-encoding": "gzip" } : {} }, (res) => {
       if (gzip && res.headers["content-encoding"] !== "gzip") reject(new Error(`${url} was not compressed`));
@@ -71,7 +89,8 @@ function measure(url: string, gzip: boolean): Promise<{ bytes: number; samples: 
           atLineStart = byte === 0x0a;
         }
       });
-      res.on("end", () => resolve({ bytes, samples }));
+      if (res.statusCode !== 200) reject(new Error(`${url} answered ${res.statusCode}`));
+      res.on("end", () => resolve({ bytes, samples, seconds: (performance.now() - started) / 1000 }));
       res.on("error", reject);
     }).on("error", reject);
   });
@@ -98,6 +117,7 @@ async function exporterPages(cfg: string, dir: string, statsPort: number, servic
       const gzipped = await measure(`${url}${v.query}`, true);
       pages.push({ services, page: `HAProxy ${v.key}`, ...page, gzipBytes: gzipped.bytes });
     }
+    pages.push(await filteredPage(statsPort, services));
     return pages;
   } finally {
     child.kill("SIGKILL");
@@ -105,13 +125,36 @@ async function exporterPages(cfg: string, dir: string, statsPort: number, servic
   }
 }
 
+/** The agent's GET /metrics/haproxy (its real handler) in front of this HAProxy, with the PodMonitor's query. */
+async function filteredPage(statsPort: number, services: number): Promise<Page> {
+  const handler = haproxyMetricsHandler({
+    exporter: () => ({ host: "127.0.0.1", port: statsPort, path: "/metrics" }),
+    log: createLogger("bench", "silent"),
+  });
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://agent");
+    handler(req, res, url.searchParams).catch((err: Error) => res.writeHead(500).end(err.message));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics/haproxy${podMonitorQuery()}`;
+    const page = await measure(url, false);
+    const gzipped = await measure(url, true);
+    return { services, page: "agent /metrics/haproxy, PodMonitor's families", ...page, gzipBytes: gzipped.bytes };
+  } finally {
+    server.close();
+  }
+}
+
 async function agentPage(config: string, services: number): Promise<Page> {
   const metrics = createAgentMetrics();
   metrics.probeRunning(() => ({ text: config, key: "bench", sha256: "0".repeat(64) }));
+  const started = performance.now();
   const text = await metrics.registry.metrics();
+  const seconds = (performance.now() - started) / 1000;
   // As the agent's GET /metrics compresses it (agent/http-api.ts).
   const gzipBytes = gzipSync(text, { level: 1 }).length;
-  return { services, page: "agent", bytes: Buffer.byteLength(text), gzipBytes, samples: samplesOf(text) };
+  return { services, page: "agent", bytes: Buffer.byteLength(text), gzipBytes, samples: samplesOf(text), seconds };
 }
 
 async function main(): Promise<void> {
@@ -151,7 +194,7 @@ function report(pages: Page[], version: string): void {
   // and on the wire.
   const within = (bytes: number) => (bytes <= TARGET_MIB * 2 ** 20 ? "yes" : "no");
   const totals = pages
-    .filter((p) => p.page.startsWith("HAProxy"))
+    .filter((p) => p.page !== "agent")
     .map((p) => {
       const agent = pages.find((a) => a.services === p.services && a.page === "agent")!;
       const bytes = p.bytes + agent.bytes;
@@ -172,13 +215,14 @@ function report(pages: Page[], version: string): void {
   console.log(`\n${Object.values(header).join(" · ")}\n`);
   console.log(
     table(
-      ["Services", "page", "MiB", "gzip MiB", "samples"],
+      ["Services", "page", "MiB", "gzip MiB", "samples", "fetch s"],
       pages.map((p) => [
         p.services.toLocaleString("en-US"),
         p.page,
         mib(p.bytes),
         mib(p.gzipBytes),
         p.samples.toLocaleString("en-US"),
+        p.seconds.toFixed(2),
       ]),
     ),
   );

@@ -24,6 +24,7 @@ import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel, haproxyLogText } from "./haproxy-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
+import { runningExporter } from "./haproxy-metrics.js";
 import { certificateProbe } from "./certificate-expiry.js";
 import { CertificateWatch } from "./certificate-watch.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
@@ -292,6 +293,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     health,
     status,
     metrics,
+    exporter: runningExporter(() => applier.running),
     log,
   });
 

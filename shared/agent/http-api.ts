@@ -3,6 +3,7 @@
  *   POST /notify  — a ping from the reconcile function (bearer token); 202 at once, the pull runs after.
  *   GET  /healthz — 200 only when HAProxy answers and runs an applied config (with a warning when pulls are stale); else 503 with the reason.
  *   GET  /metrics — Prometheus.
+ *   GET  /metrics/haproxy?family=… — HAProxy's exporter, only the families named (haproxy-metrics.ts).
  *   GET  /status  — what runs, since when, the last error.
  */
 
@@ -16,6 +17,8 @@ import { digestSchema } from "../core/config-digest.js";
 import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
+import { type HaproxyMetricsOptions, haproxyMetricsHandler } from "./haproxy-metrics.js";
+import { HttpError } from "./http-error.js";
 import { bearerToken, tokenMatches } from "./token.js";
 import { errorMessage } from "../core/error-message.js";
 
@@ -40,6 +43,8 @@ export interface HttpApiOptions {
   health: () => Promise<Health>;
   status: () => unknown;
   metrics: AgentMetrics;
+  /** Where HAProxy's exporter answers, for GET /metrics/haproxy. */
+  exporter: HaproxyMetricsOptions["exporter"];
   log: Logger;
 }
 
@@ -51,17 +56,6 @@ export interface HttpApi {
 
 const MAX_BODY = 16 * 1024;
 
-/** A request the API refuses: answered with this status, the message as `{error}`, and these headers. */
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
-
 function answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = typeof body === "string" ? body : `${JSON.stringify(body, null, 2)}\n`;
   const type = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json";
@@ -70,6 +64,7 @@ function answer(res: ServerResponse, status: number, body: unknown, headers: Rec
 }
 
 export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
+  const haproxyMetrics = haproxyMetricsHandler({ exporter: options.exporter, log: options.log });
   async function notify(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let expected: string;
     try {
@@ -106,7 +101,8 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? "/", "http://agent").pathname;
+    const url = new URL(req.url ?? "/", "http://agent");
+    const path = url.pathname;
     const method = req.method ?? "GET";
     const only = (allowed: string) => {
       if (!allowed.split(",").includes(method))
@@ -124,11 +120,14 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
       case "/metrics":
         only("GET,HEAD");
         return sendMetrics(req, res, options.metrics);
+      case "/metrics/haproxy":
+        only("GET");
+        return haproxyMetrics(req, res, url.searchParams);
       case "/status":
         only("GET,HEAD");
         return answer(res, 200, options.status());
       default:
-        throw new HttpError(404, "not found: /notify, /healthz, /metrics, /status");
+        throw new HttpError(404, "not found: /notify, /healthz, /metrics, /metrics/haproxy, /status");
     }
   }
 

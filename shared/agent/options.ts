@@ -73,7 +73,7 @@ export const agentOptionSpecs = {
   nodeName: { schema: nodeName.optional(), help: "this node's name in status/<node>.json (default: the host name)" },
   listen: {
     schema: listen.default({ host: "0.0.0.0", port: 8081 }),
-    help: "address of /notify, /healthz, /metrics and /status (default 0.0.0.0:8081)",
+    help: "address of /notify, /healthz, /metrics, /metrics/haproxy and /status (default 0.0.0.0:8081)",
   },
   configPath: {
     schema: filePath.default("/etc/haproxy/haproxy.cfg"),

@@ -6,7 +6,9 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { loadTemplates } from "../../shared/adapters/templates.js";
+import { parseFamilies } from "../../shared/agent/haproxy-metrics.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
+import { exporterOf } from "../../shared/core/haproxy-config/exporter.js";
 import { renderSnapshot } from "../../shared/core/pipeline.js";
 import { Renderer } from "../../shared/core/render.js";
 import { parseSnapshot } from "../../shared/core/snapshot.js";
@@ -29,6 +31,7 @@ const podMonitor = z.strictObject({
           path: z.string(),
           interval: z.string().optional(),
           params: z.record(z.string(), z.array(z.string())).optional(),
+          relabelings: z.array(z.strictObject({ targetLabel: z.string(), replacement: z.string() })).optional(),
         }),
       )
       .min(1),
@@ -83,25 +86,37 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])(
       }
     });
 
-    it("scrapes HAProxy's exporter where the published config serves it, and the agent's /metrics", () => {
-      const endpoints = Object.fromEntries(monitor.spec.podMetricsEndpoints.map((e) => [e.port, e.path]));
-      expect(endpoints).toEqual({ agent: "/metrics", metrics: "/metrics" });
-      // HAProxy's exporter leaves out the free slots (in maintenance) and the per-slot series,
-      // which would be most of the page.
-      expect(monitor.spec.podMetricsEndpoints.find((e) => e.port === "metrics")?.params).toEqual({
-        "no-maint": [""],
-        scope: ["global", "frontend", "backend"],
+    it("scrapes the agent's /metrics and HAProxy's exporter through the agent, where the published config serves it", () => {
+      expect(monitor.spec.podMetricsEndpoints.map((e) => [e.port, e.path])).toEqual([
+        ["agent", "/metrics"],
+        ["agent", "/metrics/haproxy"],
+      ]);
+      const http = readFileSync(join(REPO, "shared/agent/http-api.ts"), "utf8");
+      expect(http).toContain('case "/metrics":');
+      expect(http).toContain('case "/metrics/haproxy":');
+      // One port, two targets: their series (up, scrape_*) are told apart by the endpoint label.
+      expect(monitor.spec.podMetricsEndpoints[0]!.relabelings).toBeUndefined();
+      expect(monitor.spec.podMetricsEndpoints[1]!.relabelings).toEqual([
+        { targetLabel: "endpoint", replacement: "haproxy" },
+      ]);
+      const params = monitor.spec.podMetricsEndpoints[1]!.params!;
+      expect(Object.keys(params)).toEqual(["family"]);
+      expect(parseFamilies(new URLSearchParams(params.family!.map((f) => ["family", f])))).toEqual({
+        families: new Set(params.family),
       });
-      expect(agent.container.ports?.find((p) => p.name === "metrics")?.containerPort).toBe(options.statsPort);
+      // Every HAProxy family the dashboard reads is kept (test/integration/dashboard-queries.test.ts
+      // runs its queries against a real Prometheus).
+      const dashboard = readFileSync(join(REPO, "infra/components/prometheus/dashboard.json"), "utf8");
+      for (const family of new Set(dashboard.match(/haproxy_[a-z0-9_]+/g))) expect(params.family).toContain(family);
+      // The stats page stays on loopback; the agent finds its exporter in the config it runs.
+      expect(agent.container.ports?.map((p) => p.name)).not.toContain("metrics");
       const { config } = renderSnapshot(
         parseSnapshot(readFileSync(join(REPO, "examples/cluster.yaml"), "utf8")),
         options,
         new Renderer(loadTemplates()),
       );
-      const stats = config.slice(config.indexOf("listen stats"));
-      expect(stats).toContain(`bind 0.0.0.0:${options.statsPort}\n`);
-      expect(stats).toContain("http-request use-service prometheus-exporter if { path /metrics }");
-      expect(readFileSync(join(REPO, "shared/agent/http-api.ts"), "utf8")).toContain('case "/metrics":');
+      expect(config.slice(config.indexOf("listen stats"))).toContain(`bind 127.0.0.1:${options.statsPort}\n`);
+      expect(exporterOf(config)).toEqual({ host: "127.0.0.1", port: options.statsPort, path: "/metrics" });
     });
   },
 );

@@ -13,7 +13,8 @@ import { makePki } from "../support/tls.js";
 
 // Every query of infra/components/prometheus/dashboard.json, evaluated by a real Prometheus
 // (Debian's prometheus package) scraping a real agent and its HAProxy as the PodMonitor does
-// (pod and namespace target labels, its query to HAProxy's exporter): each returns series, and
+// (pod and namespace target labels, HAProxy's exporter through the agent's /metrics/haproxy with the
+// PodMonitor's families): each returns series, and
 // each series has the labels its panel shows. One Service lives in a spare, so the per-Service
 // panels are seen joining through a spare.
 
@@ -30,17 +31,22 @@ const board = dashboard.parse(
   JSON.parse(readFileSync(join(REPO, "infra/components/prometheus/dashboard.json"), "utf8")),
 );
 
-/** The query the PodMonitor sends HAProxy's exporter. */
-const exporterParams = z
+/** The PodMonitor's endpoints: each path of the agent with its query. */
+const endpoints = z
   .object({
     spec: z.object({
       podMetricsEndpoints: z.array(
-        z.object({ port: z.string(), params: z.record(z.string(), z.array(z.string())).optional() }),
+        z.object({
+          port: z.literal("agent"),
+          path: z.string(),
+          params: z.record(z.string(), z.array(z.string())).optional(),
+          relabelings: z.array(z.object({ targetLabel: z.string(), replacement: z.string() })).optional(),
+        }),
       ),
     }),
   })
   .parse(parse(readFileSync(join(REPO, "infra/components/prometheus/podmonitor.yaml"), "utf8")))
-  .spec.podMetricsEndpoints.find((e) => e.port === "metrics")!.params!;
+  .spec.podMetricsEndpoints;
 
 /** What Grafana would substitute: every namespace and Service, a rate window of several scrapes. */
 const substitute = (expr: string) =>
@@ -85,14 +91,20 @@ describe("the Grafana dashboard's queries against a real Prometheus", () => {
     const labels = { pod: "agent-a", namespace: "servicelb" };
     const config = {
       global: { scrape_interval: "1s" },
-      scrape_configs: [
-        { job_name: "agent", static_configs: [{ targets: [new URL(agent.url).host], labels }] },
-        {
-          job_name: "haproxy",
-          params: exporterParams,
-          static_configs: [{ targets: [`127.0.0.1:${n.lb.options.statsPort}`], labels }],
-        },
-      ],
+      // One job, as the operator's job label makes it: the endpoint label (the operator's port name,
+      // or the PodMonitor's relabeling) keeps the two targets apart.
+      scrape_configs: endpoints.map((e) => ({
+        job_name: e.path,
+        metrics_path: e.path,
+        params: e.params,
+        static_configs: [
+          { targets: [new URL(agent.url).host], labels: { ...labels, job: "servicelb/agent", endpoint: e.port } },
+        ],
+        relabel_configs: (e.relabelings ?? []).map((r) => ({
+          target_label: r.targetLabel,
+          replacement: r.replacement,
+        })),
+      })),
     };
     writeFileSync(join(dataDir, "prometheus.yml"), JSON.stringify(config));
     prometheus = spawn(
@@ -115,7 +127,7 @@ describe("the Grafana dashboard's queries against a real Prometheus", () => {
     // Traffic to both Services while Prometheus scrapes; rates need a few scrapes in their window.
     await waitFor("both targets up", async () => {
       const up = await query("up == 1").catch(() => []);
-      return up.length === 2 ? true : undefined;
+      return up.length === endpoints.length ? true : undefined;
     });
     const until = Date.now() + 5000;
     while (Date.now() < until) {
