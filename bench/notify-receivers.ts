@@ -34,6 +34,7 @@ process.on("message", (m: ReceiverRequest) => {
             host: "127.0.0.1",
             port: 0,
             expectedToken: expected,
+            exporter: () => null,
             onNotify: () => {
               arrivals.push(performance.timeOrigin + performance.now());
               return "pull";

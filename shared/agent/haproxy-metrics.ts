@@ -17,6 +17,7 @@ import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import { Transform } from "node:stream";
 import { z } from "zod";
+import { errorMessage } from "../core/error-message.js";
 import { type ExporterAddress, exporterOf } from "../core/haproxy-config/exporter.js";
 import type { Logger } from "../adapters/log.js";
 import { familyFilterStream } from "./exposition-filter.js";
@@ -175,7 +176,7 @@ async function send(
     else await pipeline(upstream, sizeLimit(limit), filter, res, { signal });
   } catch (err) {
     // Headers are out: a page cut short must not parse as whole, so the connection is reset.
-    options.log.warn({ err: (err as Error).message, exporter: where }, "HAProxy's exporter page not sent whole");
+    options.log.warn({ err: errorMessage(err), exporter: where }, "HAProxy's exporter page not sent whole");
     res.destroy();
     return;
   }
