@@ -12,6 +12,7 @@ import { dirname } from "node:path";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { type ProcStatus, type ReloadResult, showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions, openFileLimit } from "../adapters/haproxy/process.js";
+import { showStat, type StatRow } from "../adapters/haproxy/runtime.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/store.js";
 import { openStore } from "../adapters/open-store.js";
@@ -35,6 +36,8 @@ import { tokenSource } from "./token.js";
 import { until } from "./until.js";
 import type { ConfigChecker } from "./verdict.js";
 import { DIGEST_KINDS } from "../core/config-digest.js";
+import { statsSocketOf } from "../core/config-facts.js";
+import { TrafficSampler } from "./traffic-sampler.js";
 import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/descriptors.js";
 
 /** The supervised HAProxy master, as the agent uses it (adapters/haproxy/process.ts). */
@@ -52,6 +55,8 @@ export interface HaproxyPorts {
   check: ConfigChecker;
   runtime: RuntimePort;
   showProc(masterSocket: string, options: { timeoutMs: number }): Promise<ProcStatus>;
+  /** `show stat` on the runtime API: the counters a canary gate judges (traffic-sampler.ts). */
+  stat?(socket: string): Promise<StatRow[]>;
 }
 
 const REAL_HAPROXY: HaproxyPorts = {
@@ -59,6 +64,7 @@ const REAL_HAPROXY: HaproxyPorts = {
   check: checkConfig,
   runtime: REAL_RUNTIME,
   showProc,
+  stat: (socket) => showStat(socket),
 };
 
 export interface AgentDeps {
@@ -102,6 +108,8 @@ export interface Agent {
 const STORE_IDLE_TIMEOUT_MS = 3000;
 /** The last status report on the way out may not hold up the stop: the store may be the reason for it. */
 const FINAL_STATUS_TIMEOUT_MS = 2000;
+/** Most time between two samples of HAProxy's counters during a rollout. */
+const TRAFFIC_SAMPLE_MS = 2000;
 
 /** HAProxy's diagnostics (stderr) into the agent's log, routine transitions at info. */
 function haproxyDiagnostic(log: Logger, line: string): void {
@@ -208,7 +216,9 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     saved,
     onChange: () => reporter?.changed(),
     trace: deps.trace,
+    ...(options.canary ? { canaryNode: options.nodeName } : {}),
   });
+  const traffic = new TrafficSampler();
   metrics.probeRunning(() => applier.running);
   metrics.probeCertificates(certificateProbe(() => applier.running));
   metrics.probePinnedAt(() => {
@@ -229,6 +239,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       digests: [...DIGEST_KINDS],
       formats: ["chunks1"],
       openFiles: files && { limit: files.limit, reserved: haproxyReserve(haproxyThreads(files.cpus)) },
+      ...(options.canary ? { traffic: traffic.report() } : {}),
     };
   };
 
@@ -299,10 +310,29 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     log,
     onFailure: () => metrics.loopFailures.inc({ loop: "poll" }),
   });
+  // The gates judge what the counters say at the last report: sampled a few times per report.
+  const sampling = options.canary
+    ? until(sampleTraffic, {
+        name: "traffic sample",
+        periodMs: Math.min(options.statusInterval / 2, TRAFFIC_SAMPLE_MS),
+        jitter: 0,
+        immediate: true,
+        log,
+        onFailure: () => metrics.loopFailures.inc({ loop: "traffic" }),
+      })
+    : undefined;
   log.info(
-    { url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey },
+    { url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey, canary: options.canary },
     "agent started",
   );
+
+  async function sampleTraffic(): Promise<void> {
+    const running = applier.running;
+    const socket = running && statsSocketOf(running.text);
+    const window = applier.rolloutWindow;
+    if (!socket || !ports.stat || window === null) return traffic.record([], null, null);
+    traffic.record(await ports.stat(socket), window, running.key);
+  }
 
   async function finalStatus(): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
@@ -334,6 +364,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
         // poll's run in flight (which waits on the applier's loop) ends at once too.
         await applier.stop();
         await poll.stop();
+        await sampling?.stop();
         await reporter?.stop();
         await proc.stop();
         // The last word, so that `servicelb status` shows this node down rather than a report going stale.

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { trafficReportSchema } from "../core/rollout.js";
 import { agentErrorSchema, appliedSchema } from "./state.js";
 
 /** Whether the agent can pull from the store (store-watch.ts). */
@@ -64,6 +65,11 @@ export const nodeStatusSchema = z.object({
    * reports of agents from before. Publishers keep configs within the smallest node's room.
    */
   openFiles: z.object({ limit: z.number(), reserved: z.number() }).nullable().default(null),
+  /**
+   * With --canary, HAProxy's per-backend counters over the rollout's current gate window
+   * (agent/traffic-sampler.ts); null outside a rollout, absent without --canary.
+   */
+  traffic: trafficReportSchema.nullable().optional(),
 });
 
 export type NodeStatus = z.infer<typeof nodeStatusSchema>;

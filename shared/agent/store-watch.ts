@@ -17,7 +17,7 @@ import type { AgentMetrics } from "./metrics.js";
 import type { PullHealth } from "./node-status.js";
 
 export interface WatchedStore {
-  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "putStatus">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "getRollout" | "putStatus">;
   health(): PullHealth;
   stop(): void;
 }
@@ -152,6 +152,21 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
             listed = null;
             pullFailed(err);
           }
+          throw err;
+        }
+      },
+      async getRollout() {
+        // Read beside the pin with --canary: a rollout record names the config the pull is after,
+        // as a pin does (a failed GET of that config counts against the pull when it is retried).
+        try {
+          const record = await guarded("get", () => inner.getRollout());
+          if (record !== null) {
+            setLastSuccess(now());
+            failures = 0;
+          }
+          return record;
+        } catch (err) {
+          if (!stopping.signal.aborted) pullFailed(err);
           throw err;
         }
       },
