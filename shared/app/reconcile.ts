@@ -38,6 +38,7 @@ import { RenderContext } from "./render-context.js";
 import { Coalescer, Settled } from "./pass-queue.js";
 import { backoffDelay, type Backoff } from "../core/backoff.js";
 import { AgentReports } from "./agent-reports.js";
+import { createRolloutGates } from "./rollout-gates.js";
 
 /** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
 export type LiveSnapshot = Snapshot & { listWarnings: string[]; endpointKind?: "EndpointSlice" | "Endpoints" };
@@ -225,6 +226,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     deps.digestRecheckMs,
   );
   const generator = deps.generator ?? `servicelb/${packageVersion()}`;
+  const rollouts = createRolloutGates(store, settings.canary ?? null, log);
   const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
   if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
     // Agents refuse unauthenticated pings: without a token every ping would fail with 401.
@@ -558,6 +560,8 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
             `publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`,
           );
         trace("pass.published", { n, status: published.status, key: published.key });
+        // Before the pings: with canary on, rollout.json says which config each pinged node runs.
+        await guard(rollouts.step(published.newest));
         let notify: ReconcileResult["notify"];
         if (published.status === "published") {
           stage = "notify";
