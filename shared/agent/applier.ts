@@ -37,7 +37,7 @@ export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
 
 export interface ApplierOptions extends NodeStateOptions, ActivationOptions {
-  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "getRollout">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint"> & Partial<Pick<ObjectStore, "getRollout">>;
   /** `--canary`: this node's name, by which each pull finds what rollout.json has it run. */
   canaryNode?: string;
 }
@@ -264,7 +264,9 @@ export class Applier {
       [record, hinted, rollout] = await Promise.all([
         readPin(store),
         this.fetchHinted(afterKey),
-        canaryNode === undefined ? { target: null } : readRolloutTarget(store, canaryNode),
+        canaryNode === undefined || store.getRollout === undefined
+          ? { target: null }
+          : readRolloutTarget({ getRollout: () => store.getRollout!() }, canaryNode),
       ]);
     } catch (err) {
       return failed("pull", null, `cannot read the store: ${message(err)}`);
