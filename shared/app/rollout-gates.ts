@@ -36,6 +36,7 @@ export interface RolloutGates {
   step(newest: RolloutConfig): Promise<RolloutStep | null>;
 }
 
+const REPORT_SLACK_MS = 5000;
 /** Configs whose text a warm instance keeps: stable, candidate, newest and a rejected one or two. */
 const CACHED_TEXTS = 8;
 
@@ -63,10 +64,11 @@ export function createRolloutGates(
       const parsed = nodeStatusSchema.safeParse(raw);
       if (!parsed.success) continue;
       const r = parsed.data;
-      // A node that said it stopped, or that has not reported for three of its intervals, is gone.
+      // A node that serves nothing, or that has not reported for three of its intervals (and a few
+      // seconds for a slow write), is not part of the fleet a rollout is judged on.
       const age = now().getTime() - Date.parse(r.reportedAt);
       if (!r.haproxy.running && r.applied === null) continue;
-      if (age > 3 * r.reportIntervalSeconds * 1000) continue;
+      if (age > 3 * r.reportIntervalSeconds * 1000 + REPORT_SLACK_MS) continue;
       views.push({
         node: r.node,
         applied: r.applied?.key ?? null,
@@ -109,11 +111,21 @@ export function createRolloutGates(
       const known = new Map<string, string>();
       if (needsNodes)
         for (const key of new Set(keys)) if (key !== undefined) known.set(key, await text(key).catch(() => ""));
+      let views: NodeView[] = [];
+      if (needsNodes)
+        try {
+          views = await nodes();
+        } catch (err) {
+          if (!(err instanceof StoreError) || err.transient) throw err;
+          // A report that does not parse (being rewritten, or hand-made): judged at the next pass.
+          log.warn({ err: err.message }, "rollout: cannot read the nodes' reports: the gates wait for the next pass");
+          return null;
+        }
       const { record: next, events } = stepRollout(
         record,
         {
           newest,
-          nodes: needsNodes ? await nodes() : [],
+          nodes: views,
           now: now(),
           // A config that cannot be read is judged structural: it rolls out in waves, never at once.
           classify: (from, to) => {

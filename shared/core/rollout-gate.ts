@@ -101,13 +101,13 @@ export function evaluateGate(
     all,
     ...judged.filter((b) => b.verdict !== "fail").sort((a, b) => b.canary.requests - a.canary.requests),
   ].slice(0, MAX_LISTED);
-  if (all.verdict === "fail" || failed.length > 0) {
-    const worst = failed[0] ?? all;
-    return {
-      verdict: "fail",
-      reason: `${worst.backend === "*" ? "all backends" : worst.backend}: ${worst.reason}`,
-      backends: listed,
-    };
+  if (failed.length > 0)
+    return { verdict: "fail", reason: `${failed[0]!.backend}: ${failed[0]!.reason}`, backends: listed };
+  if (all.verdict === "fail") {
+    // No backend had the requests to judge alone: the one with the most canary 5xx is named.
+    const source = judged.filter((b) => b.canary.errors > 0).sort((a, b) => b.canary.errors - a.canary.errors)[0];
+    const from = source ? `; most from ${source.backend} (${source.canary.errors} of ${source.canary.requests})` : "";
+    return { verdict: "fail", reason: `all backends: ${all.reason}${from}`, backends: listed };
   }
   if (all.verdict === "wait") return { verdict: "wait", reason: all.reason, backends: listed };
   return {

@@ -51,6 +51,15 @@ describe("evaluateGate", () => {
     );
   });
 
+  it("fails on all backends together when none has the requests alone, naming the one the errors come from", () => {
+    const canary = side({ web: ok(15), shop: { requests: 15, errors: 15, rtimeMs: 0 } });
+    const r = evaluateGate(canary, side({}), { ...DEFAULT_THRESHOLDS, minRequests: 20 });
+    expect(r.verdict).toBe("fail");
+    expect(r.reason).toBe(
+      "all backends: 5xx rate 50.00% on the canary against 0.00% on no control traffic (at most +0.50%); most from shop (15 of 15)",
+    );
+  });
+
   it("waits below the minimum of requests, and judges the canary alone against no 5xx without control traffic", () => {
     expect(evaluateGate(side({ web: ok(99) }), side({}), DEFAULT_THRESHOLDS)).toMatchObject({
       verdict: "wait",
