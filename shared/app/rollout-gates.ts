@@ -11,6 +11,8 @@ import type { Logger } from "../adapters/log.js";
 import { type ObjectStore, StoreError } from "../adapters/store.js";
 import { nodeStatusSchema } from "../agent/node-status.js";
 import { changeKind } from "../core/change-kind.js";
+import { parseConfigKey } from "../core/config-key.js";
+import { transplantEndpoints } from "../core/endpoint-transplant.js";
 import {
   initialRecord,
   type NodeView,
@@ -20,7 +22,10 @@ import {
   stepRollout,
 } from "../core/rollout.js";
 
-export type RolloutStore = Pick<ObjectStore, "getRollout" | "putRollout" | "deleteRollout" | "get" | "listStatuses">;
+export type RolloutStore = Pick<
+  ObjectStore,
+  "getRollout" | "putRollout" | "deleteRollout" | "get" | "listStatuses" | "putTrack" | "pruneTracks"
+>;
 
 export interface RolloutStep {
   record: RolloutRecord;
@@ -77,6 +82,21 @@ export function createRolloutGates(
       });
     }
     return views;
+  }
+
+  /**
+   * While the nodes outside the admitted waves run another config than the newest, they run the
+   * stable config with the newest endpoints (core/endpoint-transplant.ts), stored as a stable track.
+   */
+  async function withTrack(record: RolloutRecord, newest: RolloutConfig, events: string[]): Promise<RolloutRecord> {
+    if (newest.key === record.stable.key || (record.rollout === null && record.blocked === null)) return record;
+    const stableText = await text(record.stable.key);
+    const track = transplantEndpoints(stableText, await text(newest.key));
+    if (track === stableText) return record;
+    const stored = await store.putTrack(track, parseConfigKey(newest.key)?.revision.toString() ?? "0");
+    texts.set(stored.key, track);
+    events.push(`the newest endpoints (${newest.key}) go to the nodes on the stable config at once, as ${stored.key}`);
+    return { ...record, stable: { key: stored.key, sha256: stored.sha256 } };
   }
 
   return {
@@ -136,10 +156,16 @@ export function createRolloutGates(
         },
         settings,
       );
-      const written = before === null || strip(next) !== strip(before);
-      if (written) await store.putRollout(next);
-      for (const event of events) log.info({ rollout: summary(next) }, `rollout: ${event}`);
-      return { record: next, events, written };
+      const record2 = await withTrack(next, newest, events);
+      const written = before === null || strip(record2) !== strip(before);
+      if (written) await store.putRollout(record2);
+      // A stable track replaced: the one before is no node's target any more.
+      if (before !== null && before.stable.key !== record2.stable.key && before.stable.key.includes("/tracks/"))
+        await store
+          .pruneTracks([record2.stable.key])
+          .catch((err: unknown) => log.warn({ err }, "rollout: cannot delete old stable-track configs"));
+      for (const event of events) log.info({ rollout: summary(record2) }, `rollout: ${event}`);
+      return { record: record2, events, written };
     },
   };
 }

@@ -8,7 +8,8 @@ import { type RolloutSettings, rolloutTarget } from "../../shared/core/rollout.j
 import { DEFAULT_THRESHOLDS } from "../../shared/core/rollout-gate.js";
 import { admissionOrder, parseWaves } from "../../shared/core/rollout-waves.js";
 import { fakeHaproxy } from "../../bench/fake-haproxy.js";
-import { A, agentWorld, B, type Node, web } from "../support/agent.js";
+import { readFileSync } from "node:fs";
+import { A, agentWorld, B, C, type Node, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";
 
 /*
@@ -48,7 +49,7 @@ interface Fleet {
   traffic(paths: string[]): { stop(): Promise<Record<string, Record<number, number>>> };
 }
 
-async function fleet(): Promise<Fleet> {
+async function fleet(bakeMs = BAKE_MS): Promise<Fleet> {
   const node = await world.node();
   const fake = fakeHaproxy();
   const agents: Record<string, Agent> = {};
@@ -76,7 +77,7 @@ async function fleet(): Promise<Fleet> {
     }
   }, 20);
   world.cleanups.push(() => clearInterval(watch));
-  const gates = createRolloutGates(node.store, settings, log);
+  const gates = createRolloutGates(node.store, { ...settings, bakeMs }, log);
   return {
     node,
     agents,
@@ -222,5 +223,45 @@ describe("canary rollout over three agents", () => {
     // Two waves of BAKE_MS each, and the time to converge and report.
     expect(doneMs).toBeGreaterThanOrEqual(2 * BAKE_MS);
     log.info({ doneMs }, "good change on every node");
+  }, 60_000);
+
+  it("takes an endpoint change made during a rollout to every node at once, each on the config it runs", async () => {
+    const f = await fleet(60_000);
+    const good = await f.node.publish(cluster(), 100);
+    const tick = f.ticking();
+    await allRun(f, good.key);
+    const api = web("api", world.pods.port, [A]);
+    const next = await f.node.publish([...cluster(), ...api], 101);
+    await waitFor("the canary runs the candidate", async () => (f.ran[CANARY]!.at(-1) === next.key ? true : undefined));
+    // shop's pod moves from B to C while the first wave bakes (for a minute).
+    const moved = await f.node.publish(
+      [...web("web", world.pods.port, [A]), ...web("shop", world.pods.port, [C]), ...api],
+      102,
+    );
+    const published = Date.now();
+    await world.served(f.node, "/shop/", "C");
+    await waitFor("every node runs shop on C", async () =>
+      OTHERS.every((n) => {
+        const key = f.agents[n]!.status().applied?.key ?? "";
+        return (
+          key.includes("/tracks/") &&
+          /server \S+ 127\.0\.0\.4:/.test(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8"))
+        );
+      })
+        ? true
+        : undefined,
+    );
+    const everywhereMs = Date.now() - published;
+    await tick.stop();
+    expect(everywhereMs).toBeLessThan(5000);
+    const record = (await f.node.store.getRollout())!;
+    // Still the first wave: the canary runs the candidate with the move, the others the stable config with it.
+    expect(record.rollout).toMatchObject({ state: "rolling", wave: 0, candidate: { key: moved.key } });
+    expect(f.agents[CANARY]!.status().applied).toMatchObject({ key: moved.key, how: "runtime" });
+    for (const n of OTHERS) {
+      expect(f.agents[n]!.status().applied).toMatchObject({ key: record.stable.key, how: "runtime" });
+      // The stable structure: no api backend on them yet.
+      expect(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8")).not.toMatch(/backend default_api_80/);
+    }
   }, 60_000);
 });
