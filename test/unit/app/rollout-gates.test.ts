@@ -136,6 +136,33 @@ describe("the rollout runner", () => {
     expect(NODES.map((n) => rolloutTarget(record!, n).key)).toEqual([first.key, first.key, first.key]);
   });
 
+  it("stores the stable config with the newest endpoints as a stable track while a rollout runs, and deletes it when replaced", async () => {
+    const f = fixture();
+    const first = await f.publish(config("5s"));
+    await gates(f.store, f.now).step(first);
+    await f.report(0);
+    const second = await f.publish(config("6s"));
+    await gates(f.store, f.now).step(second);
+    const moved = await f.publish(config("6s", "10.0.0.9"));
+    const step = await gates(f.store, f.now).step(moved);
+    const track = step!.record.stable;
+    expect(track.key).toMatch(/^lb\/tracks\/[0-9a-f]{64}\.cfg$/);
+    expect(step!.record.rollout?.candidate).toEqual(moved);
+    // The stable structure (timeout 5s) with the newest endpoint, verified by its name.
+    expect((await f.store.get(track.key)).config).toBe(config("5s", "10.0.0.9"));
+    const again = await f.publish(config("6s", "10.0.0.10"));
+    const next = await gates(f.store, f.now).step(again);
+    expect((await f.store.get(next!.record.stable.key)).config).toBe(config("5s", "10.0.0.10"));
+    await expect(f.store.get(track.key)).rejects.toThrow(/does not exist/);
+  });
+
+  it("refuses a stable track whose body is not the digest its name says", async () => {
+    const f = fixture();
+    const stored = await f.store.putTrack(config("5s"), "10");
+    await f.blobs.put(stored.key, config("7s"), { contentType: "text/plain", metadata: { sha256: stored.sha256 } });
+    await expect(f.store.get(stored.key)).rejects.toThrow(/is corrupt: the body's sha256 digest/);
+  });
+
   it("with canary off deletes a rollout.json left behind, once, and writes nothing", async () => {
     const f = fixture();
     const first = await f.publish(config("5s"));
