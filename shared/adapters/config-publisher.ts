@@ -157,7 +157,7 @@ export interface ConfigPublisher {
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
   /**
    * Deletes every config older than the newest `keep` trusted ones (keep >= 1; default: the
-   * store's retention), never the pinned one; returns the deleted keys.
+   * store's retention), never the pinned one nor those rollout.json names; returns the deleted keys.
    */
   prune(options?: { keep?: number }): Promise<string[]>;
 }

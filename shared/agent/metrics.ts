@@ -160,7 +160,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     loopFailures: new Counter({
       name: "servicelb_agent_loop_failures_total",
-      help: "Failed runs of the agent's loops (poll, status)",
+      help: "Failed runs of the agent's loops (poll, status, traffic)",
       labelNames: ["loop"],
       registers,
     }),
