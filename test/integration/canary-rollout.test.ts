@@ -43,8 +43,11 @@ interface Fleet {
   agents: Record<string, Agent>;
   /** Every key each node reported running, in order. */
   ran: Record<string, string[]>;
-  /** Steps rollout.json as a reconcile pass does, every 250 ms, until stopped. */
-  ticking(): { stop(): Promise<void> };
+  /**
+   * Steps rollout.json as a reconcile pass does, every 250 ms, until stopped; `fresh`: each step by
+   * a new runner, as if the function instance were replaced at every pass.
+   */
+  ticking(fresh?: boolean): { stop(): Promise<void> };
   /** Requests through the canary's HAProxy, every 15 ms, by path and status. */
   traffic(paths: string[]): { stop(): Promise<Record<string, Record<number, number>>> };
 }
@@ -82,13 +85,14 @@ async function fleet(bakeMs = BAKE_MS): Promise<Fleet> {
     node,
     agents,
     ran,
-    ticking() {
+    ticking(fresh = false) {
       let stopped = false;
       const loop = (async () => {
         while (!stopped) {
           // A failed step fails the pass, and the next tick runs another, as the Broker would retry.
           const { config } = await node.store.newest();
-          if (config) await gates.step(config).catch((err: unknown) => log.warn({ err }, "rollout step failed"));
+          const runner = fresh ? createRolloutGates(node.store, { ...settings, bakeMs }, log) : gates;
+          if (config) await runner.step(config).catch((err: unknown) => log.warn({ err }, "rollout step failed"));
           await new Promise((r) => setTimeout(r, 250));
         }
       })();
@@ -195,10 +199,10 @@ describe("canary rollout over three agents", () => {
     expect(describeRollout(record)).toMatch(/state {6}failed: .*5xx rate/);
   }, 60_000);
 
-  it("takes a good structural change to every node after the waves, the canary first", async () => {
+  it("takes a good structural change to every node after the waves, the canary first, with the function instance replaced at every pass", async () => {
     const f = await fleet();
     const good = await f.node.publish(cluster(), 100);
-    const tick = f.ticking();
+    const tick = f.ticking(true);
     await allRun(f, good.key);
     const traffic = f.traffic(["/web/", "/shop/"]);
     const next = await f.node.publish([...cluster(), ...web("api", world.pods.port, [A])], 101);
