@@ -2,14 +2,20 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
 import { type Agent, startAgent } from "../../shared/agent/agent.js";
+import type { FunctionSettings } from "../../shared/app/function-options.js";
+import { createReconciler } from "../../shared/app/reconcile.js";
 import { createRolloutGates } from "../../shared/app/rollout-gates.js";
+import type { RenderOptions } from "../../shared/core/options.js";
+import { type Kind, KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { describeRollout } from "../../shared/app/rollout-command.js";
 import { type RolloutSettings, rolloutTarget } from "../../shared/core/rollout.js";
 import { DEFAULT_THRESHOLDS } from "../../shared/core/rollout-gate.js";
 import { admissionOrder, parseWaves } from "../../shared/core/rollout-waves.js";
 import { fakeHaproxy } from "../../bench/fake-haproxy.js";
 import { readFileSync } from "node:fs";
-import { A, agentWorld, B, C, type Node, web } from "../support/agent.js";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { A, agentWorld, B, C, type Node, TOKEN, web } from "../support/agent.js";
 import { waitFor } from "../support/net.js";
 
 /*
@@ -268,4 +274,59 @@ describe("canary rollout over three agents", () => {
       expect(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8")).not.toMatch(/backend default_api_80/);
     }
   }, 60_000);
+
+  it("runs from the reconcile function's passes: its first pass writes rollout.json, a new instance's settings change rolls out wave by wave on its resyncs", async () => {
+    const f = await fleet();
+    const api = await new KubeApiEmulator().start();
+    world.cleanups.push(() => api.stop());
+    for (const item of cluster()) api.upsert((item as { kind: Kind }).kind, item as KubeObject);
+    const kubeconfig = await api.writeKubeconfig({ dir: mkdtempSync(join(tmpdir(), "servicelb-kube-")) });
+    /** A function instance with canary on; another render option is another deployment of it. */
+    const instance = (options: Partial<RenderOptions> = {}) => {
+      const fs: FunctionSettings = {
+        options: { ...f.node.lb.options, ...options },
+        kubeconfig,
+        maxBodyBytes: 1 << 20,
+        passTimeoutMs: 30_000,
+        confirmDelayMs: 0,
+        digest: "sha256",
+        store: { url: `s3://${world.s3.bucket}/${f.node.prefix}`, endpoint: world.s3.endpoint, forcePathStyle: true },
+        notify: {
+          agents: NAMES.map((n) => f.agents[n]!.url),
+          agentPort: "agent",
+          token: TOKEN,
+          timeoutMs: 2000,
+          concurrency: 8,
+          deadlineMs: 5000,
+        },
+        canary: settings,
+      };
+      return createReconciler(fs, { log, store: f.node.store });
+    };
+    const first = await instance().reconcileNow({ id: "first", type: "test" });
+    expect(first.status).toBe("published");
+    expect((await f.node.store.getRollout())?.stable.key).toBe(first.key);
+    await allRun(f, first.key!);
+    const traffic = f.traffic(["/web/", "/shop/"]);
+    // A new deployment of the function with another balance algorithm: a change that needs a reload.
+    const second = instance({ balanceAlgorithm: "leastconn" });
+    const changed = await second.reconcileNow({ id: "leastconn", type: "test" });
+    expect(changed.status).toBe("published");
+    const started = (await f.node.store.getRollout())!;
+    expect(started.rollout).toMatchObject({ state: "rolling", wave: 0, candidate: { key: changed.key } });
+    // The PingSource's ticks: each pass steps the rollout.
+    await waitFor(
+      "the rollout done",
+      async () => {
+        await second.reconcileNow({ id: "tick", type: "dev.knative.sources.ping" });
+        return (await f.node.store.getRollout())?.stable.key === changed.key ? true : undefined;
+      },
+      4 * BAKE_MS + 15_000,
+    );
+    await allRun(f, changed.key!);
+    const counts = await traffic.stop();
+    expect(f.ran[CANARY]).toEqual([first.key, changed.key]);
+    for (const other of OTHERS) expect(f.ran[other]).toEqual([first.key, changed.key]);
+    expect(Object.keys(counts["/shop/"]!)).toEqual(["200"]);
+  }, 90_000);
 });
