@@ -63,8 +63,11 @@ export function createRolloutGates(
     return config;
   }
 
+  /** Nodes whose reports say their agent runs without --canary: warned about once per instance. */
+  let warned = "";
   async function nodes(): Promise<NodeView[]> {
     const views: NodeView[] = [];
+    const unaware = new Set<string>();
     for (const raw of await store.listStatuses()) {
       const parsed = nodeStatusSchema.safeParse(raw);
       if (!parsed.success) continue;
@@ -74,6 +77,7 @@ export function createRolloutGates(
       const age = now().getTime() - Date.parse(r.reportedAt);
       if (!r.haproxy.running && r.applied === null) continue;
       if (age > 3 * r.reportIntervalSeconds * 1000 + REPORT_SLACK_MS) continue;
+      if (r.traffic === undefined) unaware.add(r.node);
       views.push({
         node: r.node,
         applied: r.applied?.key ?? null,
@@ -81,6 +85,13 @@ export function createRolloutGates(
         traffic: r.traffic ?? null,
       });
     }
+    const names = [...unaware].sort().join(",");
+    if (names !== "" && names !== warned)
+      log.warn(
+        { nodes: [...unaware].slice(0, 20), count: unaware.size },
+        "rollout: agents without --canary follow the newest config whatever rollout.json says: a rollout cannot hold them back",
+      );
+    warned = names;
     return views;
   }
 

@@ -1,3 +1,5 @@
+import { Writable } from "node:stream";
+import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../../../shared/adapters/log.js";
 import { createMemoryBlobStore } from "../../../shared/adapters/memory-blob-store.js";
@@ -161,6 +163,45 @@ describe("the rollout runner", () => {
     const stored = await f.store.putTrack(config("5s"), "10");
     await f.blobs.put(stored.key, config("7s"), { contentType: "text/plain", metadata: { sha256: stored.sha256 } });
     await expect(f.store.get(stored.key)).rejects.toThrow(/is corrupt: the body's sha256 digest/);
+  });
+
+  it("warns, once, of agents that run without --canary: a rollout cannot hold them back", async () => {
+    const f = fixture();
+    const lines: string[] = [];
+    const memory = pino(
+      { level: "warn" },
+      new Writable({
+        write(chunk: Buffer, _enc, done) {
+          lines.push(chunk.toString("utf8"));
+          done();
+        },
+      }),
+    );
+    const first = await f.publish(config("5s"));
+    const runner = createRolloutGates(f.store, settings, memory, f.now);
+    await runner.step(first);
+    await f.store.putStatus("edge-old", {
+      node: "edge-old",
+      applied: {
+        key: first.key,
+        sha256: first.sha256,
+        revision: null,
+        appliedAt: f.now().toISOString(),
+        how: "reload",
+      },
+      lastError: null,
+      backoff: null,
+      haproxy: { running: true },
+      reportIntervalSeconds: 60,
+      reportedAt: f.now().toISOString(),
+      agent: "servicelb/test",
+    });
+    const second = await f.publish(config("6s"));
+    await runner.step(second);
+    await runner.step(second);
+    const warnings = lines.filter((l) => l.includes("agents without --canary"));
+    expect(warnings).toHaveLength(1);
+    expect(JSON.parse(warnings[0]!)).toMatchObject({ nodes: ["edge-old"], count: 1 });
   });
 
   it("with canary off deletes a rollout.json left behind, once, and writes nothing", async () => {
