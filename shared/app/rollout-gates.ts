@@ -136,12 +136,17 @@ export function createRolloutGates(
         return null;
       }
       const record = before ?? initialRecord(newest, now());
-      const needsNodes = record.rollout !== null || newest.key !== record.stable.key;
+      const changed = record.rollout !== null || newest.key !== record.stable.key;
       const keys = [record.stable.key, newest.key, record.rollout?.candidate.key, ...record.rejected.map((r) => r.key)];
       // Texts first (the classification is synchronous): only those of configs it may compare.
       const known = new Map<string, string>();
-      if (needsNodes)
+      if (changed)
         for (const key of new Set(keys)) if (key !== undefined) known.set(key, await text(key).catch(() => ""));
+      // The reports (a GET per node) only for a rollout under way or about to start, never for an
+      // endpoint change that goes everywhere at once.
+      const a = known.get(record.stable.key);
+      const b = known.get(newest.key);
+      const needsNodes = record.rollout !== null || (changed && (!a || !b || changeKind(a, b) === "structural"));
       let views: NodeView[] = [];
       if (needsNodes)
         try {

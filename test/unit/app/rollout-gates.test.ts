@@ -95,9 +95,17 @@ describe("the rollout runner", () => {
     const step = await gates(f.store, f.now).step(first);
     expect(step?.written).toBe(true);
     expect((await f.store.getRollout())?.stable).toEqual(first);
+    await f.report(0);
     const moved = await f.publish(config("5s", "10.0.0.2"));
+    const listed: string[] = [];
+    f.blobs.inject = (operation, key) => {
+      if (operation === "list") listed.push(key);
+      return undefined;
+    };
     const again = await gates(f.store, f.now).step(moved);
     expect(again?.record).toMatchObject({ stable: moved, rollout: null });
+    // No node's report is read for a change that goes everywhere at once.
+    expect(listed).toEqual([]);
   });
 
   it("carries a rollout from one instance to a new one through rollout.json alone, wave by wave", async () => {
