@@ -2,7 +2,7 @@
  * bench/status: `servicelb status` (the CLI, its own process) against N node records in s3rver
  * behind the store proxy's latency and 503s (store-proxy.ts) — issue 30 §4's fleet without the
  * fleet, so that the command's own time is measured apart from N agents' load. The records are
- * the agents' report documents (agent/node-status.ts), each node serving the newest config; the
+ * the agents' report documents (agent/status-report.ts), each node serving the newest config; the
  * command's CPU (user + system, GNU time) is printed beside its wall time.
  * `--compare BIN` runs another checkout's bin/servicelb.js in turns with this one's, against the
  * same records at the same load: a before-and-after of one sitting.

@@ -119,6 +119,42 @@ addStoreOptions(
   process.exitCode = await runUnpin(flags);
 });
 
+const rollout = program
+  .command("rollout")
+  .description("the canary rollout (SERVICELB_CANARY): status, or move it on by hand (`pin` still wins over it)");
+addStoreOptions(
+  rollout
+    .command("status")
+    .description(
+      "the stable config, the candidate, its wave, the last gate's figures and the outcomes before (exit 3: failed)",
+    )
+    .addOption(new Option("--format <format>", "output").choices(["text", "json"]).default("text"))
+    .option("--config <file>", CONFIG_HELP),
+).action(async (flags: Record<string, unknown>) => {
+  const { runRolloutStatus } = await import("../shared/app/rollout-command.js");
+  process.exitCode = await runRolloutStatus(flags);
+});
+addStoreOptions(
+  rollout
+    .command("promote")
+    .description("start the next wave now; after a failed gate, run the candidate on every node")
+    .option("--config <file>", CONFIG_HELP),
+).action(async (flags: Record<string, unknown>) => {
+  const { runRolloutAction } = await import("../shared/app/rollout-command.js");
+  process.exitCode = await runRolloutAction("promote", flags);
+});
+addStoreOptions(
+  rollout
+    .command("abort")
+    .description(
+      "put every node back on the stable config and reject the candidate; after a failed gate, let structural configs roll out again",
+    )
+    .option("--config <file>", CONFIG_HELP),
+).action(async (flags: Record<string, unknown>) => {
+  const { runRolloutAction } = await import("../shared/app/rollout-command.js");
+  process.exitCode = await runRolloutAction("abort", flags);
+});
+
 addStoreOptions(
   addRenderOptions(
     addSettings(

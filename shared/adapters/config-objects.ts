@@ -19,6 +19,9 @@ import { errorMessage } from "../core/error-message.js";
 
 export const CONFIGS = "configs/";
 export const CHUNKS = "chunks/";
+/** Stable-track configs of a canary rollout (core/endpoint-transplant.ts), named by their sha256. */
+export const TRACKS = "tracks/";
+const TRACK_NAME = /^([0-9a-f]{64})\.cfg$/;
 /** The `format` metadata of a config published in chunks (core/chunk-manifest.ts). */
 export const CHUNKS1 = "chunks1";
 /** Chunks an agent fetches at once when it lacks many (a new agent, one far behind). */
@@ -173,7 +176,44 @@ export class ConfigObjects {
    * rest; every chunk must hash to its name, and the whole config to its digest, before it is
    * returned. Nothing is remembered from a config that does not verify.
    */
+  /** A stable-track config's key: `<prefix>tracks/<sha256>.cfg`, outside the configs' order. */
+  isTrack(key: string): boolean {
+    return key.startsWith(`${this.blobs.prefix}${TRACKS}`);
+  }
+
+  /** Written once per text (content-addressed); `revision` is the newest config's it was made from. */
+  async putTrack(text: string, revision: string): Promise<StoredConfig> {
+    const sha256 = this.digests.digest("sha256", Buffer.from(text, "utf8"));
+    const key = `${this.blobs.prefix}${TRACKS}${sha256}.cfg`;
+    await this.blobs.put(key, text, { contentType: "text/plain", metadata: { sha256, revision } });
+    return { key, config: text, sha256, revision };
+  }
+
+  /** A stable-track config, its body verified against the digest its name is. */
+  async getTrack(key: string): Promise<StoredConfig> {
+    const sha = TRACK_NAME.exec(key.slice(`${this.blobs.prefix}${TRACKS}`.length))?.[1];
+    if (!this.isTrack(key) || sha === undefined)
+      throw this.corrupt(key, "not a stable-track key (tracks/<sha256>.cfg)");
+    const blob = await this.blobs.get(key);
+    if (!blob) throw new StoreError(`config ${this.blobs.describe(key)} does not exist`, { transient: false });
+    return {
+      key,
+      config: this.verifiedText(key, sha, blob.body),
+      sha256: sha,
+      revision: blob.metadata.revision ?? "0",
+    };
+  }
+
+  /** Deletes every stable-track config but those named. */
+  async pruneTracks(keep: readonly string[]): Promise<void> {
+    const doomed = (await this.blobs.list(`${this.blobs.prefix}${TRACKS}`))
+      .map((o) => o.key)
+      .filter((k) => !keep.includes(k));
+    for (const key of doomed) await this.blobs.delete(key);
+  }
+
   async get(key: string, options: { have?: string } = {}): Promise<StoredConfig> {
+    if (this.isTrack(key)) return this.getTrack(key);
     const name = this.requireKey(key);
     const blob = await this.blobs.get(key);
     if (!blob) throw new StoreError(`config ${this.blobs.describe(key)} does not exist`, { transient: false });

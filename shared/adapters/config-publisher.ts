@@ -157,7 +157,7 @@ export interface ConfigPublisher {
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
   /**
    * Deletes every config older than the newest `keep` trusted ones (keep >= 1; default: the
-   * store's retention), never the pinned one; returns the deleted keys.
+   * store's retention), never the pinned one nor those rollout.json names; returns the deleted keys.
    */
   prune(options?: { keep?: number }): Promise<string[]>;
 }
@@ -272,13 +272,18 @@ export function createPublisher(
   async function prune({ keep = retain }: { keep?: number } = {}): Promise<string[]> {
     assertKeep(keep, "keep");
     const pinned = await records.getPin().catch(() => null);
+    // The configs a canary rollout has nodes run (core/rollout.ts) stay, as the pinned one does.
+    const rollout = await records.getRollout().catch(() => null);
+    const held = new Set(
+      [pinned?.key, rollout?.stable.key, rollout?.rollout?.candidate.key].filter((k): k is string => k !== undefined),
+    );
     const configs = await objects.list();
     // Counted in trusted keys: far-ahead keys, which sort newest, must not push the history out.
     const verdicts = judgeKeys(configs.map((e) => e.name));
     const trusted = configs.filter((_, i) => verdicts[i] === null);
     const oldestKept = trusted.length > keep ? trusted[trusted.length - keep]!.name : null;
     const older = oldestKept ? configs.filter((e) => compareConfigNames(e.name, oldestKept) < 0) : [];
-    const doomed = older.map((entry) => entry.key).filter((key) => key !== pinned?.key);
+    const doomed = older.map((entry) => entry.key).filter((key) => !held.has(key));
     await deleteKeys(blobs, doomed);
     knownCount = configs.length - doomed.length;
     // Only a cold function instance reads a layout, and only the newest config's: older records
@@ -286,7 +291,7 @@ export function createPublisher(
     // may go too; its instance holds it in memory, and another would start afresh (one reload).
     const retained = configs.slice(older.length);
     await records.pruneLayouts((await findNewest(retained)).head?.layoutDigest);
-    await pruneChunks([...retained.map((e) => e.key), ...(pinned ? [pinned.key] : [])]);
+    await pruneChunks([...retained.map((e) => e.key), ...held]);
     return doomed;
   }
 

@@ -1,6 +1,7 @@
 /*
  * The small JSON records beside the configs:
  *   pin.json                   the config every agent runs until unpinned
+ *   rollout.json               the canary rollout: which config each node runs (core/rollout.ts)
  *   reconcile.json             the reconcile function's last pass, and its failures in a row
  *   status/<node>.json         what each agent runs
  *   settings/<digest>.json     the settings a config was rendered with (content-addressed)
@@ -12,6 +13,7 @@ import { z } from "zod";
 import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/backend-layout.js";
 import { digestSchema } from "../core/config-digest.js";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
+import { type RolloutRecord, rolloutRecordSchema } from "../core/rollout.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
 import type { BlobStore } from "./blob-store.js";
 import { errorText, StoreError } from "./store-error.js";
@@ -20,6 +22,7 @@ export const SETTINGS = "settings/";
 export const LAYOUTS = "layouts/";
 const STATUS = "status/";
 const PIN = "pin.json";
+const ROLLOUT = "rollout.json";
 const PASS_RECORD = "reconcile.json";
 const NEWEST = "newest.json";
 /** Digest of a settings or layout record: the name it is stored under. */
@@ -90,6 +93,10 @@ export interface StoreRecords {
   getPin(): Promise<Pin | null>;
   putPin(pin: Pin): Promise<void>;
   deletePin(): Promise<void>;
+  /** rollout.json, or null; a StoreError (not transient) when it is not a rollout record. */
+  getRollout(): Promise<RolloutRecord | null>;
+  putRollout(record: RolloutRecord): Promise<void>;
+  deleteRollout(): Promise<void>;
   /** The reconcile function's record of its last pass, or null; a StoreError (not transient) when it is not one. */
   getPassRecord(): Promise<PassRecord | null>;
   putPassRecord(record: PassRecord): Promise<void>;
@@ -111,6 +118,7 @@ export interface StoreRecords {
 export function storeRecords(blobs: BlobStore): StoreRecords {
   const { prefix } = blobs;
   const pinKey = `${prefix}${PIN}`;
+  const rolloutKey = `${prefix}${ROLLOUT}`;
   const passRecordKey = `${prefix}${PASS_RECORD}`;
   const newestKey = `${prefix}${NEWEST}`;
   const statusPrefix = `${prefix}${STATUS}`;
@@ -238,6 +246,22 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
     putPin: (pin) => putJson(pinKey, pinSchema.parse(pin)),
 
     deletePin: () => blobs.delete(pinKey),
+
+    async getRollout() {
+      const text = await getText(rolloutKey);
+      if (text === null) return null;
+      const parsed = parseJson(text, rolloutRecordSchema);
+      if (!parsed?.success)
+        throw new StoreError(
+          `${blobs.describe(rolloutKey)} is not a rollout record${parsed ? `: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}` : " (not JSON)"}`,
+          { transient: false },
+        );
+      return parsed.data;
+    },
+
+    putRollout: (record) => putJson(rolloutKey, rolloutRecordSchema.parse(record)),
+
+    deleteRollout: () => blobs.delete(rolloutKey),
 
     async getPassRecord() {
       const text = await getText(passRecordKey);

@@ -49,6 +49,10 @@ export interface ObjectStore
   history(options?: { limit?: number }): Promise<HistoryEntry[]>;
   /** The newest trusted config that verifies, and the newer keys skipped on the way. */
   newest(): Promise<{ config: ConfigHead | null; skipped: SkippedKey[] }>;
+  /** Stores a canary rollout's stable-track config (docs/design.md#canary-rollouts); get() reads it back. */
+  putTrack(text: string, revision: string): Promise<StoredConfig>;
+  /** Deletes the stable-track configs but those named. */
+  pruneTracks(keep: readonly string[]): Promise<void>;
   /** Releases the client's sockets. */
   close(): void;
 }
@@ -69,11 +73,16 @@ export function createStore(blobs: BlobStore, options: PublisherOptions = {}): O
     prune: (o) => publisher.prune(o),
     head: (key) => objects.head(key),
     get: (key, o) => objects.get(key, o),
+    putTrack: (text, revision) => objects.putTrack(text, revision),
+    pruneTracks: (keep) => objects.pruneTracks(keep),
     readSettings: (digest) => records.readSettings(digest),
     readLayout: (digest) => records.readLayout(digest),
     getPin: () => records.getPin(),
     putPin: (pin) => records.putPin(pin),
     deletePin: () => records.deletePin(),
+    getRollout: () => records.getRollout(),
+    putRollout: (record) => records.putRollout(record),
+    deleteRollout: () => records.deleteRollout(),
     getPassRecord: () => records.getPassRecord(),
     putPassRecord: (record) => records.putPassRecord(record),
     getNewestHint: () => records.getNewestHint(),

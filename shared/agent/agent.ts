@@ -13,6 +13,7 @@ import { checkConfig } from "../adapters/haproxy/check.js";
 import { runRuntimeCommands, showServersState, swapPatternFile } from "../adapters/haproxy/runtime.js";
 import { type ProcStatus, type ReloadResult, showProc } from "../adapters/haproxy/master.js";
 import { HaproxyProcess, type HaproxyProcessOptions, openFileLimit } from "../adapters/haproxy/process.js";
+import { showStat, type StatRow } from "../adapters/haproxy/runtime.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/store.js";
 import { openStore } from "../adapters/open-store.js";
@@ -37,6 +38,8 @@ import { tokenSource } from "./token.js";
 import { until } from "./until.js";
 import type { ConfigChecker } from "./verdict.js";
 import { DIGEST_KINDS } from "../core/config-digest.js";
+import { statsSocketOf } from "../core/haproxy-config/globals.js";
+import { TrafficSampler } from "./traffic-sampler.js";
 import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/descriptors.js";
 import { errorMessage } from "../core/error-message.js";
 
@@ -55,6 +58,8 @@ export interface HaproxyPorts {
   check: ConfigChecker;
   runtime: RuntimePort;
   showProc(masterSocket: string, options: { timeoutMs: number }): Promise<ProcStatus>;
+  /** `show stat` on the runtime API: the counters a canary gate judges (traffic-sampler.ts). */
+  stat?(socket: string): Promise<StatRow[]>;
 }
 
 /** The real implementations: the one place they are wired. */
@@ -63,6 +68,7 @@ const REAL_HAPROXY: HaproxyPorts = {
   check: checkConfig,
   runtime: { runAll: runRuntimeCommands, swapPatterns: swapPatternFile, serversState: showServersState },
   showProc,
+  stat: (socket) => showStat(socket),
 };
 
 export interface AgentDeps {
@@ -106,6 +112,8 @@ export interface Agent {
 const STORE_IDLE_TIMEOUT_MS = 3000;
 /** The last status report on the way out may not hold up the stop: the store may be the reason for it. */
 const FINAL_STATUS_TIMEOUT_MS = 2000;
+/** Most time between two samples of HAProxy's counters during a rollout. */
+const TRAFFIC_SAMPLE_MS = 2000;
 
 /** HAProxy's diagnostics (stderr) into the agent's log, routine transitions at info. */
 function haproxyDiagnostic(log: Logger, line: string): void {
@@ -212,7 +220,9 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     saved,
     onChange: () => reporter?.changed(),
     trace: deps.trace,
+    ...(options.canary ? { canaryNode: options.nodeName } : {}),
   });
+  const traffic = new TrafficSampler();
   metrics.probeRunning(() => applier.running);
   // Not while HAProxy is down (a restart backing off): its socket would fail every check.
   const certificates = new CertificateWatch({ running: () => (proc.running ? applier.running : null), metrics, log });
@@ -242,6 +252,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       formats: ["chunks1"],
       openFiles: files && { limit: files.limit, reserved: haproxyReserve(haproxyThreads(files.cpus)) },
       certificates: certificates.status(),
+      ...(options.canary ? { traffic: traffic.report() } : {}),
     };
   };
 
@@ -320,10 +331,29 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     log,
     onFailure: () => metrics.loopFailures.inc({ loop: "certificates" }),
   });
+  // The gates judge what the counters say at the last report: sampled a few times per report.
+  const sampling = options.canary
+    ? until(sampleTraffic, {
+        name: "traffic sample",
+        periodMs: Math.min(options.statusInterval / 2, TRAFFIC_SAMPLE_MS),
+        jitter: 0,
+        immediate: true,
+        log,
+        onFailure: () => metrics.loopFailures.inc({ loop: "traffic" }),
+      })
+    : undefined;
   log.info(
-    { url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey },
+    { url: api.url, node: options.nodeName, store: options.store, applied: applier.appliedKey, canary: options.canary },
     "agent started",
   );
+
+  async function sampleTraffic(): Promise<void> {
+    const running = applier.running;
+    const socket = running && statsSocketOf(running.text);
+    const window = applier.rolloutWindow;
+    if (!socket || !ports.stat || window === null) return traffic.record([], null, null);
+    traffic.record(await ports.stat(socket), window, running.key);
+  }
 
   async function finalStatus(): Promise<void> {
     try {
@@ -351,6 +381,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
         await applier.stop();
         await poll.stop();
         await certificateLoop.stop();
+        await sampling?.stop();
         await reporter?.stop();
         await proc.stop();
         // The last word, so that `servicelb status` shows this node down rather than a report going stale.

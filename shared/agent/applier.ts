@@ -22,14 +22,24 @@ import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { Activation, type ActivationOptions, type StepOutcome } from "./activation.js";
 import { NodeState, type ApplierStatus, type KnownConfig, type NodeStateOptions } from "./node-state.js";
-import { newestVerifiedAfter, type PinRecord, PullError, readPin, SkippedKeys } from "./pull-target.js";
+import {
+  newestVerifiedAfter,
+  type PinRecord,
+  PullError,
+  readPin,
+  readRolloutTarget,
+  type RolloutTarget,
+  SkippedKeys,
+} from "./pull-target.js";
 import { errorMessage } from "../core/error-message.js";
 
 export type { ApplierStatus } from "./node-state.js";
 export type { HaproxyControl, RuntimePort } from "./activation.js";
 
 export interface ApplierOptions extends NodeStateOptions, ActivationOptions {
-  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint"> & Partial<Pick<ObjectStore, "getRollout">>;
+  /** `--canary`: this node's name, by which each pull finds what rollout.json has it run. */
+  canaryNode?: string;
 }
 
 /** A pull lists the store at least this often, whatever newest.json says. */
@@ -50,6 +60,8 @@ export class Applier {
   private readonly abort = new AbortController();
   /** The pin of the last valid pin.json read (null: none, or none read yet); kept while pin.json is not a pin. */
   private pinned: Pin | null = null;
+  /** What rollout.json had this node run at the last pull (null: no rollout.json, or no --canary). */
+  private rollout: { key: string; sha256: string; window: string | null } | null = null;
   private readonly skipped: SkippedKeys;
   private readonly trace: StageTrace;
 
@@ -60,7 +72,7 @@ export class Applier {
     this.steps = new Activation(options, this.node, {
       stopped: () => this.stopped,
       pullRequested: () => this.pending,
-      pinned: () => this.pinned !== null,
+      pinned: () => this.pinned !== null || this.rollout !== null,
       signal: this.abort.signal,
     });
   }
@@ -81,6 +93,11 @@ export class Applier {
       pinned: this.pinned && { key: this.pinned.key, pinnedAt: this.pinned.pinnedAt },
       skipped: this.skipped.list(),
     };
+  }
+
+  /** The gate window of the rollout this node takes part in (docs/design.md#canary-rollouts); null outside one. */
+  get rolloutWindow(): string | null {
+    return this.rollout?.window ?? null;
   }
 
   /** Key of the running config, if known. */
@@ -231,10 +248,18 @@ export class Applier {
     };
     let record: PinRecord;
     let hinted: StoredConfig | undefined;
+    let rollout: RolloutTarget;
     // A ping says something changed: if its key cannot be had, the store is listed, not hinted at.
     const pinged = this.hint !== null;
+    const canaryNode = this.options.canaryNode;
     try {
-      [record, hinted] = await Promise.all([readPin(store), this.fetchHinted(afterKey)]);
+      [record, hinted, rollout] = await Promise.all([
+        readPin(store),
+        this.fetchHinted(afterKey),
+        canaryNode === undefined || store.getRollout === undefined
+          ? { target: null }
+          : readRolloutTarget({ getRollout: () => store.getRollout!() }, canaryNode),
+      ]);
     } catch (err) {
       return failed("pull", null, `cannot read the store: ${errorMessage(err)}`);
     }
@@ -247,6 +272,10 @@ export class Applier {
       );
     this.pinned = pin;
     if (pin) return this.pullPinned(pin, stopTimer);
+    // A canary rollout names the one config this node runs (pull-target.ts); a bad record holds it.
+    if ("unreadable" in rollout) return this.holdOnUnreadablePin(rollout.unreadable, stopTimer, "rollout.json");
+    this.rollout = rollout.target;
+    if (rollout.target) return this.pullPinned(rollout.target, stopTimer, "the config rollout.json names");
     if (hinted) {
       metrics.pulls.inc({ result: "new" });
       stopTimer();
@@ -321,13 +350,15 @@ export class Applier {
    * or, without one (it followed the newest, or it started while pin.json was like this), the
    * config it runs; and it says so at every pull until pin.json is a pin again or is removed.
    */
-  private async holdOnUnreadablePin(reason: string, stopTimer: () => void): Promise<void> {
+  private async holdOnUnreadablePin(reason: string, stopTimer: () => void, file = "pin.json"): Promise<void> {
     const { metrics, log } = this.options;
-    const held = this.pinned;
+    const held = file === "pin.json" ? this.pinned : this.rollout;
     const running = this.node.current?.key ?? null;
-    const text = `pin.json is not a pin (${reason}): holding at ${held ? `the last pin, ${held.key}` : `the config it runs, ${running ?? "none yet"}`} until pin.json is a pin again or is removed`;
+    const what = file === "pin.json" ? "pin.json is not a pin" : `${file} is not a rollout record`;
+    const text = `${what} (${reason}): holding at ${held ? `the last ${file === "pin.json" ? "pin" : "config it named"}, ${held.key}` : `the config it runs, ${running ?? "none yet"}`} until ${file} is ${file === "pin.json" ? "a pin" : "a record"} again or is removed`;
     log.error({ reason, holding: held?.key ?? running, pinned: held !== null }, text);
-    if (held) await this.pullPinned(held, stopTimer);
+    if (held)
+      await this.pullPinned(held, stopTimer, file === "pin.json" ? "pinned config" : "the config rollout.json named");
     else {
       stopTimer();
       metrics.pulls.inc({ result: "failed" });
@@ -338,8 +369,12 @@ export class Applier {
     await this.node.recordError({ stage: "pull", key: held?.key ?? null, message: text, at: new Date().toISOString() });
   }
 
-  /** A pin is set: run exactly that config, older or newer than the running one. */
-  private async pullPinned(pin: Pin, stopTimer: () => void): Promise<void> {
+  /** A pin is set (or rollout.json names one): run exactly that config, older or newer than the running one. */
+  private async pullPinned(
+    pin: Pick<Pin, "key" | "sha256">,
+    stopTimer: () => void,
+    what = "pinned config",
+  ): Promise<void> {
     const { store, metrics } = this.options;
     const backingOff = this.node.status().backoff?.key === pin.key;
     if ((this.node.current?.key === pin.key && !this.node.liveUnknown) || backingOff) return this.nothingNew(stopTimer);
@@ -347,18 +382,23 @@ export class Applier {
     try {
       config = await store.get(pin.key, { have: this.node.current?.text });
       if (config.sha256 !== pin.sha256)
-        throw new StoreError(`the pinned config's digest is ${config.sha256}, the pin says ${pin.sha256}`, {
-          transient: false,
-        });
+        throw new StoreError(
+          what === "pinned config"
+            ? `the pinned config's digest is ${config.sha256}, the pin says ${pin.sha256}`
+            : `its digest is ${config.sha256}, rollout.json says ${pin.sha256}`,
+          {
+            transient: false,
+          },
+        );
     } catch (err) {
       stopTimer();
       metrics.pulls.inc({ result: "failed" });
       const corrupt = !(err instanceof StoreError) || !err.transient;
-      return this.node.fail(corrupt ? "verify" : "pull", pin.key, `pinned config: ${errorMessage(err)}`);
+      return this.node.fail(corrupt ? "verify" : "pull", pin.key, `${what}: ${errorMessage(err)}`);
     }
     metrics.pulls.inc({ result: "new" });
     stopTimer();
-    this.trace("pull.end", { key: config.key, via: "pin" });
+    this.trace("pull.end", { key: config.key, via: what === "pinned config" ? "pin" : "rollout" });
     return this.take(config);
   }
 
@@ -368,7 +408,7 @@ export class Applier {
     // Newest wins, never older (docs/design.md#invariant-1-the-latest-decision-wins), whatever path
     // brought the config here; a pin names exactly one.
     const runningKey = this.node.current?.key ?? null;
-    const pinned = this.pinned?.key;
+    const pinned = this.pinned?.key ?? this.rollout?.key;
     if (
       pinned !== undefined
         ? config.key !== pinned

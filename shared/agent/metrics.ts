@@ -162,7 +162,7 @@ export function createAgentMetrics(): AgentMetrics {
     }),
     loopFailures: new Counter({
       name: "servicelb_agent_loop_failures_total",
-      help: "Failed runs of the agent's loops (poll, status, certificates)",
+      help: "Failed runs of the agent's loops (poll, status, certificates, traffic)",
       labelNames: ["loop"],
       registers,
     }),

@@ -9,6 +9,7 @@ import { dirname, join } from "node:path";
 import { z } from "zod";
 import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
 import {
+  bool,
   envName,
   flagAndEnvName,
   OptionsError,
@@ -133,6 +134,11 @@ export const agentOptionSpecs = {
     help: "file holding the bearer token /notify requires (read at every request)",
   },
   notifyToken: { schema: z.string().min(1).optional(), help: "the bearer token, when no file is given", envOnly: true },
+  canary: {
+    schema: bool.default(false),
+    help: "take part in canary rollouts: run the config rollout.json names for this node, and report HAProxy's per-backend counters for the gates (default off)",
+    switch: true,
+  },
 } as const satisfies Record<string, SettingSpec>;
 
 type Parsed = SettingValues<typeof agentOptionSpecs>;

@@ -1,6 +1,7 @@
 /*
  * Which config the agent pulls: the pinned one while a pin is set (`servicelb pin`), else the
- * newest config after the running one that is trusted by name and whose object verifies. A
+ * newest config after the running one that is trusted by name and whose object verifies; with
+ * `--canary`, the config rollout.json names for this node while there is one. A
  * pin.json that is not a pin never moves the node (applier.ts holds it). Keys are not trusted
  * blindly: a key that leads the one before it too far (core/key-trust.ts: a forged far-future
  * key), or whose object is missing or does not verify (a hand upload), is skipped and reported,
@@ -11,6 +12,7 @@ import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredCon
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/config-key.js";
 import { errorMessage } from "../core/error-message.js";
+import { rolloutTarget, windowOf } from "../core/rollout.js";
 
 /** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
 export class SkippedKeys {
@@ -107,6 +109,28 @@ export type PinRecord = { readonly pin: Pin | null } | { readonly unreadable: st
 export async function readPin(store: Pick<ObjectStore, "getPin">): Promise<PinRecord> {
   try {
     return { pin: await store.getPin() };
+  } catch (err) {
+    if (!(err instanceof StoreError) || err.transient) throw err;
+    return { unreadable: err.message };
+  }
+}
+
+/**
+ * What rollout.json has this node run (docs/design.md#canary-rollouts): the candidate while the
+ * node is in an admitted wave, else the stable config, with the gate window its counters are for;
+ * null when there is no rollout.json (the node follows the newest config). A rollout.json that is
+ * not a record is returned as `unreadable`, as a bad pin.json is: the node then holds.
+ */
+export type RolloutTarget =
+  | { readonly target: { key: string; sha256: string; window: string | null } | null }
+  | { readonly unreadable: string };
+
+export async function readRolloutTarget(store: Pick<ObjectStore, "getRollout">, node: string): Promise<RolloutTarget> {
+  try {
+    const record = await store.getRollout();
+    if (record === null) return { target: null };
+    const { key, sha256 } = rolloutTarget(record, node);
+    return { target: { key, sha256, window: record.rollout ? windowOf(record.rollout) : null } };
   } catch (err) {
     if (!(err instanceof StoreError) || err.transient) throw err;
     return { unreadable: err.message };

@@ -10,6 +10,7 @@
 import { z } from "zod";
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/store.js";
+import { trafficReportSchema } from "../core/rollout.js";
 import { agentErrorSchema, appliedSchema } from "./node-state.js";
 import { type Loop, until } from "./until.js";
 
@@ -90,6 +91,11 @@ export const nodeStatusSchema = z.object({
       refused: z.array(z.object({ certificate: z.string(), reason: z.string(), since: z.string() })),
     })
     .optional(),
+  /**
+   * With --canary, HAProxy's per-backend counters over the rollout's current gate window
+   * (agent/traffic-sampler.ts); null outside a rollout, absent without --canary.
+   */
+  traffic: trafficReportSchema.nullable().optional(),
 });
 
 export type NodeStatus = z.infer<typeof nodeStatusSchema>;

@@ -18,7 +18,7 @@ import type { PullHealth } from "./status-report.js";
 import { errorMessage } from "../core/error-message.js";
 
 export interface WatchedStore {
-  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "putStatus">;
+  store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "getRollout" | "putStatus">;
   health(): PullHealth;
   stop(): void;
 }
@@ -153,6 +153,21 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
             listed = null;
             pullFailed(err);
           }
+          throw err;
+        }
+      },
+      async getRollout() {
+        // Read beside the pin with --canary: a rollout record names the config the pull is after,
+        // as a pin does (a failed GET of that config counts against the pull when it is retried).
+        try {
+          const record = await guarded("get", () => inner.getRollout());
+          if (record !== null) {
+            setLastSuccess(now());
+            failures = 0;
+          }
+          return record;
+        } catch (err) {
+          if (!stopping.signal.aborted) pullFailed(err);
           throw err;
         }
       },

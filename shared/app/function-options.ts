@@ -3,6 +3,7 @@ import { z } from "zod";
 import { parseServiceRef } from "../core/k8s-names.js";
 import { optionSpecs, parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
 import {
+  bool,
   envName,
   flagAndEnvName,
   OptionsError,
@@ -14,6 +15,9 @@ import {
   wholeNumber,
 } from "../core/settings.js";
 import { type StoreSettings, storeRetainSpec, storeSettingSpecs, storeSettings } from "../core/store-settings.js";
+import type { RolloutSettings } from "../core/rollout.js";
+import { DEFAULT_THRESHOLDS } from "../core/rollout-gate.js";
+import { waveSpecsSchema } from "../core/rollout-waves.js";
 import { mergeSettingSources } from "../adapters/setting-sources.js";
 import type { DigestSetting } from "./agent-reports.js";
 
@@ -52,6 +56,8 @@ export interface FunctionSettings {
   /** The digest configs are published by (app/agent-reports.ts). */
   digest: DigestSetting;
   notify: NotifySettings;
+  /** Canary rollouts (docs/design.md#canary-rollouts); null: off, every node follows the newest config. */
+  canary?: RolloutSettings | null;
 }
 
 const commaList = z
@@ -158,6 +164,40 @@ const functionOnlySpecs = {
   },
 } as const satisfies Record<string, SettingSpec>;
 
+/** Canary rollouts: the function runs the gates (app/rollout-gates.ts). */
+export const canarySettingSpecs = {
+  canary: {
+    schema: bool.default(false),
+    help: "roll changes that need a reload out in waves, each judged by its gate, and roll a failed wave back (default off: every node takes the newest config at once)",
+  },
+  canaryWaves: {
+    schema: waveSpecsSchema.prefault("1,10%,50%,100%"),
+    help: "the waves: nodes or shares of the fleet, growing (default 1,10%,50%,100%)",
+  },
+  canaryBakeMs: {
+    schema: wholeNumber("a whole number of milliseconds from 0 to 86400000", 0, 86_400_000).default(60_000),
+    help: "how long each wave runs before its gate may pass it (default 60000)",
+  },
+  canaryMinRequests: {
+    schema: wholeNumber("a whole number from 1 to 1000000000", 1, 1_000_000_000).default(
+      DEFAULT_THRESHOLDS.minRequests,
+    ),
+    help: "requests a backend, and a wave, needs before its figures judge anything (default 100)",
+  },
+  canaryDeadlineMs: {
+    schema: wholeNumber("a whole number of milliseconds from 0 to 604800000", 0, 604_800_000).default(600_000),
+    help: "how long a wave waits for that many requests before the fallback (default 600000)",
+  },
+  canaryFallback: {
+    schema: z.enum(["promote", "hold"]).default("promote"),
+    help: "what a wave with too little traffic does at its deadline: promote (the next wave) or hold (until servicelb rollout promote or abort) (default promote)",
+  },
+  canaryConvergeMs: {
+    schema: wholeNumber("a whole number of milliseconds from 1000 to 3600000", 1000, 3_600_000).default(120_000),
+    help: "how long an admitted node may take to run the candidate before its wave fails (default 120000)",
+  },
+} as const satisfies Record<string, SettingSpec>;
+
 /** The settings beyond the render options. */
 const extraSpecs = {
   ...clusterSettingSpecs,
@@ -165,6 +205,7 @@ const extraSpecs = {
   ...storeSettingSpecs,
   storeRetain: storeRetainSpec,
   ...notifySettingSpecs,
+  ...canarySettingSpecs,
 } as const satisfies Record<string, SettingSpec>;
 
 const extraSchema = settingsSchema(extraSpecs);
@@ -205,6 +246,16 @@ export function loadFunctionSettings(
       concurrency: extra.notifyConcurrency,
       deadlineMs: extra.notifyDeadlineMs,
     },
+    canary: extra.canary
+      ? {
+          waves: extra.canaryWaves,
+          bakeMs: extra.canaryBakeMs,
+          deadlineMs: extra.canaryDeadlineMs,
+          fallback: extra.canaryFallback,
+          convergeMs: extra.canaryConvergeMs,
+          thresholds: { ...DEFAULT_THRESHOLDS, minRequests: extra.canaryMinRequests },
+        }
+      : null,
   };
 }
 

@@ -206,6 +206,8 @@ async function renderAndPublish(
     throw new Error(
       `publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`,
     );
+  // Before the pings: with canary on, rollout.json says which config each pinged node runs.
+  await run.deadline.guard(at.rollouts.step(published.newest));
   let notify: NotifyCounts | undefined;
   if (published.status === "published") {
     run.stage = "notify";

@@ -27,6 +27,7 @@ import { HEAD_START_READ_TIMEOUT_MS, refOf, runHeadStart } from "./head-start.js
 import { runPass, type ReconcileResult } from "./pass.js";
 import { ReconcileQueue } from "./pass-queue.js";
 import { PassRecorder } from "./pass-record.js";
+import { createRolloutGates } from "./rollout-gates.js";
 import type { LiveSnapshot, PassSteps } from "./pass-steps.js";
 import { type Instance, Turns, type WarmState } from "./warm-instance.js";
 
@@ -115,6 +116,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       log,
       deps.digestRecheckMs,
     ),
+    rollouts: createRolloutGates(store, settings.canary ?? null, log),
     store,
     liveRevision:
       deps.liveRevision ??

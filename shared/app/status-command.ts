@@ -24,6 +24,7 @@ import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
 import { digestForFleet } from "./agent-reports.js";
 import { type DigestKind, digestKind } from "../core/config-digest.js";
+import { admittedNodes, type RolloutRecord, rolloutTarget } from "../core/rollout.js";
 
 export interface NodeRow {
   node: string;
@@ -46,6 +47,8 @@ export interface NodeRow {
   digests: string[];
   /** The pin the agent holds, if any. */
   pinned: string | null;
+  /** With a canary rollout: the node's wave (1-based) and whether that wave runs the candidate. */
+  wave?: { wave: number; candidate: boolean };
 }
 
 /** The fleet in counts; each node is exactly one of current, behind and down. */
@@ -85,15 +88,24 @@ export interface FleetStatus {
   function: PassRecord | null;
   /** Why the function's record cannot be read, when it cannot. */
   functionUnreadable?: string;
+  /** rollout.json, with canary rollouts on (docs/design.md#canary-rollouts). */
+  rollout?: RolloutRecord;
 }
 
 export function fleetStatus(
   newest: ConfigHead | null,
   reports: readonly unknown[],
   now: number,
-  store: { pin?: Pin | null; skipped?: SkippedKey[]; pass?: PassRecord | null; passUnreadable?: string } = {},
+  store: {
+    pin?: Pin | null;
+    skipped?: SkippedKey[];
+    pass?: PassRecord | null;
+    passUnreadable?: string;
+    rollout?: RolloutRecord | null;
+  } = {},
 ): FleetStatus {
   const pin = store.pin ?? null;
+  const rollout = store.rollout ?? null;
   const skipped = new Map((store.skipped ?? []).map((s) => [s.key, s]));
   // Judged by the store alone: an agent's own list may name a key that is fine now (it came back).
   const distrusted = new Set(skipped.keys());
@@ -115,9 +127,12 @@ export function fleetStatus(
       sha256: s.applied?.sha256 ?? null,
       how: s.applied?.how ?? null,
       appliedAt: s.applied?.appliedAt ?? null,
+      // A canary rollout names what each node runs, as a pin does for all of them.
       behind: pin
         ? key !== pin.key
-        : newest !== null && (key === null || distrusted.has(key) || compareConfigKeys(key, newest.key) < 0),
+        : rollout
+          ? key !== rolloutTarget(rollout, s.node).key
+          : newest !== null && (key === null || distrusted.has(key) || compareConfigKeys(key, newest.key) < 0),
       reportedAt: s.reportedAt,
       ageSeconds,
       stale: ageSeconds > 3 * s.reportIntervalSeconds,
@@ -125,6 +140,7 @@ export function fleetStatus(
       lastError: s.lastError,
       digests: s.digests,
       pinned: s.pinned?.key ?? null,
+      ...(rollout ? { wave: waveOf(rollout, s.node) } : {}),
     });
     for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
@@ -139,7 +155,29 @@ export function fleetStatus(
     digest: digestForFleet(reports),
     function: store.pass ?? null,
     ...(store.passUnreadable !== undefined ? { functionUnreadable: store.passUnreadable } : {}),
+    ...(rollout ? { rollout } : {}),
   };
+}
+
+/** A node's wave in the rollout (a node that joined after it started: the last). */
+function waveOf(record: RolloutRecord, node: string): { wave: number; candidate: boolean } | undefined {
+  const r = record.rollout;
+  if (r === null) return undefined;
+  const at = r.order.indexOf(node);
+  const wave = at < 0 ? r.sizes.length : r.sizes.findIndex((size) => at < size) + 1;
+  return { wave, candidate: admittedNodes(r).includes(node) };
+}
+
+/** The rollout in one line: its state, wave and the last gate's verdict. */
+function formatRollout(record: RolloutRecord): string {
+  const r = record.rollout;
+  const file = (key: string) => key.slice(key.lastIndexOf("/") + 1);
+  if (r === null)
+    return `rollout: none: every node runs ${file(record.stable.key)}${record.blocked ? `; held back: ${file(record.blocked.key)}: ${record.blocked.reason}` : ""}\n`;
+  const admitted = admittedNodes(r).length;
+  const gate = r.gate ? `; gate ${r.gate.verdict}: ${r.gate.reason}` : "";
+  const why = r.reason ? `: ${r.reason}` : "";
+  return `rollout: ${r.state.toUpperCase()}${why}; wave ${r.wave + 1} of ${r.sizes.length}, ${admitted} of ${r.order.length} nodes on ${file(r.candidate.key)}${gate} (\`servicelb rollout status\`)\n`;
 }
 
 function summarize(nodes: readonly NodeRow[]): FleetSummary {
@@ -185,7 +223,7 @@ export function notConverged(f: FleetStatus): string[] {
   return problems.concat(
     f.nodes.flatMap((n) => {
       const why = [
-        n.behind && "behind the newest config",
+        n.behind && (n.wave ? "not on the config the rollout names for its wave" : "behind the newest config"),
         !n.haproxyRunning && "HAProxy down",
         n.stale && "report stale (agent gone or cut off from the store)",
       ].filter(Boolean);
@@ -227,7 +265,7 @@ function formatNodes(nodes: readonly NodeRow[]): string {
     ...nodes.map((n) => [
       n.node,
       n.revision ?? "-",
-      n.behind ? "behind" : "current",
+      `${n.behind ? "behind" : "current"}${n.wave ? ` (wave ${n.wave.wave}${n.wave.candidate ? ", canary" : ""})` : ""}`,
       n.haproxyRunning ? "running" : "down",
       `${age(n.ageSeconds)} ago${n.stale ? " (stale)" : ""}`,
       n.key === null
@@ -252,7 +290,8 @@ export function formatFleet(f: FleetStatus, { nodes = false }: { nodes?: boolean
   const bad =
     f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") +
     f.skipped.map((k) => `skipped key (not trusted or does not verify): ${k.key}: ${k.reason}\n`).join("");
-  return `${head}${formatSummary(f.summary)}${nodes ? formatNodes(f.nodes) : ""}${bad}`;
+  const rollout = f.rollout ? formatRollout(f.rollout) : "";
+  return `${head}${rollout}${formatSummary(f.summary)}${nodes ? formatNodes(f.nodes) : ""}${bad}`;
 }
 
 /** Without --nodes, stderr names this many nodes that have not converged, and counts the rest. */
@@ -275,7 +314,7 @@ export function problemLines(f: FleetStatus, all: boolean): string[] {
 export async function runStatus(flags: Record<string, unknown>): Promise<number> {
   const store = openStore(requireStore(loadFunctionSettings(process.env, flags)));
   try {
-    const [{ config: newest, skipped }, reports, pin, pass] = await Promise.all([
+    const [{ config: newest, skipped }, reports, pin, pass, rollout] = await Promise.all([
       store.newest(),
       store.listStatuses(),
       store.getPin(),
@@ -283,10 +322,13 @@ export async function runStatus(flags: Record<string, unknown>): Promise<number>
         if (!(err instanceof StoreError) || err.transient) throw err;
         return err;
       }),
+      // A rollout.json that is not a record is `servicelb rollout status`'s to report.
+      store.getRollout().catch(() => null),
     ]);
     const fleet = fleetStatus(newest, reports, Date.now(), {
       pin,
       skipped,
+      rollout,
       ...(pass instanceof StoreError ? { passUnreadable: pass.message } : { pass }),
     });
     const nodes = flags.nodes === true;

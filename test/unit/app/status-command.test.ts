@@ -240,3 +240,50 @@ describe("notConverged", () => {
     expect(notConverged(unreadable)).toEqual(["function: its record cannot be read: not JSON"]);
   });
 });
+
+describe("fleetStatus with a canary rollout", () => {
+  const stable = "p/configs/000000-00000000000000000110-0000000000-cccccccccccccccc.cfg";
+  const candidate = newest.key;
+  const rollout = {
+    version: 1 as const,
+    stable: { key: stable, sha256: "c".repeat(64) },
+    rollout: {
+      id: candidate,
+      candidate: { key: candidate, sha256: "a".repeat(64) },
+      state: "rolling" as const,
+      wave: 0,
+      sizes: [1, 3],
+      order: ["node-b", "node-a", "node-c"],
+      startedAt: "2026-11-30T11:58:00Z",
+      waveStartedAt: "2026-11-30T11:58:00Z",
+      reason: null,
+      gate: null,
+    },
+    rejected: [],
+    blocked: null,
+    history: [],
+    updatedAt: "2026-11-30T11:58:00Z",
+  };
+
+  it("holds each node to the config the rollout names for it, and shows its wave", () => {
+    const f = fleetStatus(
+      newest,
+      [report("node-a", stable), report("node-b", candidate), report("node-c", candidate)],
+      now,
+      {
+        rollout,
+      },
+    );
+    expect(f.nodes.map((n) => [n.node, n.behind, n.wave])).toEqual([
+      ["node-a", false, { wave: 2, candidate: false }],
+      ["node-b", false, { wave: 1, candidate: true }],
+      ["node-c", true, { wave: 2, candidate: false }],
+    ]);
+    const text = formatFleet(f, { nodes: true });
+    expect(text).toContain(
+      "rollout: ROLLING; wave 1 of 2, 1 of 3 nodes on 00000000000000000120-aaaaaaaaaaaaaaaa.cfg (`servicelb rollout status`)\n",
+    );
+    expect(text).toMatch(/node-b +120 +current \(wave 1, canary\)/);
+    expect(notConverged(f)).toEqual(["node-c: not on the config the rollout names for its wave"]);
+  });
+});
