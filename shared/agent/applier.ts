@@ -333,10 +333,12 @@ export class Applier {
     return hint?.key === afterKey;
   }
 
-  private async nothingNew(stopTimer: () => void): Promise<void> {
+  /** `holding`: pin.json or rollout.json is not a record, an error that stands (holdOnUnreadablePin). */
+  private async nothingNew(stopTimer: () => void, holding = false): Promise<void> {
     stopTimer();
     this.options.metrics.pulls.inc({ result: "none" });
     if (this.node.liveUnknown) this.after(await this.steps.reloadFromDisk());
+    if (holding) return;
     // Nothing newer and nothing failed backing off: an error of an earlier pull no longer stands,
     // unless it is a key still skipped.
     const last = this.node.lastError;
@@ -358,7 +360,12 @@ export class Applier {
     const text = `${what} (${reason}): holding at ${held ? `the last ${file === "pin.json" ? "pin" : "config it named"}, ${held.key}` : `the config it runs, ${running ?? "none yet"}`} until ${file} is ${file === "pin.json" ? "a pin" : "a record"} again or is removed`;
     log.error({ reason, holding: held?.key ?? running, pinned: held !== null }, text);
     if (held)
-      await this.pullPinned(held, stopTimer, file === "pin.json" ? "pinned config" : "the config rollout.json named");
+      await this.pullPinned(
+        held,
+        stopTimer,
+        file === "pin.json" ? "pinned config" : "the config rollout.json named",
+        true,
+      );
     else {
       stopTimer();
       metrics.pulls.inc({ result: "failed" });
@@ -374,10 +381,12 @@ export class Applier {
     pin: Pick<Pin, "key" | "sha256">,
     stopTimer: () => void,
     what = "pinned config",
+    holding = false,
   ): Promise<void> {
     const { store, metrics } = this.options;
     const backingOff = this.node.status().backoff?.key === pin.key;
-    if ((this.node.current?.key === pin.key && !this.node.liveUnknown) || backingOff) return this.nothingNew(stopTimer);
+    if ((this.node.current?.key === pin.key && !this.node.liveUnknown) || backingOff)
+      return this.nothingNew(stopTimer, holding);
     let config: StoredConfig;
     try {
       config = await store.get(pin.key, { have: this.node.current?.text });

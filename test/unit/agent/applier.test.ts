@@ -96,7 +96,9 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
   };
   let reloads = 0;
   const configPath = join(dir, "haproxy.cfg");
-  const applier = new Applier({
+  /** lastError as each recorded change left it (what /status and the status report would show). */
+  const errors: Array<string | null> = [];
+  const applier: Applier = new Applier({
     store: {
       history: async () => {
         listings++;
@@ -142,6 +144,7 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
     check: gate.check,
     runtime,
     trace,
+    onChange: () => errors.push(applier.status().lastError?.message ?? null),
   });
   /** Publishes `config` and lets the applier start HAProxy on it (its haproxy -c passes). */
   const serve = async (config: StoredConfig) => {
@@ -160,6 +163,7 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
     gate,
     configPath,
     serve,
+    errors,
     reloads: () => reloads,
     checks: () => gate.calls,
     listings: () => listings,
@@ -397,6 +401,19 @@ describe("Applier with faked HAProxy ports", () => {
       w.pin.value = null;
       await w.applier.sync();
       expect(w.applier.status()).toMatchObject({ applied: { key: w.configs[1]!.key }, lastError: null });
+    });
+
+    it("pinned and holding, it never shows the error cleared between two pulls", async () => {
+      const w = world();
+      const v1 = await w.serve(stored(1, config(["10.0.0.1:80", null])));
+      w.pin.value = pinOf(v1);
+      await w.applier.sync();
+      w.pin.value = "pin.json is not JSON";
+      w.configs.push(stored(2, config(["10.0.0.2:80", null])));
+      w.errors.length = 0;
+      for (let i = 0; i < 3; i++) await w.applier.sync();
+      expect(w.errors.length).toBeGreaterThan(0);
+      expect(w.errors.filter((e) => e === null || !e.includes(`holding at the last pin, ${v1.key}`))).toEqual([]);
     });
 
     it("pinned to a config it could not fetch yet, it goes on pulling that pin", async () => {
