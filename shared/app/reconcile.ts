@@ -38,6 +38,7 @@ import { RenderContext } from "./render-context.js";
 import { Coalescer, Settled } from "./pass-queue.js";
 import { backoffDelay, type Backoff } from "../core/backoff.js";
 import { AgentReports } from "./agent-reports.js";
+import { gatewayStatusUpdater } from "./gateway-status.js";
 
 /** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
 export type LiveSnapshot = Snapshot & { listWarnings: string[]; endpointKind?: "EndpointSlice" | "Endpoints" };
@@ -166,7 +167,8 @@ export interface Reconciler {
   reconcileNow(trigger: { id: string; type: string }): Promise<ReconcileResult>;
   /**
    * Settles once the work of every event answered at once (status joined) has, its retries left
-   * aside: what a caller that wants to see their outcome in the store waits for.
+   * aside, and the Gateway API status writes behind the passes (app/gateway-status.ts): what a
+   * caller that wants to see their outcome in the store or the cluster waits for.
    */
   idle(): Promise<void>;
   /** Closes the store once the passes' records are written (a shell's pass exits right after). */
@@ -224,6 +226,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     log,
     deps.digestRecheckMs,
   );
+  const gatewayStatus = gatewayStatusUpdater(kube, () => store.readStatuses(), log);
   const generator = deps.generator ?? `servicelb/${packageVersion()}`;
   const hasAgents = settings.notify.agents.length > 0 || settings.notify.agentService !== undefined;
   if (hasAgents && !settings.notify.token && !settings.notify.tokenFile) {
@@ -620,6 +623,9 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       const { eventId: _id, eventType: _type, ...fields } = result;
       plog.info(fields, `reconciled: ${result.status}`);
       recordPass(null);
+      // Behind the publish, never in its way (app/gateway-status.ts); a stale pass's view is behind.
+      if (status !== "stale")
+        gatewayStatus.afterPass({ status: rendered.gatewayStatus, objects: snapshot.gateway, key: published.key });
       trace("pass.end", { n });
       return result;
     } catch (err) {
@@ -841,10 +847,14 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     reconcileNow: (trigger) => coalesced(trigger, "resync"),
     async idle() {
       while (joined.size > 0) await Promise.all(joined);
+      await gatewayStatus.idle();
     },
     close: () => {
       clearTimeout(retryTimer);
-      return recording.then(() => store.close());
+      return gatewayStatus
+        .idle()
+        .then(() => recording)
+        .then(() => store.close());
     },
   };
 }

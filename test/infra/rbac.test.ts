@@ -8,6 +8,7 @@ import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { createReconciler } from "../../shared/app/reconcile.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
+import { gateway, gatewayClass, httpRoute } from "../support/gateway-fixtures.js";
 import { findObject, groupOf, kustomize, type K8sObject } from "../support/infra-manifests.js";
 import { containerOf, PodView, podSpecOf } from "../support/infra-pods.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
@@ -25,15 +26,23 @@ interface Rule {
 const OBJECTS = kustomize("infra/overlays/minio");
 const log = createLogger("rbac-test", "silent");
 
-/** "group/resource:verb" for each resource request (discovery documents need no RBAC). */
+/** The RBAC verb of each write method. */
+const WRITE_VERBS: Record<string, string> = { POST: "create", PUT: "update", PATCH: "patch", DELETE: "delete" };
+
+/** "group/resource[/subresource]:verb" for each resource request (discovery documents need no RBAC). */
 function accessOf(req: { method: string; path: string; query: Record<string, string> }): string | undefined {
   const core = /^\/api\/v1\/(?:namespaces\/[^/]+\/)?([a-z]+)(?:\/([^/]+))?$/.exec(req.path);
-  const grouped = /^\/apis\/([^/]+)\/[^/]+\/(?:namespaces\/[^/]+\/)?([a-z]+)(?:\/([^/]+))?$/.exec(req.path);
-  const [group, resource, name] = core ? ["", core[1], core[2]] : grouped ? [grouped[1], grouped[2], grouped[3]] : [];
-  if (resource === undefined) return undefined;
+  const grouped = /^\/apis\/([^/]+)\/[^/]+\/(?:namespaces\/[^/]+\/)?([a-z]+)(?:\/([^/]+)(\/status)?)?$/.exec(req.path);
+  const [group, plural, name, sub] = core
+    ? ["", core[1], core[2], undefined]
+    : grouped
+      ? [grouped[1], grouped[2], grouped[3], grouped[4]]
+      : [];
+  if (plural === undefined) return undefined;
+  const resource = `${plural}${sub ?? ""}`;
   const verb =
     req.method !== "GET"
-      ? req.method
+      ? (WRITE_VERBS[req.method] ?? req.method)
       : name
         ? "get"
         : req.query.watch === "true" || req.query.watch === "1"
@@ -89,6 +98,22 @@ async function accessesOfOnePass(
       "Service",
       service("web", [{ port: 80, targetPort: 8080 }], { namespace: "shop" }) as unknown as KubeObject,
     );
+    // Gateway API objects of servicelb's class, whose status the pass writes; the route's first
+    // write meets a change made meanwhile (409), which has the writer read the route again.
+    const route = httpRoute(
+      "web",
+      { parentRefs: [{ name: "gw" }], rules: [{ backendRefs: [{ name: "web", port: 80 }] }] },
+      { namespace: "shop" },
+    ) as unknown as KubeObject;
+    api.upsert("GatewayClass", gatewayClass() as unknown as KubeObject);
+    api.upsert("Gateway", gateway("gw", [{ name: "http", port: 8081 }], { namespace: "shop" }) as unknown as KubeObject);
+    api.upsert("HTTPRoute", route);
+    let conflicted = false;
+    api.onRequest((req) => {
+      if (conflicted || req.method !== "PUT" || !req.path.endsWith("/httproutes/web/status")) return;
+      conflicted = true;
+      api.upsert("HTTPRoute", route);
+    });
     if (options.endpointSlices) {
       api.upsert(
         "EndpointSlice",
@@ -125,6 +150,7 @@ async function accessesOfOnePass(
     } finally {
       await reconciler.close();
     }
+    expect(conflicted, "the route's status write met a conflict").toBe(true);
     // The render function's live dry run (shared/app/render-http.ts) reads the same way.
     await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig });
     return new Set(api.requests.map(accessOf).filter((a): a is string => a !== undefined));
@@ -158,6 +184,9 @@ describe("RBAC", () => {
     expect(calls).toContain("/services:get");
     expect(calls).toContain("discovery.k8s.io/endpointslices:get");
     expect(calls).toContain("gateway.networking.k8s.io/httproutes:list");
+    for (const kind of ["gatewayclasses", "gateways", "httproutes"])
+      expect(calls).toContain(`gateway.networking.k8s.io/${kind}/status:update`);
+    expect(calls).toContain("gateway.networking.k8s.io/httproutes:get");
     const account = podSpecOf(findObject(OBJECTS, "Service", "reconcile", "serving.knative.dev"))!.serviceAccountName!;
     expect(podSpecOf(findObject(OBJECTS, "Service", "render", "serving.knative.dev"))!.serviceAccountName).toBe(
       account,
