@@ -1,6 +1,8 @@
 /*
- * Writes the status of Gateway API objects through their status subresource, with client-node's
- * CustomObjectsApi: a replace (PUT …/status) that names the resourceVersion it was computed from,
+ * Writes the status of Gateway API objects through their status subresource: a replace
+ * (PUT …/status, client-node's credentials, sent as adapters/cluster.ts sends its reads; the
+ * generated CustomObjectsApi would bring every model of the API into the function's bundle) that
+ * names the resourceVersion it was computed from,
  * so that a write over a newer object is refused (409) rather than lost. On a conflict the object
  * is read again and the caller's merge runs on what it holds now, once; a 404 means the object
  * went, which is no failure. RBAC: update on httproutes/status, gateways/status and
@@ -9,8 +11,8 @@
 
 import type { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
-import { ObjectCustomObjectsApi } from "@kubernetes/client-node/dist/gen/types/ObjectParamAPI.js";
 import { GATEWAY_GROUP } from "../core/gateway/schemas.js";
+import { getRaw, putRaw } from "./cluster.js";
 
 export type StatusKind = "GatewayClass" | "Gateway" | "HTTPRoute";
 
@@ -52,16 +54,22 @@ export interface StatusWriter {
     held: HeldObject,
     merge: (status: unknown) => Record<string, unknown>,
     differs: (status: unknown, merged: Record<string, unknown>) => boolean,
+    signal: AbortSignal,
   ): Promise<WriteOutcome>;
 }
 
 const codeOf = (err: unknown) => (err instanceof ApiException ? err.code : undefined);
 
 export function createStatusWriter(kc: KubeConfig): StatusWriter {
-  const api = kc.makeApiClient(ObjectCustomObjectsApi);
-  const id = (t: StatusTarget) => ({ group: GATEWAY_GROUP, version: VERSION, plural: PLURAL[t.kind], name: t.name });
+  const pathOf = (t: StatusTarget) =>
+    `/apis/${GATEWAY_GROUP}/${VERSION}/${t.namespace === undefined ? "" : `namespaces/${encodeURIComponent(t.namespace)}/`}${PLURAL[t.kind]}/${encodeURIComponent(t.name)}`;
 
-  async function replace(t: StatusTarget, resourceVersion: string | undefined, status: Record<string, unknown>) {
+  function replace(
+    t: StatusTarget,
+    resourceVersion: string | undefined,
+    status: Record<string, unknown>,
+    signal: AbortSignal,
+  ) {
     const body = {
       apiVersion: `${GATEWAY_GROUP}/${VERSION}`,
       kind: t.kind,
@@ -72,17 +80,15 @@ export function createStatusWriter(kc: KubeConfig): StatusWriter {
       },
       status,
     };
-    if (t.namespace === undefined) await api.replaceClusterCustomObjectStatus({ ...id(t), body });
-    else await api.replaceNamespacedCustomObjectStatus({ ...id(t), namespace: t.namespace, body });
+    return putRaw(kc, `${pathOf(t)}/status`, body, signal);
   }
 
-  async function read(t: StatusTarget): Promise<HeldObject | null> {
+  async function read(t: StatusTarget, signal: AbortSignal): Promise<HeldObject | null> {
     try {
-      const obj = (
-        t.namespace === undefined
-          ? await api.getClusterCustomObject(id(t))
-          : await api.getNamespacedCustomObject({ ...id(t), namespace: t.namespace })
-      ) as { metadata?: { resourceVersion?: string; generation?: number }; status?: unknown };
+      const obj = (await getRaw(kc, pathOf(t), {}, signal)) as {
+        metadata?: { resourceVersion?: string; generation?: number };
+        status?: unknown;
+      };
       return {
         resourceVersion: obj.metadata?.resourceVersion,
         generation: obj.metadata?.generation ?? 0,
@@ -95,13 +101,13 @@ export function createStatusWriter(kc: KubeConfig): StatusWriter {
   }
 
   return {
-    async write(target, held, merge, differs) {
+    async write(target, held, merge, differs, signal) {
       let current = held;
       for (let attempt = 1; ; attempt++) {
         const merged = merge(current.status);
         if (!differs(current.status, merged)) return "unchanged";
         try {
-          await replace(target, current.resourceVersion, merged);
+          await replace(target, current.resourceVersion, merged, signal);
           return "written";
         } catch (err) {
           const code = codeOf(err);
@@ -109,7 +115,7 @@ export function createStatusWriter(kc: KubeConfig): StatusWriter {
           if (code !== 409) throw err;
           if (attempt === 2) return "conflict";
         }
-        const fresh = await read(target);
+        const fresh = await read(target, signal);
         if (fresh === null) return "gone";
         if (fresh.generation !== held.generation) return "superseded";
         current = fresh;

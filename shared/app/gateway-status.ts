@@ -192,14 +192,14 @@ export class GatewayStatusUpdater {
     if (jobs.length === 0) return;
     const counts: Partial<Record<WriteOutcome | "failed", number>> = {};
     const failures: string[] = [];
-    const deadline = Date.now() + this.timeoutMs;
+    const signal = AbortSignal.timeout(this.timeoutMs);
     let at = 0;
     const worker = async () => {
-      while (at < jobs.length && Date.now() < deadline) {
+      while (at < jobs.length && !signal.aborted) {
         const job = jobs[at++]!;
         const { kind, namespace, name } = job.target;
         try {
-          const outcome = await this.deps.writer.write(job.target, job.held, job.merge, statusDiffers);
+          const outcome = await this.deps.writer.write(job.target, job.held, job.merge, statusDiffers, signal);
           counts[outcome] = (counts[outcome] ?? 0) + 1;
         } catch (err) {
           counts.failed = (counts.failed ?? 0) + 1;
@@ -210,15 +210,9 @@ export class GatewayStatusUpdater {
         }
       }
     };
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), this.timeoutMs);
-    });
-    const done = Promise.all(Array.from({ length: Math.min(CONCURRENCY, jobs.length) }, worker));
-    const ended = await Promise.race([done, timedOut]);
-    clearTimeout(timer);
+    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, jobs.length) }, worker));
     const left = jobs.length - at;
-    if (ended === "timeout" || left > 0 || failures.length > 0 || counts.conflict)
+    if (left > 0 || failures.length > 0 || counts.conflict)
       this.deps.log.warn(
         { counts, left, failures },
         `Gateway API status: not every write went through within ${this.timeoutMs} ms; the next pass writes the rest`,

@@ -6,7 +6,7 @@ import { createLogger } from "../../shared/adapters/log.js";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { createReconciler } from "../../shared/app/reconcile.js";
-import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
+import { type Kind, KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../support/gateway-fixtures.js";
 import { findObject, groupOf, kustomize, type K8sObject } from "../support/infra-manifests.js";
@@ -98,21 +98,27 @@ async function accessesOfOnePass(
       "Service",
       service("web", [{ port: 80, targetPort: 8080 }], { namespace: "shop" }) as unknown as KubeObject,
     );
-    // Gateway API objects of servicelb's class, whose status the pass writes; the route's first
-    // write meets a change made meanwhile (409), which has the writer read the route again.
-    const route = httpRoute(
-      "web",
-      { parentRefs: [{ name: "gw" }], rules: [{ backendRefs: [{ name: "web", port: 80 }] }] },
-      { namespace: "shop" },
-    ) as unknown as KubeObject;
-    api.upsert("GatewayClass", gatewayClass() as unknown as KubeObject);
-    api.upsert("Gateway", gateway("gw", [{ name: "http", port: 8081 }], { namespace: "shop" }) as unknown as KubeObject);
-    api.upsert("HTTPRoute", route);
-    let conflicted = false;
+    // Gateway API objects of servicelb's class, whose status the pass writes; each kind's first
+    // write meets a change made meanwhile (409), which has the writer read the object again.
+    const objects: Array<[Kind, KubeObject]> = [
+      ["GatewayClass", gatewayClass() as unknown as KubeObject],
+      ["Gateway", gateway("gw", [{ name: "http", port: 8081 }], { namespace: "shop" }) as unknown as KubeObject],
+      [
+        "HTTPRoute",
+        httpRoute(
+          "web",
+          { parentRefs: [{ name: "gw" }], rules: [{ backendRefs: [{ name: "web", port: 80 }] }] },
+          { namespace: "shop" },
+        ) as unknown as KubeObject,
+      ],
+    ];
+    for (const [kind, obj] of objects) api.upsert(kind, obj);
+    const conflicted = new Set<string>();
     api.onRequest((req) => {
-      if (conflicted || req.method !== "PUT" || !req.path.endsWith("/httproutes/web/status")) return;
-      conflicted = true;
-      api.upsert("HTTPRoute", route);
+      const hit = objects.find(([, o]) => req.path.endsWith(`s/${o.metadata.name}/status`));
+      if (req.method !== "PUT" || !hit || conflicted.has(hit[0])) return;
+      conflicted.add(hit[0]);
+      api.upsert(...hit);
     });
     if (options.endpointSlices) {
       api.upsert(
@@ -150,7 +156,7 @@ async function accessesOfOnePass(
     } finally {
       await reconciler.close();
     }
-    expect(conflicted, "the route's status write met a conflict").toBe(true);
+    expect([...conflicted].sort(), "status writes that met a conflict").toEqual(["Gateway", "GatewayClass", "HTTPRoute"]);
     // The render function's live dry run (shared/app/render-http.ts) reads the same way.
     await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig });
     return new Set(api.requests.map(accessOf).filter((a): a is string => a !== undefined));
@@ -186,7 +192,8 @@ describe("RBAC", () => {
     expect(calls).toContain("gateway.networking.k8s.io/httproutes:list");
     for (const kind of ["gatewayclasses", "gateways", "httproutes"])
       expect(calls).toContain(`gateway.networking.k8s.io/${kind}/status:update`);
-    expect(calls).toContain("gateway.networking.k8s.io/httproutes:get");
+    for (const kind of ["gatewayclasses", "gateways", "httproutes"])
+      expect(calls).toContain(`gateway.networking.k8s.io/${kind}:get`);
     const account = podSpecOf(findObject(OBJECTS, "Service", "reconcile", "serving.knative.dev"))!.serviceAccountName!;
     expect(podSpecOf(findObject(OBJECTS, "Service", "render", "serving.knative.dev"))!.serviceAccountName).toBe(
       account,
