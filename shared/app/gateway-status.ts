@@ -29,12 +29,7 @@ import { compareConfigKeys } from "../core/config-key.js";
 import { type FleetRuns, programmingInput, withProgrammed } from "../core/gateway/programmed.js";
 import type { GatewayObjects } from "../core/gateway/schemas.js";
 import { CONTROLLER_NAME, type GatewayStatus } from "../core/gateway/status.js";
-import {
-  mergeClassStatus,
-  mergeGatewayStatus,
-  mergeRouteStatus,
-  statusDiffers,
-} from "../core/gateway/status-merge.js";
+import { mergeClassStatus, mergeGatewayStatus, mergeRouteStatus, statusDiffers } from "../core/gateway/status-merge.js";
 
 /** The longest one run of status writes takes; what is left is the next pass's. */
 export const STATUS_WRITE_MS = 10_000;
@@ -59,8 +54,7 @@ export interface GatewayStatusDeps {
 
 /** What the reports say of config `key`: every reporting node runs it or a later one, or why not. */
 export function fleetRunsConfig(read: StatusRead, key: string): FleetRuns {
-  if (read.unread.length > 0)
-    return { runs: false, why: `${read.unread.length} of the nodes' reports cannot be read` };
+  if (read.unread.length > 0) return { runs: false, why: `${read.unread.length} of the nodes' reports cannot be read` };
   if (read.reports.length === 0) return { runs: false, why: "no node has reported to the store" };
   for (const report of read.reports) {
     const parsed = nodeStatusSchema.safeParse(report);
@@ -184,7 +178,11 @@ export class GatewayStatusUpdater {
       read = `the nodes' reports cannot be read (${err instanceof Error ? err.message : String(err)})`;
     }
     return pending.map(({ gateway, since }) =>
-      withProgrammed(gateway, since, typeof read === "string" ? { runs: false, why: read } : fleetRunsConfig(read, since)),
+      withProgrammed(
+        gateway,
+        since,
+        typeof read === "string" ? { runs: false, why: read } : fleetRunsConfig(read, since),
+      ),
     );
   }
 

@@ -156,7 +156,11 @@ async function accessesOfOnePass(
     } finally {
       await reconciler.close();
     }
-    expect([...conflicted].sort(), "status writes that met a conflict").toEqual(["Gateway", "GatewayClass", "HTTPRoute"]);
+    expect([...conflicted].sort(), "status writes that met a conflict").toEqual([
+      "Gateway",
+      "GatewayClass",
+      "HTTPRoute",
+    ]);
     // The render function's live dry run (shared/app/render-http.ts) reads the same way.
     await readLiveSnapshot(settings.options, { kubeconfig: settings.kubeconfig });
     return new Set(api.requests.map(accessOf).filter((a): a is string => a !== undefined));

@@ -43,7 +43,10 @@ const statusSchema = z
   .object({
     conditions: conditions.optional(),
     parents: z.array(z.unknown()).catch([]).optional(),
-    listeners: z.array(z.object({ name: z.string(), conditions }).passthrough()).catch([]).optional(),
+    listeners: z
+      .array(z.object({ name: z.string(), conditions }).passthrough())
+      .catch([])
+      .optional(),
   })
   .passthrough()
   .catch({});
