@@ -103,6 +103,11 @@ export interface WatchClusterOptions {
   onError: (error: ClusterError) => void;
   /** The API server answered a watch request: it streams events from now on. */
   onConnect?: () => void;
+  /**
+   * Also watch the Gateway API kinds (GatewayClass, Gateway, HTTPRoute, ReferenceGrant). A
+   * cluster without their CRDs answers 404, which is no error: their watches try again with backoff.
+   */
+  gatewayApi?: boolean;
 }
 
 const DEFAULT_PAGE_SIZE = 500;
@@ -440,11 +445,13 @@ export async function readClusterRevision(
 }
 
 /**
- * Watch Services and EndpointSlices (v1 Endpoints when the cluster has no EndpointSlice API),
- * reconnecting from the last seen resourceVersion. Returns a function that stops both watches.
+ * Watch Services and EndpointSlices (v1 Endpoints when the cluster has no EndpointSlice API), and
+ * with `gatewayApi` the Gateway API kinds, reconnecting from the last seen resourceVersion.
+ * Returns a function that stops every watch.
  */
 export function watchCluster(kc: KubeConfig, options: WatchClusterOptions): () => void {
-  const stops = (["services", "endpointslices"] as const).map((resource) => watchResource(kc, resource, options));
+  const resources: ResourceName[] = ["services", "endpointslices", ...(options.gatewayApi ? GATEWAY_RESOURCES : [])];
+  const stops = resources.map((resource) => watchResource(kc, resource, options));
   return () => {
     for (const stop of stops) stop();
   };
@@ -754,6 +761,11 @@ function toClusterError(err: unknown, t: Target): ClusterError {
   return new ClusterError("unavailable", `${request} failed: ${message}`, { transient: false, cause: err });
 }
 
+/** The HTTP status of a failed watch request, when the server answered. */
+function statusOf(err: unknown): unknown {
+  return err instanceof ApiException ? err.code : (err as { statusCode?: unknown })?.statusCode;
+}
+
 /** The message of a Status body, which client-node hands over as unparsed text. */
 function serverMessage(body: unknown): string | undefined {
   let value = Buffer.isBuffer(body) ? body.toString("utf8") : body;
@@ -769,11 +781,7 @@ function serverMessage(body: unknown): string | undefined {
   return typeof message === "string" ? message : undefined;
 }
 
-function watchResource(
-  kc: KubeConfig,
-  initial: "services" | "endpointslices",
-  options: WatchClusterOptions,
-): () => void {
+function watchResource(kc: KubeConfig, initial: ResourceName, options: WatchClusterOptions): () => void {
   let resource: ResourceName = initial;
   let resourceVersion: string | undefined;
   let controller: AbortController | undefined;
@@ -821,7 +829,9 @@ function watchResource(
         resourceVersion = undefined;
         return reconnect(false);
       }
-      if (err) options.onError(toClusterError(err, target()));
+      // A cluster without the Gateway API CRDs: none of these objects, nothing to report.
+      const absent = err && RESOURCES[resource].group === "gateway.networking.k8s.io" && statusOf(err) === 404;
+      if (err && !absent) options.onError(toClusterError(err, target()));
       // A stream that ends at once is failing even without an error; do not spin on it.
       reconnect(Boolean(err) || Date.now() - startedAt < 1000);
     };

@@ -205,25 +205,32 @@ describe("RBAC", () => {
     expect([...granted(account)].sort()).toEqual([...calls].sort());
   });
 
-  it("grants the ApiServerSource's account get, list and watch on what it watches, which is what the functions list", () => {
-    const source = findObject(OBJECTS, "ApiServerSource", "cluster-changes") as K8sObject & {
-      spec: { serviceAccountName: string; resources: Array<{ apiVersion: string; kind: string }> };
-    };
+  it("grants the ApiServerSources' account get, list and watch on what they watch, which is what the functions list", () => {
+    const sources = ["cluster-changes", "gateway-changes"].map(
+      (name) =>
+        findObject(OBJECTS, "ApiServerSource", name) as K8sObject & {
+          spec: { serviceAccountName: string; resources: Array<{ apiVersion: string; kind: string }> };
+        },
+    );
+    const account = sources[0]!.spec.serviceAccountName;
+    expect(sources[1]!.spec.serviceAccountName).toBe(account);
     // Knative's controller checks these three verbs in every watched namespace before it starts the adapter.
-    const plural: Record<string, string> = { Service: "services", EndpointSlice: "endpointslices" };
-    const watched = source.spec.resources.map((r) => `${groupOf(r.apiVersion)}/${plural[r.kind]}`);
-    expect([...granted(source.spec.serviceAccountName)].sort()).toEqual(
+    const plural: Record<string, string> = {
+      Service: "services",
+      EndpointSlice: "endpointslices",
+      GatewayClass: "gatewayclasses",
+      Gateway: "gateways",
+      HTTPRoute: "httproutes",
+      ReferenceGrant: "referencegrants",
+    };
+    const watched = sources.flatMap((s) => s.spec.resources.map((r) => `${groupOf(r.apiVersion)}/${plural[r.kind]}`));
+    expect([...granted(account)].sort()).toEqual(
       watched.flatMap((w) => ["get", "list", "watch"].map((v) => `${w}:${v}`)).sort(),
     );
-    // The Endpoints fallback is for old clusters only; ApiServerSource watches the current API. It
-    // does not watch the Gateway API kinds, whose CRDs a cluster may lack: their changes are read
-    // at the next pass (docs/gateway-api.md).
+    // The Endpoints fallback is for old clusters only; ApiServerSource watches the current API.
+    // Status subresources are written, not watched.
     expect(new Set(watched)).toEqual(
-      new Set(
-        [...calls]
-          .map((c) => c.split(":")[0]!)
-          .filter((r) => r !== "/endpoints" && !r.startsWith("gateway.networking.k8s.io/")),
-      ),
+      new Set([...calls].map((c) => c.split(":")[0]!).filter((r) => r !== "/endpoints" && !r.endsWith("/status"))),
     );
   });
 
