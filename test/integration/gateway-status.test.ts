@@ -5,17 +5,23 @@
  * agents' reports, and failures that never fail the pass.
  */
 import { mkdtemp, rm } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import * as functions from "@google-cloud/functions-framework";
+import { getTestServer } from "@google-cloud/functions-framework/testing";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
-import { createReconciler, type Reconciler } from "../../shared/app/reconcile.js";
+import { createReconcileHandler, createReconciler, type Reconciler } from "../../shared/app/reconcile.js";
+import { loadKubeConfig } from "../../shared/adapters/cluster.js";
+import { startEventBridge } from "../../shared/dev/event-bridge.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { agentReport, service, slice } from "../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../support/gateway-fixtures.js";
 import { TestKubeApi } from "../support/kube-api.js";
+import { waitFor } from "../support/net.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 const log = createLogger("gateway-status-test", "silent");
@@ -53,6 +59,7 @@ let api: TestKubeApi;
 let reconciler: Reconciler;
 let store: ObjectStore;
 let prefixes = 0;
+let kubeconfig: string;
 
 const route = (spec: Record<string, unknown> = {}, opts = {}) =>
   httpRoute(
@@ -96,7 +103,7 @@ beforeEach(async () => {
     SERVICELB_STORE: url,
     SERVICELB_STORE_ENDPOINT: s3.endpoint,
     SERVICELB_STORE_PATH_STYLE: "true",
-    SERVICELB_KUBECONFIG: await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) }),
+    SERVICELB_KUBECONFIG: (kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) })),
   });
   reconciler = createReconciler(settings, { log });
   store = createObjectStore({ url, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
@@ -225,5 +232,49 @@ describe("Gateway API status written by a pass", () => {
     expect(objectOf("HTTPRoute", "r").status).toEqual({ parents: [OTHER] });
     await pass();
     expect((objectOf("HTTPRoute", "r").status as RouteStatus).parents).toHaveLength(2);
+  });
+});
+
+describe("Gateway API events", () => {
+  it("serve an HTTPRoute edit in the local stack without waiting for the resync, and write its status", async () => {
+    functions.cloudEvent("reconcile-gateway-events", createReconcileHandler(reconciler));
+    const server = getTestServer("reconcile-gateway-events");
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const delivered: string[] = [];
+    const stop = startEventBridge({
+      kc: loadKubeConfig({ kubeconfig }),
+      sink: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+      // Only the initial sync's tick: anything later comes from a watch event.
+      resyncMs: 3_600_000,
+      log,
+      trace: (ev, fields) => {
+        if (ev === "delivered") delivered.push(String(fields?.type));
+      },
+    });
+    try {
+      const newestConfig = async () => {
+        const latest = await store.latest();
+        return latest ? (await store.get(latest.key)).config : "";
+      };
+      await waitFor("the first config", async () =>
+        (await newestConfig()).includes("gw:default:web:80") ? true : undefined,
+      );
+      api.upsert("HTTPRoute", {
+        ...objectOf("HTTPRoute", "r"),
+        spec: route({ hostnames: ["edited.example.com"] }).spec,
+      });
+      await waitFor("the edited route in a published config", async () =>
+        (await newestConfig()).includes("edited.example.com") ? true : undefined,
+      );
+      await waitFor("the route's status at its new generation", async () => {
+        const parents = (objectOf("HTTPRoute", "r").status as RouteStatus | undefined)?.parents ?? [];
+        return parents[1]?.conditions[0]?.observedGeneration === 2 ? true : undefined;
+      });
+      expect(delivered.filter((t) => t === "dev.knative.sources.ping")).toHaveLength(1);
+      expect(delivered).toContain("dev.knative.apiserver.resource.update");
+    } finally {
+      stop();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
