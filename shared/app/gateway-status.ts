@@ -160,8 +160,9 @@ export class GatewayStatusUpdater {
       const id = `${g.namespace}/${g.name}`;
       live.add(id);
       const input = programmingInput(g, status.httpRoutes);
-      let since = this.since.get(id);
-      if (since?.input !== input) this.since.set(id, (since = { input, key }));
+      const known = this.since.get(id);
+      const since = known?.input === input ? known : { input, key };
+      this.since.set(id, since);
       return { gateway: g, since: since.key };
     });
     for (const id of this.since.keys()) if (!live.has(id)) this.since.delete(id);
@@ -226,8 +227,12 @@ export function gatewayStatusUpdater(
   log: Logger,
 ): GatewayStatusUpdater {
   let writer: StatusWriter | undefined;
+  const open = () => {
+    writer ??= createStatusWriter(loadKubeConfig(kube));
+    return writer;
+  };
   return new GatewayStatusUpdater({
-    writer: { write: (...args) => (writer ??= createStatusWriter(loadKubeConfig(kube))).write(...args) },
+    writer: { write: (...args) => open().write(...args) },
     readReports,
     log,
   });

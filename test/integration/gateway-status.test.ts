@@ -99,11 +99,12 @@ beforeEach(async () => {
   api.upsert("Gateway", gateway("gw", [{ name: "http", port: 8081 }]) as unknown as KubeObject);
   api.upsert("HTTPRoute", { ...route(), status: { parents: [OTHER] } });
   const url = `s3://${s3.bucket}/gs${++prefixes}/`;
+  kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
   const settings = loadFunctionSettings({
     SERVICELB_STORE: url,
     SERVICELB_STORE_ENDPOINT: s3.endpoint,
     SERVICELB_STORE_PATH_STYLE: "true",
-    SERVICELB_KUBECONFIG: (kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) })),
+    SERVICELB_KUBECONFIG: kubeconfig,
   });
   reconciler = createReconciler(settings, { log });
   store = createObjectStore({ url, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { programmingInput, withProgrammed } from "../../../../shared/core/gateway/programmed.js";
-import { condition, CONTROLLER_NAME, type GatewayObjectStatus } from "../../../../shared/core/gateway/status.js";
+import {
+  condition,
+  CONTROLLER_NAME,
+  type GatewayObjectStatus,
+  type RouteParentStatus,
+} from "../../../../shared/core/gateway/status.js";
 import {
   mergeClassStatus,
   mergeConditions,
@@ -12,7 +17,7 @@ import {
 const T0 = "2026-01-01T00:00:00.000Z";
 const T1 = "2026-01-02T00:00:00.000Z";
 const ref = { group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "default", name: "gw" };
-const ours = (ok: boolean, gen = 1) => ({
+const ours = (ok: boolean, gen = 1): RouteParentStatus => ({
   parentRef: ref,
   controllerName: CONTROLLER_NAME,
   conditions: [
