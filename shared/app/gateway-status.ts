@@ -153,7 +153,7 @@ export class GatewayStatusUpdater {
     await this.write(jobs.filter((j) => statusDiffers(j.held.status, j.merge(j.held.status))));
   }
 
-  /** The Gateways' status with Programmed decided by the agents' reports. */
+  /** The Gateways' status with Programmed decided by the agents' reports; none when they cannot be read. */
   private async programmed(status: GatewayStatus, key: string) {
     const live = new Set<string>();
     const pending = status.gateways.map((g) => {
@@ -172,19 +172,19 @@ export class GatewayStatusUpdater {
       ),
     );
     if (!decides) return status.gateways;
-    let read: StatusRead | string;
+    let read: StatusRead;
     try {
       read = await this.deps.readReports();
     } catch (err) {
-      read = `the nodes' reports cannot be read (${err instanceof Error ? err.message : String(err)})`;
+      // Programmed is not flipped on a store that fails for a moment: the Gateways wait for a pass
+      // that reads the reports; their routes and classes are written all the same.
+      this.deps.log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        "cannot read the agents' reports: the Gateways' status waits for the next pass",
+      );
+      return [];
     }
-    return pending.map(({ gateway, since }) =>
-      withProgrammed(
-        gateway,
-        since,
-        typeof read === "string" ? { runs: false, why: read } : fleetRunsConfig(read, since),
-      ),
-    );
+    return pending.map(({ gateway, since }) => withProgrammed(gateway, since, fleetRunsConfig(read, since)));
   }
 
   private async write(jobs: Job[]): Promise<void> {

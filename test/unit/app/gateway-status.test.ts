@@ -112,3 +112,65 @@ describe("GatewayStatusUpdater", () => {
     expect(seen).toEqual([0, 0, 1, 2]);
   });
 });
+
+describe("GatewayStatusUpdater and the agents' reports", () => {
+  it("leaves the Gateways' status to the next pass when the reports cannot be read, and writes the rest", async () => {
+    const written: string[] = [];
+    const writer: StatusWriter = {
+      write: async (t) => {
+        written.push(`${t.kind} ${t.name}`);
+        return "written";
+      },
+    };
+    const pending = {
+      type: "Programmed",
+      status: "Unknown" as const,
+      reason: "Pending",
+      message: "m",
+      observedGeneration: 1,
+    };
+    const meta = { namespace: "default", labels: {}, generation: 1, resourceVersion: "1" };
+    const objects = {
+      ...emptyGatewayObjects(),
+      gatewayClasses: [{ metadata: { ...meta, name: "servicelb" }, spec: { controllerName: CONTROLLER_NAME } }],
+      gateways: [
+        {
+          metadata: { ...meta, name: "gw" },
+          spec: {
+            gatewayClassName: "servicelb",
+            listeners: [
+              {
+                name: "http",
+                hostname: null,
+                port: 8081,
+                protocol: "HTTP",
+                allowedRoutes: { namespaces: { from: "Same" as const, selector: null }, kinds: null },
+              },
+            ],
+          },
+        },
+      ],
+    };
+    const status = {
+      gatewayClasses: [{ name: "servicelb", conditions: [condition("Accepted", true, "Accepted", "m", 1)] }],
+      gateways: [
+        {
+          namespace: "default",
+          name: "gw",
+          conditions: [condition("Accepted", true, "Accepted", "m", 1), pending],
+          listeners: [{ name: "http", supportedKinds: [], attachedRoutes: 0, conditions: [pending] }],
+        },
+      ],
+      httpRoutes: [],
+    };
+    const log = pino({ level: "silent" });
+    const updater = new GatewayStatusUpdater({
+      writer,
+      readReports: () => Promise.reject(new StoreError("503", { transient: true })),
+      log,
+    });
+    updater.afterPass({ objects, status, key: key(1) });
+    await updater.idle();
+    expect(written).toEqual(["GatewayClass servicelb"]);
+  });
+});
