@@ -1,5 +1,6 @@
 /*
- * One GET against the Kubernetes API server, on keep-alive connections shared across calls.
+ * One GET (or a status subresource's PUT) against the Kubernetes API server, on keep-alive
+ * connections shared across calls.
  */
 
 import { createHash } from "node:crypto";
@@ -21,6 +22,25 @@ export async function getRaw(
   query: Record<string, string | undefined>,
   signal: AbortSignal,
 ): Promise<unknown> {
+  return sendRaw(kc, "GET", path, query, undefined, signal);
+}
+
+/**
+ * One PUT of a JSON body (a status subresource's replace, adapters/gateway-status.ts), sent as
+ * getRaw sends a GET: the same credentials, agents and errors (ApiException with the status).
+ */
+export async function putRaw(kc: KubeConfig, path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
+  return sendRaw(kc, "PUT", path, {}, JSON.stringify(body), signal);
+}
+
+async function sendRaw(
+  kc: KubeConfig,
+  method: "GET" | "PUT",
+  path: string,
+  query: Record<string, string | undefined>,
+  payload: string | undefined,
+  signal: AbortSignal,
+): Promise<unknown> {
   const server = kc.getCurrentCluster()?.server;
   if (!server) throw new Error("the kubeconfig names no cluster server");
   const url = new URL(server.replace(/\/+$/, "") + path);
@@ -30,13 +50,14 @@ export async function getRaw(
   const agent = keepAliveAgent(url, opts);
   let answer: RawAnswer;
   try {
-    answer = await sendGet(url, { ...opts, agent }, signal);
+    answer = await send(url, { ...opts, agent, method }, payload, signal);
   } catch (err) {
     // The server may close an idle connection just as a request goes out on it (a function
     // instance frozen between events comes back to sockets the server has long closed): that
-    // request never reached it, and a GET is safe to send again on a fresh connection.
+    // request never reached it, and it is safe to send again on a fresh connection (a GET, or a
+    // PUT that names the resourceVersion it replaces).
     if (!(err instanceof StaleSocketError)) throw err;
-    answer = await sendGet(url, { ...opts, agent }, signal);
+    answer = await send(url, { ...opts, agent, method }, payload, signal);
   }
   const { status, headers, body } = answer;
   if (status < 200 || status >= 300) throw new ApiException(status, `HTTP ${status}`, body, headers);
@@ -51,29 +72,38 @@ interface RawAnswer {
 
 class StaleSocketError extends Error {}
 
-function sendGet(url: URL, opts: https.RequestOptions, signal: AbortSignal): Promise<RawAnswer> {
-  const send = url.protocol === "https:" ? https.request : http.request;
+function send(
+  url: URL,
+  opts: https.RequestOptions,
+  payload: string | undefined,
+  signal: AbortSignal,
+): Promise<RawAnswer> {
+  const request = url.protocol === "https:" ? https.request : http.request;
+  const headers: http.OutgoingHttpHeaders = {
+    ...(opts.headers as http.OutgoingHttpHeaders | undefined),
+    accept: "application/json",
+  };
+  if (payload !== undefined) {
+    headers["content-type"] = "application/json";
+    headers["content-length"] = Buffer.byteLength(payload);
+  }
   return new Promise((resolve, reject) => {
-    const req = send(
-      url,
-      { ...opts, method: "GET", signal, headers: { ...opts.headers, accept: "application/json" } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers as Record<string, string>,
-            body: Buffer.concat(chunks).toString("utf8"),
-          }),
-        );
-        res.on("error", reject);
-      },
-    );
+    const req = request(url, { ...opts, signal, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers as Record<string, string>,
+          body: Buffer.concat(chunks).toString("utf8"),
+        }),
+      );
+      res.on("error", reject);
+    });
     req.on("error", (err: NodeJS.ErrnoException) =>
       reject(req.reusedSocket && err.code === "ECONNRESET" ? new StaleSocketError(err.message, { cause: err }) : err),
     );
-    req.end();
+    req.end(payload);
   });
 }
 

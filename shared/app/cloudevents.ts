@@ -22,6 +22,7 @@ import { z } from "zod";
 import type { RenderOptions } from "../core/options.js";
 import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/event-types.js";
 import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
+import { GATEWAY_GROUP } from "../core/gateway/schemas.js";
 import { eventHint } from "./event-hint.js";
 
 const APISERVER_EVENT_TYPE = /^dev\.knative\.apiserver\.(resource|ref)\.(add|update|delete)$/;
@@ -118,12 +119,15 @@ export function classifyEvent(event: unknown, scope: ScopeOptions): Classificati
  * re-list, or it would never leave the config.
  */
 function whyIrrelevant(object: EventObject, scope: ScopeOptions): string | undefined {
-  if (!readsKind(object))
+  const group = readGroup(object);
+  if (group === undefined)
     return `kind ${object.kind}${object.apiVersion ? ` (${object.apiVersion})` : ""} is not read by servicelb`;
   const ns = object.namespace;
-  // A namespaced kind without a namespace is odd; when in doubt, re-list.
+  // A namespaced kind without a namespace is odd (a GatewayClass has none); when in doubt, re-list.
   if (ns === undefined) return undefined;
   if (scope.namespace && ns !== scope.namespace) return `namespace ${ns} is outside --namespace ${scope.namespace}`;
+  // The rest scopes Services only: a Gateway API object anywhere may route to a Service in scope.
+  if (group === GATEWAY_GROUP) return undefined;
   if (!scope.exposeSystem && ns === "kube-system") return "kube-system is not exposed (--expose-system)";
   if (!scope.exposeSystem && ns === "default" && object.service === "kubernetes")
     return "default/kubernetes is not exposed (--expose-system)";
@@ -138,26 +142,33 @@ function whyIrrelevant(object: EventObject, scope: ScopeOptions): string | undef
   return undefined;
 }
 
+/** The Gateway API kinds a pass lists (core/gateway/); a change of any of them may change routing or status. */
+const GATEWAY_KINDS = new Set(["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"]);
+
 /**
- * The kinds the snapshot is made of. The API group matters: Knative's own `Service`
- * (serving.knative.dev) must not pass for a core Service. A reference without an apiVersion is
- * given the benefit of the doubt.
+ * The API group of a kind the snapshot is made of, or undefined for any other. The group matters:
+ * Knative's own `Service` (serving.knative.dev) must not pass for a core Service. A reference
+ * without an apiVersion is given the benefit of the doubt.
  */
-function readsKind(object: EventObject): boolean {
+function readGroup(object: EventObject): string | undefined {
   const group =
     object.apiVersion === undefined
       ? undefined
       : object.apiVersion.includes("/")
         ? object.apiVersion.split("/")[0]
         : "";
-  if (object.kind === "Service" || object.kind === "Endpoints") return group === undefined || group === "";
-  if (object.kind === "EndpointSlice") return group === undefined || group === "discovery.k8s.io";
-  return false;
+  if (object.kind === "Service" || object.kind === "Endpoints")
+    return group === undefined || group === "" ? "" : undefined;
+  if (object.kind === "EndpointSlice")
+    return group === undefined || group === "discovery.k8s.io" ? "discovery.k8s.io" : undefined;
+  if (GATEWAY_KINDS.has(object.kind)) return group === undefined || group === GATEWAY_GROUP ? GATEWAY_GROUP : undefined;
+  return undefined;
 }
 
+/** The Service an object belongs to: a Service's own name, an EndpointSlice's label; none for other kinds. */
 function serviceOf(kind: string, name: string, labels: Readonly<Record<string, string>>): string | undefined {
   if (kind === "EndpointSlice") return labels[SERVICE_NAME_LABEL];
-  return name;
+  return kind === "Service" || kind === "Endpoints" ? name : undefined;
 }
 
 function issue(error: z.ZodError): string {

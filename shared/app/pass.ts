@@ -125,6 +125,13 @@ export async function runPass(
     const { eventId: _id, eventType: _type, ...fields } = result;
     run.log.info(fields, `reconciled: ${result.status}`);
     at.recorder.record(null);
+    // Behind the publish, never in its way (app/gateway-status.ts); a stale pass's view is behind.
+    if (outcome.status !== "stale")
+      at.gatewayStatus.afterPass({
+        status: outcome.rendered.gatewayStatus,
+        objects: outcome.snapshot.gateway,
+        key: outcome.published.key,
+      });
     return result;
   } catch (err) {
     const { stage, durationsMs } = run;

@@ -28,6 +28,7 @@ import { runPass, type ReconcileResult } from "./pass.js";
 import { ReconcileQueue } from "./pass-queue.js";
 import { PassRecorder } from "./pass-record.js";
 import { createRolloutGates } from "./rollout-gates.js";
+import { gatewayStatusUpdater } from "./gateway-status.js";
 import type { LiveSnapshot, PassSteps } from "./pass-steps.js";
 import { type Instance, Turns, type WarmState } from "./warm-instance.js";
 
@@ -65,7 +66,8 @@ export interface Reconciler {
   reconcileNow(trigger: { id: string; type: string }): Promise<ReconcileResult>;
   /**
    * Settles once the work of every event answered at once (status joined) has, its retries left
-   * aside: what a caller that wants to see their outcome in the store waits for.
+   * aside, and the Gateway API status writes behind the passes (app/gateway-status.ts): what a
+   * caller that wants to see their outcome in the store or the cluster waits for.
    */
   idle(): Promise<void>;
   /** Closes the store once the passes' records are written (a shell's pass exits right after). */
@@ -117,6 +119,7 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
       deps.digestRecheckMs,
     ),
     rollouts: createRolloutGates(store, settings.canary ?? null, log),
+    gatewayStatus: gatewayStatusUpdater(kube, () => store.readStatuses(), log),
     store,
     liveRevision:
       deps.liveRevision ??
@@ -178,10 +181,16 @@ export function createReconciler(settings: FunctionSettings, deps: ReconcileDeps
     },
     onBusy: (listener) => queue.onBusy(listener),
     reconcileNow: (trigger) => queue.pass(trigger, "resync"),
-    idle: () => queue.idle(),
+    idle: async () => {
+      await queue.idle();
+      await instance.gatewayStatus.idle();
+    },
     close: () => {
       queue.close();
-      return instance.recorder.written().then(() => store.close());
+      return instance.gatewayStatus
+        .idle()
+        .then(() => instance.recorder.written())
+        .then(() => store.close());
     },
   };
 }

@@ -10,6 +10,7 @@ import type { LiveView } from "../core/live-view.js";
 import type { SettingsRecord } from "../core/settings-record.js";
 import { DeadlineError, raceAbort } from "../core/deadline.js";
 import { envName } from "../core/settings.js";
+import type { GatewayStatusUpdater } from "./gateway-status.js";
 import type { RolloutGates } from "./rollout-gates.js";
 import type { AgentReports } from "./agent-reports.js";
 import type { FunctionSettings } from "./function-options.js";
@@ -26,6 +27,8 @@ export interface Instance {
   readonly reports: AgentReports;
   /** The canary rollout's gates (rollout-gates.ts), stepped by every pass after its publish. */
   readonly rollouts: RolloutGates;
+  /** The Gateway API status writes behind each pass (gateway-status.ts). */
+  readonly gatewayStatus: GatewayStatusUpdater;
   /** The newest config's layout, and pruning: the store's calls that are no step of a run. */
   readonly store: ObjectStore;
   /** The live cluster's revision by a fresh, cheap list (what a publish checks a regression with). */

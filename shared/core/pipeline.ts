@@ -11,6 +11,7 @@ import { type ConfigHasher, configHasher } from "./config-digest.js";
 import { gatewayBinds, modelDescriptors } from "./descriptors.js";
 import type { Snapshot } from "./snapshot.js";
 import { withGateway } from "./gateway/attach.js";
+import type { GatewayStatus } from "./gateway/status.js";
 
 export interface RenderResult extends ConfigChunks {
   /** The config as published, as the chunks it was rendered in: what is hashed and uploaded. */
@@ -42,6 +43,8 @@ export interface RenderResult extends ConfigChunks {
   layout: BackendLayout | null;
   /** Why the layout started afresh (a reload on the nodes), or null when it absorbed the change. */
   layoutFresh: string | null;
+  /** The status owed to the Gateway API objects of servicelb's class (gateway/status.ts); null without any. */
+  gatewayStatus: GatewayStatus | null;
 }
 
 /** Snapshot → model → config: the one path every way in (CLI, render, reconcile) goes through. */
@@ -98,5 +101,6 @@ export function renderSnapshot(
     },
     layout: placement?.layout ?? null,
     layoutFresh: placement?.fresh ?? null,
+    gatewayStatus: model.gateway?.status ?? null,
   };
 }

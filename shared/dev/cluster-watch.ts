@@ -1,13 +1,16 @@
 /*
- * Watches Services and EndpointSlices for the local stack's event bridge (dev/event-bridge.ts),
+ * Watches Services and EndpointSlices (and the Gateway API kinds) for the local stack's event
+ * bridge (dev/event-bridge.ts),
  * as a Kubernetes watch source of a cluster would: hints only, every reconcile pass re-lists.
  */
 
 import type { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { Watch } from "@kubernetes/client-node/dist/watch.js";
 import { type KubeItem, withTypeMeta } from "../adapters/cluster.js";
+import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js";
 import {
   type ClusterError,
+  GATEWAY_RESOURCES,
   pathOf,
   RESOURCES,
   type ResourceName,
@@ -29,6 +32,11 @@ export interface WatchClusterOptions {
   onError: (error: ClusterError) => void;
   /** The API server answered a watch request: it streams events from now on. */
   onConnect?: () => void;
+  /**
+   * Also watch the Gateway API kinds (GatewayClass, Gateway, HTTPRoute, ReferenceGrant). A
+   * cluster without their CRDs answers 404, which is no error: their watches try again with backoff.
+   */
+  gatewayApi?: boolean;
 }
 
 /** Ask the server to end each watch so that a dead connection cannot go unnoticed for long. */
@@ -36,21 +44,19 @@ const WATCH_TIMEOUT_SECONDS = 300;
 const WATCH_BACKOFF: Backoff = { initialMs: 500, maxMs: 30_000 };
 
 /**
- * Watch Services and EndpointSlices (v1 Endpoints when the cluster has no EndpointSlice API),
- * reconnecting from the last seen resourceVersion. Returns a function that stops both watches.
+ * Watch Services and EndpointSlices (v1 Endpoints when the cluster has no EndpointSlice API), and
+ * with `gatewayApi` the Gateway API kinds, reconnecting from the last seen resourceVersion.
+ * Returns a function that stops every watch.
  */
 export function watchCluster(kc: KubeConfig, options: WatchClusterOptions): () => void {
-  const stops = (["services", "endpointslices"] as const).map((resource) => watchResource(kc, resource, options));
+  const resources: ResourceName[] = ["services", "endpointslices", ...(options.gatewayApi ? GATEWAY_RESOURCES : [])];
+  const stops = resources.map((resource) => watchResource(kc, resource, options));
   return () => {
     for (const stop of stops) stop();
   };
 }
 
-function watchResource(
-  kc: KubeConfig,
-  initial: "services" | "endpointslices",
-  options: WatchClusterOptions,
-): () => void {
+function watchResource(kc: KubeConfig, initial: ResourceName, options: WatchClusterOptions): () => void {
   let resource: ResourceName = initial;
   let resourceVersion: string | undefined;
   let controller: AbortController | undefined;
@@ -98,7 +104,9 @@ function watchResource(
         resourceVersion = undefined;
         return reconnect(false);
       }
-      if (err) options.onError(toClusterError(err, target()));
+      // A cluster without the Gateway API CRDs: none of these objects, nothing to report.
+      const absent = err && RESOURCES[resource].group === "gateway.networking.k8s.io" && statusOf(err) === 404;
+      if (err && !absent) options.onError(toClusterError(err, target()));
       // A stream that ends at once is failing even without an error; do not spin on it.
       reconnect(Boolean(err) || Date.now() - startedAt < 1000);
     };
@@ -123,4 +131,9 @@ function watchResource(
     clearTimeout(timer);
     controller?.abort();
   };
+}
+
+/** The HTTP status of a failed watch request, when the server answered. */
+function statusOf(err: unknown): unknown {
+  return err instanceof ApiException ? err.code : (err as { statusCode?: unknown })?.statusCode;
 }

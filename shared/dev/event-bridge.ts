@@ -10,6 +10,10 @@ const RESOURCE: Record<string, string> = {
   Service: "services",
   EndpointSlice: "endpointslices",
   Endpoints: "endpoints",
+  GatewayClass: "gatewayclasses",
+  Gateway: "gateways",
+  HTTPRoute: "httproutes",
+  ReferenceGrant: "referencegrants",
 };
 
 export interface EventBridgeOptions {
@@ -110,8 +114,9 @@ function deliveryLimit(limit: number | undefined): (delivery: () => Promise<void
 }
 
 /**
- * The local stand-in for Knative's ApiServerSource (Resource mode) and PingSource: watches
- * Services and EndpointSlices and posts each change to the reconcile function as the same
+ * The local stand-in for Knative's ApiServerSources (Resource mode) and PingSource: watches
+ * Services, EndpointSlices and the Gateway API kinds (infra/base/eventing.yaml's two sources) and
+ * posts each change to the reconcile function as the same
  * CloudEvent the cluster would send, plus a resync tick. Returns a function that stops it.
  */
 export function startEventBridge(o: EventBridgeOptions): () => void {
@@ -135,16 +140,17 @@ export function startEventBridge(o: EventBridgeOptions): () => void {
     });
   const gate = (o.gate ?? AT_ONCE)<ClusterEvent>((e) => {
     const meta = e.object.metadata as { name?: string; namespace?: string; resourceVersion?: string };
-    const ns = meta.namespace ?? "default";
     const rv = meta.resourceVersion;
+    // A cluster-scoped object (a GatewayClass) has no namespace in its path nor in its event.
+    const where = meta.namespace === undefined ? "" : `namespaces/${meta.namespace}/`;
     void deliver(
       `dev.knative.apiserver.resource.${VERB[e.type]}`,
       e.object,
       {
-        subject: `/apis/${e.object.apiVersion}/namespaces/${ns}/${RESOURCE[e.object.kind] ?? e.object.kind}/${meta.name ?? ""}`,
+        subject: `/apis/${e.object.apiVersion}/${where}${RESOURCE[e.object.kind] ?? e.object.kind}/${meta.name ?? ""}`,
         kind: e.object.kind,
         name: meta.name ?? "",
-        namespace: ns,
+        ...(meta.namespace !== undefined ? { namespace: meta.namespace } : {}),
       },
       rv,
     );
@@ -158,6 +164,7 @@ export function startEventBridge(o: EventBridgeOptions): () => void {
   const ping = () => void deliver(PING_EVENT_TYPE, {});
   const stopWatch = watchCluster(o.kc, {
     namespace: o.namespace,
+    gatewayApi: true,
     onEvent: (e) => {
       const meta = e.object.metadata as { name?: string; resourceVersion?: string };
       trace("event", { rv: meta.resourceVersion, kind: e.object.kind, name: meta.name });

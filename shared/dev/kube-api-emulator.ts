@@ -314,6 +314,12 @@ export class KubeApiEmulator {
     return structuredClone(stored);
   }
 
+  /** The object as stored now (a copy), or undefined: what a test reads back after a write. */
+  read(kind: Kind, namespace: string, name: string): KubeObject | undefined {
+    const obj = this.current.get(kind)!.get(`${KINDS[kind].cluster ? "" : namespace}/${name}`);
+    return obj && structuredClone(obj);
+  }
+
   /** Delete an object; returns false when it did not exist. */
   remove(kind: Kind, namespace: string, name: string): boolean {
     const key = `${KINDS[kind].cluster ? "" : namespace}/${name}`;

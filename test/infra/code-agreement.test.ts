@@ -215,11 +215,14 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"] as const)("%
   });
 
   it("subscribes reconcile to events it acts on: ApiServerSource references of what the snapshot lists, PingSource ticks", () => {
-    const source = findObject(objects, "ApiServerSource", "cluster-changes") as unknown as {
-      spec: { mode: string; resources: Array<{ apiVersion: string; kind: string }> };
-    };
-    expect(source.spec.mode).toBe("Reference");
-    for (const r of source.spec.resources) {
+    const sources = ["cluster-changes", "gateway-changes"].map(
+      (name) =>
+        findObject(objects, "ApiServerSource", name) as unknown as {
+          spec: { mode: string; resources: Array<{ apiVersion: string; kind: string }> };
+        },
+    );
+    for (const source of sources) expect(source.spec.mode).toBe("Reference");
+    for (const r of sources.flatMap((s) => s.spec.resources)) {
       for (const verb of ["add", "update", "delete"]) {
         const event = {
           specversion: "1.0",

@@ -74,9 +74,16 @@ const labelSelector = z.object({
 });
 export type GatewayLabelSelector = z.output<typeof labelSelector>;
 
+/**
+ * The status an object holds, kept as read: nothing is rendered from it; the status writer merges
+ * servicelb's own into it (status-merge.ts reads it leniently).
+ */
+const heldStatus = z.unknown().optional();
+
 export const gatewayClassSchema = z.object({
   metadata: meta,
   spec: z.object({ controllerName: z.string().min(1).max(253) }),
+  status: heldStatus,
 });
 
 const listener = z.object({
@@ -108,6 +115,7 @@ export const gatewaySchema = z.object({
     gatewayClassName: name,
     listeners: z.array(listener).min(1).max(64),
   }),
+  status: heldStatus,
 });
 
 const headerName = z
@@ -256,6 +264,7 @@ export const httpRouteSchema = z.object({
       .nullish()
       .transform((v) => (v && v.length > 0 ? v : [{ ...DEFAULT_RULE, filters: [], backendRefs: [] }])),
   }),
+  status: heldStatus,
 });
 
 export const referenceGrantSchema = z.object({

@@ -188,6 +188,41 @@ describe("classifyEvent", () => {
     ).toBe("relevant");
   });
 
+  it("counts the Gateway API kinds as relevant in either mode, a cluster-scoped GatewayClass too, and scopes them by --namespace only", () => {
+    const GW = "gateway.networking.k8s.io";
+    const route = {
+      apiVersion: `${GW}/v1`,
+      kind: "HTTPRoute",
+      metadata: { name: "kubernetes", namespace: "kube-system" },
+    };
+    const grant = { apiVersion: `${GW}/v1beta1`, kind: "ReferenceGrant", metadata: { name: "g", namespace: "shop" } };
+    const cls = { apiVersion: `${GW}/v1`, kind: "GatewayClass", metadata: { name: "servicelb" } };
+    // kube-system, a name like the API's Service, --target-service: Service rules, not routes'.
+    const narrow = parseRenderOptions({ targetService: "web" });
+    for (const obj of [route, grant, cls]) {
+      expect(classifyEvent(resourceEvent("update", obj), narrow), obj.kind).toMatchObject({
+        verdict: "relevant",
+        reason: `${obj.kind} changed`,
+      });
+      const { name, namespace } = obj.metadata as { name: string; namespace?: string };
+      expect(
+        classifyEvent(refEvent("delete", { kind: obj.kind, name, namespace, apiVersion: obj.apiVersion }), ALL).verdict,
+      ).toBe("relevant");
+    }
+    expect(
+      classifyEvent(refEvent("add", { kind: "Gateway", namespace: "default", name: "gw", apiVersion: `${GW}/v1` }), ALL)
+        .verdict,
+    ).toBe("relevant");
+    const shop = parseRenderOptions({ namespace: "shop" });
+    expect(classifyEvent(resourceEvent("add", route), shop).verdict).toBe("irrelevant");
+    expect(classifyEvent(resourceEvent("add", grant), shop).verdict).toBe("relevant");
+    expect(classifyEvent(resourceEvent("add", cls), shop).verdict).toBe("relevant");
+    // Another group's HTTPRoute is not ours.
+    expect(classifyEvent(resourceEvent("add", { ...route, apiVersion: "example.com/v1" }), ALL).verdict).toBe(
+      "irrelevant",
+    );
+  });
+
   it("re-lists whatever the labels say under --selector: a Service that stops matching must leave the config", () => {
     const scope = parseRenderOptions({ selector: "expose=yes" });
     expect(classifyEvent(resourceEvent("update", web), scope).verdict).toBe("relevant");
