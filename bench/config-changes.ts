@@ -5,9 +5,9 @@
  * route maps), an annotation changed (one more setting line in a backend).
  */
 import { loadTemplates } from "../shared/adapters/templates.js";
-import { buildModel } from "../shared/core/build-model.js";
-import { parseRenderOptions } from "../shared/core/options.js";
-import { Renderer } from "../shared/core/render.js";
+import { buildModel } from "../shared/core/model/build-model.js";
+import { parseRenderOptions } from "../shared/core/settings/options.js";
+import { Renderer } from "../shared/core/render/render.js";
 import { syntheticSnapshot } from "./synthetic.js";
 
 export type Change = "endpoint moved" | "Service added" | "annotation changed";

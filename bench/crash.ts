@@ -7,7 +7,7 @@ import { showProc } from "../shared/adapters/haproxy/master.js";
 import { processAlive } from "../shared/adapters/haproxy/process.js";
 import { createObjectStore } from "../shared/adapters/store.js";
 import { RenderContext } from "../shared/app/render-context.js";
-import { snapshotFromDocuments } from "../shared/core/snapshot.js";
+import { snapshotFromDocuments } from "../shared/core/kubernetes/snapshot.js";
 import { echoPods, httpGet, web } from "../test/support/agent.js";
 import { list } from "../test/support/fixtures.js";
 import { loopbackOptions } from "../test/support/haproxy.js";

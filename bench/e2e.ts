@@ -1,4 +1,4 @@
-import { type DigestKind, digestKind } from "../shared/core/config-digest.js";
+import { type DigestKind, digestKind } from "../shared/core/publish/config-digest.js";
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { parse } from "yaml";

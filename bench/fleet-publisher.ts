@@ -12,7 +12,7 @@ import { loadFunctionSettings, requireStore } from "../shared/app/function-optio
 import type { ReconcileResult } from "../shared/app/pass.js";
 import { traceSteps } from "../shared/app/pass-trace.js";
 import { createReconciler } from "../shared/app/reconcile.js";
-import { snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
+import { snapshotFromItems, validateItem } from "../shared/core/kubernetes/snapshot.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { syntheticItems } from "./synthetic.js";
 

@@ -10,10 +10,10 @@
 import { loadavg } from "node:os";
 import { createObjectStore } from "../shared/adapters/store.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
-import { buildModel } from "../shared/core/build-model.js";
-import { configHasher } from "../shared/core/config-digest.js";
-import { parseRenderOptions } from "../shared/core/options.js";
-import { Renderer } from "../shared/core/render.js";
+import { buildModel } from "../shared/core/model/build-model.js";
+import { configHasher } from "../shared/core/publish/config-digest.js";
+import { parseRenderOptions } from "../shared/core/settings/options.js";
+import { Renderer } from "../shared/core/render/render.js";
 import { dripProxy } from "../test/support/drip.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
 import { arg, machine, percentile, table } from "./machine.js";

@@ -11,7 +11,7 @@
  *     [--changes 200]  timed changes of the warm cases: a long-lived instance has made many
  *     [--warm-up 30]   untimed changes before them: the JIT compiles the warm path over the first
  *                      few dozen (they take up to 4× as long), which a serving instance is past
- * The warm case runs once per digest kind (core/config-digest.ts), side by side: sha256, which
+ * The warm case runs once per digest kind (core/publish/config-digest.ts), side by side: sha256, which
  * agents of every version verify, and tree1, which publishers switch to once every agent does.
  * The cases run from dist/bench/render.mjs, this file bundled as the functions are (build:dev,
  * rolldown.config.mjs), because a deployed function loads its bundle; one more case per round runs
@@ -23,14 +23,14 @@ import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { GCProfiler } from "node:v8";
-import { buildModel } from "../shared/core/build-model.js";
-import { ModelCache } from "../shared/core/model-cache.js";
-import { parseRenderOptions, type RenderOptions } from "../shared/core/options.js";
-import { renderSnapshot } from "../shared/core/pipeline.js";
-import { LayoutState } from "../shared/core/backend-layout.js";
-import { Renderer, type TemplateSet } from "../shared/core/render.js";
-import { configHasher, DIGEST, type DigestKind } from "../shared/core/config-digest.js";
-import type { Snapshot } from "../shared/core/snapshot.js";
+import { buildModel } from "../shared/core/model/build-model.js";
+import { ModelCache } from "../shared/core/model/model-cache.js";
+import { parseRenderOptions, type RenderOptions } from "../shared/core/settings/options.js";
+import { renderSnapshot } from "../shared/core/render/pipeline.js";
+import { LayoutState } from "../shared/core/model/backend-layout.js";
+import { Renderer, type TemplateSet } from "../shared/core/render/render.js";
+import { configHasher, DIGEST, type DigestKind } from "../shared/core/publish/config-digest.js";
+import type { Snapshot } from "../shared/core/kubernetes/snapshot.js";
 import { loadTemplates, packageRoot } from "../shared/adapters/templates.js";
 import {
   buildGoAnchor,

@@ -1,6 +1,6 @@
 /*
  * bench/store-delta: what one config change costs in the store, per agent and per publish, with
- * configs published whole and in chunks (core/content-chunks.ts), on the in-memory blob store
+ * configs published whole and in chunks (core/publish/content-chunks.ts), on the in-memory blob store
  * (requests and bytes are the protocol's, not a server's):
  *   node dist/dev/bench/store-delta.js [--json] [--sizes 1000,10000] [--changes 5]
  * For each size: a cold agent's first pull; then per change kind, `--changes` changes in a row, each

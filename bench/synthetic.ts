@@ -1,4 +1,4 @@
-import { type Snapshot, snapshotFromItems, validateItem } from "../shared/core/snapshot.js";
+import { type Snapshot, snapshotFromItems, validateItem } from "../shared/core/kubernetes/snapshot.js";
 
 /**
  * The synthetic cluster every benchmark uses, and the one the Go render anchor renders

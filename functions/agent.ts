@@ -1,4 +1,4 @@
-import { OptionsError } from "../shared/core/settings.js";
+import { OptionsError } from "../shared/core/settings/settings.js";
 import { tracerFromEnv } from "../shared/adapters/stage-trace.js";
 import { runAgent } from "../shared/app/agent-command.js";
 import { errorMessage } from "../shared/core/error-message.js";

@@ -1,8 +1,8 @@
 import { Command, CommanderError, Option } from "commander";
-import { optionSpecs } from "../shared/core/options.js";
-import { flagSyntax, OptionsError, type SettingSpecs } from "../shared/core/settings.js";
-import { SnapshotError } from "../shared/core/snapshot.js";
-import { storeRetainSpec, storeSettingSpecs } from "../shared/core/store-settings.js";
+import { optionSpecs } from "../shared/core/settings/options.js";
+import { flagSyntax, OptionsError, type SettingSpecs } from "../shared/core/settings/settings.js";
+import { SnapshotError } from "../shared/core/kubernetes/snapshot.js";
+import { storeRetainSpec, storeSettingSpecs } from "../shared/core/settings/store-settings.js";
 import { agentOptionSpecs } from "../shared/agent/options.js";
 import { clusterSettingSpecs, notifySettingSpecs } from "../shared/app/function-options.js";
 import { packageVersion } from "../shared/adapters/package-version.js";

@@ -24,8 +24,8 @@ import {
   toClusterError,
 } from "./cluster-error.js";
 import { getRaw } from "./kube-get.js";
-import { newerRevision } from "../core/revision.js";
-import { DNS1123_LABEL, SERVICE_NAME_LABEL } from "../core/k8s-names.js";
+import { newerRevision } from "../core/publish/revision.js";
+import { DNS1123_LABEL, SERVICE_NAME_LABEL } from "../core/kubernetes/k8s-names.js";
 
 export interface KubeItem {
   apiVersion: string;

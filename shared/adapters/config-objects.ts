@@ -1,16 +1,16 @@
 /*
  * Published configs as objects: <prefix>configs/<epoch>-<revision>-<seq>-<sha>.cfg (see
- * core/config-key.ts for the fields and their order). A key alone is never trusted (anyone with
+ * core/publish/config-key.ts for the fields and their order). A key alone is never trusted (anyone with
  * write access can make one): its object's metadata (digest, revision, epoch, seq, size) must
  * agree with it, and a body must hash to that digest before anyone uses it.
  */
 import { isAscii, isUtf8 } from "node:buffer";
 import { gunzipSync } from "node:zlib";
-import { parseChunkedBody } from "../core/chunk-manifest.js";
-import { chunkName, chunksOf } from "../core/content-chunks.js";
-import { type DigestKind, digestHex, digestKind, SuccessiveDigests } from "../core/config-digest.js";
-import { compareConfigNames, type ConfigName, parseConfigName } from "../core/config-key.js";
-import { SHA256_HEX } from "../core/sha256.js";
+import { parseChunkedBody } from "../core/publish/chunk-manifest.js";
+import { chunkName, chunksOf } from "../core/publish/content-chunks.js";
+import { type DigestKind, digestHex, digestKind, SuccessiveDigests } from "../core/publish/config-digest.js";
+import { compareConfigNames, type ConfigName, parseConfigName } from "../core/publish/config-key.js";
+import { SHA256_HEX } from "../core/publish/sha256.js";
 import type { BlobStore } from "./blob-store.js";
 import { RECORD_DIGEST } from "./store-records.js";
 import { errorText, StoreError } from "./store-error.js";
@@ -22,14 +22,14 @@ export const CHUNKS = "chunks/";
 /** Stable-track configs of a canary rollout (core/endpoint-transplant.ts), named by their sha256. */
 export const TRACKS = "tracks/";
 const TRACK_NAME = /^([0-9a-f]{64})\.cfg$/;
-/** The `format` metadata of a config published in chunks (core/chunk-manifest.ts). */
+/** The `format` metadata of a config published in chunks (core/publish/chunk-manifest.ts). */
 export const CHUNKS1 = "chunks1";
 /** Chunks an agent fetches at once when it lacks many (a new agent, one far behind). */
 const CHUNK_FETCHES = 8;
 
 export interface ConfigRef {
   key: string;
-  /** The config body's digest (core/config-digest.ts): 64 hex digits of its sha256, or tree1:<hex>. */
+  /** The config body's digest (core/publish/config-digest.ts): 64 hex digits of its sha256, or tree1:<hex>. */
   sha256: string;
   /** Decimal snapshot revision, without leading zeros. */
   revision: string;
@@ -45,7 +45,7 @@ export interface ConfigHead extends ConfigRef {
   settingsDigest: string | null;
   /** Digest of its backend layout (layouts/<digest>.json); null when not recorded. */
   layoutDigest: string | null;
-  /** Published in chunks (core/chunk-manifest.ts) rather than as one object. */
+  /** Published in chunks (core/publish/chunk-manifest.ts) rather than as one object. */
   chunked?: boolean;
 }
 

@@ -1,17 +1,17 @@
 /*
  * The publish protocol over a blob store: which config is newest, what one publish writes (its
- * decisions are core/publish-order.ts's, pure; this module does the reads and writes they need),
+ * decisions are core/publish/publish-order.ts's, pure; this module does the reads and writes they need),
  * the history, and its pruning. Keys are never overwritten, and "the newest config" is the
- * greatest key in decision order that is trusted by name (core/key-trust.ts: it leads the key
+ * greatest key in decision order that is trusted by name (core/publish/key-trust.ts: it leads the key
  * before it by a bounded step) and whose object verifies: a far-ahead, missing, mis-shaped or
  * unverifiable newest key is skipped and reported, never a reason to stop publishing. Beside the
  * configs, views/<epoch>-<revision>: a pass that found nothing to change saw this view (no
  * config). Nothing depends on conditional writes, which S3-compatible stores (and our test
  * server) may lack: two publishers racing both write, and every reader picks the greater key.
  */
-import { layoutDigest, type BackendLayout } from "../core/backend-layout.js";
-import type { ConfigChunks } from "../core/chunks.js";
-import { configDigest, configHasher, digestHex, digestKind, type DigestKind } from "../core/config-digest.js";
+import { layoutDigest, type BackendLayout } from "../core/model/backend-layout.js";
+import type { ConfigChunks } from "../core/publish/chunks.js";
+import { configDigest, configHasher, digestHex, digestKind, type DigestKind } from "../core/publish/config-digest.js";
 import {
   compareConfigNames,
   compareMarks,
@@ -20,11 +20,11 @@ import {
   KEY_SHA_CHARS,
   parseViewName,
   type Mark,
-} from "../core/config-key.js";
-import { judgeKeys } from "../core/key-trust.js";
-import { decidePublish, nextSeq, pickView, storeMark } from "../core/publish-order.js";
-import { parseRevision } from "../core/revision.js";
-import { settingsDigest, type SettingsRecord } from "../core/settings-record.js";
+} from "../core/publish/config-key.js";
+import { judgeKeys } from "../core/publish/key-trust.js";
+import { decidePublish, nextSeq, pickView, storeMark } from "../core/publish/publish-order.js";
+import { parseRevision } from "../core/publish/revision.js";
+import { settingsDigest, type SettingsRecord } from "../core/settings/settings-record.js";
 import {
   CHUNKS,
   type ConfigEntry,
@@ -35,8 +35,8 @@ import {
 } from "./config-objects.js";
 import { deleteKeys, type StoreRecords } from "./store-records.js";
 import { gzipSync } from "node:zlib";
-import { formatChunkedBody } from "../core/chunk-manifest.js";
-import { type Chunk, chunksOf } from "../core/content-chunks.js";
+import { formatChunkedBody } from "../core/publish/chunk-manifest.js";
+import { type Chunk, chunksOf } from "../core/publish/content-chunks.js";
 import { StoreError } from "./store-error.js";
 
 const VIEWS = "views/";
@@ -101,7 +101,7 @@ export interface PublishInput {
    */
   expectedNewest?: string;
   /**
-   * Publish in chunks (core/content-chunks.ts, core/chunk-manifest.ts): only the chunks the newest
+   * Publish in chunks (core/publish/content-chunks.ts, core/publish/chunk-manifest.ts): only the chunks the newest
    * config lacks are uploaded, and carried inline in the config's object. Only for a fleet whose
    * every agent reads chunked configs (app/agent-reports.ts).
    */
@@ -145,7 +145,7 @@ export interface HistoryEntry {
   sha256Prefix: string;
   size: number;
   lastModified: Date;
-  /** Why the key may not be followed (core/key-trust.ts): publishers, agents and `status` skip it. */
+  /** Why the key may not be followed (core/publish/key-trust.ts): publishers, agents and `status` skip it. */
   untrusted?: string;
 }
 
@@ -272,7 +272,7 @@ export function createPublisher(
   async function prune({ keep = retain }: { keep?: number } = {}): Promise<string[]> {
     assertKeep(keep, "keep");
     const pinned = await records.getPin().catch(() => null);
-    // The configs a canary rollout has nodes run (core/rollout.ts) stay, as the pinned one does.
+    // The configs a canary rollout has nodes run (core/rollout/rollout.ts) stay, as the pinned one does.
     const rollout = await records.getRollout().catch(() => null);
     const held = new Set(
       [pinned?.key, rollout?.stable.key, rollout?.rollout?.candidate.key].filter((k): k is string => k !== undefined),
@@ -370,7 +370,7 @@ export function createPublisher(
    * key, newer current-format keys of epoch 0 would sort before it. The listing starts just before
    * that key, so it is in the answer when it still exists; when it is not (deleted, a store put
    * back), the whole history is listed. That key, verified, is the anchor the keys after it are
-   * judged from (core/key-trust.ts).
+   * judged from (core/publish/key-trust.ts).
    */
   async function configsFromNewest(): Promise<{ configs: ConfigEntry[]; anchor?: string }> {
     const from = lastNewestKey;

@@ -4,7 +4,7 @@
  */
 
 import { readFileSync } from "node:fs";
-import { OptionsError } from "../core/settings.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { errorMessage } from "../core/error-message.js";
 
 /** Reads --error-page: a path, or a file:// URL as the original accepted. */

@@ -8,7 +8,7 @@ import { existsSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
-import { OptionsError } from "../core/settings.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { ClusterError } from "./cluster-error.js";
 
 /**

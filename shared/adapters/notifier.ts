@@ -20,7 +20,7 @@ import { ApiException } from "@kubernetes/client-node/dist/gen/apis/exception.js
 import { getRaw } from "./kube-get.js";
 import { loadKubeConfig } from "./kube-config.js";
 import type { Logger } from "./log.js";
-import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
+import { SERVICE_NAME_LABEL } from "../core/kubernetes/k8s-names.js";
 
 export interface NotifierOptions {
   /** Static agent base URLs, e.g. http://10.0.0.1:8081. */

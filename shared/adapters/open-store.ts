@@ -3,7 +3,7 @@
  * agent and the CLI commands differ only in the request limits they tune.
  */
 
-import type { StoreSettings } from "../core/store-settings.js";
+import type { StoreSettings } from "../core/settings/store-settings.js";
 import { createObjectStore, type ObjectStore, type ObjectStoreOptions } from "./store.js";
 
 export type StoreTuning = Pick<ObjectStoreOptions, "credentials" | "timeoutMs" | "deadlineMs" | "maxObjectBytes">;

@@ -10,7 +10,7 @@ import type { Dirent } from "node:fs";
 import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { CONFIG_FILE, isPatternFilePath, type NodeFile, PATTERN_DIRS } from "../core/haproxy-config/pattern-files.js";
-import { OptionsError } from "../core/settings.js";
+import { OptionsError } from "../core/settings/settings.js";
 
 export async function writeRenderDir(dir: string, files: readonly NodeFile[]): Promise<void> {
   await checkRenderDir(dir);

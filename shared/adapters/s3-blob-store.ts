@@ -12,7 +12,7 @@ import {
   S3Client,
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
-import { parseStoreUrl } from "../core/store-url.js";
+import { parseStoreUrl } from "../core/publish/store-url.js";
 import type { BlobEntry, BlobStore, PutOptions } from "./blob-store.js";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
 import { errorText, StoreError } from "./store-error.js";

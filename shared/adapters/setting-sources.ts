@@ -5,7 +5,7 @@
 
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
-import { OptionsError, type SettingSpecs, settingsFromEnv, settingsFromFlags } from "../core/settings.js";
+import { OptionsError, type SettingSpecs, settingsFromEnv, settingsFromFlags } from "../core/settings/settings.js";
 import { errorMessage } from "../core/error-message.js";
 
 /**

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { parseSnapshot, SnapshotError, type Snapshot } from "../core/snapshot.js";
+import { parseSnapshot, SnapshotError, type Snapshot } from "../core/kubernetes/snapshot.js";
 import { errorMessage } from "../core/error-message.js";
 
 /**

@@ -1,13 +1,13 @@
-import { formatLabelSelector, matchesSelector } from "../core/label-selector.js";
-import type { RenderOptions } from "../core/options.js";
-import type { FreshReads } from "../core/snapshot-overlay.js";
+import { formatLabelSelector, matchesSelector } from "../core/kubernetes/label-selector.js";
+import type { RenderOptions } from "../core/settings/options.js";
+import type { FreshReads } from "../core/kubernetes/snapshot-overlay.js";
 import {
   snapshotFromItems,
   validateItem,
   type ParsedItems,
   type Snapshot,
   type ValidatedItem,
-} from "../core/snapshot.js";
+} from "../core/kubernetes/snapshot.js";
 import { listClusterItems, readObjects, type ObjectRef } from "./cluster.js";
 import { loadKubeConfig } from "./kube-config.js";
 
@@ -57,7 +57,7 @@ export async function readLiveSnapshot(
 /**
  * The named objects as the API server has them now, validated as a list's items are and scoped by
  * the same --selector (a Service that stopped matching reads as gone), for a warm instance's head
- * start (core/snapshot-overlay.ts). An object that does not validate reads as gone, with its problem.
+ * start (core/kubernetes/snapshot-overlay.ts). An object that does not validate reads as gone, with its problem.
  */
 export async function readFreshObjects(
   options: Pick<RenderOptions, "selector">,

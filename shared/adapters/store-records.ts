@@ -1,7 +1,7 @@
 /*
  * The small JSON records beside the configs:
  *   pin.json                   the config every agent runs until unpinned
- *   rollout.json               the canary rollout: which config each node runs (core/rollout.ts)
+ *   rollout.json               the canary rollout: which config each node runs (core/rollout/rollout.ts)
  *   reconcile.json             the reconcile function's last pass, and its failures in a row
  *   status/<node>.json         what each agent runs
  *   settings/<digest>.json     the settings a config was rendered with (content-addressed)
@@ -10,11 +10,11 @@
  * not what its name says.
  */
 import { z } from "zod";
-import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/backend-layout.js";
-import { digestSchema } from "../core/config-digest.js";
-import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
-import { type RolloutRecord, rolloutRecordSchema } from "../core/rollout.js";
-import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings-record.js";
+import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/model/backend-layout.js";
+import { digestSchema } from "../core/publish/config-digest.js";
+import { DNS1123_SUBDOMAIN } from "../core/kubernetes/k8s-names.js";
+import { type RolloutRecord, rolloutRecordSchema } from "../core/rollout/rollout.js";
+import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings/settings-record.js";
 import type { BlobStore } from "./blob-store.js";
 import { errorText, StoreError } from "./store-error.js";
 
@@ -41,7 +41,7 @@ export type Pin = z.infer<typeof pinSchema>;
 /**
  * newest.json: the key and digest of the newest config, written after it. A hint only, read by an
  * agent's poll to learn in one small GET that nothing changed: a key it names is still listed,
- * judged and verified before it is pulled (agent/applier.ts).
+ * judged and verified before it is pulled (agent/pull-loop.ts).
  */
 export const newestHintSchema = z.object({ key: z.string().max(1024), sha256: z.string().max(200) });
 export type NewestHint = z.infer<typeof newestHintSchema>;

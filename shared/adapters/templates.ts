@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { OptionsError } from "../core/settings.js";
-import { TEMPLATE_FILES, type TemplateSet } from "../core/render.js";
+import { OptionsError } from "../core/settings/settings.js";
+import { TEMPLATE_FILES, type TemplateSet } from "../core/render/render.js";
 
 /** The repository root, found from this file whether it runs from source or from dist/. */
 export function packageRoot(): string {

@@ -21,9 +21,9 @@ import { packageVersion } from "../adapters/package-version.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
 import { withTimeout } from "../core/deadline.js";
-import { Applier, type HaproxyControl, type RuntimePort } from "./applier.js";
+import { PullLoop, type HaproxyControl, type RuntimePort } from "./pull-loop.js";
 import { readIfExists } from "./files.js";
-import { haproxyLineLevel, haproxyLogText } from "./haproxy-lines.js";
+import { haproxyLineLevel, haproxyLogText } from "./haproxy-log-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
 import { runningExporter } from "./haproxy-metrics.js";
 import { certificateProbe } from "./certificate-expiry.js";
@@ -36,11 +36,11 @@ import { type NodeStatus, startStatusReporter, type StatusReporter } from "./sta
 import { watchStore } from "./store-watch.js";
 import { tokenSource } from "./token.js";
 import { until } from "./until.js";
-import type { ConfigChecker } from "./verdict.js";
-import { DIGEST_KINDS } from "../core/config-digest.js";
+import type { ConfigChecker } from "./admission.js";
+import { DIGEST_KINDS } from "../core/publish/config-digest.js";
 import { statsSocketOf } from "../core/haproxy-config/globals.js";
 import { TrafficSampler } from "./traffic-sampler.js";
-import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/descriptors.js";
+import { haproxyReserve, haproxyThreads, type NodeFiles } from "../core/model/descriptors.js";
 import { errorMessage } from "../core/error-message.js";
 
 /** The supervised HAProxy master, as the agent uses it (adapters/haproxy/process.ts). */
@@ -202,7 +202,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   };
 
   let reporter: StatusReporter | undefined;
-  const applier = new Applier({
+  const applier = new PullLoop({
     store: watched.store,
     haproxy,
     configPath: options.configPath,

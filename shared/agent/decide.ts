@@ -7,7 +7,7 @@
 import { diffConfigs } from "../core/haproxy-config/diff.js";
 import type { HaproxyConfig, ParsedConfig } from "../core/haproxy-config/parse.js";
 import { diffPatternFiles, type PatternFile } from "../core/haproxy-config/pattern-files.js";
-import { planRuntime, type RuntimeCommand } from "../core/runtime-plan.js";
+import { planRuntime, type RuntimeCommand } from "../core/haproxy-config/runtime-plan.js";
 
 export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */

@@ -12,8 +12,8 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
-import { parseConfigKey, REVISION_DIGITS } from "../core/config-key.js";
-import { digestSchema } from "../core/config-digest.js";
+import { parseConfigKey, REVISION_DIGITS } from "../core/publish/config-key.js";
+import { digestSchema } from "../core/publish/config-digest.js";
 import type { Logger } from "../adapters/log.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { AgentMetrics } from "./metrics.js";
@@ -25,7 +25,7 @@ import { errorMessage } from "../core/error-message.js";
 /** What the reconcile function's notifier sends (shared/adapters/notifier.ts). */
 export const notifySchema = z.object({
   key: z.string().refine((key) => !/\s/.test(key) && parseConfigKey(key) !== null, "a config key"),
-  /** The config's digest: sha256 hex, or tree1:<hex> (core/config-digest.ts). */
+  /** The config's digest: sha256 hex, or tree1:<hex> (core/publish/config-digest.ts). */
   sha256: digestSchema,
   revision: z.string().regex(new RegExp(`^[0-9]{1,${REVISION_DIGITS}}$`), "a decimal revision"),
 });

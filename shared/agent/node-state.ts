@@ -1,13 +1,13 @@
 /*
  * What the agent knows about its node — the config HAProxy runs, the one on disk, whether the
  * slots are known — and the record of outcomes (status, metrics, the state file). The pull loop
- * (applier.ts) and the apply steps (activation.ts) change it only through its transitions; each
+ * (pull-loop.ts) and the apply steps (apply-steps.ts) change it only through its transitions; each
  * says what happened, and the state that follows is decided here.
  *
  * The state file keeps what the agent has applied and what last went wrong, so that a restarted
  * agent knows which published config its haproxy.cfg is. It is written after the config file, so
  * a crash in between leaves a config whose digest does not match: the agent then treats it as
- * unknown and lets the newest published config decide (see applier.ts).
+ * unknown and lets the newest published config decide (see pull-loop.ts).
  */
 
 import { z } from "zod";
@@ -15,15 +15,15 @@ import type { Logger } from "../adapters/log.js";
 import type { SkippedKey, StoredConfig } from "../adapters/store.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
-import { configDigest, digestKind, digestSchema } from "../core/config-digest.js";
-import { compareConfigKeys } from "../core/config-key.js";
+import { configDigest, digestKind, digestSchema } from "../core/publish/config-digest.js";
+import { compareConfigKeys } from "../core/publish/config-key.js";
 import { readIfExists, writeFileAtomic } from "./files.js";
 import type { AgentMetrics } from "./metrics.js";
 
 export const appliedSchema = z.object({
   /** The store key; null for a config on disk whose key the agent does not know. */
   key: z.string().nullable(),
-  /** The config's digest (core/config-digest.ts): sha256 hex, or tree1:<hex>. */
+  /** The config's digest (core/publish/config-digest.ts): sha256 hex, or tree1:<hex>. */
   sha256: digestSchema,
   revision: z.string().nullable(),
   appliedAt: z.string(),
@@ -79,7 +79,7 @@ interface Failure {
   retryAt: number;
 }
 
-export interface ApplierStatus {
+export interface PullLoopStatus {
   /** The config HAProxy runs; null until HAProxy serves one. */
   applied: AppliedConfig | null;
   lastError: AgentError | null;
@@ -212,7 +212,7 @@ export class NodeState {
   }
 
   /** What the node knows; the pull loop adds what it knows of the store (pin, skipped keys). */
-  status(): Omit<ApplierStatus, "pinned" | "skipped"> {
+  status(): Omit<PullLoopStatus, "pinned" | "skipped"> {
     const f = this.failure;
     return {
       applied: this.started ? this.state.applied : null,

@@ -1,13 +1,13 @@
 /*
- * The agent's settings in one table of setting specs (core/settings.ts): `--kebab-case` flags over
+ * The agent's settings in one table of setting specs (core/settings/settings.ts): `--kebab-case` flags over
  * SERVICELB_<UPPER_SNAKE> variables. The store settings are the reconcile function's own
- * (core/store-settings.ts), so one ConfigMap can feed both.
+ * (core/settings/store-settings.ts), so one ConfigMap can feed both.
  */
 
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import { DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
+import { DNS1123_SUBDOMAIN } from "../core/kubernetes/k8s-names.js";
 import {
   bool,
   envName,
@@ -19,8 +19,8 @@ import {
   settingsFromEnv,
   settingsFromFlags,
   settingsSchema,
-} from "../core/settings.js";
-import { type StoreSettings, storeRegion, storeSettingSpecs } from "../core/store-settings.js";
+} from "../core/settings/settings.js";
+import { type StoreSettings, storeRegion, storeSettingSpecs } from "../core/settings/store-settings.js";
 import { DEFAULT_MAX_OBJECT_BYTES } from "../adapters/store-limits.js";
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;

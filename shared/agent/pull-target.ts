@@ -2,17 +2,17 @@
  * Which config the agent pulls: the pinned one while a pin is set (`servicelb pin`), else the
  * newest config after the running one that is trusted by name and whose object verifies; with
  * `--canary`, the config rollout.json names for this node while there is one. A
- * pin.json that is not a pin never moves the node (applier.ts holds it). Keys are not trusted
- * blindly: a key that leads the one before it too far (core/key-trust.ts: a forged far-future
+ * pin.json that is not a pin never moves the node (pull-loop.ts holds it). Keys are not trusted
+ * blindly: a key that leads the one before it too far (core/publish/key-trust.ts: a forged far-future
  * key), or whose object is missing or does not verify (a hand upload), is skipped and reported,
  * and the next one down is taken, so that one bad key never freezes the node.
  */
 
 import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredConfig } from "../adapters/store.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
-import { compareConfigKeys } from "../core/config-key.js";
+import { compareConfigKeys } from "../core/publish/config-key.js";
 import { errorMessage } from "../core/error-message.js";
-import { rolloutTarget, windowOf } from "../core/rollout.js";
+import { rolloutTarget, windowOf } from "../core/rollout/rollout.js";
 
 /** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
 export class SkippedKeys {

@@ -10,7 +10,7 @@
 import { z } from "zod";
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/store.js";
-import { trafficReportSchema } from "../core/rollout.js";
+import { trafficReportSchema } from "../core/rollout/rollout.js";
 import { agentErrorSchema, appliedSchema } from "./node-state.js";
 import { type Loop, until } from "./until.js";
 
@@ -65,15 +65,15 @@ export const nodeStatusSchema = z.object({
   /** e.g. "servicelb/0.1.0" */
   agent: z.string(),
   /**
-   * The kinds of config digest the agent verifies (core/config-digest.ts). Agents before tree1
+   * The kinds of config digest the agent verifies (core/publish/config-digest.ts). Agents before tree1
    * report none and verify sha256 only: publishers keep to sha256 while one such report is there.
    */
   digests: z.array(z.string()).default([]),
-  /** How configs may be published for it besides whole: `chunks1` (core/chunk-manifest.ts). */
+  /** How configs may be published for it besides whole: `chunks1` (core/publish/chunk-manifest.ts). */
   formats: z.array(z.string()).default([]),
   /**
    * The most file descriptors HAProxy may open on this node, and how many of them it takes before
-   * a config's listeners and servers (core/descriptors.ts); null when the agent cannot tell, and in
+   * a config's listeners and servers (core/model/descriptors.ts); null when the agent cannot tell, and in
    * reports of agents from before. Publishers keep configs within the smallest node's room.
    */
   openFiles: z.object({ limit: z.number(), reserved: z.number() }).nullable().default(null),

@@ -125,7 +125,7 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
         }
       },
       async getNewestHint() {
-        // Read after the pin, a hint that names what runs ends the pull (applier.ts): counted as a
+        // Read after the pin, a hint that names what runs ends the pull (pull-loop.ts): counted as a
         // completed pull, taken back if a listing follows. One that cannot be read is no failure
         // of its own: the pull lists the store instead.
         const hint = await guarded("get", () => inner.getNewestHint());

@@ -9,8 +9,8 @@
  */
 
 import type { StatRow } from "../adapters/haproxy/runtime.js";
-import type { BackendCounters } from "../core/rollout-gate.js";
-import type { TrafficReport } from "../core/rollout.js";
+import type { BackendCounters } from "../core/rollout/gate.js";
+import type { TrafficReport } from "../core/rollout/rollout.js";
 
 interface Raw {
   requests: number;

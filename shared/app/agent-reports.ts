@@ -2,14 +2,14 @@
  * What the reconcile function learns from the agents' reports in the store (status/<node>.json),
  * read beside a pass at most once a minute:
  *
- * - Which kind of digest it publishes configs by (core/config-digest.ts), and whether in chunks
- *   (core/chunk-manifest.ts). A tree1 config is skipped, as not verifying, by an agent that knows
+ * - Which kind of digest it publishes configs by (core/publish/config-digest.ts), and whether in chunks
+ *   (core/publish/chunk-manifest.ts). A tree1 config is skipped, as not verifying, by an agent that knows
  *   only sha256, and a chunked config's object reads as a body that does not verify to an agent
  *   that does not read chunks1: such an agent would serve its last config for as long as they are
  *   published. So in `auto` (the default) a publisher switches to tree1, and to chunks, only when
  *   every agent's report says it can, and back as soon as what it reads says one cannot.
  * - How many file descriptors the smallest node has for a config's listeners and server slots
- *   (core/descriptors.ts), which placement keeps configs within (core/backend-layout.ts), whatever
+ *   (core/model/descriptors.ts), which placement keeps configs within (core/model/backend-layout.ts), whatever
  *   the digest setting. Limits seldom change: when the reports cannot be read, the last room read
  *   stands, lowered by any smaller one a partial read shows.
  *
@@ -33,7 +33,7 @@
 import type { Logger } from "../adapters/log.js";
 import type { StatusRead } from "../adapters/store.js";
 import { type NodeStatus, nodeStatusSchema } from "../agent/status-report.js";
-import type { DigestKind } from "../core/config-digest.js";
+import type { DigestKind } from "../core/publish/config-digest.js";
 import { errorMessage } from "../core/error-message.js";
 
 export type DigestSetting = "auto" | DigestKind;
@@ -113,7 +113,7 @@ export function digestForFleet(reports: readonly unknown[], agents?: number): { 
   return verdict.allowed ? { kind: "tree1" } : { kind: "sha256", reason: verdict.reason };
 }
 
-/** Whether a whole read allows configs in chunks (core/chunk-manifest.ts). */
+/** Whether a whole read allows configs in chunks (core/publish/chunk-manifest.ts). */
 export function chunksForFleet(reports: readonly unknown[], agents?: number): boolean {
   return fleetVerdict(wholeRead(reports), agents, readsChunks, "reads chunks1").allowed === true;
 }

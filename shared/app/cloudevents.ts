@@ -19,9 +19,9 @@
  */
 
 import { z } from "zod";
-import type { RenderOptions } from "../core/options.js";
-import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/event-types.js";
-import { SERVICE_NAME_LABEL } from "../core/k8s-names.js";
+import type { RenderOptions } from "../core/settings/options.js";
+import { PING_EVENT_TYPE, PUBSUB_TICK_TYPE } from "../core/kubernetes/event-types.js";
+import { SERVICE_NAME_LABEL } from "../core/kubernetes/k8s-names.js";
 import { GATEWAY_GROUP } from "../core/gateway/schemas.js";
 import { eventHint } from "./event-hint.js";
 

@@ -1,7 +1,7 @@
 import { accessSync, constants } from "node:fs";
 import { z } from "zod";
-import { parseServiceRef } from "../core/k8s-names.js";
-import { optionSpecs, parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
+import { parseServiceRef } from "../core/kubernetes/k8s-names.js";
+import { optionSpecs, parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/settings/options.js";
 import {
   bool,
   envName,
@@ -13,11 +13,16 @@ import {
   type SettingSpecs,
   settingsSchema,
   wholeNumber,
-} from "../core/settings.js";
-import { type StoreSettings, storeRetainSpec, storeSettingSpecs, storeSettings } from "../core/store-settings.js";
-import type { RolloutSettings } from "../core/rollout.js";
-import { DEFAULT_THRESHOLDS } from "../core/rollout-gate.js";
-import { waveSpecsSchema } from "../core/rollout-waves.js";
+} from "../core/settings/settings.js";
+import {
+  type StoreSettings,
+  storeRetainSpec,
+  storeSettingSpecs,
+  storeSettings,
+} from "../core/settings/store-settings.js";
+import type { RolloutSettings } from "../core/rollout/rollout.js";
+import { DEFAULT_THRESHOLDS } from "../core/rollout/gate.js";
+import { waveSpecsSchema } from "../core/rollout/waves.js";
 import { mergeSettingSources } from "../adapters/setting-sources.js";
 import type { DigestSetting } from "./agent-reports.js";
 

@@ -25,7 +25,7 @@ import {
   type WriteOutcome,
 } from "../adapters/gateway-status.js";
 import { nodeStatusSchema } from "../agent/status-report.js";
-import { compareConfigKeys } from "../core/config-key.js";
+import { compareConfigKeys } from "../core/publish/config-key.js";
 import { type FleetRuns, programmingInput, withProgrammed } from "../core/gateway/programmed.js";
 import type { GatewayObjects } from "../core/gateway/schemas.js";
 import { CONTROLLER_NAME, type GatewayStatus } from "../core/gateway/status.js";

@@ -1,6 +1,6 @@
 /*
  * A warm instance's head start: the objects the events named, read again from the API server and
- * laid over its last list (core/live-view.ts, core/snapshot-overlay.ts), rendered and published,
+ * laid over its last list (core/kubernetes/live-view.ts, core/kubernetes/snapshot-overlay.ts), rendered and published,
  * so that a change reaches the agents without waiting for a list of the whole cluster. The full
  * pass follows in the same delivery whatever happened here (app/pass-queue.ts): it is what makes
  * the pass level-triggered.
@@ -8,9 +8,9 @@
 
 import type { ObjectRef } from "../adapters/cluster.js";
 import type { PublishResult } from "../adapters/store.js";
-import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../core/k8s-names.js";
-import { msSince } from "../core/milliseconds.js";
-import { holdPendingServices, serviceKey } from "../core/pending-services.js";
+import { DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../core/kubernetes/k8s-names.js";
+import { msSince } from "../core/render/milliseconds.js";
+import { holdPendingServices, serviceKey } from "../core/kubernetes/pending-services.js";
 import type { EventObject } from "./cloudevents.js";
 import type { NotifyCounts, RunTag } from "./pass-steps.js";
 import { type Instance, runDeadline, type WarmState } from "./warm-instance.js";
@@ -47,7 +47,7 @@ export const HEAD_START_READ_TIMEOUT_MS = 2000;
 /**
  * A head start. It never fails the event's delivery: whatever goes wrong here, the full pass that
  * follows decides. It publishes at the view's revision, that of the newest object read
- * (core/snapshot-overlay.ts), and only over the newest config this instance last saw: never over
+ * (core/kubernetes/snapshot-overlay.ts), and only over the newest config this instance last saw: never over
  * another instance's publish, and a list taken before the change it read cannot publish over it.
  */
 export async function runHeadStart(at: Instance, state: WarmState, refs: readonly ObjectRef[]): Promise<HeadStart> {

@@ -4,10 +4,10 @@
  * as the functions. Each returns the exit code; output goes to stdout.
  */
 
-import { OptionsError } from "../core/settings.js";
-import { unifiedDiff } from "../core/line-diff.js";
+import { OptionsError } from "../core/settings/settings.js";
+import { unifiedDiff } from "../core/publish/line-diff.js";
 import type { ConfigHead, HistoryEntry, ObjectStore } from "../adapters/store.js";
-import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/settings-record.js";
+import { diffSettings, type SettingsChange, type SettingsRecord } from "../core/settings/settings-record.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
 import { openStore } from "../adapters/open-store.js";
@@ -17,7 +17,7 @@ import { errorMessage } from "../core/error-message.js";
 export interface DescribedEntry extends HistoryEntry {
   producer: string | null;
   settingsDigest: string | null;
-  /** The key is not trusted (core/key-trust.ts) or its object does not verify: publishers and agents skip it. */
+  /** The key is not trusted (core/publish/key-trust.ts) or its object does not verify: publishers and agents skip it. */
   problem: string | null;
   pinned: boolean;
 }

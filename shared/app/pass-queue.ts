@@ -116,7 +116,7 @@ export class Settled<I, R> {
   }
 }
 
-/** Which full pass an event asks for: a resync holds nothing back (core/pending-services.ts). */
+/** Which full pass an event asks for: a resync holds nothing back (core/kubernetes/pending-services.ts). */
 interface PassInput {
   trigger: Trigger;
   verdict: Verdict;

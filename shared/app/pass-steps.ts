@@ -8,9 +8,9 @@
 import type { ObjectRef } from "../adapters/cluster.js";
 import type { NotifyPayload, NotifyReport } from "../adapters/notifier.js";
 import type { PublishInput, PublishResult } from "../adapters/store.js";
-import type { RenderResult } from "../core/pipeline.js";
-import type { FreshReads } from "../core/snapshot-overlay.js";
-import type { Snapshot } from "../core/snapshot.js";
+import type { RenderResult } from "../core/render/pipeline.js";
+import type { FreshReads } from "../core/kubernetes/snapshot-overlay.js";
+import type { Snapshot } from "../core/kubernetes/snapshot.js";
 
 /** `endpointKind`: which API the endpoints came from (v1 Endpoints on clusters without EndpointSlices). */
 export type LiveSnapshot = Snapshot & { listWarnings: string[]; endpointKind?: "EndpointSlice" | "Endpoints" };

@@ -11,7 +11,7 @@
  */
 
 import type { StageTrace } from "../adapters/stage-trace.js";
-import { readRevision } from "../core/snapshot-overlay.js";
+import { readRevision } from "../core/kubernetes/snapshot-overlay.js";
 import { classifyEvent, type ScopeOptions } from "./cloudevents.js";
 import type { PassSteps, RunTag } from "./pass-steps.js";
 import type { FunctionSettings } from "./function-options.js";

@@ -8,11 +8,11 @@
 import { ClusterError } from "../adapters/cluster-error.js";
 import type { Logger } from "../adapters/log.js";
 import { type PublishResult, type SkippedKey, StoreError } from "../adapters/store.js";
-import { digestKind } from "../core/config-digest.js";
+import { digestKind } from "../core/publish/config-digest.js";
 import { DeadlineError } from "../core/deadline.js";
-import { msSince } from "../core/milliseconds.js";
-import { holdPendingServices, serviceKey } from "../core/pending-services.js";
-import type { RenderResult } from "../core/pipeline.js";
+import { msSince } from "../core/render/milliseconds.js";
+import { holdPendingServices, serviceKey } from "../core/kubernetes/pending-services.js";
+import type { RenderResult } from "../core/render/pipeline.js";
 import type { Verdict } from "./cloudevents.js";
 import type { HeadStart } from "./head-start.js";
 import type { Stage } from "./pass-record.js";
@@ -52,7 +52,7 @@ export interface ReconcileResult {
   newestKey?: string;
   counts?: { services: number; backends: number; servers: number; bytes: number; warnings: number; skipped: number };
   notify?: NotifyCounts;
-  /** Services new to this instance left out until their EndpointSlices arrive (core/pending-services.ts). */
+  /** Services new to this instance left out until their EndpointSlices arrive (core/kubernetes/pending-services.ts). */
   held?: string[];
   /** How many old configs this pass deleted (after notifying), when it pruned. */
   pruned?: number;
@@ -208,7 +208,7 @@ async function renderAndPublish(
     ({ snapshot, rendered, held } = await render(at, state, run, state.view.listed(again.ticket, again.listed), tree1));
     published = await publish(at, run, snapshot.revision, rendered, true);
   }
-  // A restore publish never asks for another one (see core/publish-order.ts).
+  // A restore publish never asks for another one (see core/publish/publish-order.ts).
   if (published.status === "regressed")
     throw new Error(
       `publishing a fresh snapshot after a regression reported another regression: ${JSON.stringify(published.regression)}`,

@@ -6,7 +6,7 @@
  * moves the fleet to the newest.
  */
 
-import { OptionsError } from "../core/settings.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { resolveConfigRef, withStore } from "./history-command.js";
 import { errorMessage } from "../core/error-message.js";
 

@@ -7,10 +7,10 @@
  */
 
 import type { CloudEvent } from "@google-cloud/functions-framework";
-import { envName, OptionsError } from "../core/settings.js";
-import { settingsRecord } from "../core/settings-record.js";
-import { LiveView } from "../core/live-view.js";
-import type { FreshReads } from "../core/snapshot-overlay.js";
+import { envName, OptionsError } from "../core/settings/settings.js";
+import { settingsRecord } from "../core/settings/settings-record.js";
+import { LiveView } from "../core/kubernetes/live-view.js";
+import type { FreshReads } from "../core/kubernetes/snapshot-overlay.js";
 import { readClusterRevision, type ObjectRef } from "../adapters/cluster.js";
 import { loadKubeConfig } from "../adapters/kube-config.js";
 import type { Logger } from "../adapters/log.js";

@@ -7,8 +7,13 @@
 
 import { mergeSettingSources } from "../adapters/setting-sources.js";
 import { StoreError, type ObjectStore } from "../adapters/store.js";
-import { parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/options.js";
-import { diffSettings, settingsRecord, type SettingsChange, type SettingsRecord } from "../core/settings-record.js";
+import { parseRenderOptions, pickRenderOptions, type RenderOptions } from "../core/settings/options.js";
+import {
+  diffSettings,
+  settingsRecord,
+  type SettingsChange,
+  type SettingsRecord,
+} from "../core/settings/settings-record.js";
 import { functionSettingSpecs } from "./function-options.js";
 import { templateRecord } from "./render-context.js";
 

@@ -1,5 +1,5 @@
-import { msSince } from "../core/milliseconds.js";
-import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/options.js";
+import { msSince } from "../core/render/milliseconds.js";
+import { optionSpecs, parseRenderOptions, pickRenderOptions } from "../core/settings/options.js";
 import { mergeSettingSources } from "../adapters/setting-sources.js";
 import { readSnapshotFile } from "../adapters/snapshot-file.js";
 import { checkRenderDir, writeRenderDir } from "../adapters/render-dir.js";
@@ -8,7 +8,7 @@ import { clusterSettingSpecs } from "./function-options.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
 /** `servicelb render`: the dry run from a shell. Returns the exit code. */
-/** The reasons --namespace, --target-service and --selector give a Service they leave out (core/scope-report.ts, service-plan.ts). */
+/** The reasons --namespace, --target-service and --selector give a Service they leave out (core/kubernetes/scope-report.ts, service-plan.ts). */
 const SCOPED = /^(outside --namespace |not --target-service |labels do not match --selector)/;
 /** Services the note names; JSON lists them all. */
 const NAMED = 3;

@@ -1,16 +1,16 @@
-import type { BuildInputs } from "../core/build-model.js";
-import { ModelCache } from "../core/model-cache.js";
-import { type BackendLayout, LayoutState } from "../core/backend-layout.js";
-import type { RenderOptions } from "../core/options.js";
-import { renderSnapshot, type RenderResult } from "../core/pipeline.js";
-import { Renderer } from "../core/render.js";
-import type { SettingsRecord } from "../core/settings-record.js";
-import { type ConfigHasher, configHasher, type DigestKind } from "../core/config-digest.js";
-import { sha256 } from "../core/sha256.js";
-import { ParsedItems, type Snapshot } from "../core/snapshot.js";
+import type { BuildInputs } from "../core/model/build-model.js";
+import { ModelCache } from "../core/model/model-cache.js";
+import { type BackendLayout, LayoutState } from "../core/model/backend-layout.js";
+import type { RenderOptions } from "../core/settings/options.js";
+import { renderSnapshot, type RenderResult } from "../core/render/pipeline.js";
+import { Renderer } from "../core/render/render.js";
+import type { SettingsRecord } from "../core/settings/settings-record.js";
+import { type ConfigHasher, configHasher, type DigestKind } from "../core/publish/config-digest.js";
+import { sha256 } from "../core/publish/sha256.js";
+import { ParsedItems, type Snapshot } from "../core/kubernetes/snapshot.js";
 import { readErrorPage } from "../adapters/error-page.js";
 import { loadTemplates } from "../adapters/templates.js";
-import type { TemplateSet } from "../core/render.js";
+import type { TemplateSet } from "../core/render/render.js";
 
 /**
  * Everything a render needs besides the snapshot, loaded once per process: a warm function

@@ -1,6 +1,6 @@
 import type { Request, Response } from "@google-cloud/functions-framework";
-import { SnapshotError, parseSnapshot, type Snapshot } from "../core/snapshot.js";
-import { OptionsError } from "../core/settings.js";
+import { SnapshotError, parseSnapshot, type Snapshot } from "../core/kubernetes/snapshot.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { nodeFiles } from "../core/haproxy-config/pattern-files.js";
 import { ClusterError } from "../adapters/cluster-error.js";
 import { NoKubeconfigError } from "../adapters/kube-config.js";

@@ -4,8 +4,8 @@
  */
 
 import { compareStrings } from "../core/compare.js";
-import type { Warning } from "../core/model.js";
-import type { RenderResult } from "../core/pipeline.js";
+import type { Warning } from "../core/model/model.js";
+import type { RenderResult } from "../core/render/pipeline.js";
 
 type Kind = "object" | "annotation" | "claim" | "other";
 

@@ -8,8 +8,14 @@
  * record it finds at its next pass; `pin` still wins over either.
  */
 
-import { abortRollout, admittedNodes, promoteRollout, type RolloutRecord, type StepResult } from "../core/rollout.js";
-import { OptionsError } from "../core/settings.js";
+import {
+  abortRollout,
+  admittedNodes,
+  promoteRollout,
+  type RolloutRecord,
+  type StepResult,
+} from "../core/rollout/rollout.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { withStore } from "./history-command.js";
 
 export async function runRolloutStatus(flags: Record<string, unknown>): Promise<number> {

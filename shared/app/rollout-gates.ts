@@ -2,7 +2,7 @@
  * The canary rollout's runner (docs/design.md#canary-rollouts): run by the reconcile function on
  * every pass — events and PingSource ticks alike — after the publish and before the pings. It
  * reads rollout.json, the newest config and, while a rollout needs them, the nodes' reports; asks
- * the pure state machine (core/rollout.ts) for the next record; and writes it back when it
+ * the pure state machine (core/rollout/rollout.ts) for the next record; and writes it back when it
  * changed. Nothing is kept between passes but a cache of config texts by key: an instance that
  * replaces another mid-rollout reads the same record and continues.
  */
@@ -10,8 +10,8 @@
 import type { Logger } from "../adapters/log.js";
 import { type ObjectStore, StoreError } from "../adapters/store.js";
 import { nodeStatusSchema } from "../agent/status-report.js";
-import { changeKind } from "../core/change-kind.js";
-import { parseConfigKey } from "../core/config-key.js";
+import { changeKind } from "../core/rollout/change-kind.js";
+import { parseConfigKey } from "../core/publish/config-key.js";
 import { transplantEndpoints } from "../core/haproxy-config/endpoint-transplant.js";
 import {
   initialRecord,
@@ -20,7 +20,7 @@ import {
   type RolloutRecord,
   type RolloutSettings,
   stepRollout,
-} from "../core/rollout.js";
+} from "../core/rollout/rollout.js";
 
 export type RolloutStore = Pick<
   ObjectStore,
@@ -128,7 +128,7 @@ export function createRolloutGates(
         before = await store.getRollout();
       } catch (err) {
         if (!(err instanceof StoreError) || err.transient) throw err;
-        // Which node runs what is unknown: the agents hold (agent/applier.ts), and so does the function.
+        // Which node runs what is unknown: the agents hold (agent/pull-loop.ts), and so does the function.
         log.error(
           { err: err.message },
           "rollout: rollout.json is not a rollout record: every node holds until it is one again",

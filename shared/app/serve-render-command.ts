@@ -12,7 +12,7 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { getTestServer } from "@google-cloud/functions-framework/testing";
-import { OptionsError } from "../core/settings.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { packageRoot } from "../adapters/templates.js";
 import { describePortInUse, portHolder } from "../adapters/port-holder.js";
 import { errorMessage } from "../core/error-message.js";

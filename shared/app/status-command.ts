@@ -18,13 +18,13 @@
 import { type ConfigHead, type PassRecord, type Pin, type SkippedKey, StoreError } from "../adapters/store.js";
 import { openStore } from "../adapters/open-store.js";
 import { compareStrings } from "../core/compare.js";
-import { compareConfigKeys } from "../core/config-key.js";
+import { compareConfigKeys } from "../core/publish/config-key.js";
 import { nodeStatusSchema } from "../agent/status-report.js";
 import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
 import { digestForFleet } from "./agent-reports.js";
-import { type DigestKind, digestKind } from "../core/config-digest.js";
-import { admittedNodes, type RolloutRecord, rolloutTarget } from "../core/rollout.js";
+import { type DigestKind, digestKind } from "../core/publish/config-digest.js";
+import { admittedNodes, type RolloutRecord, rolloutTarget } from "../core/rollout/rollout.js";
 
 export interface NodeRow {
   node: string;

@@ -6,10 +6,10 @@
 
 import type { Logger } from "../adapters/log.js";
 import type { ConfigRef, ObjectStore } from "../adapters/store.js";
-import type { LiveView } from "../core/live-view.js";
-import type { SettingsRecord } from "../core/settings-record.js";
+import type { LiveView } from "../core/kubernetes/live-view.js";
+import type { SettingsRecord } from "../core/settings/settings-record.js";
 import { DeadlineError, raceAbort } from "../core/deadline.js";
-import { envName } from "../core/settings.js";
+import { envName } from "../core/settings/settings.js";
 import type { GatewayStatusUpdater } from "./gateway-status.js";
 import type { RolloutGates } from "./rollout-gates.js";
 import type { AgentReports } from "./agent-reports.js";
@@ -49,7 +49,7 @@ export interface Instance {
  * again once it has one.
  */
 export interface WarmState {
-  /** The last full list, with the objects head starts read since (core/live-view.ts). */
+  /** The last full list, with the objects head starts read since (core/kubernetes/live-view.ts). */
   readonly view: LiveView<LiveSnapshot>;
   /**
    * The Services the last render rendered; undefined on a cold instance, which holds nothing back

@@ -1,5 +1,5 @@
 import { watch, type FSWatcher, readFileSync } from "node:fs";
-import { parseSnapshotText } from "../core/snapshot.js";
+import { parseSnapshotText } from "../core/kubernetes/snapshot.js";
 import type { Logger } from "../adapters/log.js";
 import type { Kind, KubeApiEmulator, KubeObject } from "./kube-api-emulator.js";
 import { DemoBackends } from "./demo-backends.js";

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { type ClusterEvent, watchCluster } from "./cluster-watch.js";
 import type { Logger } from "../adapters/log.js";
-import { PING_EVENT_TYPE } from "../core/event-types.js";
+import { PING_EVENT_TYPE } from "../core/kubernetes/event-types.js";
 import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 
 const VERB: Record<ClusterEvent["type"], string> = { ADDED: "add", MODIFIED: "update", DELETED: "delete" };

@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/label-selector.js";
+import { matchesSelector, parseLabelSelector, type LabelSelector } from "../core/kubernetes/label-selector.js";
 import { BodyTooLargeError, readBody } from "../adapters/request-body.js";
 import type { StageTrace } from "../adapters/stage-trace.js";
 import { errorMessage } from "../core/error-message.js";

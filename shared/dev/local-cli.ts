@@ -5,7 +5,7 @@
 
 import { Command, CommanderError, Option } from "commander";
 import { packageVersion } from "../adapters/package-version.js";
-import { OptionsError } from "../core/settings.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { type LocalWiring, localSettings, runLocal } from "./local-command.js";
 import { errorMessage } from "../core/error-message.js";
 

@@ -1,4 +1,4 @@
-import { OptionsError } from "../core/settings.js";
+import { OptionsError } from "../core/settings/settings.js";
 import { consoleFormat, createConsole, type LogFormat } from "./console-log.js";
 import { startLocalStack, type LocalStackOptions } from "./stack.js";
 

@@ -5,9 +5,9 @@
  * once the file is edited).
  */
 import { readSnapshotFile } from "../adapters/snapshot-file.js";
-import { buildModel } from "../core/build-model.js";
-import type { HttpRoute } from "../core/model.js";
-import { parseRenderOptions } from "../core/options.js";
+import { buildModel } from "../core/model/build-model.js";
+import type { HttpRoute } from "../core/model/model.js";
+import { parseRenderOptions } from "../core/settings/options.js";
 
 type Routed<K extends HttpRoute["match"]["kind"]> = HttpRoute & { match: Extract<HttpRoute["match"], { kind: K }> };
 

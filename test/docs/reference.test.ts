@@ -3,10 +3,10 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { agentOptionSpecs } from "../../shared/agent/options.js";
 import { clusterSettingSpecs, functionSettingSpecs } from "../../shared/app/function-options.js";
-import { ANNOTATION_PREFIX, ANNOTATIONS } from "../../shared/core/annotations.js";
-import { SETTING_ANNOTATIONS } from "../../shared/core/backend-settings.js";
-import { optionSpecs } from "../../shared/core/options.js";
-import { envName, flagName, type SettingSpecs } from "../../shared/core/settings.js";
+import { ANNOTATION_PREFIX, ANNOTATIONS } from "../../shared/core/model/annotations.js";
+import { SETTING_ANNOTATIONS } from "../../shared/core/model/backend-settings.js";
+import { optionSpecs } from "../../shared/core/settings/options.js";
+import { envName, flagName, type SettingSpecs } from "../../shared/core/settings/settings.js";
 import { codeSpans, section, tableRows } from "../support/markdown.js";
 import { REPO } from "../support/infra-manifests.js";
 

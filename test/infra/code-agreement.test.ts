@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { agentOptionSpecs, parseAgentOptions, stateFilePath } from "../../shared/agent/options.js";
 import { classifyEvent } from "../../shared/app/cloudevents.js";
 import { FUNCTION_SETTING_KEYS, loadFunctionSettings, requireStore } from "../../shared/app/function-options.js";
-import { envName } from "../../shared/core/settings.js";
+import { envName } from "../../shared/core/settings/settings.js";
 import {
   awsCredentialEnvNames,
   envNamesInSources,

@@ -9,9 +9,9 @@ import { loadTemplates } from "../../shared/adapters/templates.js";
 import { parseFamilies } from "../../shared/agent/haproxy-metrics.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { exporterOf } from "../../shared/core/haproxy-config/exporter.js";
-import { renderSnapshot } from "../../shared/core/pipeline.js";
-import { Renderer } from "../../shared/core/render.js";
-import { parseSnapshot } from "../../shared/core/snapshot.js";
+import { renderSnapshot } from "../../shared/core/render/pipeline.js";
+import { Renderer } from "../../shared/core/render/render.js";
+import { parseSnapshot } from "../../shared/core/kubernetes/snapshot.js";
 import { findObject, REPO, type K8sObject } from "../support/infra-manifests.js";
 import { containerOf, PodView } from "../support/infra-pods.js";
 

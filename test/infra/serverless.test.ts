@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { classifyEvent } from "../../shared/app/cloudevents.js";
 import { FUNCTION_SETTING_KEYS, loadFunctionSettings, requireStore } from "../../shared/app/function-options.js";
-import { envName } from "../../shared/core/settings.js";
+import { envName } from "../../shared/core/settings/settings.js";
 import { awsCredentialEnvNames, envNamesInSources, functionsFrameworkEnvNames } from "../support/infra-code.js";
 import { runCommand } from "../support/infra-dockerfile.js";
 import { REPO } from "../support/infra-manifests.js";

@@ -6,8 +6,13 @@ import { describe, expect, it } from "vitest";
 import { roomForFleet } from "../../shared/app/agent-reports.js";
 import type { Agent } from "../../shared/agent/agent.js";
 import { RenderContext } from "../../shared/app/render-context.js";
-import { configDescriptors, descriptorsNeeded, haproxyReserve, haproxyThreads } from "../../shared/core/descriptors.js";
-import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import {
+  configDescriptors,
+  descriptorsNeeded,
+  haproxyReserve,
+  haproxyThreads,
+} from "../../shared/core/model/descriptors.js";
+import { snapshotFromDocuments } from "../../shared/core/kubernetes/snapshot.js";
 import { A, agentWorld, B, C, count, type Node } from "../support/agent.js";
 import { list, service, slice, wideService } from "../support/fixtures.js";
 import { loopbackOptions, writePatternFiles } from "../support/haproxy.js";

@@ -1,6 +1,6 @@
 import { Agent as HttpAgent } from "node:http";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { assignSlots } from "../../shared/core/slots.js";
+import { assignSlots } from "../../shared/core/model/slots.js";
 import { echoPods, httpGet, testNode, web, type Echo, type Node } from "../support/agent.js";
 import { requireHaproxy } from "../support/haproxy.js";
 import { waitFor } from "../support/net.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import { runtimeCommand } from "../../shared/adapters/haproxy/runtime.js";
-import { SETTING_ANNOTATIONS } from "../../shared/core/backend-settings.js";
+import { SETTING_ANNOTATIONS } from "../../shared/core/model/backend-settings.js";
 import { A, agentWorld, count } from "../support/agent.js";
 import { service, slice } from "../support/fixtures.js";
 import { waitFor } from "../support/net.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
-import { SETTING_ANNOTATIONS } from "../../shared/core/backend-settings.js";
+import { SETTING_ANNOTATIONS } from "../../shared/core/model/backend-settings.js";
 import { A, agentWorld, B, C, count, type Node } from "../support/agent.js";
 import { service, slice } from "../support/fixtures.js";
 import type { Agent } from "../../shared/agent/agent.js";

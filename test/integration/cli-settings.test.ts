@@ -3,9 +3,9 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { agentOptionSpecs } from "../../shared/agent/options.js";
 import { clusterSettingSpecs, notifySettingSpecs } from "../../shared/app/function-options.js";
-import { optionSpecs } from "../../shared/core/options.js";
-import { flagName, flagSyntax, type SettingSpecs } from "../../shared/core/settings.js";
-import { storeRetainSpec, storeSettingSpecs } from "../../shared/core/store-settings.js";
+import { optionSpecs } from "../../shared/core/settings/options.js";
+import { flagName, flagSyntax, type SettingSpecs } from "../../shared/core/settings/settings.js";
+import { storeRetainSpec, storeSettingSpecs } from "../../shared/core/settings/store-settings.js";
 
 const root = join(import.meta.dirname, "..", "..");
 

@@ -16,7 +16,7 @@ import {
   showServersState,
   showStat,
 } from "../../shared/adapters/haproxy/runtime.js";
-import type { RuntimeCommand } from "../../shared/core/runtime-plan.js";
+import type { RuntimeCommand } from "../../shared/core/haproxy-config/runtime-plan.js";
 import { echoBackend, freePort, httpGet, waitFor, type EchoBackend } from "../support/net.js";
 
 let dir: string;

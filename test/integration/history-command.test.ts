@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { OptionsError } from "../../shared/core/settings.js";
+import { OptionsError } from "../../shared/core/settings/settings.js";
 import { createObjectStore, type HistoryEntry, type ObjectStore } from "../../shared/adapters/store.js";
 import { resolveConfigRef, runDiff, runHistory } from "../../shared/app/history-command.js";
 import { runReconcileOnce } from "../../shared/app/reconcile-command.js";

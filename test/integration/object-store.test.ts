@@ -7,8 +7,8 @@ import {
   type ObjectStore,
   type ObjectStoreOptions,
 } from "../../shared/adapters/store.js";
-import { parseStoreUrl } from "../../shared/core/store-url.js";
-import { configDigest } from "../../shared/core/config-digest.js";
+import { parseStoreUrl } from "../../shared/core/publish/store-url.js";
+import { configDigest } from "../../shared/core/publish/config-digest.js";
 import { dripProxy } from "../support/drip.js";
 import { deadEndpoint, hangingEndpoint, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 

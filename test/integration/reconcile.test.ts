@@ -24,7 +24,7 @@ import {
 } from "../../shared/app/reconcile.js";
 import type { StageTrace } from "../../shared/adapters/stage-trace.js";
 import { RenderContext } from "../../shared/app/render-context.js";
-import { configDescriptors } from "../../shared/core/descriptors.js";
+import { configDescriptors } from "../../shared/core/model/descriptors.js";
 import type { KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { loadKubeConfig } from "../../shared/adapters/kube-config.js";
 import { startEventBridge } from "../../shared/dev/event-bridge.js";

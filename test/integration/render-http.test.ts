@@ -11,7 +11,7 @@ import { createLogger } from "../../shared/adapters/log.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { createRenderHandler } from "../../shared/app/render-http.js";
 import { RenderContext } from "../../shared/app/render-context.js";
-import { parseSnapshot } from "../../shared/core/snapshot.js";
+import { parseSnapshot } from "../../shared/core/kubernetes/snapshot.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { service, slice } from "../support/fixtures.js";
 import { requireHaproxy } from "../support/haproxy.js";

@@ -1,10 +1,10 @@
 import { request as httpsRequest } from "node:https";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { parseRenderOptions } from "../../shared/core/options.js";
-import { renderSnapshot } from "../../shared/core/pipeline.js";
-import { Renderer } from "../../shared/core/render.js";
-import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { parseRenderOptions } from "../../shared/core/settings/options.js";
+import { renderSnapshot } from "../../shared/core/render/pipeline.js";
+import { Renderer } from "../../shared/core/render/render.js";
+import { snapshotFromDocuments } from "../../shared/core/kubernetes/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
 import { loopbackOptions, requireHaproxy, runHaproxy } from "../support/haproxy.js";

@@ -2,12 +2,12 @@ import { connect } from "node:net";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseRenderOptions } from "../../shared/core/options.js";
+import { parseRenderOptions } from "../../shared/core/settings/options.js";
 import { splitConfig } from "../../shared/core/haproxy-config/pattern-files.js";
-import { renderSnapshot } from "../../shared/core/pipeline.js";
-import { Renderer } from "../../shared/core/render.js";
+import { renderSnapshot } from "../../shared/core/render/pipeline.js";
+import { Renderer } from "../../shared/core/render/render.js";
 import { PATHS_MAP } from "../../shared/core/haproxy-config/route-maps.js";
-import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { snapshotFromDocuments } from "../../shared/core/kubernetes/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";
 import {

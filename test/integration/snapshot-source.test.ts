@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
-import { ParsedItems } from "../../shared/core/snapshot.js";
+import { ParsedItems } from "../../shared/core/kubernetes/snapshot.js";
 import { KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 
 /** Every namespace, every label. */

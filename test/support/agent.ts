@@ -9,14 +9,14 @@ import { createObjectStore, type ObjectStore, type PublishResult } from "../../s
 import { startAgent, type Agent, type AgentDeps } from "../../shared/agent/agent.js";
 import { parseAgentOptions, type AgentOptions } from "../../shared/agent/options.js";
 import { RenderContext } from "../../shared/app/render-context.js";
-import { parseConfigKey } from "../../shared/core/config-key.js";
-import { snapshotFromDocuments } from "../../shared/core/snapshot.js";
+import { parseConfigKey } from "../../shared/core/publish/config-key.js";
+import { snapshotFromDocuments } from "../../shared/core/kubernetes/snapshot.js";
 import { list, service, slice } from "./fixtures.js";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { loopbackOptions, requireHaproxy, type LoopbackSetup } from "./haproxy.js";
 import { waitFor } from "./net.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "./s3.js";
-import type { DigestKind } from "../../shared/core/config-digest.js";
+import type { DigestKind } from "../../shared/core/publish/config-digest.js";
 
 /** Agent tests: one node's world in a temp dir — its store prefix, sockets, config path and token. */
 

@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { parseRenderOptions, type RenderOptions, type RenderOptionsInput } from "../../shared/core/options.js";
+import { parseRenderOptions, type RenderOptions, type RenderOptionsInput } from "../../shared/core/settings/options.js";
 import { patternFileText, splitConfig } from "../../shared/core/haproxy-config/pattern-files.js";
 import { freePort } from "./net.js";
 

@@ -1,5 +1,5 @@
 import { Agent as HttpAgent } from "node:http";
-import { assignSlots } from "../../shared/core/slots.js";
+import { assignSlots } from "../../shared/core/model/slots.js";
 import { httpGet } from "./agent.js";
 
 /**

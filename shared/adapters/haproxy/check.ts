@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { parseTimeoutMs } from "../../core/parse-time.js";
+import { parseTimeoutMs } from "../../core/render/parse-time.js";
 import { patternFileText, splitConfig } from "../../core/haproxy-config/pattern-files.js";
 
 export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
-import { parseTimeoutMs } from "../../core/parse-time.js";
+import { parseTimeoutMs } from "../../core/render/parse-time.js";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
 import { decideRestart, DEFAULT_RESTART_POLICY, type RestartHistory } from "./restart-policy.js";
@@ -190,7 +190,7 @@ export class HaproxyProcess {
     return { restarts: this.restarts, lastRestart: this.lastRestart, pendingRestart: this.pendingRestart };
   }
 
-  /** A wait for HAProxy to parse the config file: the setting, or longer for a large file (core/parse-time.ts). */
+  /** A wait for HAProxy to parse the config file: the setting, or longer for a large file (core/render/parse-time.ts). */
   private parseWait(settingMs: number): number {
     try {
       return parseTimeoutMs(statSync(this.options.configPath).size, settingMs);

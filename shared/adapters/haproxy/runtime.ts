@@ -6,7 +6,7 @@ import {
   patternFileKind,
   patternLineError,
 } from "../../core/haproxy-config/pattern-files.js";
-import { commandText, type RuntimeCommand, runtimeLines } from "../../core/runtime-plan.js";
+import { commandText, type RuntimeCommand, runtimeLines } from "../../core/haproxy-config/runtime-plan.js";
 import { cliBatch, cliCommand, cliExchange, type CliOptions } from "./cli.js";
 import { errorMessage } from "../../core/error-message.js";
 
@@ -100,7 +100,7 @@ export interface RuntimeCommandOptions extends CliOptions {
 }
 
 /**
- * Planned slot commands (core/runtime-plan.ts) in their order, on the lines runtimeLines makes of
+ * Planned slot commands (core/haproxy-config/runtime-plan.ts) in their order, on the lines runtimeLines makes of
  * them (at most COMMANDS_PER_CONNECTION to a connection): one round trip per line, not one per
  * command. A line's commands run one after another in one pass of the CLI. The CLI does not stop
  * at a refused command, so every answer is read, and the next line goes only when all of them

@@ -1,13 +1,13 @@
 /*
- * The one hook of the Gateway API into a render (core/pipeline.ts): the model with the resolved
+ * The one hook of the Gateway API into a render (core/render/pipeline.ts): the model with the resolved
  * routing and its warnings, or the very model it was given when the snapshot holds no Gateway
  * API objects, so that such renders stay byte for byte what they were.
  */
 
-import { matchesSelector } from "../label-selector.js";
-import type { Model } from "../model.js";
+import { matchesSelector } from "../kubernetes/label-selector.js";
+import type { Model } from "../model/model.js";
 import { type GatewayPorts, resolveGateway } from "./resolve.js";
-import type { Snapshot } from "../snapshot.js";
+import type { Snapshot } from "../kubernetes/snapshot.js";
 
 /** The ports the config binds for something else than Gateway listeners. */
 export function gatewayPorts(model: Model): GatewayPorts {

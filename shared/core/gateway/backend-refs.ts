@@ -5,9 +5,9 @@
  * the traffic, answered 500, and gives the route's ResolvedRefs condition its reason.
  */
 
-import { EndpointIndex } from "../endpoints.js";
-import { MAX_PORT_ENDPOINTS } from "../service-caps.js";
-import type { Service, Snapshot } from "../snapshot.js";
+import { EndpointIndex } from "../kubernetes/endpoints.js";
+import { MAX_PORT_ENDPOINTS } from "../model/service-caps.js";
+import type { Service, Snapshot } from "../kubernetes/snapshot.js";
 import { GATEWAY_GROUP, type HTTPBackendRef, type HTTPRoute, type ReferenceGrant } from "./schemas.js";
 import type { GatewayBackend } from "./routing.js";
 

@@ -5,7 +5,7 @@
  * more specific of the pair.
  */
 
-import type { HostMatch } from "../host-match.js";
+import type { HostMatch } from "../model/host-match.js";
 
 /** A hostname as written (`*.example.com`, `api.example.com`), lower-cased. */
 export function hostMatchOf(hostname: string): HostMatch {

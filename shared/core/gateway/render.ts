@@ -10,8 +10,8 @@
  * `use_backend`), so that `haproxy -c` has nothing to warn about.
  */
 
-import { haproxyQuote } from "../haproxy-quote.js";
-import { slotName } from "../slots.js";
+import { haproxyQuote } from "../render/haproxy-quote.js";
+import { slotName } from "../model/slots.js";
 import type { GatewayFrontend, GatewayRouting, HeaderEdits, MatchEntry, ResolvedRule } from "./routing.js";
 
 /** The backends that answer a rule's invalid share, and an unmatched request on a Gateway's own port. */

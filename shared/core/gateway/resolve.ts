@@ -9,7 +9,7 @@
  * is --http-port is the HTTP frontend itself, where Gateway routes come before the Services' own.
  */
 
-import type { Service, Snapshot } from "../snapshot.js";
+import type { Service, Snapshot } from "../kubernetes/snapshot.js";
 import { backendShareProblems, BackendResolver, type RefProblem } from "./backend-refs.js";
 import { effectiveHostnames } from "./hostnames.js";
 import { comparePrecedence } from "./precedence.js";
@@ -25,7 +25,7 @@ import {
   type RouteParentStatus,
 } from "./status.js";
 import { compareStrings } from "../compare.js";
-import { entryOf } from "../map-entry.js";
+import { entryOf } from "../render/map-entry.js";
 
 export interface GatewayPorts {
   /** --http-port: a listener there shares the HTTP frontend. */

@@ -5,7 +5,7 @@
  * every value a client or a route author chose.
  */
 
-import type { HostMatch } from "../host-match.js";
+import type { HostMatch } from "../model/host-match.js";
 import type { GatewayStatus } from "./status.js";
 
 export type PathMatch = { type: "Exact" | "PathPrefix"; value: string };

@@ -8,8 +8,8 @@
  */
 
 import { z } from "zod";
-import { rfc3339Problem } from "../k8s-validation.js";
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../k8s-names.js";
+import { rfc3339Problem } from "../kubernetes/k8s-validation.js";
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../kubernetes/k8s-names.js";
 
 /** The API group of every kind here. */
 export const GATEWAY_GROUP = "gateway.networking.k8s.io";

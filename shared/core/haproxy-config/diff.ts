@@ -7,7 +7,7 @@
  * It relies on the exact server line our templates produce, inside `backend` sections
  * (server-line.ts). Anything it does not recognise must be byte-identical, so an unexpected shape can only
  * cost a reload, never a wrong runtime change. The one kind of line that may be new: server
- * lines appended to a backend's servers (a backend that grew, core/slots.ts), when HAProxy 2.6
+ * lines appended to a backend's servers (a backend that grew, core/model/slots.ts), when HAProxy 2.6
  * can add them at runtime — a dynamic algorithm, no cookie, and `default-server` parameters that
  * `add server` takes (it does not read `default-server`, so the agent passes them itself).
  */
@@ -56,7 +56,7 @@ function spareOf(line: string): SpareSlot | undefined {
 }
 
 /**
- * `default-server` keywords our templates write (core/render.ts serverParams) that HAProxy 2.6's
+ * `default-server` keywords our templates write (core/render/render.ts serverParams) that HAProxy 2.6's
  * `add server` accepts with their values. `check` is not among them: a checked server holds a
  * descriptor, which only the agent's check stage counts.
  */

@@ -8,7 +8,7 @@
  * same names in the same order, with the same parameters), the stable config's server lines are
  * replaced by the newest's. Everything else stays the stable config's byte for byte, so the track
  * differs from the stable config only in what the agent applies through the runtime API
- * (core/change-kind.ts calls it an endpoint change). A backend whose slots the structural change
+ * (core/rollout/change-kind.ts calls it an endpoint change). A backend whose slots the structural change
  * reshaped keeps the stable config's endpoints.
  */
 

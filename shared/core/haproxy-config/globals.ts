@@ -1,7 +1,7 @@
 /*
  * Settings of a config's global sections the agent and the publisher read: where the runtime API
  * socket and the server-state file are (parse.ts), and what counts descriptors
- * (core/descriptors.ts). Our templates put one directive per line, indented four spaces; anything
+ * (core/model/descriptors.ts). Our templates put one directive per line, indented four spaces; anything
  * else is simply not found (and costs a reload, never a wrong action). Paths are as written: a
  * relative one means the same file to HAProxy and to the agent, which run in one working
  * directory.

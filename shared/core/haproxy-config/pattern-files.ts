@@ -24,7 +24,7 @@
 import { compareStrings } from "../compare.js";
 import { isRouteMapPath, parseMapLine, ROUTE_MAP_DIR } from "./route-maps.js";
 import { parseServiceMapLine, SERVICE_MAP } from "./service-map.js";
-import { MAX_SOURCE_RANGES, parseSource } from "../source-ranges.js";
+import { MAX_SOURCE_RANGES, parseSource } from "../model/source-ranges.js";
 
 export const PATTERN_SECTION =
   '# servicelb pattern files: the agent writes each "#>" file beside this one with its "#|" lines; HAProxy reads them with -f.';

@@ -19,7 +19,7 @@
  */
 
 import { compareStrings } from "../compare.js";
-import type { HttpRoute } from "../model.js";
+import type { HttpRoute } from "../model/model.js";
 
 export const ROUTE_MAP_DIR = "maps";
 export const HOSTS_MAP = `${ROUTE_MAP_DIR}/http.hosts.map`;

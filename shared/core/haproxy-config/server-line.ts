@@ -1,6 +1,6 @@
 /*
  * The lines of a backend section the agent reads and changes: the section headers and the server
- * lines our templates write (templates/server.liquid, placed by core/render.ts):
+ * lines our templates write (templates/server.liquid, placed by core/render/render.ts):
  *
  *   backend <name>[ from <defaults>]
  *       server <slot> <ipv4>|[<ipv6>]:<port>[ disabled][ <params>]
@@ -13,7 +13,7 @@
 /** Placeholder address of a free server slot; it is `disabled`, so HAProxy never sends to it. */
 export const FREE_SLOT_ADDRESS = "127.0.0.1:1";
 
-/** Where a backend section starts: the tree digest (core/tree-digest.ts) cuts a config before each. */
+/** Where a backend section starts: the tree digest (core/publish/tree-digest.ts) cuts a config before each. */
 export const BACKEND_CUT = "\nbackend ";
 
 /** What a server line says of its slot. */

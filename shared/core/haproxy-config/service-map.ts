@@ -12,7 +12,7 @@
  * Pure; every line is checked against its grammar both ways.
  */
 
-import type { Backend, ServicePortRef } from "../model.js";
+import type { Backend, ServicePortRef } from "../model/model.js";
 import { ROUTE_MAP_DIR } from "./route-maps.js";
 
 export const SERVICE_MAP = `${ROUTE_MAP_DIR}/backends.map`;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { CHANGES, changed, renderConfig } from "../../../bench/config-changes.js";
 import { createMemoryBlobStore } from "../../../shared/adapters/memory-blob-store.js";
 import { createStore, StoreError } from "../../../shared/adapters/store.js";
-import { chunkEnds, chunksOf } from "../../../shared/core/content-chunks.js";
+import { chunkEnds, chunksOf } from "../../../shared/core/publish/content-chunks.js";
 
 // Configs published in chunks (issue 30 §1), on the in-memory blob store: what a change costs an
 // agent that runs the config before, and that every way a chunk can be wrong fails the pull with

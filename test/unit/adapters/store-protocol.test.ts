@@ -3,9 +3,9 @@ import { DeleteObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObject
 import { afterEach, describe, expect, it } from "vitest";
 import { createMemoryBlobStore, type MemoryBlobStore } from "../../../shared/adapters/memory-blob-store.js";
 import { createStore, StoreError, type ObjectStore } from "../../../shared/adapters/store.js";
-import { type BackendLayout, layoutDigest } from "../../../shared/core/backend-layout.js";
-import { configDigest, digestHex } from "../../../shared/core/config-digest.js";
-import { treeDigest } from "../../../shared/core/tree-digest.js";
+import { type BackendLayout, layoutDigest } from "../../../shared/core/model/backend-layout.js";
+import { configDigest, digestHex } from "../../../shared/core/publish/config-digest.js";
+import { treeDigest } from "../../../shared/core/publish/tree-digest.js";
 
 // The publish protocol on the in-memory blob store (shared/adapters/memory-blob-store.ts): what
 // configs, markers and records a publish reads and writes, and how every reader judges them. The

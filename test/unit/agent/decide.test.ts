@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ApplyDecision } from "../../../shared/agent/decide.js";
 import { PATTERN_SECTION, renderPatternSection } from "../../../shared/core/haproxy-config/pattern-files.js";
-import { commandText } from "../../../shared/core/runtime-plan.js";
+import { commandText } from "../../../shared/core/haproxy-config/runtime-plan.js";
 import { decideTexts as decideApply } from "../../support/haproxy-config.js";
 
 // What runs and what arrived in, the agent's way of taking it out: exact runtime API commands,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { notifySchema } from "../../../shared/agent/http-api.js";
-import { formatConfigName } from "../../../shared/core/config-key.js";
-import { sha256 } from "../../../shared/core/sha256.js";
+import { formatConfigName } from "../../../shared/core/publish/config-key.js";
+import { sha256 } from "../../../shared/core/publish/sha256.js";
 
 const sha = sha256("config");
 const key = `lb/configs/${formatConfigName({ epoch: 1, revision: 12345n, seq: 0, shaPrefix: sha.slice(0, 16) })}`;
@@ -13,7 +13,7 @@ describe("the body of POST /notify", () => {
       sha256: sha,
       revision: "12345",
     });
-    // A config published by its tree digest (core/config-digest.ts).
+    // A config published by its tree digest (core/publish/config-digest.ts).
     expect(notifySchema.parse({ key, sha256: `tree1:${sha}`, revision: "12345" }).sha256).toBe(`tree1:${sha}`);
   });
 

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../../../shared/adapters/log.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
 import { NodeState } from "../../../shared/agent/node-state.js";
-import { configDigest, DIGEST_KINDS } from "../../../shared/core/config-digest.js";
+import { configDigest, DIGEST_KINDS } from "../../../shared/core/publish/config-digest.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -44,7 +44,7 @@ describe("a restarted agent's node state", () => {
 });
 
 describe("the node state's transitions", () => {
-  /** A store key in publish order (core/config-key.ts). */
+  /** A store key in publish order (core/publish/config-key.ts). */
   const key = (n: number) => `configs/${String(n).padStart(20, "0")}-${"0".repeat(16)}.cfg`;
   const applied = (text: string, n: number) => ({
     key: key(n),

@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
-import { OptionsError } from "../../../shared/core/settings.js";
+import { OptionsError } from "../../../shared/core/settings/settings.js";
 import { agentOptionSpecs, parseAgentOptions, stateFilePath } from "../../../shared/agent/options.js";
 
 const env = { SERVICELB_STORE: "s3://configs/prod", SERVICELB_NOTIFY_TOKEN: "t" };

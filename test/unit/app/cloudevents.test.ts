@@ -1,6 +1,6 @@
 import { CloudEvent } from "cloudevents";
 import { describe, expect, it } from "vitest";
-import { parseRenderOptions } from "../../../shared/core/options.js";
+import { parseRenderOptions } from "../../../shared/core/settings/options.js";
 import { classifyEvent, type ScopeOptions } from "../../../shared/app/cloudevents.js";
 import { service, slice } from "../../support/fixtures.js";
 

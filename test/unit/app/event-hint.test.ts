@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { classifyEvent } from "../../../shared/app/cloudevents.js";
 import { eventHint } from "../../../shared/app/event-hint.js";
-import { parseRenderOptions } from "../../../shared/core/options.js";
+import { parseRenderOptions } from "../../../shared/core/settings/options.js";
 import { service, slice } from "../../support/fixtures.js";
 
 const ALL = parseRenderOptions({});

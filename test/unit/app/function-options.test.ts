@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { OptionsError } from "../../../shared/core/settings.js";
+import { OptionsError } from "../../../shared/core/settings/settings.js";
 import { loadFunctionSettings, requireStore } from "../../../shared/app/function-options.js";
 
 const dir = mkdtempSync(join(tmpdir(), "servicelb-settings-"));

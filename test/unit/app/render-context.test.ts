@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { RenderContext } from "../../../shared/app/render-context.js";
 import { PATTERN_SECTION } from "../../../shared/core/haproxy-config/pattern-files.js";
-import { parseRenderOptions } from "../../../shared/core/options.js";
-import { parseSnapshot } from "../../../shared/core/snapshot.js";
+import { parseRenderOptions } from "../../../shared/core/settings/options.js";
+import { parseSnapshot } from "../../../shared/core/kubernetes/snapshot.js";
 import { BUILTIN_TEMPLATE_DIR } from "../../../shared/adapters/templates.js";
 
 const demo = parseSnapshot(

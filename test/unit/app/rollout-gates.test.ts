@@ -5,13 +5,13 @@ import { createLogger } from "../../../shared/adapters/log.js";
 import { createMemoryBlobStore } from "../../../shared/adapters/memory-blob-store.js";
 import { createStore, type ObjectStore } from "../../../shared/adapters/store.js";
 import { createRolloutGates } from "../../../shared/app/rollout-gates.js";
-import { rolloutTarget, type RolloutSettings, windowOf } from "../../../shared/core/rollout.js";
-import { DEFAULT_THRESHOLDS } from "../../../shared/core/rollout-gate.js";
-import { parseWaves } from "../../../shared/core/rollout-waves.js";
+import { rolloutTarget, type RolloutSettings, windowOf } from "../../../shared/core/rollout/rollout.js";
+import { DEFAULT_THRESHOLDS } from "../../../shared/core/rollout/gate.js";
+import { parseWaves } from "../../../shared/core/rollout/waves.js";
 
 // The function's runner on the in-memory store: what it reads and writes, and that the record alone
 // carries a rollout from one function instance to the next. The state machine's own cases are in
-// test/unit/core/rollout.test.ts; the whole path through agents and HAProxy in
+// test/unit/core/rollout/rollout.test.ts; the whole path through agents and HAProxy in
 // test/integration/canary-rollout.test.ts.
 
 const settings: RolloutSettings = {

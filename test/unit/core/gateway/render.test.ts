@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { configDescriptors } from "../../../../shared/core/descriptors.js";
+import { configDescriptors } from "../../../../shared/core/model/descriptors.js";
 import { frontendLines } from "../../../../shared/core/gateway/render.js";
 import { resolveGateway } from "../../../../shared/core/gateway/resolve.js";
-import { parseRenderOptions } from "../../../../shared/core/options.js";
-import { renderSnapshot } from "../../../../shared/core/pipeline.js";
-import { Renderer } from "../../../../shared/core/render.js";
-import { snapshotFromDocuments } from "../../../../shared/core/snapshot.js";
+import { parseRenderOptions } from "../../../../shared/core/settings/options.js";
+import { renderSnapshot } from "../../../../shared/core/render/pipeline.js";
+import { Renderer } from "../../../../shared/core/render/render.js";
+import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";
 import { loadTemplates } from "../../../../shared/adapters/templates.js";
 import { list, service, slice } from "../../../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../../../support/gateway-fixtures.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { resolveGateway, type GatewayPorts } from "../../../../shared/core/gateway/resolve.js";
 import type { GatewayRouting } from "../../../../shared/core/gateway/routing.js";
-import { snapshotFromDocuments } from "../../../../shared/core/snapshot.js";
+import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";
 import { list, service, slice } from "../../../support/fixtures.js";
 import {
   gateway,

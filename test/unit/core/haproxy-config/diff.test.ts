@@ -5,10 +5,10 @@ import { describe, expect, it } from "vitest";
 import { loadTemplates } from "../../../../shared/adapters/templates.js";
 import { diffConfigs as diffParsed } from "../../../../shared/core/haproxy-config/diff.js";
 import { parseServer, sectionOf } from "../../../../shared/core/haproxy-config/server-line.js";
-import { parseRenderOptions } from "../../../../shared/core/options.js";
-import { renderSnapshot } from "../../../../shared/core/pipeline.js";
-import { Renderer } from "../../../../shared/core/render.js";
-import { parseSnapshot } from "../../../../shared/core/snapshot.js";
+import { parseRenderOptions } from "../../../../shared/core/settings/options.js";
+import { renderSnapshot } from "../../../../shared/core/render/pipeline.js";
+import { Renderer } from "../../../../shared/core/render/render.js";
+import { parseSnapshot } from "../../../../shared/core/kubernetes/snapshot.js";
 import { parsed } from "../../../support/haproxy-config.js";
 
 /** The diff of two texts, each parsed as the agent parses them. */
@@ -59,7 +59,7 @@ describe("diffConfigs", () => {
       kind: "runtime",
       changes: [{ backend: web, server: "s1", from: on("10.0.0.1", 8080), to: on("10.0.0.9", 8081) }],
       adds: [],
-      // The backend's slots free before and after, for make before break (core/runtime-plan.ts).
+      // The backend's slots free before and after, for make before break (core/haproxy-config/runtime-plan.ts).
       spare: new Map([[web, [free("s2"), free("s4")]]]),
     });
   });

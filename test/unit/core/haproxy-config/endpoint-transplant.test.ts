@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { changeKind } from "../../../../shared/core/change-kind.js";
+import { changeKind } from "../../../../shared/core/rollout/change-kind.js";
 import { transplantEndpoints } from "../../../../shared/core/haproxy-config/endpoint-transplant.js";
 
 const config = (o: { web: string[]; shop: string[]; shopExtra?: string; timeout?: string }) => `global

@@ -1,17 +1,17 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { loadTemplates } from "../../../../shared/adapters/templates.js";
-import { DEFAULT_BACKEND_SETTINGS } from "../../../../shared/core/backend-settings.js";
+import { DEFAULT_BACKEND_SETTINGS } from "../../../../shared/core/model/backend-settings.js";
 import { compareStrings } from "../../../../shared/core/compare.js";
 import { configParser, parseConfig } from "../../../../shared/core/haproxy-config/parse.js";
 import { patternFilePath, renderPatternSection } from "../../../../shared/core/haproxy-config/pattern-files.js";
 import { routeMapLines } from "../../../../shared/core/haproxy-config/route-maps.js";
 import { FREE_SLOT_ADDRESS, type ServerLine } from "../../../../shared/core/haproxy-config/server-line.js";
 import { SERVICE_MAP, serviceMapLine } from "../../../../shared/core/haproxy-config/service-map.js";
-import type { Backend, HttpRoute, Model, TcpFrontend } from "../../../../shared/core/model.js";
-import { ALGORITHMS, parseRenderOptions } from "../../../../shared/core/options.js";
-import { Renderer, routeRedirect } from "../../../../shared/core/render.js";
-import { slotCookies, slotName } from "../../../../shared/core/slots.js";
+import type { Backend, HttpRoute, Model, TcpFrontend } from "../../../../shared/core/model/model.js";
+import { ALGORITHMS, parseRenderOptions } from "../../../../shared/core/settings/options.js";
+import { Renderer, routeRedirect } from "../../../../shared/core/render/render.js";
+import { slotCookies, slotName } from "../../../../shared/core/model/slots.js";
 
 const HEAD = `global
     master-worker

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { HttpRoute } from "../../../../shared/core/model.js";
+import type { HttpRoute } from "../../../../shared/core/model/model.js";
 import {
   DOMAINS_MAP,
   HOSTS_MAP,
