@@ -19,13 +19,12 @@
  *     [--slowdown 0.01] [--poll-interval 30s] [--hosts 2] [--status-runs 3] [--dir /dev/shm] [--json]
  */
 
-import { spawn } from "node:child_process";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { packageRoot } from "../shared/adapters/templates.js";
-import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { type ChangeOutcome, type Fleet, startFleet } from "./fleet-run.js";
 import { arg, machine, percentile, table } from "./machine.js";
+import { runStatusCli } from "./status-cli.js";
 import { requestCount } from "./store-proxy.js";
 
 const argText = (name: string, fallback: string) => {
@@ -117,50 +116,11 @@ interface StatusRun {
 
 /** `servicelb status --format json`, the CLI in its own process, through its own endpoint of the proxy. */
 async function runStatus(fleet: Fleet): Promise<StatusRun> {
-  const endpoint = await fleet.proxy.endpointFor("status");
-  const started = performance.now();
-  // GNU time reports the child's CPU time on stderr, which servicelb's own stderr lines precede.
-  const child = spawn(
-    "/usr/bin/time",
-    [
-      "-f",
-      "cpu %U %S",
-      process.execPath,
-      join(packageRoot(), "bin", "servicelb.js"),
-      "status",
-      "--format",
-      "json",
-      "--store",
-      fleet.storeUrl,
-      "--store-endpoint",
-      endpoint,
-      "--store-path-style",
-    ],
-    {
-      env: {
-        ...process.env,
-        AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
+  return runStatusCli(
+    join(packageRoot(), "bin", "servicelb.js"),
+    fleet.storeUrl,
+    await fleet.proxy.endpointFor("status"),
   );
-  let out = "";
-  let err = "";
-  child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-  child.stderr.on("data", (c: Buffer) => (err += c.toString()));
-  const exitCode = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  const ms = round(performance.now() - started);
-  const [, user, system] = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(err) ?? [];
-  const cpuMs = round((Number(user) + Number(system)) * 1000);
-  let summary: unknown;
-  try {
-    summary = (JSON.parse(out) as { summary?: unknown }).summary;
-  } catch {
-    // No summary: what the command said on stderr instead (its last line before GNU time's).
-    summary = err.trim().split("\n").at(-2)?.slice(0, 300) ?? "no output";
-  }
-  return { ms, cpuMs, exitCode, summary };
 }
 
 async function main(): Promise<void> {

@@ -10,13 +10,13 @@
  *     [--compare ../other/bin/servicelb.js] [--cpu-prof DIR] [--json]
  */
 
-import { spawn } from "node:child_process";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { createObjectStore } from "../shared/adapters/store.js";
 import { packageRoot } from "../shared/adapters/templates.js";
 import { S3RVER_CREDENTIALS, startS3 } from "../test/support/s3.js";
 import { arg, machine, percentile, seeded, table } from "./machine.js";
+import { runStatusCli } from "./status-cli.js";
 import { startStoreProxy } from "./store-proxy.js";
 
 const argText = (name: string, fallback: string) => {
@@ -70,57 +70,10 @@ function report(node: string, key: string, sha256: string): Record<string, unkno
 
 async function runStatus(cli: string, storeUrl: string, endpoint: string, i: number): Promise<Run> {
   const cpu = process.cpuUsage();
-  const started = performance.now();
-  const node = [process.execPath, ...(cpuProf ? ["--cpu-prof", "--cpu-prof-dir", cpuProf] : [])];
-  // GNU time reports the child's CPU time on stderr, after whatever the command wrote there.
-  const child = spawn(
-    "/usr/bin/time",
-    [
-      "-f",
-      "cpu %U %S",
-      ...node,
-      cli,
-      "status",
-      "--format",
-      "json",
-      "--store",
-      storeUrl,
-      "--store-endpoint",
-      endpoint,
-      "--store-path-style",
-    ],
-    {
-      env: {
-        ...process.env,
-        AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  let out = "";
-  let err = "";
-  child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-  child.stderr.on("data", (c: Buffer) => (err += c.toString()));
-  const exitCode = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  const ms = round(performance.now() - started);
+  const run = await runStatusCli(cli, storeUrl, endpoint, cpuProf ? ["--cpu-prof", "--cpu-prof-dir", cpuProf] : []);
   const store = process.cpuUsage(cpu);
-  const [, user, system] = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(err) ?? [];
-  let summary: unknown;
-  try {
-    summary = (JSON.parse(out) as { summary?: unknown }).summary;
-  } catch {
-    summary = err.trim().split("\n").at(-2)?.slice(0, 300) ?? "no output";
-  }
-  if (!process.argv.includes("--json")) console.error(`run ${i + 1} (${cli}): ${ms} ms`);
-  return {
-    cli,
-    ms,
-    cpuMs: round((Number(user) + Number(system)) * 1000),
-    storeCpuMs: round((store.user + store.system) / 1000),
-    exitCode,
-    summary,
-  };
+  if (!process.argv.includes("--json")) console.error(`run ${i + 1} (${cli}): ${run.ms} ms`);
+  return { cli, ...run, storeCpuMs: round((store.user + store.system) / 1000) };
 }
 
 async function main(): Promise<void> {

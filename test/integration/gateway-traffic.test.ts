@@ -5,7 +5,6 @@
  */
 import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
-import { request } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renderSnapshot } from "../../shared/core/render/pipeline.js";
@@ -23,27 +22,9 @@ import {
   type LoopbackSetup,
   type RunningHaproxy,
 } from "../support/haproxy.js";
-import { echoBackend, freePort, type EchoBackend, type HttpAnswer } from "../support/net.js";
+import { echoBackend, freePort, type EchoBackend, httpRequest } from "../support/net.js";
 
 const renderer = new Renderer(loadTemplates());
-
-/** One request on a fresh connection, any method. */
-function send(port: number, method: string, path: string, headers: Record<string, string> = {}): Promise<HttpAnswer> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: "127.0.0.1", port, method, path, headers: { connection: "close", ...headers }, agent: false },
-      (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => (body += c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
-      },
-    );
-    req.on("error", reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`${method} ${path} on :${port} timed out`)));
-    req.end();
-  });
-}
 
 function exposed(name: string, backend: EchoBackend, annotations?: Record<string, string>) {
   return [
@@ -201,7 +182,7 @@ describe("Gateway API routes through a real HAProxy", () => {
     setup?.cleanup();
   });
 
-  const get = (path: string, headers: Record<string, string> = {}) => send(own, "GET", path, headers);
+  const get = (path: string, headers: Record<string, string> = {}) => httpRequest(own, "GET", path, headers);
 
   it.each([
     ["example.com", "/", {}, "v1"],
@@ -260,7 +241,7 @@ describe("Gateway API routes through a real HAProxy", () => {
   });
 
   it("matches the method and query parameters (extended)", async () => {
-    expect((await send(own, "POST", "/x", { host: "ext.example" })).body).toBe("v2 /x");
+    expect((await httpRequest(own, "POST", "/x", { host: "ext.example" })).body).toBe("v2 /x");
     expect((await get("/q?animal=whale", { host: "ext.example" })).body).toBe("v3 /q?animal=whale");
     expect((await get("/q?animal=dolphin", { host: "ext.example" })).status).toBe(404);
   });
@@ -314,10 +295,12 @@ describe("Gateway API routes through a real HAProxy", () => {
   });
 
   it("on --http-port, serves the Gateway's routes first and the Services' own paths beside them", async () => {
-    expect((await send(shared, "GET", "/anything", { host: "gw.example.com" })).body).toBe("v2 /anything");
+    expect((await httpRequest(shared, "GET", "/anything", { host: "gw.example.com" })).body).toBe("v2 /anything");
     // A Service's own path is /<name>:<port> for a port other than 80 (docs/annotations.md).
-    expect((await send(shared, "GET", "/legacy:8080/x", { host: "other.example" })).body).toBe("legacy /x");
-    expect((await send(shared, "GET", "/legacy:8080/x", { host: "gw.example.com" })).body).toBe("v2 /legacy:8080/x");
+    expect((await httpRequest(shared, "GET", "/legacy:8080/x", { host: "other.example" })).body).toBe("legacy /x");
+    expect((await httpRequest(shared, "GET", "/legacy:8080/x", { host: "gw.example.com" })).body).toBe(
+      "v2 /legacy:8080/x",
+    );
   });
 });
 

@@ -51,9 +51,19 @@ export interface HttpAnswer {
 
 /** One HTTP/1.1 request without connection reuse, so every request sees the current config. */
 export function httpGet(port: number, path: string, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+  return httpRequest(port, "GET", path, headers);
+}
+
+/** httpGet with any method. */
+export function httpRequest(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: "127.0.0.1", port, path, headers: { connection: "close", ...headers }, agent: false },
+      { host: "127.0.0.1", port, method, path, headers: { connection: "close", ...headers }, agent: false },
       (res) => {
         let body = "";
         res.setEncoding("utf8");
@@ -62,7 +72,7 @@ export function httpGet(port: number, path: string, headers: Record<string, stri
       },
     );
     req.on("error", reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`GET ${path} on :${port} timed out`)));
+    req.setTimeout(5000, () => req.destroy(new Error(`${method} ${path} on :${port} timed out`)));
     req.end();
   });
 }

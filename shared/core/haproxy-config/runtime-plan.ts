@@ -13,8 +13,11 @@
  * 2. move (a serving slot gets another address; the only endpoint moving in place is the
  *    case that matters): a spare slot, free before and after, carries the new address first;
  *    only then is the old address drained and taken down, the slot re-addressed and readied;
- *    then the spare is drained, taken down and put back to its own address. No spare left:
- *    reload instead (a reload of the same change drops nothing);
+ *    then the spare is drained, taken down and put back to its own address. No spare, but a slot
+ *    that comes up or goes down in the same change (a pod replaced, its neighbours shifted by
+ *    placement, core/model/slots.ts): each moving slot in turn is drained, taken down,
+ *    re-addressed and readied, a slot giving up an address only after the one taking it over has
+ *    it. Neither: reload instead (a reload of the same change drops nothing);
  * 3. down: drain (no new requests; in-flight ones finish, HAProxy does not cut a server's
  *    sessions when it enters maintenance), maintenance, then the config's placeholder address.
  * A slot free before and after whose placeholder changed only gets its address.
@@ -83,15 +86,26 @@ export function planRuntime(
     for (const c of ups) if (!sameAddress(c.from, c.to)) commands.push(addr(c.server, c.to));
     for (const c of added) if (c.to.enabled) commands.push(state(c.server, "ready"));
     for (const c of ups) commands.push(state(c.server, "ready"));
-    if (moves.length > 0) {
-      const bridge = spare.get(backend)?.[0];
-      if (!bridge) {
+    const bridge = spare.get(backend)?.[0];
+    if (moves.length > 0 && !bridge) {
+      // A slot that comes up (done above) or goes down (below) leaves room for one slot at a
+      // time to be out of service while it is re-addressed: min(ready before, ready after) is
+      // below what is ready then. Only a reshuffle of exactly as many endpoints needs a spare.
+      if (ups.length === 0 && downs.length === 0) {
         const m = moves[0]!;
         return {
           kind: "reload",
           reason: `${backend}/${m.server} moves from ${show(m.from)} to ${show(m.to)} and the backend has no free slot to carry the new address meanwhile`,
         };
       }
+      for (const c of carriedFirst(moves))
+        commands.push(
+          state(c.server, "drain"),
+          state(c.server, "maint"),
+          addr(c.server, c.to),
+          state(c.server, "ready"),
+        );
+    } else if (moves.length > 0 && bridge) {
       for (const c of moves) {
         commands.push(
           addr(bridge.server, c.to),
@@ -147,6 +161,26 @@ export function runtimeLines(commands: readonly RuntimeCommand[]): RuntimeComman
   }
   if (line.length > 0) lines.push(line);
   return lines;
+}
+
+/**
+ * Moves in an order where a slot gives up its address only after the slot that takes that
+ * address over has it (when one does), so that an endpoint that stays is served throughout
+ * wherever the moves form a chain; a cycle is cut anywhere.
+ */
+function carriedFirst(moves: readonly ServerChange[]): ServerChange[] {
+  const takerOf = new Map(moves.map((m) => [hostPort(m.to.address, m.to.port), m]));
+  const done = new Set<ServerChange>();
+  const ordered: ServerChange[] = [];
+  const visit = (m: ServerChange): void => {
+    if (done.has(m)) return;
+    done.add(m);
+    const taker = takerOf.get(hostPort(m.from.address, m.from.port));
+    if (taker) visit(taker);
+    ordered.push(m);
+  };
+  for (const m of moves) visit(m);
+  return ordered;
 }
 
 function show(s: SlotState): string {

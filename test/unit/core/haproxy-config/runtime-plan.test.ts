@@ -96,6 +96,24 @@ describe("planRuntime", () => {
     ]);
   });
 
+  it("shifts a neighbour in place when a pod is replaced and no slot is free before and after: the up first, then each slot after its address's new one", () => {
+    // Placement by hash (core/model/slots.ts): A leaves, B moves back into A's slot, C comes into
+    // the slot that was free; the slot B leaves is free after. No spare, but the up is capacity.
+    const p = plan(backend("web", [A, B, null]), backend("web", [B, null, C]));
+    if (p.kind !== "runtime") throw new Error(p.reason);
+    expect(p.commands.map(commandText)).toEqual([
+      "set server web/s3 addr 10.0.0.3 port 8080",
+      "set server web/s3 state ready",
+      "set server web/s1 state drain",
+      "set server web/s1 state maint",
+      "set server web/s1 addr 10.0.0.2 port 8080",
+      "set server web/s1 state ready",
+      "set server web/s2 state drain",
+      "set server web/s2 state maint",
+      "set server web/s2 addr 127.0.0.1 port 1",
+    ]);
+  });
+
   it("reloads an in-place move when no slot is free to bridge it", () => {
     expect(commands([A, B], [C, B])).toBe(
       "reload: web/s1 moves from 10.0.0.1:8080 to 10.0.0.3:8080 and the backend has no free slot to carry the new address meanwhile",
