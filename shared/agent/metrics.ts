@@ -21,6 +21,8 @@ export interface AgentMetrics {
   reloads: Counter;
   reloadFailures: Counter;
   runtimeUpdates: Counter;
+  rolloutWave: Gauge;
+  rolloutCandidate: Gauge;
   runtimeServerChanges: Counter;
   runtimePatternSwaps: Counter;
   applyFailures: Counter<"stage">;
@@ -83,6 +85,16 @@ export function createAgentMetrics(): AgentMetrics {
   };
   return zeroed({
     registry,
+    rolloutWave: new Gauge({
+      name: "servicelb_agent_rollout_wave",
+      help: "The canary rollout's wave that admits this node (1: the canary), 0 outside a rollout or without --canary",
+      registers,
+    }),
+    rolloutCandidate: new Gauge({
+      name: "servicelb_agent_rollout_candidate",
+      help: "1 while rollout.json has this node run the rollout's candidate config, 0 otherwise",
+      registers,
+    }),
     appliedRevision: new Gauge({
       name: "servicelb_agent_applied_revision",
       help: "Snapshot revision of the config HAProxy runs (0: unknown)",

@@ -275,6 +275,8 @@ export class PullLoop {
     // A canary rollout names the one config this node runs (pull-target.ts); a bad record holds it.
     if ("unreadable" in rollout) return this.holdOnUnreadablePin(rollout.unreadable, stopTimer, "rollout.json");
     this.rollout = rollout.target;
+    metrics.rolloutWave.set(rollout.target?.wave ?? 0);
+    metrics.rolloutCandidate.set(rollout.target?.candidate ? 1 : 0);
     if (rollout.target) return this.pullPinned(rollout.target, stopTimer, "the config rollout.json names");
     if (hinted) {
       metrics.pulls.inc({ result: "new" });

@@ -12,7 +12,7 @@ import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredCon
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/publish/config-key.js";
 import { errorMessage } from "../core/error-message.js";
-import { rolloutTarget, windowOf } from "../core/rollout/rollout.js";
+import { rolloutTarget, waveOfNode, windowOf } from "../core/rollout/rollout.js";
 
 /** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
 export class SkippedKeys {
@@ -122,7 +122,17 @@ export async function readPin(store: Pick<ObjectStore, "getPin">): Promise<PinRe
  * not a record is returned as `unreadable`, as a bad pin.json is: the node then holds.
  */
 export type RolloutTarget =
-  | { readonly target: { key: string; sha256: string; window: string | null } | null }
+  | {
+      readonly target: {
+        key: string;
+        sha256: string;
+        window: string | null;
+        /** The wave that admits this node (1: the canary), null outside a rollout or its order. */
+        wave: number | null;
+        /** Whether the config named is the rollout's candidate (else the stable one). */
+        candidate: boolean;
+      } | null;
+    }
   | { readonly unreadable: string };
 
 export async function readRolloutTarget(store: Pick<ObjectStore, "getRollout">, node: string): Promise<RolloutTarget> {
@@ -130,7 +140,16 @@ export async function readRolloutTarget(store: Pick<ObjectStore, "getRollout">, 
     const record = await store.getRollout();
     if (record === null) return { target: null };
     const { key, sha256 } = rolloutTarget(record, node);
-    return { target: { key, sha256, window: record.rollout ? windowOf(record.rollout) : null } };
+    const r = record.rollout;
+    return {
+      target: {
+        key,
+        sha256,
+        window: r ? windowOf(r) : null,
+        wave: r ? waveOfNode(r, node) : null,
+        candidate: r !== null && key === r.candidate.key && sha256 === r.candidate.sha256,
+      },
+    };
   } catch (err) {
     if (!(err instanceof StoreError) || err.transient) throw err;
     return { unreadable: err.message };

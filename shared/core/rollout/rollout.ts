@@ -143,6 +143,14 @@ export function admittedNodes(rollout: Rollout): string[] {
 }
 
 /** The config `node` runs under this record. */
+/** The wave (1 for the canary's) that admits `node`, or null when the rollout's order does not name it. */
+export function waveOfNode(rollout: Pick<Rollout, "order" | "sizes">, node: string): number | null {
+  const at = rollout.order.indexOf(node);
+  if (at < 0) return null;
+  const wave = rollout.sizes.findIndex((admitted) => at < admitted);
+  return wave < 0 ? null : wave + 1;
+}
+
 export function rolloutTarget(record: RolloutRecord, node: string): RolloutConfig {
   const r = record.rollout;
   return r !== null && admittedNodes(r).includes(node) ? r.candidate : record.stable;

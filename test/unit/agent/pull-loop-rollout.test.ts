@@ -42,6 +42,7 @@ function world(node: string) {
   const configs: StoredConfig[] = [];
   const pin: { value: Pin | null } = { value: null };
   const rollout: { value: RolloutRecord | null | string } = { value: null };
+  const metrics = createAgentMetrics();
   const applier = new PullLoop({
     canaryNode: node,
     store: {
@@ -74,14 +75,20 @@ function world(node: string) {
     checkTimeoutMs: 1000,
     minReloadIntervalMs: 0,
     backoff: { initialMs: 60_000, maxMs: 60_000 },
-    metrics: createAgentMetrics(),
+    metrics,
     log: createLogger("applier-rollout-test", "silent"),
     disk: null,
     saved: EMPTY_STATE,
     check: async () => ({ ok: true, warnings: [] }),
     runtime: { runAll: async () => undefined, swapPatterns: async () => undefined, serversState: async () => "1\n#\n" },
   });
-  return { applier, configs, pin, rollout };
+  /** What the agent's /metrics says of the rollout: its wave, and whether it runs the candidate. */
+  const gauges = async () => {
+    const page = await metrics.registry.metrics();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(page)?.[1]);
+    return { wave: value("servicelb_agent_rollout_wave"), candidate: value("servicelb_agent_rollout_candidate") };
+  };
+  return { applier, configs, pin, rollout, gauges };
 }
 
 /** A record whose rollout admits `admitted` to `candidate`, the others on `stable`. */
@@ -108,15 +115,17 @@ describe("the pull loop with --canary", () => {
   it("runs the candidate on an admitted node and the stable config, though older, on the others", async () => {
     const stable = stored(1, config("10.0.0.1:80"));
     const candidate = stored(2, config("10.0.0.1:80", "\n    timeout server 9s"));
-    for (const [node, expected] of [
-      ["edge-a", candidate],
-      ["edge-b", stable],
+    for (const [node, expected, gauges] of [
+      ["edge-a", candidate, { wave: 1, candidate: 1 }],
+      ["edge-b", stable, { wave: 2, candidate: 0 }],
     ] as const) {
       const w = world(node);
       w.configs.push(stable, candidate);
+      expect(await w.gauges()).toEqual({ wave: 0, candidate: 0 });
       w.rollout.value = rolling(stable, candidate, ["edge-a"], ["edge-a", "edge-b"]);
       await w.applier.sync();
       expect(w.applier.appliedKey, node).toBe(expected.key);
+      expect(await w.gauges(), node).toEqual(gauges);
       expect(w.applier.rolloutWindow).toBe(`${candidate.key}#0`);
       // Newer configs in the store do not move it: only the record does.
       w.configs.push(stored(3, config("10.0.0.3:80", "\n    timeout server 9s")));

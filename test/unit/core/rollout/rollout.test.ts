@@ -11,6 +11,7 @@ import {
   type RolloutSettings,
   rolloutTarget,
   stepRollout,
+  waveOfNode,
   windowOf,
 } from "../../../../shared/core/rollout/rollout.js";
 import { DEFAULT_THRESHOLDS } from "../../../../shared/core/rollout/gate.js";
@@ -68,6 +69,13 @@ function step(record: RolloutRecord, newest: string, s: number, traffic = health
     settings,
   );
 }
+
+describe("waveOfNode", () => {
+  it("names the wave whose admitted count first takes in the node's place in the order", () => {
+    const rollout = { order: ["a", "b", "c", "d", "e"], sizes: [1, 2, 5] };
+    expect(["a", "b", "c", "e", "z"].map((n) => waveOfNode(rollout, n))).toEqual([1, 2, 3, 3, null]);
+  });
+});
 
 describe("stepRollout", () => {
   const start = initialRecord(ref("s1"), t0);
