@@ -19,7 +19,7 @@ import { errorMessage } from "../core/error-message.js";
 
 export const CONFIGS = "configs/";
 export const CHUNKS = "chunks/";
-/** Stable-track configs of a canary rollout (core/endpoint-transplant.ts), named by their sha256. */
+/** Stable-track configs of a canary rollout (core/haproxy-config/endpoint-transplant.ts), named by their sha256. */
 export const TRACKS = "tracks/";
 const TRACK_NAME = /^([0-9a-f]{64})\.cfg$/;
 /** The `format` metadata of a config published in chunks (core/publish/chunk-manifest.ts). */

@@ -10,9 +10,7 @@
  *   A key named by a ping is only a hint: when it cannot be fetched (or its digest differs from
  *   the ping's), the store is listed as without a ping, and nothing is recorded against that key.
  * - A failed config is retried only when a newer one appears or its backoff expires.
- * - At most one pull in flight; requests during it fold into one more pull after it. Between
- *   pulls the loop acts on the verdict of the background check of live runtime changes
- *   (background-check.ts), never concurrently with a pull or an apply.
+ * - At most one pull in flight; requests during it fold into one more pull after it.
  * - After HAProxy restarts on its own it runs the file: unchecked runtime changes are dropped
  *   and the newest config is applied again from the file's.
  */

@@ -97,7 +97,7 @@ export function createRolloutGates(
 
   /**
    * While the nodes outside the admitted waves run another config than the newest, they run the
-   * stable config with the newest endpoints (core/endpoint-transplant.ts), stored as a stable track.
+   * stable config with the newest endpoints (core/haproxy-config/endpoint-transplant.ts), stored as a stable track.
    */
   async function withTrack(record: RolloutRecord, newest: RolloutConfig, events: string[]): Promise<RolloutRecord> {
     if (newest.key === record.stable.key || (record.rollout === null && record.blocked === null)) return record;
