@@ -32,7 +32,7 @@ export function renderMetrics(result: RenderResult): string {
     "# HELP servicelb_render_warnings Warnings of the render of the current cluster state, by kind (object: refused object; annotation: invalid value; claim: a host or path claim refused; other).",
     "# TYPE servicelb_render_warnings gauge",
     ...Object.entries(kinds).map(([kind, n]) => `servicelb_render_warnings{kind="${kind}"} ${n}`),
-    "# HELP servicelb_route_claims_refused Hosts and paths a Service claims (its own paths included) and does not get, with who holds them (a Service, a namespace's path space ns/*, --host-claims, or --own-hosts).",
+    "# HELP servicelb_route_claims_refused Hosts and paths a Service claims (its own paths included) and does not get, with who holds them (a Service, a namespace's path space ns/*, an HTTPRoute, --host-claims, or --own-hosts).",
     "# TYPE servicelb_route_claims_refused gauge",
     ...[...refused]
       .sort(([a], [b]) => compareStrings(a, b))

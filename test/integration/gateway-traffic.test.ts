@@ -320,3 +320,74 @@ describe("examples/gateway.yaml", () => {
     }
   });
 });
+
+describe("tenants on --http-port through a real HAProxy: a Gateway open to every namespace", () => {
+  const OPEN = { namespaces: { from: "All" } };
+  const be: Record<string, EchoBackend> = {};
+  let setup: LoopbackSetup;
+  let hx: RunningHaproxy;
+  let http: number;
+
+  const tenant = (name: string, namespace: string, created: string, annotations?: Record<string, string>) => [
+    service(name, [{ port: 80, name: "http" }], { namespace, created, annotations }),
+    slice(name, [{ name: "http", port: be[name]!.port }], ["127.0.0.1"], { name: `${name}-a`, namespace }),
+  ];
+  const routeIn = (name: string, namespace: string, created: string, spec: Record<string, unknown>) =>
+    httpRoute(name, { parentRefs: [{ name: "gw", namespace: "infra" }], ...spec }, { namespace, created });
+  const toEvil = { backendRefs: [{ name: "evil", port: 80 }] };
+
+  beforeAll(async () => {
+    requireHaproxy();
+    for (const n of ["shop", "evil", "late", "gwteam"]) be[n] = await echoBackend(n);
+    setup = await loopbackOptions();
+    http = setup.options.httpPort;
+    const items = [
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: http, allowedRoutes: OPEN }], { namespace: "infra" }),
+      ...tenant("shop", "shop", "2024-01-01T00:00:00Z", { "serviceloadbalancer/lb.host": "shop.example.com" }),
+      ...tenant("evil", "evil", "2025-01-01T00:00:00Z"),
+      ...tenant("gwteam", "gwteam", "2024-01-01T00:00:00Z"),
+      ...tenant("late", "late", "2025-06-01T00:00:00Z", { "serviceloadbalancer/lb.host": "team.example.com" }),
+      routeIn("by-host", "evil", "2025-01-01T00:00:00Z", { hostnames: ["shop.example.com"], rules: [toEvil] }),
+      routeIn("by-path", "evil", "2025-01-01T00:00:00Z", {
+        rules: [{ matches: [{ path: { type: "PathPrefix", value: "/shop" } }], ...toEvil }],
+      }),
+      routeIn("own-name", "evil", "2025-01-01T00:00:00Z", { hostnames: ["localhost"], rules: [toEvil] }),
+      routeIn("first", "gwteam", "2024-01-01T00:00:00Z", {
+        hostnames: ["team.example.com"],
+        rules: [{ backendRefs: [{ name: "gwteam", port: 80 }] }],
+      }),
+    ];
+    const { config, warnings } = renderSnapshot(snapshotFromDocuments([list(items)]), setup.options, renderer);
+    expect(warnings.map((w) => `${w.service}: ${w.message.split(":")[0]}`).sort()).toEqual([
+      "gateway: HTTPRoute evil/by-host on Gateway infra/gw",
+      "gateway: HTTPRoute evil/by-path on Gateway infra/gw",
+      "gateway: HTTPRoute evil/own-name on Gateway infra/gw",
+      "late/late: host team.example.com is served on --http-port by HTTPRoute gwteam/first, which is older; not routed there",
+    ]);
+    hx = await runHaproxy(config, setup.dir);
+  });
+
+  afterAll(async () => {
+    await hx?.stop();
+    await Promise.all(Object.values(be).map((b) => b.close()));
+    setup?.cleanup();
+  });
+
+  const who = async (host: string, path: string) => (await httpRequest(http, "GET", path, { host })).body.split(" ")[0];
+
+  it("a route of another namespace does not take a host an older Service claims", async () => {
+    expect(await who("shop.example.com", "/")).toBe("shop");
+    expect(await who("shop.example.com", "/anything")).toBe("shop");
+  });
+
+  it("a route that names no host does not take another namespace's paths on the load balancer's own names", async () => {
+    expect(await who("localhost", "/shop/shop/x")).toBe("shop");
+    expect(await who("127.0.0.1", "/shop/shop/x")).toBe("shop");
+  });
+
+  it("an older route keeps its host from a newer Service's lb.host, which keeps its own path", async () => {
+    expect(await who("team.example.com", "/")).toBe("gwteam");
+    expect(await who("localhost", "/late/late/x")).toBe("late");
+  });
+});

@@ -7,6 +7,7 @@
 import { matchesSelector } from "../kubernetes/label-selector.js";
 import type { Model } from "../model/model.js";
 import { type GatewayPorts, resolveGateway } from "./resolve.js";
+import { RouteClaims } from "./route-claims.js";
 import type { Snapshot } from "../kubernetes/snapshot.js";
 
 /** The ports the config binds for something else than Gateway listeners. */
@@ -36,8 +37,15 @@ export function withGateway(model: Model, snapshot: Snapshot, routesByMap: boole
     reserved.set(ports.httpPort, "the HTTP frontend's, whose template has no route maps to place Gateway routes in");
     ports.reserved = reserved;
   }
+  const claims = new RouteClaims(model, snapshot.services, model.options);
+  ports.admit = (claim) => claims.admit(claim);
   const gateway = resolveGateway(snapshot, ports);
   if (!gateway) return model;
+  const settled = claims.settle(model);
   const warnings = gateway.warnings.map((message) => ({ service: "gateway", message }));
-  return { ...model, gateway, warnings: warnings.length > 0 ? [...model.warnings, ...warnings] : model.warnings };
+  return {
+    ...settled,
+    gateway,
+    warnings: warnings.length > 0 ? [...settled.warnings, ...warnings] : settled.warnings,
+  };
 }

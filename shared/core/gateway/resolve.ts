@@ -14,6 +14,7 @@ import { backendShareProblems, BackendResolver, type RefProblem } from "./backen
 import { effectiveHostnames } from "./hostnames.js";
 import { comparePrecedence } from "./precedence.js";
 import type { GatewayBackend, GatewayFrontend, GatewayRouting, MatchEntry, Redirect, ResolvedRule } from "./routing.js";
+import type { RouteClaim } from "./route-claims.js";
 import { checkRule, type CheckedRule } from "./rules.js";
 import { GATEWAY_GROUP, type Gateway, type GatewayLabelSelector, type Listener } from "./schemas.js";
 import {
@@ -34,6 +35,8 @@ export interface GatewayPorts {
   reserved: ReadonlyMap<number, string>;
   /** The Services backendRefs may reach (all when absent). */
   inScope?: (service: Service) => boolean;
+  /** Why a route may not serve what it asks on a listener's port (route-claims.ts), or null; absent: anything. */
+  admit?: (claim: RouteClaim) => string | null;
 }
 
 const ROUTE_KIND = { group: GATEWAY_GROUP, kind: "HTTPRoute" };
@@ -265,8 +268,27 @@ export function resolveGateway(snapshot: Snapshot, ports: GatewayPorts): Gateway
         conditions.push(accepted(false, "NoMatchingListenerHostname", "no hostname of the route matches a listener's"));
       else if (!valid) conditions.push(accepted(false, "UnsupportedValue", refused.join("; ")));
       else {
-        conditions.push(accepted(true, "Accepted", "route is accepted"));
-        for (const { s, hosts } of attached) {
+        const paths = checked.flatMap((c) => (typeof c === "string" ? [] : c.matches.map((m) => m.path)));
+        const claimsRefused: string[] = [];
+        const admitted = attached.filter(({ s, hosts }) => {
+          const why = ports.admit?.({
+            route: rid,
+            namespace: route.metadata.namespace,
+            created,
+            port: s.listener.port,
+            hosts,
+            paths,
+          });
+          if (why) claimsRefused.push(`listener ${s.listener.name}: ${why}`);
+          return !why;
+        });
+        if (admitted.length === 0) conditions.push(accepted(false, "NotAllowedByListeners", claimsRefused.join("; ")));
+        else {
+          conditions.push(accepted(true, "Accepted", "route is accepted"));
+          for (const why of claimsRefused)
+            warnings.push(`HTTPRoute ${rid} on Gateway ${gatewayId}: not served on ${why}`);
+        }
+        for (const { s, hosts } of admitted) {
           if (!s.routes.has(rid)) {
             s.routes.add(rid);
             s.status.attachedRoutes++;

@@ -54,6 +54,11 @@ export interface HostPolicy {
  * node's own too unless --host-claims gives that very address to the namespace.
  */
 export function hostRefusal(host: HostMatch, namespace: string, policy: HostPolicy): Refusal | null {
+  return ownNameRefusal(host, namespace, policy) ?? hostClaimsRefusal(host, namespace, policy);
+}
+
+/** Why `host` is the load balancer's own name (where the Services' paths answer), or null. */
+export function ownNameRefusal(host: HostMatch, namespace: string, policy: HostPolicy): Refusal | null {
   const text = hostText(host);
   for (const own of [...ALWAYS_OWN, ...(policy.ownHosts ?? [])]) {
     const relation = hostWithin(host, own) ? "is" : hostWithin(own, host) ? "covers" : null;
@@ -73,11 +78,17 @@ export function hostRefusal(host: HostMatch, namespace: string, policy: HostPoli
       reason: `${text} ${what} the load balancer's own, where every path route answers (only --host-claims can give an address to a namespace)`,
     };
   }
-  if (policy.hostClaims && !(allowed ?? []).some((pattern) => hostWithin(host, pattern))) {
-    const list = allowed && allowed.length > 0 ? `only ${allowed.map(hostText).join(", ")}` : "no host";
-    return { owner: "--host-claims", reason: `${text}: --host-claims allows namespace ${namespace} ${list}` };
-  }
   return null;
+}
+
+/** Why --host-claims keeps `namespace` from `host` (null: any host), or null when it allows it or is not set. */
+export function hostClaimsRefusal(host: HostMatch | null, namespace: string, policy: HostPolicy): Refusal | null {
+  if (!policy.hostClaims) return null;
+  const allowed = policy.hostClaims[namespace] ?? [];
+  if (host !== null && allowed.some((pattern) => hostWithin(host, pattern))) return null;
+  const list = allowed.length > 0 ? `only ${allowed.map(hostText).join(", ")}` : "no host";
+  const text = host === null ? "any host" : hostText(host);
+  return { owner: "--host-claims", reason: `${text}: --host-claims allows namespace ${namespace} ${list}` };
 }
 
 /**

@@ -84,7 +84,8 @@ export interface Warning {
   annotation?: string;
   /**
    * Who holds what this Service claimed (a host, a custom path, or the port's own path): a Service
-   * (`namespace/name`), a namespace's path space (`namespace/*`), `--host-claims`, or `--own-hosts`
+   * (`namespace/name`), a namespace's path space (`namespace/*`), an HTTPRoute (`HTTPRoute namespace/name`),
+   * `--host-claims`, or `--own-hosts`
    * for the load balancer's own names and addresses.
    */
   owner?: string;
