@@ -1,16 +1,14 @@
 import { type DigestKind, digestKind } from "../shared/core/publish/config-digest.js";
-import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { parse } from "yaml";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { createObjectStore } from "../shared/adapters/store.js";
 import { freePort } from "../shared/dev/ports.js";
 import { httpGet } from "../test/support/net.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { busyCoreFromArgs, describeBusyCore } from "./busy-core.js";
 import { cpuBetween, processCpu } from "./process-cpu.js";
+import { startStack as launchStack, type Stack, waitUntil } from "./local-stack.js";
 import { arg, machine, percentile, seeded, table } from "./machine.js";
 import { readTrace, type TraceRecord } from "./trace-file.js";
 
@@ -87,23 +85,6 @@ function endpoints(name: string, hosts: string[], port: number): Item[] {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.timeOrigin + performance.now();
 
-interface Stack {
-  agentUrl: string;
-  reconcileUrl: string;
-  s3Endpoint: string;
-  /** Writes to the Kubernetes API emulator, as kubectl sends them. */
-  apiWrite(method: "POST" | "PUT", path: string, body: unknown): Promise<void>;
-  stop(): Promise<void>;
-}
-
-async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
-
 async function main(): Promise<void> {
   const busy = busyCoreFromArgs(process.argv);
   try {
@@ -149,71 +130,20 @@ async function measure(busy: ReturnType<typeof busyCoreFromArgs>): Promise<void>
     names.splice(0, names.length, ...baseNames);
     for (const n of baseNames) hostsOf.set(n, n === "spare" ? spare : baseHosts);
     write();
-    const stack = spawn(
-      process.execPath,
-      [
-        fileURLToPath(new URL("e2e-stack.js", import.meta.url)),
-        policy,
-        "--demo",
-        "--cluster-file",
-        file,
-        "--data-dir",
-        join(dir, "data"),
-        "--http-port",
-        String(httpPort),
-        "--stats-port",
-        String(statsPort),
-        "--resync",
-        "60000",
-      ],
-      {
-        stdio: ["ignore", "pipe", "ignore"],
-        env: {
-          ...process.env,
-          SERVICELB_TRACE_FILE: policy === "servicelb" ? traceFile : "",
-          // The peers have no spare backends: a Service added is a reload for them.
-          SERVICELB_SPARE_BACKENDS: String(policy === "servicelb" ? SPARE_BACKENDS : 0),
-        },
+    return launchStack({
+      policy,
+      clusterFile: file,
+      dataDir: join(dir, "data"),
+      httpPort,
+      statsPort,
+      flags: ["--resync", "60000"],
+      env: {
+        SERVICELB_TRACE_FILE: policy === "servicelb" ? traceFile : "",
+        // The peers have no spare backends: a Service added is a reload for them.
+        SERVICELB_SPARE_BACKENDS: String(policy === "servicelb" ? SPARE_BACKENDS : 0),
       },
-    );
-    let out = "";
-    stack.stdout.on("data", (c: Buffer) => (out += c.toString()));
-    const stop = async () => {
-      if (stack.exitCode !== null) return;
-      stack.kill("SIGINT");
-      await new Promise((r) => stack.once("exit", r));
-    };
-    try {
-      await waitUntil("the stack", async () => out.includes("Ctrl-C stops everything."));
-      await waitUntil(
-        "the first config served",
-        async () => (await httpGet(httpPort, `/svc-${services - 1}/`)).status === 200,
-      );
-    } catch (err) {
-      await stop();
-      throw err;
-    }
-    const kubeconfig = parse(readFileSync(join(dir, "data", "kubeconfig"), "utf8")) as {
-      clusters: Array<{ cluster: { server: string } }>;
-      users: Array<{ user: { token: string } }>;
-    };
-    const server = kubeconfig.clusters[0]!.cluster.server;
-    const token = kubeconfig.users[0]!.user.token;
-    return {
-      agentUrl: /agent (http:\/\/127\.0\.0\.1:\d+)\/status/.exec(out)![1]!,
-      reconcileUrl: /reconcile\s+(http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)![1]!,
-      s3Endpoint: /s3rver at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!,
-      async apiWrite(method, path, body) {
-        const r = await fetch(server + path, {
-          method,
-          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-          body: JSON.stringify(body),
-        });
-        if (!r.ok) throw new Error(`${method} ${path}: HTTP ${r.status} ${await r.text()}`);
-        await r.arrayBuffer();
-      },
-      stop,
-    };
+      ready: async () => (await httpGet(httpPort, `/svc-${services - 1}/`)).status === 200,
+    });
   }
 
   const servedBy = async (path: string, host: string) =>
