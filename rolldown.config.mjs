@@ -2,16 +2,21 @@
 // its pipeline's on a worker thread): Node resolves and compiles one module instead of thousands
 // (client-node alone is 2,500 model files), which cuts cold start and memory (BENCHMARKS.md).
 // functions-framework stays external: it loads the bundle and must share its function registry.
+// The CLI is bundled too, in chunks (dist/bundle/cli/): each command imports its own code when
+// it runs, so `servicelb status` compiles the store client and none of the agent or client-node.
 // `--environment SERVICELB_BUNDLE:bench` (build:dev) bundles bench/render the same way instead,
 // so that the render bench measures the code as it ships: zod's 48 locale modules alone are
 // ~10 MiB of a process's memory when loaded one module at a time, and nothing in a bundle.
 const targets =
   process.env.SERVICELB_BUNDLE === "bench"
     ? [{ input: "dist/dev/bench/render.js", file: "dist/bench/render.mjs" }]
-    : ["reconcile", "reconcile-worker", "render"].map((name) => ({
-        input: `dist/functions/${name}.js`,
-        file: `dist/bundle/${name}.mjs`,
-      }));
+    : [
+        ...["reconcile", "reconcile-worker", "render"].map((name) => ({
+          input: `dist/functions/${name}.js`,
+          file: `dist/bundle/${name}.mjs`,
+        })),
+        { input: "dist/functions/cli.js", dir: "dist/bundle/cli" },
+      ];
 
 // client-node's generated APIs and models only define classes (and set statics on them), so a
 // bundle may leave out those nobody uses. Without this, importing KubeConfig keeps all 850+
@@ -40,7 +45,7 @@ const nodeFetchWithoutWhatwgUrl = {
 // liquidjs's liquid.node.mjs and node-fetch's lib/index.mjs: the same code as their "main".
 const mainFields = ["module", "main"];
 
-export default targets.map(({ input, file }) => ({
+export default targets.map(({ input, file, dir }) => ({
   input,
   platform: "node",
   resolve: { mainFields },
@@ -54,10 +59,9 @@ export default targets.map(({ input, file }) => ({
   // 25 ms more CPU per cold start (median of 15 imports of reconcile.mjs: 243 → 268 ms), which is
   // why only the local stack turns it on (BENCHMARKS.md).
   output: {
-    file,
+    ...(dir ? { dir } : { file, codeSplitting: false }),
     format: "esm",
     minify: true,
-    codeSplitting: false,
     charset: "ascii",
     sourcemap: true,
     sourcemapExcludeSources: true,

@@ -1,3 +1,4 @@
 #!/usr/bin/env node
-// Compiled by `npm run build` (npm ci runs it through the prepare script).
-import "../dist/functions/cli.js";
+// Built by `npm run build` (npm ci runs it through the prepare script): the CLI bundled in chunks,
+// one per command (rolldown.config.mjs).
+import "../dist/bundle/cli/cli.js";
