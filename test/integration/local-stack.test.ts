@@ -311,4 +311,51 @@ describe("npm start (the local stack)", () => {
       throw new Error(`${(e as Error).message}\n--- stdout\n${out}\n--- stderr\n${err.slice(-4000)}`);
     }
   });
+
+  it("serves examples/gateway.yaml: its HTTPRoutes through HAProxy on the Gateway's port", async () => {
+    requireHaproxy();
+    const [httpPort, statsPort, listener, v1, v2] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
+    const file = join(dir, "gateway.yaml");
+    writeFileSync(
+      file,
+      readFileSync(join(root, "examples", "gateway.yaml"), "utf8")
+        .replace("port: 8081", `port: ${listener}`)
+        .replace("port: 18191", `port: ${v1}`)
+        .replace("port: 18192", `port: ${v2}`),
+    );
+    const args = ["--demo", "--cluster-file", file, "--data-dir", join(dir, "gateway-data")];
+    const started = await startStack([...args, "--http-port", String(httpPort), "--stats-port", String(statsPort)]);
+    try {
+      const cart = await waitFor(
+        "the shop route",
+        async () => {
+          const r = await httpGet(listener, "/cart", { host: "shop.example.com" });
+          return r.status === 200 ? r.body : undefined;
+        },
+        30_000,
+      );
+      expect([
+        `demo backend 127.0.0.1:${v1} answered GET /cart\n`,
+        `demo backend 127.0.0.1:${v2} answered GET /cart\n`,
+      ]).toContain(cart);
+      const old = await httpGet(listener, "/old", { host: "shop.example.com" });
+      expect(old.status).toBe(301);
+      expect(old.headers.location).toBe(`http://www.example.com:${listener}/old`);
+      expect((await httpGet(listener, "/", { host: "shop.example.com", version: "two" })).body).toBe(
+        `demo backend 127.0.0.1:${v2} answered GET /\n`,
+      );
+      expect((await httpGet(listener, "/", { host: "other.example" })).status).toBe(404);
+    } catch (e) {
+      started.stack.kill("SIGKILL");
+      throw new Error(`${(e as Error).message}\n${started.output()}`);
+    }
+    started.stack.kill("SIGINT");
+    expect(await started.exited).toBe(0);
+  });
 });
