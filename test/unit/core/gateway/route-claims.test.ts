@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { loadTemplates } from "../../../../shared/adapters/templates.js";
 import { withGateway } from "../../../../shared/core/gateway/attach.js";
@@ -6,6 +7,7 @@ import { renderSnapshot } from "../../../../shared/core/render/pipeline.js";
 import { Renderer } from "../../../../shared/core/render/render.js";
 import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";
 import { buildModel } from "../../../../shared/core/model/build-model.js";
+import { hostWithin, type HostMatch } from "../../../../shared/core/model/host-match.js";
 import type { Model } from "../../../../shared/core/model/model.js";
 import { parseRenderOptions, type RenderOptionsInput } from "../../../../shared/core/settings/options.js";
 import { type KubeFixture, list, service, slice } from "../../../support/fixtures.js";
@@ -230,5 +232,76 @@ describe("a Service held in a spare backend", () => {
       status: "False",
       reason: "NotAllowedByListeners",
     });
+  });
+});
+
+describe("any mix of tenants' Services and routes on --http-port", () => {
+  const NAMESPACES = ["a", "b", "c"];
+  const HOSTS = ["shop.example.com", "api.example.com", "*.example.com", "x.api.example.com"];
+  const PATHS = ["/", "/a", "/b/x", "/shop", "/c"];
+  const when = (day: number) => `2024-01-${String(day).padStart(2, "0")}T00:00:00Z`;
+  const arbService = fc.record({
+    namespace: fc.constantFrom(...NAMESPACES),
+    host: fc.option(fc.constantFrom(...HOSTS), { nil: undefined }),
+    day: fc.integer({ min: 1, max: 28 }),
+  });
+  const arbRoute = fc.record({
+    namespace: fc.constantFrom(...NAMESPACES),
+    hostnames: fc.subarray(HOSTS, { maxLength: 2 }),
+    path: fc.constantFrom(...PATHS),
+    day: fc.integer({ min: 1, max: 28 }),
+  });
+  const hostOf = (h: string): HostMatch =>
+    h.startsWith("*.") ? { name: h.slice(2), wildcard: true } : { name: h, wildcard: false };
+  const meet = (a: HostMatch, b: HostMatch) => hostWithin(a, b) || hostWithin(b, a);
+
+  it("never leaves a route of one namespace and a host or path of another's Service both served where they meet", () => {
+    fc.assert(
+      fc.property(
+        fc.array(arbService, { minLength: 1, maxLength: 5 }),
+        fc.array(arbRoute, { minLength: 1, maxLength: 4 }),
+        (services, routes) => {
+          const items: KubeFixture[] = [...infra()];
+          services.forEach((svc, i) =>
+            items.push(...tenant(`s${i}`, svc.namespace, when(svc.day), svc.host ? { [HOST]: svc.host } : undefined)),
+          );
+          for (const ns of NAMESPACES) items.push(...tenant("web", ns, when(28)));
+          routes.forEach((r, i) =>
+            items.push(
+              httpRoute(
+                `r${i}`,
+                {
+                  parentRefs: [{ name: "gw", namespace: "infra" }],
+                  hostnames: r.hostnames,
+                  rules: [{ matches: [{ path: { type: "PathPrefix", value: r.path } }], ...toWeb }],
+                },
+                { namespace: r.namespace, created: when(r.day) },
+              ),
+            ),
+          );
+          const m = render(items);
+          const nsOf = new Map(m.backends.map((b) => [b.name, b.namespace]));
+          const entries = m.gateway!.frontends.filter((f) => f.port === 80).flatMap((f) => f.entries);
+          for (const e of entries) {
+            const ns = e.route.split("/")[0]!;
+            for (const r of m.httpRoutes) {
+              if (nsOf.get(r.backend) === ns) continue;
+              if (r.match.kind === "host") expect(e.host === null || !meet(e.host, r.match.host)).toBe(true);
+              else if (e.host === null) {
+                const prefix = r.match.prefix;
+                expect(e.path.value.startsWith(prefix) || prefix.startsWith(e.path.value)).toBe(false);
+              }
+            }
+          }
+          // A Service's host goes to a route only when the route is the older.
+          for (const w of m.warnings.filter((x) => x.owner?.startsWith("HTTPRoute "))) {
+            const route = routes[Number(w.owner!.split("/r")[1])]!;
+            const svc = services[Number(w.service.split("/s")[1])]!;
+            expect(route.day < svc.day || (route.day === svc.day && route.namespace < svc.namespace)).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
