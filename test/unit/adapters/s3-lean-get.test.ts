@@ -174,3 +174,45 @@ describe("a lean GET on a closed store", () => {
     client.destroy();
   });
 });
+
+describe("a lean GET from a store that drips its answer", () => {
+  it("gives up at its deadline on each of two attempts, with a transient error that names the object", async () => {
+    let requests = 0;
+    const drip = createServer((_req, res) => {
+      requests++;
+      res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
+      // A byte every 50 ms: never idle for the 1 s timeout, never done within the 300 ms deadline.
+      const timer = setInterval(() => res.write(" "), 50);
+      res.on("close", () => clearInterval(timer));
+    });
+    await new Promise<void>((r) => drip.listen(0, "127.0.0.1", r));
+    const at = `http://127.0.0.1:${(drip.address() as AddressInfo).port}`;
+    const client = new S3Client({ region: "us-east-1", endpoint: at, forcePathStyle: true, credentials });
+    const lean = createLeanGet({
+      client,
+      bucket: "servicelb",
+      region: "us-east-1",
+      endpoint: at,
+      forcePathStyle: true,
+      timeoutMs: 1000,
+      deadlineMs: 300,
+      maxObjectBytes: 4096,
+      maxSockets: 4,
+      describe: (k) => `s3://servicelb/${k}`,
+      fallback: () => Promise.reject(new Error("not taken")),
+    });
+    try {
+      const error = await lean.get("status/a.json").catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        transient: true,
+        message: expect.stringMatching(/^S3 get of s3:\/\/servicelb\/status\/a\.json failed: .*300 ms/),
+      });
+      expect(requests).toBe(2);
+    } finally {
+      lean.close();
+      client.destroy();
+      drip.closeAllConnections();
+      await new Promise<void>((r) => drip.close(() => r()));
+    }
+  });
+});
