@@ -12,6 +12,7 @@
 
 import { haproxyQuote } from "../render/haproxy-quote.js";
 import { slotName } from "../model/slots.js";
+import { FREE_SLOT_ADDRESS } from "../haproxy-config/server-line.js";
 import type { GatewayFrontend, GatewayRouting, HeaderEdits, MatchEntry, ResolvedRule } from "./routing.js";
 
 /** The backends that answer a rule's invalid share, and an unmatched request on a Gateway's own port. */
@@ -163,7 +164,7 @@ export function gatewaySection(routing: GatewayRouting, bind: string): string {
   for (const b of routing.backends) {
     out += `backend ${b.name} from http_defaults\n    balance roundrobin\n`;
     b.servers.forEach((address, i) => {
-      out += `    server ${slotName(i)} ${address}\n`;
+      out += `    server ${slotName(i)} ${address ?? `${FREE_SLOT_ADDRESS} disabled`}\n`;
     });
     out += "\n";
   }

@@ -34,6 +34,7 @@ import { settingDefaults } from "./backend-settings.js";
 import { modelDescriptors } from "./descriptors.js";
 import { sha256 } from "../publish/sha256.js";
 import { assignSlots, growsAtRuntime, slotCookies, slotsFit } from "./slots.js";
+import { gatewayInSlots, gatewaySlotsSchema, keepGatewaySlots } from "./gateway-slots.js";
 
 const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
 const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
@@ -94,6 +95,8 @@ export const backendLayoutSchema = z.object({
   spares: z.array(z.object({ name: SPARE_NAME, holds: BACKEND_NAME.nullable() })),
   /** Backends whose Service port is gone, kept with every slot free. */
   vacated: z.array(vacatedSchema),
+  /** The server slots of the Gateway API's backends (gateway-slots.ts); absent without any. */
+  gateway: gatewaySlotsSchema.optional(),
 });
 
 export type BackendLayout = z.infer<typeof backendLayoutSchema>;
@@ -234,12 +237,13 @@ export function placeBackends(model: Model, state: LayoutState = new LayoutState
         ? `spares have ${previous.spareSlots} slots, fewer than --min-server-slots`
         : absorb(model, previous, tls, state);
   if (typeof result !== "string") {
-    const placed = build(model, result, state);
+    const layout = withGatewaySlots(result, model, previous!);
+    const placed = build(model, layout, state);
     const descriptors = modelDescriptors(placed);
     const room = state.room;
     // Over the room the absorbed layout may be only for what it keeps (spares sized for a Service
     // gone, backends left behind): a fresh one sheds that. Over it anyway, the nodes refuse either.
-    if (room === null || descriptors <= room) return remember(state, model, result, placed, null, descriptors);
+    if (room === null || descriptors <= room) return remember(state, model, layout, placed, null, descriptors);
     return placeFresh(
       model,
       spares,
@@ -251,16 +255,31 @@ export function placeBackends(model: Model, state: LayoutState = new LayoutState
 }
 
 function placeFresh(model: Model, spares: number, state: LayoutState, why: string): Placement {
-  const fresh: BackendLayout = {
-    version: 1,
-    spareSlots: spareSlotsFor(model),
-    named: model.backends.map((b) => b.name),
-    slots: model.backends.map((b) => b.servers.length),
-    spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
-    vacated: [],
-  };
+  const fresh: BackendLayout = withGatewaySlots(
+    {
+      version: 1,
+      spareSlots: spareSlotsFor(model),
+      named: model.backends.map((b) => b.name),
+      slots: model.backends.map((b) => b.servers.length),
+      spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
+      vacated: [],
+    },
+    model,
+    null,
+  );
   const placed = build(model, fresh, state);
   return remember(state, model, fresh, placed, why, modelDescriptors(placed));
+}
+
+/**
+ * The layout with the slots of the model's Gateway backends: kept from `previous`, or afresh (a
+ * fresh layout shrinks them, as it does the Services' backends). Without any, no field: a
+ * layout without Gateway API objects stays byte for byte what it was.
+ */
+function withGatewaySlots(layout: BackendLayout, model: Model, previous: BackendLayout | null): BackendLayout {
+  const { gateway: _, ...rest } = layout;
+  if (!model.gateway || model.gateway.backends.length === 0) return rest;
+  return { ...rest, gateway: keepGatewaySlots(model.gateway, previous?.gateway, spareFloor(model)) };
 }
 
 function remember(
@@ -401,9 +420,15 @@ function inSlots(b: Backend, count: number, hashSlots: number, state: LayoutStat
 
 /**
  * The model with named backends in the slots they keep, held Services moved into their spares,
- * and the free spares and vacated backends added.
+ * the free spares and vacated backends added, and the Gateway backends in their slots.
  */
 function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
+  const placed = buildServices(model, layout, state);
+  if (!model.gateway || !layout.gateway) return placed;
+  return { ...placed, gateway: gatewayInSlots(model.gateway, layout.gateway) };
+}
+
+function buildServices(model: Model, layout: BackendLayout, state: LayoutState): Model {
   const slots = layout.spareSlots;
   const key = `${model.options.balanceAlgorithm} ${slots} ${JSON.stringify(settingDefaults(model.options).settings)}`;
   if (state.freeKey !== key) {

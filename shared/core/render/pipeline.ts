@@ -8,7 +8,7 @@ import type { RenderOptions } from "../settings/options.js";
 import type { Renderer } from "./render.js";
 import { scopeReport } from "../kubernetes/scope-report.js";
 import { type ConfigHasher, configHasher } from "../publish/config-digest.js";
-import { gatewayBinds, modelDescriptors } from "../model/descriptors.js";
+import { modelDescriptors } from "../model/descriptors.js";
 import type { Snapshot } from "../kubernetes/snapshot.js";
 import { withGateway } from "../gateway/attach.js";
 import type { GatewayStatus } from "../gateway/status.js";
@@ -59,9 +59,10 @@ export function renderSnapshot(
 ): RenderResult {
   const t0 = performance.now();
   const built = buildModel(snapshot, options, inputs, cache);
+  const routed = withGateway(built, snapshot, renderer.routesByMap);
   // A dry run without a previous layout gets a fresh one: every Service in its own backend.
-  const placement = renderer.routesByMap ? placeBackends(built, layout) : null;
-  const model = withGateway(placement?.model ?? built, snapshot, renderer.routesByMap);
+  const placement = renderer.routesByMap ? placeBackends(routed, layout) : null;
+  const model = placement?.model ?? routed;
   const t1 = performance.now();
   const { chunks, byteLength } = renderer.renderChunks(model);
   const t2 = performance.now();
@@ -93,8 +94,7 @@ export function renderSnapshot(
       backends: built.backends.length,
       spares: placement ? placement.layout.spares.filter((s) => s.holds === null).length : 0,
       servers: model.readyServers,
-      // The layout counts the Services' part; the Gateway's frontends come on top.
-      descriptors: placement ? placement.descriptors + gatewayBinds(model) : modelDescriptors(model),
+      descriptors: placement ? placement.descriptors : modelDescriptors(model),
       bytes: byteLength,
       buildMs: roundMs(t1 - t0),
       renderMs: roundMs(t2 - t1),
