@@ -34,7 +34,8 @@ import { settingDefaults } from "./backend-settings.js";
 import { modelDescriptors } from "./descriptors.js";
 import { sha256 } from "../publish/sha256.js";
 import { assignSlots, growsAtRuntime, slotCookies, slotsFit } from "./slots.js";
-import { gatewayInSlots, gatewaySlotsSchema, keepGatewaySlots } from "./gateway-slots.js";
+import { gatewayInSlots, type GatewaySlots, gatewaySlotsSchema, keepGatewaySlots } from "./gateway-slots.js";
+import type { GatewayRouting } from "../gateway/routing.js";
 
 const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
 const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
@@ -219,9 +220,43 @@ function sparesPossible(model: Model): boolean {
 
 /**
  * Places the model's backends (each under its Service port's own name, as service-plan.ts makes
- * them) into the previous layout when it can absorb the change, else into a fresh one.
+ * them) into the previous layout when it can absorb the change, else into a fresh one; and the
+ * Gateway backends of `gateway` into their slots (gateway-slots.ts), kept from the previous layout
+ * when it absorbed the change, afresh with a fresh one. The Services' part is placed apart, so
+ * that a render whose Services did not change reuses it whatever the Gateway API objects do.
  */
-export function placeBackends(model: Model, state: LayoutState = new LayoutState()): Placement {
+export function placeBackends(
+  model: Model,
+  state: LayoutState = new LayoutState(),
+  gateway?: GatewayRouting,
+): Placement {
+  const before = state.layout?.gateway;
+  const services = placeServices(model, state);
+  const slots =
+    gateway && gateway.backends.length > 0
+      ? keepGatewaySlots(gateway, services.fresh === null ? before : undefined, spareFloor(model))
+      : undefined;
+  let layout = services.layout;
+  if (!sameGatewaySlots(layout.gateway, slots)) {
+    const { gateway: _, ...rest } = layout;
+    layout = slots ? { ...rest, gateway: slots } : rest;
+    // The record the next placement starts from, and the one its reuse of this placement is keyed on.
+    state.layout = layout;
+    if (state.last) state.last.layout = layout;
+  }
+  if (!gateway) return { ...services, layout };
+  return {
+    ...services,
+    layout,
+    model: { ...services.model, gateway: slots ? gatewayInSlots(gateway, slots) : gateway },
+  };
+}
+
+function sameGatewaySlots(a: GatewaySlots | undefined, b: GatewaySlots | undefined): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
+}
+
+function placeServices(model: Model, state: LayoutState): Placement {
   const previous = state.layout;
   const last = state.last;
   if (last && last.input === model && last.layout === previous && last.room === state.room && previous !== null)
@@ -237,13 +272,12 @@ export function placeBackends(model: Model, state: LayoutState = new LayoutState
         ? `spares have ${previous.spareSlots} slots, fewer than --min-server-slots`
         : absorb(model, previous, tls, state);
   if (typeof result !== "string") {
-    const layout = withGatewaySlots(result, model, previous!);
-    const placed = build(model, layout, state);
+    const placed = build(model, result, state);
     const descriptors = modelDescriptors(placed);
     const room = state.room;
     // Over the room the absorbed layout may be only for what it keeps (spares sized for a Service
     // gone, backends left behind): a fresh one sheds that. Over it anyway, the nodes refuse either.
-    if (room === null || descriptors <= room) return remember(state, model, layout, placed, null, descriptors);
+    if (room === null || descriptors <= room) return remember(state, model, result, placed, null, descriptors);
     return placeFresh(
       model,
       spares,
@@ -255,31 +289,16 @@ export function placeBackends(model: Model, state: LayoutState = new LayoutState
 }
 
 function placeFresh(model: Model, spares: number, state: LayoutState, why: string): Placement {
-  const fresh: BackendLayout = withGatewaySlots(
-    {
-      version: 1,
-      spareSlots: spareSlotsFor(model),
-      named: model.backends.map((b) => b.name),
-      slots: model.backends.map((b) => b.servers.length),
-      spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
-      vacated: [],
-    },
-    model,
-    null,
-  );
+  const fresh: BackendLayout = {
+    version: 1,
+    spareSlots: spareSlotsFor(model),
+    named: model.backends.map((b) => b.name),
+    slots: model.backends.map((b) => b.servers.length),
+    spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
+    vacated: [],
+  };
   const placed = build(model, fresh, state);
   return remember(state, model, fresh, placed, why, modelDescriptors(placed));
-}
-
-/**
- * The layout with the slots of the model's Gateway backends: kept from `previous`, or afresh (a
- * fresh layout shrinks them, as it does the Services' backends). Without any, no field: a
- * layout without Gateway API objects stays byte for byte what it was.
- */
-function withGatewaySlots(layout: BackendLayout, model: Model, previous: BackendLayout | null): BackendLayout {
-  const { gateway: _, ...rest } = layout;
-  if (!model.gateway || model.gateway.backends.length === 0) return rest;
-  return { ...rest, gateway: keepGatewaySlots(model.gateway, previous?.gateway, spareFloor(model)) };
 }
 
 function remember(
@@ -420,15 +439,9 @@ function inSlots(b: Backend, count: number, hashSlots: number, state: LayoutStat
 
 /**
  * The model with named backends in the slots they keep, held Services moved into their spares,
- * the free spares and vacated backends added, and the Gateway backends in their slots.
+ * and the free spares and vacated backends added.
  */
 function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
-  const placed = buildServices(model, layout, state);
-  if (!model.gateway || !layout.gateway) return placed;
-  return { ...placed, gateway: gatewayInSlots(model.gateway, layout.gateway) };
-}
-
-function buildServices(model: Model, layout: BackendLayout, state: LayoutState): Model {
   const slots = layout.spareSlots;
   const key = `${model.options.balanceAlgorithm} ${slots} ${JSON.stringify(settingDefaults(model.options).settings)}`;
   if (state.freeKey !== key) {

@@ -8,7 +8,7 @@ import type { RenderOptions } from "../settings/options.js";
 import type { Renderer } from "./render.js";
 import { scopeReport } from "../kubernetes/scope-report.js";
 import { type ConfigHasher, configHasher } from "../publish/config-digest.js";
-import { modelDescriptors } from "../model/descriptors.js";
+import { gatewayBinds, modelDescriptors } from "../model/descriptors.js";
 import type { Snapshot } from "../kubernetes/snapshot.js";
 import { withGateway } from "../gateway/attach.js";
 import type { GatewayStatus } from "../gateway/status.js";
@@ -61,8 +61,11 @@ export function renderSnapshot(
   const built = buildModel(snapshot, options, inputs, cache);
   const routed = withGateway(built, snapshot, renderer.routesByMap);
   // A dry run without a previous layout gets a fresh one: every Service in its own backend.
-  const placement = renderer.routesByMap ? placeBackends(routed, layout) : null;
-  const model = placement?.model ?? routed;
+  const placement = renderer.routesByMap ? placeBackends(built, layout, routed.gateway) : null;
+  const placed = placement?.model ?? built;
+  // The placed model with the Gateway's routing (in its slots once placed) and its warnings.
+  const model =
+    routed === built ? placed : { ...placed, gateway: placed.gateway ?? routed.gateway, warnings: routed.warnings };
   const t1 = performance.now();
   const { chunks, byteLength } = renderer.renderChunks(model);
   const t2 = performance.now();
@@ -94,7 +97,8 @@ export function renderSnapshot(
       backends: built.backends.length,
       spares: placement ? placement.layout.spares.filter((s) => s.holds === null).length : 0,
       servers: model.readyServers,
-      descriptors: placement ? placement.descriptors : modelDescriptors(model),
+      // The layout counts the Services' part; the Gateway's frontends come on top.
+      descriptors: placement ? placement.descriptors + gatewayBinds(model) : modelDescriptors(model),
       bytes: byteLength,
       buildMs: roundMs(t1 - t0),
       renderMs: roundMs(t2 - t1),
