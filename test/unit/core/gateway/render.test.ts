@@ -10,6 +10,7 @@ import { loadTemplates } from "../../../../shared/adapters/templates.js";
 import { list, service, slice } from "../../../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../../../support/gateway-fixtures.js";
 import { decideTexts } from "../../../support/haproxy-config.js";
+import { changeKind } from "../../../../shared/core/rollout/change-kind.js";
 import { DRAW_RANGE, WEIGHTS_MAP } from "../../../../shared/core/haproxy-config/gateway-weights.js";
 
 const options = parseRenderOptions({});
@@ -155,6 +156,8 @@ describe("rendering Gateway API routing", () => {
       commands: [],
       files: [{ path: WEIGHTS_MAP, entries: [`0:${DRAW_RANGE - 1} gw:default:api:80`] }],
     });
+    // Like a Service taken into a spare: applied on every node at once, outside a canary's waves.
+    expect(changeKind(before, after)).toBe("endpoints");
   });
 
   it("quotes every value a route author chose", () => {
