@@ -6,12 +6,18 @@
  * port of its own, the Services' routes on --http-port. Every value a route author chose is
  * written through haproxyQuote, and log-format values have `%` doubled first.
  *
+ * A rule with more than one backendRef draws in the weights map (haproxy-config/gateway-weights.ts)
+ * when the template routes by maps, its backend's name in `txn.gwbackend`, so that a change of
+ * weights only is applied without a reload; otherwise its thresholds are written into its lines.
+ *
  * Lines come in the order HAProxy evaluates them (all `http-request` rules before the first
  * `use_backend`), so that `haproxy -c` has nothing to warn about.
  */
 
 import { haproxyQuote } from "../render/haproxy-quote.js";
 import { slotName } from "../model/slots.js";
+import { FREE_SLOT_ADDRESS } from "../haproxy-config/server-line.js";
+import { DRAW_RANGE, WEIGHTS_MAP, weightMapLines } from "../haproxy-config/gateway-weights.js";
 import type { GatewayFrontend, GatewayRouting, HeaderEdits, MatchEntry, ResolvedRule } from "./routing.js";
 
 /** The backends that answer a rule's invalid share, and an unmatched request on a Gateway's own port. */
@@ -96,8 +102,36 @@ function rewriteLines(rule: ResolvedRule, when: string): string[] {
   return out;
 }
 
-/** The rule's `use_backend` lines: a single share, or one per share of a random draw. */
-function backendLines(rule: ResolvedRule, when: string): { draw: string | null; uses: string[] } {
+/** The rules that draw in the weights map, by their number there, and the map's lines. */
+export interface GatewayWeights {
+  ids: ReadonlyMap<ResolvedRule, number>;
+  lines: string[];
+}
+
+/** The weights map of the routing: every rule with more than one backendRef, in frontend and rule order. */
+export function gatewayWeights(routing: GatewayRouting): GatewayWeights {
+  const ids = new Map<ResolvedRule, number>();
+  for (const f of routing.frontends)
+    for (const rule of f.rules) if (rule.redirect === null && rule.picks.length > 1) ids.set(rule, ids.size);
+  return { ids, lines: weightMapLines([...ids.keys()], INVALID_BACKEND) };
+}
+
+/**
+ * The rule's `use_backend` lines: a single share, a lookup of a random draw in the weights map
+ * (`id`, its number there), or one line per share of a random draw.
+ */
+function backendLines(
+  rule: ResolvedRule,
+  when: string,
+  id: number | undefined,
+): { draw: string | null; uses: string[] } {
+  if (id !== undefined)
+    // Looked up in an http-request line: a use_backend's expression is compiled once the config
+    // is parsed, when the map's path no longer resolves beside the config (`default-path config`).
+    return {
+      draw: `    http-request set-var(txn.gwbackend) rand(${DRAW_RANGE}),add(${id * DRAW_RANGE}),map_int(${WEIGHTS_MAP},${INVALID_BACKEND}) if ${when}`,
+      uses: [`    use_backend %[var(txn.gwbackend)] if ${when}`],
+    };
   const shares = rule.picks.filter((p) => p.weight > 0);
   const total = shares.reduce((sum, p) => sum + p.weight, 0);
   if (shares.length === 0) return { draw: null, uses: [`    use_backend ${INVALID_BACKEND} if ${when}`] };
@@ -115,8 +149,11 @@ function backendLines(rule: ResolvedRule, when: string): { draw: string | null; 
   return { draw: `    http-request set-var(txn.gwpick) rand(${total}) if ${when}`, uses };
 }
 
-/** A frontend's Gateway lines: `requests` (http-request/http-response) and `uses` (use_backend), in that order. */
-export function frontendLines(f: GatewayFrontend): { requests: string; uses: string } {
+/**
+ * A frontend's Gateway lines: `requests` (http-request/http-response) and `uses` (use_backend), in
+ * that order. `weights`: the rules that draw in the weights map, none without it.
+ */
+export function frontendLines(f: GatewayFrontend, weights?: GatewayWeights): { requests: string; uses: string } {
   const req: string[] = [
     "    # Gateway API routes, in the spec's precedence order: the first match picks the rule (txn.gw).",
   ];
@@ -139,7 +176,7 @@ export function frontendLines(f: GatewayFrontend): { requests: string; uses: str
       return;
     }
     if (rule.rewrite) req.push(...rewriteLines(rule, when));
-    const b = backendLines(rule, when);
+    const b = backendLines(rule, when, weights?.ids.get(rule));
     if (b.draw) req.push(b.draw);
     uses.push(...b.uses);
   });
@@ -150,12 +187,12 @@ export function frontendLines(f: GatewayFrontend): { requests: string; uses: str
  * The Gateway section placed before the Services' backends: a frontend for each listener port
  * other than --http-port, the backends the rules reach, and the 500 and 404 answers.
  */
-export function gatewaySection(routing: GatewayRouting, bind: string): string {
+export function gatewaySection(routing: GatewayRouting, bind: string, weights?: GatewayWeights): string {
   if (routing.frontends.length === 0 && routing.backends.length === 0) return "";
   let out = "";
   for (const f of routing.frontends) {
     if (f.shared) continue;
-    const { requests, uses } = frontendLines(f);
+    const { requests, uses } = frontendLines(f, weights);
     out += `frontend gw:${f.port} from http_defaults\n    bind ${bind}:${f.port}\n`;
     out += "    http-request set-var(txn.host) req.hdr(host),field(1,:),lower\n";
     out += `${requests}${uses}    default_backend ${NOT_FOUND_BACKEND}\n\n`;
@@ -163,7 +200,7 @@ export function gatewaySection(routing: GatewayRouting, bind: string): string {
   for (const b of routing.backends) {
     out += `backend ${b.name} from http_defaults\n    balance roundrobin\n`;
     b.servers.forEach((address, i) => {
-      out += `    server ${slotName(i)} ${address}\n`;
+      out += `    server ${slotName(i)} ${address ?? `${FREE_SLOT_ADDRESS} disabled`}\n`;
     });
     out += "\n";
   }

@@ -80,8 +80,11 @@ export interface GatewayBackend {
   namespace: string;
   service: string;
   port: number;
-  /** Ready endpoints as `ip:port`; none answers 503. */
-  servers: readonly string[];
+  /**
+   * Ready endpoints as `ip:port`, none answering 503; placed into server slots by the backend
+   * layout (core/model/gateway-slots.ts), where null is a free slot.
+   */
+  servers: ReadonlyArray<string | null>;
 }
 
 export interface GatewayRouting {

@@ -11,6 +11,8 @@
  *   #| /web/ default_web_80
  *   #> maps/backends.map                     (service-map.ts: the Service port of each backend)
  *   #| default_web_80 default/web/80
+ *   #> maps/gateway.weights.map              (gateway-weights.ts: Gateway API backend weights)
+ *   #| 0:1048575 gw:default:web:80
  *
  * The agent writes each file beside haproxy.cfg before `haproxy -c` and HAProxy read them
  * (PATTERN_PATHS, placed before the backends, makes `-f patterns/…` relative to the config
@@ -24,6 +26,7 @@
 import { compareStrings } from "../compare.js";
 import { isRouteMapPath, parseMapLine, ROUTE_MAP_DIR } from "./route-maps.js";
 import { parseServiceMapLine, SERVICE_MAP } from "./service-map.js";
+import { WEIGHTS_MAP, weightLineError } from "./gateway-weights.js";
 import { MAX_SOURCE_RANGES, parseSource } from "../model/source-ranges.js";
 
 export const PATTERN_SECTION =
@@ -74,12 +77,12 @@ export function patternFilePath(namespace: string, service: string, kind: Patter
 }
 
 export function isPatternFilePath(path: string): boolean {
-  return PATH.test(path) || isRouteMapPath(path) || path === SERVICE_MAP;
+  return PATH.test(path) || isRouteMapPath(path) || path === SERVICE_MAP || path === WEIGHTS_MAP;
 }
 
 /** How HAProxy's runtime API knows the file: `acl` lists addresses, `map` holds `<key> <value>` lines. */
 export function patternFileKind(path: string): "acl" | "map" {
-  return isRouteMapPath(path) || path === SERVICE_MAP ? "map" : "acl";
+  return isRouteMapPath(path) || path === SERVICE_MAP || path === WEIGHTS_MAP ? "map" : "acl";
 }
 
 /** Why `line` cannot be a line of the file at `path`, or null when it can. */
@@ -91,6 +94,10 @@ export function patternLineError(path: string, line: string): string | null {
   if (path === SERVICE_MAP) {
     const entry = parseServiceMapLine(line);
     return typeof entry === "string" ? `${JSON.stringify(line.slice(0, 60))}: ${entry}` : null;
+  }
+  if (path === WEIGHTS_MAP) {
+    const bad = weightLineError(line);
+    return bad === null ? null : `${JSON.stringify(line.slice(0, 60))} ${bad}`;
   }
   return parseSource(line) === line ? null : `${JSON.stringify(line.slice(0, 60))} is not an address or CIDR`;
 }

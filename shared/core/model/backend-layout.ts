@@ -34,6 +34,7 @@ import { settingDefaults } from "./backend-settings.js";
 import { modelDescriptors } from "./descriptors.js";
 import { sha256 } from "../publish/sha256.js";
 import { assignSlots, growsAtRuntime, slotCookies, slotsFit } from "./slots.js";
+import { gatewayInSlots, type GatewaySlots, gatewaySlotsSchema, keepGatewaySlots } from "./gateway-slots.js";
 
 const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
 const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
@@ -94,6 +95,11 @@ export const backendLayoutSchema = z.object({
   spares: z.array(z.object({ name: SPARE_NAME, holds: BACKEND_NAME.nullable() })),
   /** Backends whose Service port is gone, kept with every slot free. */
   vacated: z.array(vacatedSchema),
+  /**
+   * The server slots of the Gateway API's backends (gateway-slots.ts), placed after the Services
+   * (placeGateway); absent without any. An absorbed layout carries them on to that step.
+   */
+  gateway: gatewaySlotsSchema.optional(),
 });
 
 export type BackendLayout = z.infer<typeof backendLayoutSchema>;
@@ -276,6 +282,35 @@ function remember(
   return { model: output, layout, fresh, descriptors };
 }
 
+/**
+ * The Gateway backends of `model` (the placed model with the Gateway API's routing,
+ * gateway/attach.ts) in their slots (gateway-slots.ts): kept from the layout the placement
+ * absorbed into, afresh with a fresh one; and the layout with their record. Apart from the
+ * Services' placement, so that a render whose Services did not change reuses it whatever the
+ * Gateway API objects do.
+ */
+export function placeGateway(placement: Placement, model: Model, state: LayoutState): Placement {
+  const gateway = model.gateway;
+  const slots =
+    gateway && gateway.backends.length > 0
+      ? keepGatewaySlots(gateway, placement.fresh === null ? placement.layout.gateway : undefined, spareFloor(model))
+      : undefined;
+  let layout = placement.layout;
+  if (!sameGatewaySlots(layout.gateway, slots)) {
+    const { gateway: _, ...rest } = layout;
+    layout = slots ? { ...rest, gateway: slots } : rest;
+    // The record the next placement starts from, and the one its reuse of this placement is keyed on.
+    state.layout = layout;
+    if (state.last) state.last.layout = layout;
+  }
+  const placed = gateway && slots ? { ...model, gateway: gatewayInSlots(gateway, slots) } : model;
+  return { ...placement, model: placed, layout };
+}
+
+function sameGatewaySlots(a: GatewaySlots | undefined, b: GatewaySlots | undefined): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
+}
+
 /** The backend of that name in a list sorted by name. */
 function findBackend(backends: readonly Backend[], name: string): Backend | undefined {
   let lo = 0;
@@ -372,6 +407,7 @@ function absorb(
     ...(Object.keys(hashSlots).length > 0 ? { hashSlots } : {}),
     spares,
     vacated: [...vacated.values()].sort((a, b) => compareStrings(a.name, b.name)),
+    ...(previous.gateway ? { gateway: previous.gateway } : {}),
   };
 }
 

@@ -1,7 +1,7 @@
 import { roundMs } from "./milliseconds.js";
 import { buildModel, type BuildInputs } from "../model/build-model.js";
 import type { ModelCache } from "../model/model-cache.js";
-import { type BackendLayout, type LayoutState, placeBackends } from "../model/backend-layout.js";
+import { type BackendLayout, LayoutState, placeBackends, placeGateway } from "../model/backend-layout.js";
 import type { ConfigChunks } from "../publish/chunks.js";
 import type { Skipped, Warning } from "../model/model.js";
 import type { RenderOptions } from "../settings/options.js";
@@ -60,8 +60,11 @@ export function renderSnapshot(
   const t0 = performance.now();
   const built = buildModel(snapshot, options, inputs, cache);
   // A dry run without a previous layout gets a fresh one: every Service in its own backend.
-  const placement = renderer.routesByMap ? placeBackends(built, layout) : null;
-  const model = withGateway(placement?.model ?? built, snapshot, renderer.routesByMap);
+  const state = layout ?? new LayoutState();
+  const services = renderer.routesByMap ? placeBackends(built, state) : null;
+  const routed = withGateway(services?.model ?? built, snapshot, renderer.routesByMap);
+  const placement = services ? placeGateway(services, routed, state) : null;
+  const model = placement?.model ?? routed;
   const t1 = performance.now();
   const { chunks, byteLength } = renderer.renderChunks(model);
   const t2 = performance.now();

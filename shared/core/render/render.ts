@@ -3,7 +3,7 @@ import type { HostMatch } from "../model/host-match.js";
 import type { BackendSettings, RedirectCode } from "../model/backend-settings.js";
 import { type ByteWriter, ChunkList, type ConfigChunks, SlabWriter } from "../publish/chunks.js";
 import { compileFragment, type Fragment, Inline } from "./fragment.js";
-import { frontendLines, gatewaySection } from "../gateway/render.js";
+import { frontendLines, gatewaySection, type GatewayWeights, gatewayWeights } from "../gateway/render.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, TcpFrontend } from "../model/model.js";
 import { CRT_LIST_PREFIX } from "../settings/options.js";
@@ -18,6 +18,7 @@ import { compareStrings } from "../compare.js";
 import { ROUTE_LOOKUP, routeMapLines } from "../haproxy-config/route-maps.js";
 import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "../haproxy-config/service-map.js";
 import { FREE_SLOT_ADDRESS } from "../haproxy-config/server-line.js";
+import { WEIGHTS_MAP } from "../haproxy-config/gateway-weights.js";
 import { slotName } from "../model/slots.js";
 
 /** The template sources a config is rendered from: the main file and one fragment per repeated item. */
@@ -242,10 +243,10 @@ const ROUTE_LOOKUP_BYTES = Buffer.from(SERVICE_MAP_REFERENCE + ROUTE_LOOKUP, "ut
  * Gateway route matches goes where the route says, and the Services' routes for the rest. Every
  * `http-request` line comes before the first `use_backend`, as HAProxy evaluates them.
  */
-function sharedRouteLookup(gateway: Model["gateway"]): Buffer {
+function sharedRouteLookup(gateway: Model["gateway"], weights: GatewayWeights | undefined): Buffer {
   const shared = gateway?.frontends.find((f) => f.shared);
   if (!shared) return ROUTE_LOOKUP_BYTES;
-  const { requests, uses } = frontendLines(shared);
+  const { requests, uses } = frontendLines(shared, weights);
   const at = ROUTE_LOOKUP.lastIndexOf("    use_backend ");
   return Buffer.from(
     SERVICE_MAP_REFERENCE + requests + ROUTE_LOOKUP.slice(0, at) + uses + ROUTE_LOOKUP.slice(at),
@@ -614,30 +615,34 @@ export class Renderer {
     };
     const files = patternFiles(model);
     const maps = this.routesByMap ? this.mapChunk(model.httpRoutes) : null;
+    // The weights map travels with the route maps: a template without them writes the thresholds into the rules.
+    const weights = model.gateway && this.routesByMap ? gatewayWeights(model.gateway) : undefined;
     const section = (slot: Slot, chunks: ChunkList): void => {
       if (!this.printed.has(slot)) return;
       if (slot === "backends") {
         // A template that routes by maps reads its files beside itself from before the frontend on.
         if (files.length > 0 && !this.routesByMap) chunks.push(PATTERN_PATHS_BYTES);
-        if (model.gateway) chunks.push(Buffer.from(gatewaySection(model.gateway, o.bindAddress), "utf8"));
+        if (model.gateway) chunks.push(Buffer.from(gatewaySection(model.gateway, o.bindAddress, weights), "utf8"));
         this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
         chunks.push(this.tcpChunk(model.tcpFrontends, o.bindAddress, view.accept_proxy));
       } else if (slot === "http_route_maps") {
-        chunks.push(model.gateway ? sharedRouteLookup(model.gateway) : ROUTE_LOOKUP_BYTES);
+        chunks.push(model.gateway ? sharedRouteLookup(model.gateway, weights) : ROUTE_LOOKUP_BYTES);
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));
       }
     };
     // Last, so that a list's length never shifts the lines the agent's slot diff compares. The
-    // maps sort before the pattern files ("maps/" < "patterns/"), and backends.map before the
-    // route maps. The Service map goes with the route maps: it needs the frontend they are
+    // maps sort before the pattern files ("maps/" < "patterns/"), and backends.map and
+    // gateway.weights.map before the route maps. The Service map goes with the route maps: it needs the frontend they are
     // looked up in (SERVICE_MAP_REFERENCE).
     const fileSection = (chunks: ChunkList): void => {
       if (files.length === 0 && maps === null) return;
       chunks.push(PATTERN_SECTION_BYTES);
       if (maps !== null) {
         chunks.push(this.serviceMapChunk(model.backends));
+        if (weights && weights.lines.length > 0)
+          chunks.push(Buffer.from(renderPatternFiles([{ path: WEIGHTS_MAP, entries: weights.lines }]), "utf8"));
         chunks.push(maps);
       }
       if (files.length > 0) chunks.push(Buffer.from(renderPatternFiles(files), "utf8"));

@@ -9,6 +9,9 @@ import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapsh
 import { loadTemplates } from "../../../../shared/adapters/templates.js";
 import { list, service, slice } from "../../../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../../../support/gateway-fixtures.js";
+import { decideTexts } from "../../../support/haproxy-config.js";
+import { changeKind } from "../../../../shared/core/rollout/change-kind.js";
+import { DRAW_RANGE, WEIGHTS_MAP } from "../../../../shared/core/haproxy-config/gateway-weights.js";
 
 const options = parseRenderOptions({});
 const cluster = [
@@ -120,6 +123,41 @@ describe("rendering Gateway API routing", () => {
       "    use_backend gw:500 if { var(txn.gw) -m int eq 1 }",
       "",
     ]);
+  });
+
+  it("draws in the weights map with the built-in templates, so a change of weights only changes map lines", () => {
+    const split = (web: number, api: number) => [
+      ...cluster,
+      service("api", [{ port: 80, name: "http" }]),
+      slice("api", [{ name: "http", port: 8080 }], ["10.0.0.2"]),
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: 8081 }]),
+      httpRoute("r", {
+        parentRefs: [{ name: "gw" }],
+        rules: [
+          {
+            backendRefs: [
+              { name: "web", port: 80, weight: web },
+              { name: "api", port: 80, weight: api },
+            ],
+          },
+        ],
+      }),
+    ];
+    const before = render(split(3, 1)).config;
+    expect(before).toContain(
+      `    http-request set-var(txn.gwbackend) rand(${DRAW_RANGE}),add(0),map_int(${WEIGHTS_MAP},gw:500) if { var(txn.gw) -m int eq 0 }\n`,
+    );
+    expect(before).toContain("    use_backend %[var(txn.gwbackend)] if { var(txn.gw) -m int eq 0 }\n");
+    const after = render(split(0, 1)).config;
+    expect(after).toContain(`#> ${WEIGHTS_MAP}\n#| 0:${DRAW_RANGE - 1} gw:default:api:80\n`);
+    expect(decideTexts({ text: before, known: true }, after)).toMatchObject({
+      kind: "runtime",
+      commands: [],
+      files: [{ path: WEIGHTS_MAP, entries: [`0:${DRAW_RANGE - 1} gw:default:api:80`] }],
+    });
+    // Like a Service taken into a spare: applied on every node at once, outside a canary's waves.
+    expect(changeKind(before, after)).toBe("endpoints");
   });
 
   it("quotes every value a route author chose", () => {

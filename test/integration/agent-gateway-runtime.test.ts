@@ -1,0 +1,111 @@
+/*
+ * Gateway API backends through the agent's runtime path: a pod of a Service an HTTPRoute reaches
+ * added, moved or removed, and a change of the route's backend weights, are applied through
+ * HAProxy's runtime API with no reload, as a Service's own endpoint changes are. Real HAProxy,
+ * real s3rver, a warm render context as a warm function instance has.
+ */
+import { describe, expect, it } from "vitest";
+import { showProc } from "../../shared/adapters/haproxy/master.js";
+import type { Agent } from "../../shared/agent/agent.js";
+import { A, agentWorld, B, C, count, type Node } from "../support/agent.js";
+import { service, slice } from "../support/fixtures.js";
+import { gateway, gatewayClass, httpRoute } from "../support/gateway-fixtures.js";
+
+const world = agentWorld();
+const { node, start, appliedKey } = world;
+
+/** A Service `name` on port 80 whose pods are `pods`, exposed by no annotation: only the route reaches it. */
+function svc(name: string, pods: string[]): unknown[] {
+  return [
+    service(name, [{ port: 80, targetPort: world.pods.port }]),
+    slice(name, [{ port: world.pods.port }], pods, { name: `${name}-slice` }),
+  ];
+}
+
+/** A Gateway listening on the node's HTTP port, and a route for `gw.example` that splits by `weights`. */
+function gatewayWith(n: Node, weights: Record<string, number>): unknown[] {
+  return [
+    gatewayClass(),
+    gateway("gw", [{ name: "http", port: n.lb.options.httpPort, hostname: "gw.example" }]),
+    httpRoute("split", {
+      parentRefs: [{ name: "gw" }],
+      rules: [{ backendRefs: Object.entries(weights).map(([name, weight]) => ({ name, port: 80, weight })) }],
+    }),
+  ];
+}
+
+async function apply(n: Node, agent: Agent, items: unknown[], revision: number) {
+  const published = await n.publish(items, revision);
+  await n.notify(agent, published);
+  await appliedKey(agent, published.key);
+  return agent.status().applied;
+}
+
+/** Which pods answer `gw.example` over `times` requests. */
+async function answering(n: Node, times = 12): Promise<string[]> {
+  const seen = new Set<string>();
+  for (let i = 0; i < times; i++) {
+    const r = await n.getHost("gw.example", "/x");
+    seen.add(r.status === 200 ? r.body.split(" ")[0]! : String(r.status));
+  }
+  return [...seen].sort();
+}
+
+describe("Gateway API backends through the runtime API", () => {
+  it("a backend's pods added, moved and removed are applied with 0 reloads, and traffic follows them", async () => {
+    const n = await node();
+    const gw = gatewayWith(n, { web: 1 });
+    await n.publish([...gw, ...svc("web", [A])], 100);
+    const agent = await start(n);
+    expect(await answering(n)).toEqual(["A"]);
+    const master = (await showProc(n.masterSocket)).master;
+
+    // A second pod comes up.
+    expect(await apply(n, agent, [...gw, ...svc("web", [A, B])], 110)).toMatchObject({ how: "runtime" });
+    expect(await answering(n)).toEqual(["A", "B"]);
+    // A pod replaced in place: A goes, C comes.
+    expect(await apply(n, agent, [...gw, ...svc("web", [B, C])], 120)).toMatchObject({ how: "runtime" });
+    expect(await answering(n)).toEqual(["B", "C"]);
+    // Scaled down to one pod.
+    expect(await apply(n, agent, [...gw, ...svc("web", [C])], 130)).toMatchObject({ how: "runtime" });
+    expect(await answering(n)).toEqual(["C"]);
+    // No pod at all: 503, still no reload; and back.
+    expect(await apply(n, agent, [...gw, ...svc("web", [])], 140)).toMatchObject({ how: "runtime" });
+    expect(await answering(n, 3)).toEqual(["503"]);
+    expect(await apply(n, agent, [...gw, ...svc("web", [A])], 150)).toMatchObject({ how: "runtime" });
+    expect(await answering(n)).toEqual(["A"]);
+
+    const after = (await showProc(n.masterSocket)).master;
+    expect(after.pid).toBe(master.pid);
+    expect(after.reloads).toBe(master.reloads);
+    expect(await count(agent.metrics.reloads)).toBe(0);
+  });
+
+  it("a change of backend weights is applied with 0 reloads, and traffic follows the weights", async () => {
+    const n = await node();
+    const services = [...svc("one", [A]), ...svc("two", [B])];
+    await n.publish([...gatewayWith(n, { one: 1, two: 0 }), ...services], 100);
+    const agent = await start(n);
+    expect(await answering(n)).toEqual(["A"]);
+    const master = (await showProc(n.masterSocket)).master;
+
+    expect(await apply(n, agent, [...gatewayWith(n, { one: 0, two: 1 }), ...services], 110)).toMatchObject({
+      how: "runtime",
+    });
+    expect(await answering(n)).toEqual(["B"]);
+    expect(await apply(n, agent, [...gatewayWith(n, { one: 1, two: 1 }), ...services], 120)).toMatchObject({
+      how: "runtime",
+    });
+    expect(await answering(n, 40)).toEqual(["A", "B"]);
+    // Every weight 0: the rule's traffic is answered 500 (the spec's "no backend with a weight").
+    expect(await apply(n, agent, [...gatewayWith(n, { one: 0, two: 0 }), ...services], 130)).toMatchObject({
+      how: "runtime",
+    });
+    expect(await answering(n, 3)).toEqual(["500"]);
+
+    const after = (await showProc(n.masterSocket)).master;
+    expect(after.pid).toBe(master.pid);
+    expect(after.reloads).toBe(master.reloads);
+    expect(await count(agent.metrics.reloads)).toBe(0);
+  });
+});
