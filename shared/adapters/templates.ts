@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OptionsError } from "../core/settings/settings.js";
-import { TEMPLATE_FILES, type TemplateSet } from "../core/render/render.js";
+import { TEMPLATE_FILES, type TemplateSet } from "../core/render/template-views.js";
 
 /** The repository root, found from this file whether it runs from source or from dist/. */
 export function packageRoot(): string {

@@ -3,7 +3,7 @@
 import type { CheckOptions, CheckResult } from "../adapters/haproxy/check.js";
 import type { Logger } from "../adapters/log.js";
 import { configDescriptors, descriptorsNeeded, type NodeFiles } from "../core/model/descriptors.js";
-import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render/render.js";
+import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render/template-views.js";
 import type { AgentError } from "./node-state.js";
 import { errorMessage } from "../core/error-message.js";
 

@@ -10,7 +10,7 @@ import { sha256 } from "../core/publish/sha256.js";
 import { ParsedItems, type Snapshot } from "../core/kubernetes/snapshot.js";
 import { readErrorPage } from "../adapters/error-page.js";
 import { loadTemplates } from "../adapters/templates.js";
-import type { TemplateSet } from "../core/render/render.js";
+import type { TemplateSet } from "../core/render/template-views.js";
 
 /**
  * Everything a render needs besides the snapshot, loaded once per process: a warm function

@@ -1,7 +1,7 @@
 import { get } from "node:http";
 import { gunzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
-import { STATS_PASSWORD_VARIABLE } from "../../shared/core/render/render.js";
+import { STATS_PASSWORD_VARIABLE } from "../../shared/core/render/template-views.js";
 import { A, agentWorld, B } from "../support/agent.js";
 import { service, slice } from "../support/fixtures.js";
 

@@ -9,7 +9,8 @@ import { PATTERN_PATHS, splitConfig } from "../../shared/core/haproxy-config/pat
 import { placeBackends } from "../../shared/core/model/backend-layout.js";
 import { ROUTE_LOOKUP, routeMapLines } from "../../shared/core/haproxy-config/route-maps.js";
 import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "../../shared/core/haproxy-config/service-map.js";
-import { Renderer, routeRedirect } from "../../shared/core/render/render.js";
+import { routeRedirect } from "../../shared/core/render/model-views.js";
+import { Renderer } from "../../shared/core/render/render.js";
 import { snapshotFromDocuments } from "../../shared/core/kubernetes/snapshot.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { list, service, slice } from "../support/fixtures.js";

@@ -1,114 +1,49 @@
+/*
+ * The renderer: a model into the bytes of haproxy.cfg and its map and pattern files, through the
+ * templates (template-views.ts says what each sees), each backend's and route list's bytes kept
+ * and reused while its object stays the same, so a render costs what changed.
+ */
+
 import { Liquid } from "liquidjs";
-import type { HostMatch } from "../model/host-match.js";
-import type { BackendSettings, RedirectCode } from "../model/backend-settings.js";
-import { type ByteWriter, ChunkList, type ConfigChunks, SlabWriter } from "../publish/chunks.js";
-import { compileFragment, type Fragment, Inline } from "./fragment.js";
-import { frontendLines, gatewaySection, type GatewayWeights, gatewayWeights } from "../gateway/render.js";
+import type { RedirectCode } from "../model/backend-settings.js";
+import { ChunkList, type ConfigChunks, SlabWriter } from "../publish/chunks.js";
+import { compileFragment, type Fragment } from "./fragment.js";
+import { gatewaySection, gatewayWeights } from "../gateway/render.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, TcpFrontend } from "../model/model.js";
 import { CRT_LIST_PREFIX } from "../settings/options.js";
-import {
-  PATTERN_PATHS,
-  PATTERN_SECTION,
-  type PatternFile,
-  patternFilePath,
-  renderPatternFiles,
-} from "../haproxy-config/pattern-files.js";
+import { patternFilePath, renderPatternFiles } from "../haproxy-config/pattern-files.js";
 import { compareStrings } from "../compare.js";
-import { ROUTE_LOOKUP, routeMapLines } from "../haproxy-config/route-maps.js";
-import { SERVICE_MAP, SERVICE_MAP_REFERENCE, serviceMapLine } from "../haproxy-config/service-map.js";
-import { FREE_SLOT_ADDRESS } from "../haproxy-config/server-line.js";
+import { routeMapLines } from "../haproxy-config/route-maps.js";
+import { SERVICE_MAP, serviceMapLine } from "../haproxy-config/service-map.js";
 import { WEIGHTS_MAP } from "../haproxy-config/gateway-weights.js";
-import { slotName } from "../model/slots.js";
-
-/** The template sources a config is rendered from: the main file and one fragment per repeated item. */
-export interface TemplateSet {
-  main: string;
-  backend: string;
-  server: string;
-  httpRule: string;
-  tcpFrontend: string;
-}
-
-export const TEMPLATE_FILES: Record<keyof TemplateSet, string> = {
-  main: "haproxy.cfg.liquid",
-  backend: "backend.liquid",
-  server: "server.liquid",
-  httpRule: "http-rule.liquid",
-  tcpFrontend: "tcp-frontend.liquid",
-};
-
-/**
- * The node variable HAProxy reads the stats password from, so it is never in a config. The agent
- * refuses a config that references it while the variable is unset (HAProxy would expand it to "").
- */
-export const STATS_PASSWORD_VARIABLE = "SERVICELB_STATS_PASSWORD";
-export const STATS_PASSWORD_REF = `\${${STATS_PASSWORD_VARIABLE}}`;
-
-export interface BackendView {
-  name: string;
-  defaults: string;
-  algorithm: string;
-  stick_expire: string | null;
-  cookie: boolean;
-  strip_regex: string | null;
-  strip_prefix: string | null;
-  strip_unless: string | null;
-  /** The server lines, written by the server fragment straight into the output. */
-  servers: Inline;
-  namespace: string;
-  service: string;
-  port: number;
-  /** Per-Service timeouts (null: the defaults section's). */
-  timeout_server: string | null;
-  timeout_connect: string | null;
-  timeout_tunnel: string | null;
-  timeout_queue: string | null;
-  /** HTTP health check: `GET <check_uri>`, expecting `check_status` (null: any 2xx/3xx). */
-  check_uri: string | null;
-  check_status: number | null;
-  /** The source lists' pattern files (`acl … src -f <file>`), relative to haproxy.cfg; core/haproxy-config/pattern-files.ts. */
-  src_allow_file: string | null;
-  src_deny_file: string | null;
-  /**
-   * The same lists space-separated, for a custom template that still puts them on the `acl` line:
-   * HAProxy 2.6 reads 64 words a line, so 60 entries fit there; the files hold up to 10,000.
-   */
-  src_allow: string | null;
-  src_deny: string | null;
-  tcp: boolean;
-  /** Requests per second per client address above which `rate_limit_status` is answered. */
-  rate_limit: number | null;
-  rate_limit_status: number | null;
-  /** Parameters every server of the backend takes (its `default-server` line): maxconn, protocol, PROXY protocol. */
-  server_params: string | null;
-  /** A spare: it strips the leading path segments the route says (`txn.strip`, haproxy-config/route-maps.ts). */
-  strip_by_route: boolean;
-}
-
-export interface ServerView {
-  name: string;
-  address: string;
-  disabled: boolean;
-  /** The health-check interval; the built-in templates set it once, in the defaults sections. */
-  inter: string;
-  cookie: string | null;
-}
-
-export interface RuleView {
-  backend: string;
-  condition: string;
-}
-
-export interface TcpView {
-  name: string;
-  bind: string;
-  port: number;
-  backend: string;
-  timeout_client: string | null;
-  /** Space-separated CIDRs of trusted proxies that send a PROXY protocol header. */
-  accept_proxy: string | null;
-}
+import {
+  hostCondition,
+  PATTERN_PATHS_BYTES,
+  PATTERN_SECTION_BYTES,
+  patternFiles,
+  prefixRegex,
+  redirectBackend,
+  ROUTE_LOOKUP_BYTES,
+  routeRedirect,
+  ruleView,
+  serverParams,
+  sharedRouteLookup,
+} from "./model-views.js";
+import { ServerLines } from "./server-lines.js";
+import {
+  type BackendView,
+  type MainView,
+  printsSlot,
+  type RuleView,
+  type ServerView,
+  type Slot,
+  SLOTS,
+  slotsArePlain,
+  STATS_PASSWORD_REF,
+  type TcpView,
+  type TemplateSet,
+} from "./template-views.js";
 
 /** Backends written, reused and hashed as one range (see Renderer.backendChunks). */
 const BLOCK = 64;
@@ -124,190 +59,6 @@ interface Placement {
 
 function placement(backends: readonly Backend[], inter: string, n: number): Placement {
   return { backends, inter, slabs: new Array(n), starts: new Int32Array(n), ends: new Int32Array(n) };
-}
-
-/** The repeated sections of the main template, filled in from cached per-item bytes. */
-const SLOTS = ["http_rules", "http_route_maps", "https_rules", "tcp_frontends", "backends"] as const;
-type Slot = (typeof SLOTS)[number];
-
-interface MainView {
-  stats_socket: string;
-  hard_stop_after: string;
-  server_state_file: string;
-  syslog: boolean;
-  https: boolean;
-  /** The path `--ssl-cert` names (without `crt-list:`). */
-  ssl_cert: string | null;
-  /** How the bind line reads it: `crt` (a PEM file or a directory) or `crt-list`. */
-  ssl_cert_keyword: "crt" | "crt-list";
-  ssl_ca_cert: string | null;
-  hsts_max_age: number | null;
-  bind: string;
-  http_port: number;
-  https_port: number;
-  stats_bind: string;
-  stats_port: number;
-  stats_user: string | null;
-  /** `"${SERVICELB_STATS_PASSWORD}"`: HAProxy expands it on the node. */
-  stats_password_ref: string;
-  redirect: string | null;
-  /** One backend per redirect status the HTTPS Services use. */
-  redirects: Array<{ name: string; code: number }>;
-  timeout_server: string;
-  timeout_connect: string;
-  timeout_client: string;
-  timeout_tunnel: string;
-  timeout_queue: string | null;
-  /** Space-separated CIDRs of trusted proxies that send a PROXY protocol header. */
-  accept_proxy: string | null;
-  default_status: number;
-  default_body: string | null;
-  has_tcp_frontends: boolean;
-  check_interval: string;
-}
-
-/**
- * True when the main template only prints each section (`{{ backends }}`), never tests or filters
- * it. Captured output could hold a printed section and be tested afterwards, so a template that
- * captures anything is never plain.
- */
-function slotsArePlain(source: string): boolean {
-  if (/\{%-?\s*(capture|liquid)\b/.test(source)) return false;
-  return SLOTS.every((slot) => {
-    const uses = source.match(new RegExp(`\\b${slot}\\b`, "g"))?.length ?? 0;
-    const prints = source.match(new RegExp(`\\{\\{-?\\s*${slot}\\s*-?\\}\\}`, "g"))?.length ?? 0;
-    return uses === prints;
-  });
-}
-
-/** Whether the main template places a section at all: one it does not print is not rendered. */
-function printsSlot(source: string, slot: Slot): boolean {
-  return new RegExp(`\\b${slot}\\b`).test(source);
-}
-
-function hostCondition(h: HostMatch): string {
-  return h.wildcard ? `{ var(txn.host) -m end .${h.name} }` : `{ var(txn.host) -m str ${h.name} }`;
-}
-
-/** 301, the redirect servicelb always had, keeps its backend's name, so configs stay as they were. */
-function redirectBackend(code: RedirectCode): string {
-  return code === 301 ? "https_redirect" : `https_redirect_${code}`;
-}
-
-/** The backend an HTTP route to an HTTPS-only Service sends plain requests to. */
-export const routeRedirect = (r: HttpRoute): string => redirectBackend(r.redirectCode ?? 301);
-
-/**
- * The backend's `default-server` parameters. Said once per backend rather than on each server
- * line, so server lines keep the one shape the agent changes at runtime (haproxy-config/server-line.ts).
- */
-function serverParams(s: BackendSettings, inter: string): string | null {
-  const p: string[] = [];
-  if (s.check) p.push(`check inter ${inter}`);
-  if (s.maxconn !== null) p.push(`maxconn ${s.maxconn}`);
-  // TLS to the pod: pods hold self-signed certificates, so they are not verified; SNI is the
-  // client's Host (lower-cased, without port), ALPN says which HTTP the pod is to speak.
-  // Health checks must speak the pod's HTTP too (an HTTP/2-only pod such as gRPC answers nothing
-  // else): they follow `proto`, but not `alpn` (measured on 2.6: L7RSP without check-alpn).
-  if (s.backendProtocol === "h2") p.push("proto h2");
-  else if (s.backendProtocol === "h1-ssl") p.push("ssl verify none sni var(txn.host) alpn http/1.1");
-  else if (s.backendProtocol === "h2-ssl") p.push("ssl verify none sni var(txn.host) alpn h2");
-  if (s.check && s.backendProtocol === "h1-ssl") p.push("check-alpn http/1.1");
-  else if (s.check && s.backendProtocol === "h2-ssl") p.push("check-alpn h2");
-  if (s.proxyProtocol === "v1") p.push("send-proxy");
-  else if (s.proxyProtocol === "v2") p.push("send-proxy-v2");
-  // Health checks carry the header too: a pod that expects it would refuse them otherwise.
-  if (s.check && s.proxyProtocol !== null) p.push("check-send-proxy");
-  return p.length > 0 ? p.join(" ") : null;
-}
-
-function ruleView(r: HttpRoute): RuleView {
-  const backend = r.action === "https-redirect" ? routeRedirect(r) : r.backend;
-  if (r.match.kind === "host") return { backend, condition: hostCondition(r.match.host) };
-  const p = r.match.prefix;
-  // Segment-bound prefix: /foo and /foo/… match, /foobar does not.
-  return { backend, condition: p === "/" ? "TRUE" : `{ path -m str ${p} } || { path -m beg ${p}/ }` };
-}
-
-/** Path prefixes hold only [A-Za-z0-9._~:@+=,%/-]; of those, . and + mean something to a regex. */
-function prefixRegex(prefix: string): string {
-  return `^${prefix.replace(/[.+]/g, (c) => `[${c}]`)}/?(.*)`;
-}
-
-const PATTERN_PATHS_BYTES = Buffer.from(PATTERN_PATHS, "utf8");
-const PATTERN_SECTION_BYTES = Buffer.from(`${PATTERN_SECTION}\n`, "utf8");
-const ROUTE_LOOKUP_BYTES = Buffer.from(SERVICE_MAP_REFERENCE + ROUTE_LOOKUP, "utf8");
-
-/**
- * The HTTP frontend's routing with Gateway routes on its port: theirs first, so a request a
- * Gateway route matches goes where the route says, and the Services' routes for the rest. Every
- * `http-request` line comes before the first `use_backend`, as HAProxy evaluates them.
- */
-function sharedRouteLookup(gateway: Model["gateway"], weights: GatewayWeights | undefined): Buffer {
-  const shared = gateway?.frontends.find((f) => f.shared);
-  if (!shared) return ROUTE_LOOKUP_BYTES;
-  const { requests, uses } = frontendLines(shared, weights);
-  const at = ROUTE_LOOKUP.lastIndexOf("    use_backend ");
-  return Buffer.from(
-    SERVICE_MAP_REFERENCE + requests + ROUTE_LOOKUP.slice(0, at) + uses + ROUTE_LOOKUP.slice(at),
-    "utf8",
-  );
-}
-
-/** One file per list and Service: the backends of a Service's ports share its annotations, hence its lists. */
-function patternFiles(model: Model): PatternFile[] {
-  const files = new Map<string, readonly string[]>();
-  for (const b of model.backends) {
-    const { allowSources, denySources } = b.settings;
-    if (allowSources) files.set(patternFilePath(b.namespace, b.service, "allow"), allowSources);
-    if (denySources) files.set(patternFilePath(b.namespace, b.service, "deny"), denySources);
-  }
-  return [...files].map(([path, entries]) => ({ path, entries }));
-}
-
-/**
- * A backend's server lines as the backend fragment's `servers`. One per renderer, pointed at each
- * backend in turn: a fragment reads its item's fields while it renders and keeps none, so neither
- * this nor the view of its lines is allocated 10,000 times a render.
- */
-class ServerLines extends Inline {
-  private backend: Backend | undefined;
-  private readonly view: ServerView = { name: "", address: "", disabled: false, inter: "", cookie: null };
-
-  constructor(private readonly fragment: Fragment<ServerView>) {
-    super();
-  }
-
-  /** These lines, now those of `backend`. */
-  of(backend: Backend, inter: string): this {
-    this.backend = backend;
-    this.view.inter = inter;
-    return this;
-  }
-
-  /** The view of the slot at position i. */
-  private at(i: number): ServerView {
-    const { view } = this;
-    const { servers, cookies } = this.backend!;
-    const address = servers[i]!;
-    view.name = slotName(i);
-    view.address = address ?? FREE_SLOT_ADDRESS;
-    view.disabled = address === null;
-    view.cookie = cookies === null ? null : cookies[i]!;
-    return view;
-  }
-
-  write(out: ByteWriter): void {
-    const n = this.backend!.servers.length;
-    for (let i = 0; i < n; i++) this.fragment.write(this.at(i), out);
-  }
-
-  text(): string {
-    const n = this.backend!.servers.length;
-    let text = "";
-    for (let i = 0; i < n; i++) text += this.fragment(this.at(i));
-    return text;
-  }
 }
 
 export class Renderer {

@@ -251,8 +251,6 @@ describe("any mix of tenants' Services and routes on --http-port", () => {
     path: fc.constantFrom(...PATHS),
     day: fc.integer({ min: 1, max: 28 }),
   });
-  const hostOf = (h: string): HostMatch =>
-    h.startsWith("*.") ? { name: h.slice(2), wildcard: true } : { name: h, wildcard: false };
   const meet = (a: HostMatch, b: HostMatch) => hostWithin(a, b) || hostWithin(b, a);
 
   it("never leaves a route of one namespace and a host or path of another's Service both served where they meet", () => {
@@ -262,11 +260,10 @@ describe("any mix of tenants' Services and routes on --http-port", () => {
         fc.array(arbRoute, { minLength: 1, maxLength: 4 }),
         (services, routes) => {
           const items: KubeFixture[] = [...infra()];
-          services.forEach((svc, i) =>
-            items.push(...tenant(`s${i}`, svc.namespace, when(svc.day), svc.host ? { [HOST]: svc.host } : undefined)),
-          );
+          for (const [i, svc] of services.entries())
+            items.push(...tenant(`s${i}`, svc.namespace, when(svc.day), svc.host ? { [HOST]: svc.host } : undefined));
           for (const ns of NAMESPACES) items.push(...tenant("web", ns, when(28)));
-          routes.forEach((r, i) =>
+          for (const [i, r] of routes.entries())
             items.push(
               httpRoute(
                 `r${i}`,
@@ -277,8 +274,7 @@ describe("any mix of tenants' Services and routes on --http-port", () => {
                 },
                 { namespace: r.namespace, created: when(r.day) },
               ),
-            ),
-          );
+            );
           const m = render(items);
           const nsOf = new Map(m.backends.map((b) => [b.name, b.namespace]));
           const entries = m.gateway!.frontends.filter((f) => f.port === 80).flatMap((f) => f.entries);

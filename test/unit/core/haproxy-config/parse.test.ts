@@ -10,7 +10,8 @@ import { FREE_SLOT_ADDRESS, type ServerLine } from "../../../../shared/core/hapr
 import { SERVICE_MAP, serviceMapLine } from "../../../../shared/core/haproxy-config/service-map.js";
 import type { Backend, HttpRoute, Model, TcpFrontend } from "../../../../shared/core/model/model.js";
 import { ALGORITHMS, parseRenderOptions } from "../../../../shared/core/settings/options.js";
-import { Renderer, routeRedirect } from "../../../../shared/core/render/render.js";
+import { routeRedirect } from "../../../../shared/core/render/model-views.js";
+import { Renderer } from "../../../../shared/core/render/render.js";
 import { slotCookies, slotName } from "../../../../shared/core/model/slots.js";
 
 const HEAD = `global
