@@ -9,7 +9,7 @@
  * config). Nothing depends on conditional writes, which S3-compatible stores (and our test
  * server) may lack: two publishers racing both write, and every reader picks the greater key.
  */
-import { layoutDigest, type BackendLayout } from "../core/model/backend-layout.js";
+import { layoutDigest, type BackendLayout } from "../core/model/layout-record.js";
 import type { ConfigChunks } from "../core/publish/chunks.js";
 import { configDigest, configHasher, digestHex, digestKind, type DigestKind } from "../core/publish/config-digest.js";
 import {
