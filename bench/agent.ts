@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { showProc } from "../shared/adapters/haproxy/master.js";
-import { processAlive } from "../shared/adapters/haproxy/process.js";
+import { processAlive } from "../shared/adapters/haproxy/proc-info.js";
 import { createObjectStore, type PublishResult } from "../shared/adapters/store.js";
 import { RenderContext } from "../shared/app/render-context.js";
 import { formatConfigName, parseConfigKey } from "../shared/core/publish/config-key.js";

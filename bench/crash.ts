@@ -4,7 +4,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { showProc } from "../shared/adapters/haproxy/master.js";
-import { processAlive } from "../shared/adapters/haproxy/process.js";
+import { processAlive } from "../shared/adapters/haproxy/proc-info.js";
 import { createObjectStore } from "../shared/adapters/store.js";
 import { RenderContext } from "../shared/app/render-context.js";
 import { snapshotFromDocuments } from "../shared/core/kubernetes/snapshot.js";

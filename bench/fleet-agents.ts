@@ -2,7 +2,8 @@
  * Many agents in one process: each is `startAgent` as `servicelb agent` runs it — its own options,
  * store client, HTTP API, state and config files, poll loop and status reports — with only
  * HAProxy faked (fake-haproxy.ts). Each agent's store endpoint is its own (store-proxy.ts counts
- * per endpoint), and its applier's stage trace says when it took which config and how.
+ * per endpoint), and the stage trace wrapped around its stages (app/agent-trace.ts) says when it took which
+ * config and how.
  */
 
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -10,6 +11,7 @@ import { join } from "node:path";
 import { createLogger } from "../shared/adapters/log.js";
 import { type Agent, startAgent } from "../shared/agent/agent.js";
 import { parseAgentOptions } from "../shared/agent/options.js";
+import { traceAgent } from "../shared/app/agent-trace.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { type FakeHaproxyCounts, fakeHaproxy } from "./fake-haproxy.js";
 
@@ -96,7 +98,7 @@ export async function startFleetAgents(o: FleetAgentsOptions): Promise<FleetAgen
       storeCredentials: S3RVER_CREDENTIALS,
       haproxyLog: () => undefined,
       haproxyPorts: haproxy.ports(),
-      trace: (ev, fields = {}) =>
+      decorate: traceAgent((ev, fields = {}) =>
         o.onEvent({
           node,
           ev,
@@ -105,6 +107,7 @@ export async function startFleetAgents(o: FleetAgentsOptions): Promise<FleetAgen
           via: typeof fields.via === "string" ? fields.via : undefined,
           how: typeof fields.how === "string" ? fields.how : undefined,
         }),
+      ),
     });
     agents.set(node, agent);
   };

@@ -27,7 +27,7 @@ import { buildModel } from "../shared/core/model/build-model.js";
 import { ModelCache } from "../shared/core/model/model-cache.js";
 import { parseRenderOptions, type RenderOptions } from "../shared/core/settings/options.js";
 import { renderSnapshot } from "../shared/core/render/pipeline.js";
-import { LayoutState } from "../shared/core/model/backend-layout.js";
+import { LayoutState } from "../shared/core/model/layout-record.js";
 import { Renderer } from "../shared/core/render/render.js";
 import type { TemplateSet } from "../shared/core/render/template-views.js";
 import { configHasher, DIGEST, type DigestKind } from "../shared/core/publish/config-digest.js";

@@ -182,7 +182,9 @@ addSettings(
 ).action(async (flags: Record<string, unknown>) => {
   const { runAgent } = await import("../shared/app/agent-command.js");
   const { tracerFromEnv } = await import("../shared/adapters/stage-trace.js");
-  process.exitCode = await runAgent(flags, { trace: tracerFromEnv(process.env)?.("agent") });
+  const { traceAgent } = await import("../shared/app/agent-trace.js");
+  const trace = tracerFromEnv(process.env)?.("agent");
+  process.exitCode = await runAgent(flags, { decorate: trace && traceAgent(trace) });
 });
 
 addStoreOptions(

@@ -1,68 +1,37 @@
 /*
- * The publish protocol over a blob store: which config is newest, what one publish writes (its
- * decisions are core/publish/publish-order.ts's, pure; this module does the reads and writes they need),
- * the history, and its pruning. Keys are never overwritten, and "the newest config" is the
- * greatest key in decision order that is trusted by name (core/publish/key-trust.ts: it leads the key
- * before it by a bounded step) and whose object verifies: a far-ahead, missing, mis-shaped or
- * unverifiable newest key is skipped and reported, never a reason to stop publishing. Beside the
- * configs, views/<epoch>-<revision>: a pass that found nothing to change saw this view (no
- * config). Nothing depends on conditional writes, which S3-compatible stores (and our test
- * server) may lack: two publishers racing both write, and every reader picks the greater key.
+ * The publish protocol over a blob store: what one publish writes (its decisions are
+ * core/publish/publish-order.ts's, pure; this module does the reads and writes they need). Keys
+ * are never overwritten, and "the newest config" is the greatest key in decision order that is
+ * trusted by name and whose object verifies (newest-config.ts): an untrusted newest key is
+ * skipped and reported, never a reason to stop publishing. Beside the configs, the view markers
+ * (view-markers.ts) and the chunks of chunked configs (published-chunks.ts); the history and its
+ * pruning are config-history.ts's. Nothing depends on conditional writes, which S3-compatible
+ * stores (and our test server) may lack: two publishers racing both write, and every reader
+ * picks the greater key.
  */
-import { layoutDigest, type BackendLayout } from "../core/model/backend-layout.js";
+import { type BackendLayout, layoutDigest } from "../core/model/layout-record.js";
 import type { ConfigChunks } from "../core/publish/chunks.js";
 import { configDigest, configHasher, digestHex, digestKind, type DigestKind } from "../core/publish/config-digest.js";
-import {
-  compareConfigNames,
-  compareMarks,
-  formatConfigName,
-  formatViewName,
-  KEY_SHA_CHARS,
-  parseViewName,
-  type Mark,
-} from "../core/publish/config-key.js";
-import { judgeKeys } from "../core/publish/key-trust.js";
+import { formatConfigName, KEY_SHA_CHARS } from "../core/publish/config-key.js";
 import { decidePublish, nextSeq, pickView, storeMark } from "../core/publish/publish-order.js";
 import { parseRevision } from "../core/publish/revision.js";
 import { settingsDigest, type SettingsRecord } from "../core/settings/settings-record.js";
-import {
-  CHUNKS,
-  type ConfigEntry,
-  type ConfigHead,
-  type ConfigObjects,
-  type ConfigRef,
-  configMetadata,
-} from "./config-objects.js";
-import { deleteKeys, type StoreRecords } from "./store-records.js";
-import { gzipSync } from "node:zlib";
-import { formatChunkedBody } from "../core/publish/chunk-manifest.js";
-import { type Chunk, chunksOf } from "../core/publish/content-chunks.js";
+import { type ConfigHead, type ConfigObjects, type ConfigRef, configMetadata } from "./config-objects.js";
+import { assertKeep, type HistoryEntry, listHistory, pruneConfigs } from "./config-history.js";
+import { NewestConfig, type SkippedKey } from "./newest-config.js";
+import { PublishedChunks } from "./published-chunks.js";
+import type { StoreRecords } from "./store-records.js";
+import { ViewMarkers } from "./view-markers.js";
 import { StoreError } from "./store-error.js";
 
-const VIEWS = "views/";
-/** View markers kept: only the newest counts; a few more cover a racing pass's delete. */
-const VIEWS_KEPT = 5;
+export type { HistoryEntry } from "./config-history.js";
+export type { SkippedKey } from "./newest-config.js";
+
 /**
  * Bodies a publish reads, at most, before it takes a config ahead of the live cluster as a
  * regression (see publish): each that does not verify is skipped, and the rest cost one epoch.
  */
 const BODIES_CHECKED = 4;
-/** Verified keys a publisher remembers: the newest few are all it looks at. */
-const VERIFIED_KEPT = 8;
-/** Rejected keys a publisher remembers: a few passes' worth of BODIES_CHECKED. */
-const REJECTED_KEPT = 64;
-/** Inline bytes a chunked config carries at most; an agent fetches chunks past that one by one. */
-const INLINE_MAX = 1024 * 1024;
-/** Chunks uploaded at once. */
-const CHUNK_UPLOADS = 8;
-/** Chunk sets of chunked configs a publisher remembers (keys are immutable): the retained history. */
-const MANIFESTS_KEPT = 64;
-
-/** A key that looked newest but could not be trusted. */
-export interface SkippedKey {
-  key: string;
-  reason: string;
-}
 
 /** A rendered config as its chunks and their digest (a render's result is one). */
 export interface HashedConfig extends ConfigChunks {
@@ -137,18 +106,6 @@ export interface PublishResult {
   pruneDue?: true;
 }
 
-export interface HistoryEntry {
-  key: string;
-  epoch: number;
-  revision: string;
-  seq: number;
-  sha256Prefix: string;
-  size: number;
-  lastModified: Date;
-  /** Why the key may not be followed (core/publish/key-trust.ts): publishers, agents and `status` skip it. */
-  untrusted?: string;
-}
-
 export interface ConfigPublisher {
   publish(input: PublishInput): Promise<PublishResult>;
   /** The newest trusted config that verifies, and the newer keys skipped on the way. */
@@ -181,212 +138,12 @@ export function createPublisher(
   const { blobs } = objects;
   const retain = options.retain ?? 50;
   assertKeep(retain, "retain");
-  const viewsPrefix = `${blobs.prefix}${VIEWS}`;
-  const chunksPrefix = `${blobs.prefix}${CHUNKS}`;
-  const chunkGraceMs = options.chunkGraceMs ?? 10 * 60_000;
-
-  /** The chunk names of chunked configs, by key: read once per key (keys are never overwritten). */
-  const manifests = new Map<string, ReadonlySet<string>>();
-  function rememberManifest(key: string, names: ReadonlySet<string>): void {
-    manifests.set(key, names);
-    if (manifests.size > MANIFESTS_KEPT) manifests.delete(manifests.keys().next().value!);
-  }
-  /** The chunks a config names (none for a config published whole). */
-  async function chunksNamedBy(head: ConfigHead): Promise<ReadonlySet<string>> {
-    if (!head.chunked) return new Set();
-    const known = manifests.get(head.key);
-    if (known) return known;
-    const blob = await blobs.get(head.key);
-    const names = new Set(blob ? objects.chunkNames(head.key, blob.body) : []);
-    rememberManifest(head.key, names);
-    return names;
-  }
-
-  /**
-   * A chunked config's object: its manifest and the chunks the newest config lacks inline, after
-   * those chunks were uploaded on their own (for agents that do not run the newest config). The
-   * newest config's chunks are in the store for as long as it is retained, so they are not sent.
-   */
-  async function chunkedBody(key: string, bytes: Buffer, newest: ConfigHead | null): Promise<Buffer> {
-    const chunks = chunksOf(bytes);
-    const there = newest ? await chunksNamedBy(newest).catch(() => new Set<string>()) : new Set<string>();
-    const fresh = new Map<string, Chunk>();
-    for (const c of chunks) if (!there.has(c.name)) fresh.set(c.name, c);
-    const uploads = [...fresh.values()];
-    let next = 0;
-    const upload = async () => {
-      while (next < uploads.length) {
-        const c = uploads[next++]!;
-        await blobs.put(`${chunksPrefix}${c.name}`, c.bytes, {
-          contentType: "application/octet-stream",
-          verifiedBody: true,
-        });
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(CHUNK_UPLOADS, uploads.length) }, upload));
-    const freshBytes = uploads.reduce((n, c) => n + c.bytes.length, 0);
-    const inline = freshBytes <= INLINE_MAX ? fresh : new Map<string, Chunk>();
-    const carried = new Set<string>();
-    const entries = chunks.map((c) => {
-      // A chunk that recurs is carried once, at its first place.
-      const inlined = inline.has(c.name) && !carried.has(c.name);
-      if (inlined) carried.add(c.name);
-      return { name: c.name, size: c.bytes.length, inline: inlined };
-    });
-    const inlineBytes = chunks.filter((_, i) => entries[i]!.inline).map((c) => c.bytes);
-    rememberManifest(key, new Set(chunks.map((c) => c.name)));
-    return gzipSync(formatChunkedBody(entries, inlineBytes));
-  }
-
-  async function listViews(): Promise<Array<{ key: string; mark: Mark }>> {
-    const views: Array<{ key: string; mark: Mark }> = [];
-    for (const object of await blobs.list(viewsPrefix)) {
-      const mark = parseViewName(object.key.slice(viewsPrefix.length));
-      if (mark) views.push({ key: object.key, mark });
-    }
-    return views.sort((a, b) => compareMarks(a.mark, b.mark));
-  }
-
-  /**
-   * Deletes the chunks no config in `kept` names, once past their grace. A config whose metadata
-   * cannot be read names nothing, as it is skipped by everyone; a store that fails keeps them all.
-   */
-  async function pruneChunks(kept: readonly string[]): Promise<void> {
-    const listed = await blobs.list(chunksPrefix);
-    if (listed.length === 0) return;
-    const named = new Set<string>();
-    for (const key of kept) {
-      const head = await objects.head(key).catch((err: unknown) => {
-        if (err instanceof StoreError && !err.transient) return null;
-        throw err;
-      });
-      if (head) for (const name of await chunksNamedBy(head)) named.add(name);
-    }
-    const before = Date.now() - chunkGraceMs;
-    const doomed = listed
-      .filter((o) => !named.has(o.key.slice(chunksPrefix.length)) && o.lastModified.getTime() <= before)
-      .map((o) => o.key);
-    await deleteKeys(blobs, doomed);
-  }
-
-  async function prune({ keep = retain }: { keep?: number } = {}): Promise<string[]> {
-    assertKeep(keep, "keep");
-    const pinned = await records.getPin().catch(() => null);
-    // The configs a canary rollout has nodes run (core/rollout/rollout.ts) stay, as the pinned one does.
-    const rollout = await records.getRollout().catch(() => null);
-    const held = new Set(
-      [pinned?.key, rollout?.stable.key, rollout?.rollout?.candidate.key].filter((k): k is string => k !== undefined),
-    );
-    const configs = await objects.list();
-    // Counted in trusted keys: far-ahead keys, which sort newest, must not push the history out.
-    const verdicts = judgeKeys(configs.map((e) => e.name));
-    const trusted = configs.filter((_, i) => verdicts[i] === null);
-    const oldestKept = trusted.length > keep ? trusted[trusted.length - keep]!.name : null;
-    const older = oldestKept ? configs.filter((e) => compareConfigNames(e.name, oldestKept) < 0) : [];
-    const doomed = older.map((entry) => entry.key).filter((key) => !held.has(key));
-    await deleteKeys(blobs, doomed);
-    knownCount = configs.length - doomed.length;
-    // Only a cold function instance reads a layout, and only the newest config's: older records
-    // (one per Service added or removed) are deleted. One that a racing publish wrote a moment ago
-    // may go too; its instance holds it in memory, and another would start afresh (one reload).
-    const retained = configs.slice(older.length);
-    await records.pruneLayouts((await findNewest(retained)).head?.layoutDigest);
-    await pruneChunks([...retained.map((e) => e.key), ...held]);
-    return doomed;
-  }
-
-  /**
-   * The newest entry trusted by name whose object verifies, walking down from the greatest key. A
-   * key that is not (far ahead, gone, hand-made, forged) is skipped and reported; a store that
-   * fails is an error. `anchor`: a key verified before, which stands for the history before it.
-   */
-  async function findNewest(
-    configs: readonly ConfigEntry[],
-    anchor?: string,
-  ): Promise<{ entry: ConfigEntry | null; head: ConfigHead | null; skipped: SkippedKey[] }> {
-    const skipped: SkippedKey[] = [];
-    const at = anchor === undefined ? -1 : configs.findIndex((e) => e.key === anchor);
-    const verdicts = judgeKeys(
-      configs.map((e) => e.name),
-      at < 0 ? undefined : at,
-    );
-    for (let i = configs.length - 1; i >= 0; i--) {
-      const entry = configs[i]!;
-      const distrusted = verdicts[i] ?? rejected.get(entry.key);
-      if (distrusted !== undefined) {
-        skipped.push({ key: entry.key, reason: distrusted });
-        continue;
-      }
-      try {
-        const head = verified.get(entry.key) ?? (await objects.head(entry.key, entry.name));
-        remember(head);
-        return { entry, head, skipped };
-      } catch (err) {
-        if (!(err instanceof StoreError) || err.transient) throw err;
-        skipped.push({ key: entry.key, reason: err.message });
-      }
-    }
-    return { entry: null, head: null, skipped };
-  }
-
-  /**
-   * Keys this instance verified (or wrote), so that a warm instance heads the newest key once, not
-   * on every pass. Sound because keys are never overwritten, and only keys still listed are looked up.
-   */
-  const verified = new Map<string, ConfigHead>();
-  function remember(head: ConfigHead): void {
-    verified.delete(head.key);
-    verified.set(head.key, head);
-    if (verified.size > VERIFIED_KEPT) verified.delete(verified.keys().next().value!);
-  }
-
-  /**
-   * Keys whose metadata verifies but whose body does not (publish reads a body before it takes a
-   * config ahead of the live cluster as a regression): skipped like keys that do not verify.
-   */
-  const rejected = new Map<string, string>();
-  function reject(key: string, reason: string): void {
-    // No longer an anchor to list from (configsFromNewest): the history below it decides.
-    verified.delete(key);
-    rejected.set(key, reason);
-    if (rejected.size > REJECTED_KEPT) rejected.delete(rejected.keys().next().value!);
-  }
+  const viewMarkers = new ViewMarkers(blobs);
+  const chunks = new PublishedChunks(objects, options.chunkGraceMs ?? 10 * 60_000);
+  const newestConfig = new NewestConfig(objects);
 
   /** The newest config's digest as the last publish saw or left it (see expectUnchanged). */
   let lastNewestSha: string | null = null;
-  /** The newest config's key as the last publish saw or left it, verified (see configsFromNewest). */
-  let lastNewestKey: string | null = null;
-  /** How many configs the store holds, as far as this store object saw: an over-count only prunes sooner. */
-  let knownCount = 0;
-
-  /**
-   * The configs a publish decides from: the newest one it last saw or left and every key after it
-   * (ListObjectsV2 StartAfter), not the whole retained history: a store that reads each object's
-   * metadata to list it (s3rver) reads one or two (BENCHMARKS.md). The same newest as a
-   * full listing: a key in the current format is fixed-width, so every key newer in decision order
-   * sorts after it as a string — epochs, revisions and seqs are zero-padded, and the first
-   * format's keys (`<revision>-<sha>.cfg`, epoch 0) sort after every epoch-0 key of this one and
-   * before every later epoch. Hence only from a key of the current format: from a first-format
-   * key, newer current-format keys of epoch 0 would sort before it. The listing starts just before
-   * that key, so it is in the answer when it still exists; when it is not (deleted, a store put
-   * back), the whole history is listed. That key, verified, is the anchor the keys after it are
-   * judged from (core/publish/key-trust.ts).
-   */
-  async function configsFromNewest(): Promise<{ configs: ConfigEntry[]; anchor?: string }> {
-    const from = lastNewestKey;
-    if (from !== null && verified.has(from) && objects.parseKey(from)?.legacy === false) {
-      const startAfter = from.slice(0, -1);
-      const after = await objects.list(startAfter);
-      if (after.some((e) => e.key === from)) {
-        // A store that ignores StartAfter answers with the whole history: then that is the count.
-        knownCount = after.some((e) => e.key <= startAfter) ? after.length : knownCount + after.length - 1;
-        return { configs: after, anchor: from };
-      }
-    }
-    const all = await objects.list();
-    knownCount = all.length;
-    return { configs: all };
-  }
   /** A tree1 digest found to name the same bytes as a sha256 newest (see crossKind), and that sha256. */
   let sameBytes: { ours: string; newest: string } | null = null;
 
@@ -413,10 +170,10 @@ export function createPublisher(
     const liveRevision = () => (live ??= probe!().then(parseRevision));
     if (probe && !input.restore && !expectUnchanged) liveRevision().catch(() => undefined);
     const [{ configs, anchor }, listedViews] = await Promise.all([
-      configsFromNewest(),
-      expectUnchanged ? null : listViews(),
+      newestConfig.list(),
+      expectUnchanged ? null : viewMarkers.list(),
     ]);
-    const { entry: newestEntry, head: newestHead, skipped } = await findNewest(configs, anchor);
+    const { entry: newestEntry, head: newestHead, skipped } = await newestConfig.find(configs, anchor);
     // A tree1 publisher takes a sha256 config of the same bytes as its own: every agent verifies
     // sha256, so a switch to tree1 (or an instance that has not switched yet) publishes nothing
     // again. A sha256 publisher does not take a tree1 one: it publishes by sha256 because some
@@ -427,9 +184,9 @@ export function createPublisher(
     sameBytes = crossKind && comparable === newestHead.sha256 ? { ours: sha, newest: newestHead.sha256 } : null;
     // Same bytes at or below the newest config's revision: unchanged with no marker, whatever the views.
     const viewsMatter = !(newestEntry && newestHead?.sha256 === comparable && ours <= newestEntry.name.revision);
-    const views = listedViews ?? (viewsMatter ? await listViews() : []);
+    const views = listedViews ?? (viewsMatter ? await viewMarkers.list() : []);
     lastNewestSha = newestHead?.sha256 ?? null;
-    lastNewestKey = newestHead?.key ?? null;
+    newestConfig.saw(newestHead);
     // A marker above the snapshot counts only if the live cluster has reached it (pickView): the
     // fresh list is read for that only, and it is on its way already unless unchanged was expected.
     const above = views.some((v) => v.mark.epoch === newestEntry?.name.epoch && v.mark.revision > ours);
@@ -472,16 +229,7 @@ export function createPublisher(
         skipped,
       };
       if (!decision.view) return result;
-      const mark = decision.view;
-      const view = `${viewsPrefix}${formatViewName(mark)}`;
-      await blobs.put(view, JSON.stringify({ generator }), { contentType: "application/json" });
-      // Only the newest marker counts; a failed clean-up is retried by the next marker. Markers
-      // above this one did not count (forged, or of a cluster that went back): left for the operator.
-      const below = views.filter((v) => compareMarks(v.mark, mark) < 0);
-      await deleteKeys(
-        blobs,
-        below.slice(0, -(VIEWS_KEPT - 1)).map((v) => v.key),
-      ).catch(() => undefined);
+      const view = await viewMarkers.record(decision.view, generator, views);
       return { ...result, view };
     }
 
@@ -512,7 +260,7 @@ export function createPublisher(
           },
         );
         if (problem !== null) {
-          reject(newestHead.key, problem);
+          newestConfig.reject(newestHead.key, problem);
           return publish(input, bodiesChecked + 1);
         }
       }
@@ -576,7 +324,7 @@ export function createPublisher(
     });
     const whole = isHashed(config) ? Buffer.concat(config.chunks, config.byteLength) : config;
     const body = input.chunked
-      ? await chunkedBody(
+      ? await chunks.body(
           key,
           typeof whole === "string"
             ? Buffer.from(whole, "utf8")
@@ -589,7 +337,7 @@ export function createPublisher(
       metadata,
       verifiedBody: true,
     });
-    remember({
+    newestConfig.wrote({
       ...ref,
       generator,
       epoch: decision.epoch,
@@ -599,8 +347,6 @@ export function createPublisher(
       ...(input.chunked ? { chunked: true } : {}),
     });
     lastNewestSha = sha;
-    lastNewestKey = key;
-    knownCount++;
     // After the config: a poll that reads the hint finds the object there.
     await records.putNewestHint({ key, sha256: sha });
     sameBytes = null;
@@ -614,42 +360,19 @@ export function createPublisher(
       skipped,
       ...(decision.newEpoch ? { newEpoch: true } : {}),
       // The listing above already says whether anything is past retention: no second list otherwise.
-      ...(knownCount > retain ? { pruneDue: true } : {}),
+      ...(newestConfig.count > retain ? { pruneDue: true } : {}),
     };
   }
 
   return {
     publish,
-    prune,
+    prune: ({ keep = retain } = {}) => pruneConfigs({ objects, records, newest: newestConfig, chunks }, keep),
     async newest() {
-      const { head, skipped } = await findNewest(await objects.list());
+      const { head, skipped } = await newestConfig.find(await objects.list());
       return { config: head, skipped };
     },
-    async history({ limit } = {}) {
-      if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0)) {
-        throw new Error(`history limit must be an integer >= 0, got ${limit}`);
-      }
-      const entries = await objects.list();
-      const verdicts = judgeKeys(entries.map((e) => e.name));
-      const described = entries.map((entry, i) => ({
-        key: entry.key,
-        epoch: entry.name.epoch,
-        revision: entry.name.revision.toString(),
-        seq: entry.name.seq,
-        sha256Prefix: entry.name.shaPrefix,
-        size: entry.size,
-        lastModified: entry.lastModified,
-        ...(verdicts[i] === null ? {} : { untrusted: verdicts[i]! }),
-      }));
-      return described.reverse().slice(0, limit ?? described.length);
-    },
+    history: ({ limit } = {}) => listHistory(objects, limit),
   };
-}
-
-function assertKeep(keep: number, name: string): void {
-  if (!Number.isInteger(keep) || keep < 1) {
-    throw new Error(`${name} must be an integer >= 1 (the newest config is never deleted), got ${keep}`);
-  }
 }
 
 const maxRevision = (a: bigint, b: bigint): bigint => (a > b ? a : b);

@@ -1,9 +1,10 @@
 /*
  * Stage timing, an optional port for the stages bench/e2e measures: the reconcile function's entry
- * point wraps it around the steps of each pass (app/pass-trace.ts); the applier and the local
- * stack's parts take a StageTrace where they are constructed. Nothing is traced unless an entry
- * point wires a tracer; the entry points wire the file tracer when SERVICELB_TRACE_FILE is set
- * (bench/e2e sets it for the whole local stack, and child processes inherit it).
+ * point wraps it around the steps of each pass (app/pass-trace.ts), the agent's around the stages
+ * of its pull loop (app/agent-trace.ts); the local stack's parts (shared/dev/) take a StageTrace
+ * where they are constructed. Nothing is traced unless an entry point wires a tracer; the entry
+ * points wire the file tracer when SERVICELB_TRACE_FILE is set (bench/e2e sets it for the whole
+ * local stack, and child processes inherit it).
  */
 
 import { appendFileSync } from "node:fs";

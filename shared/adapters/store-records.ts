@@ -10,10 +10,10 @@
  * not what its name says.
  */
 import { z } from "zod";
-import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/model/backend-layout.js";
+import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/model/layout-record.js";
 import { digestSchema } from "../core/publish/config-digest.js";
 import { DNS1123_SUBDOMAIN } from "../core/kubernetes/k8s-names.js";
-import { type RolloutRecord, rolloutRecordSchema } from "../core/rollout/rollout.js";
+import { type RolloutRecord, rolloutRecordSchema } from "../core/rollout/rollout-record.js";
 import { settingsDigest, settingsRecordSchema, type SettingsRecord } from "../core/settings/settings-record.js";
 import type { BlobStore } from "./blob-store.js";
 import { errorText, StoreError } from "./store-error.js";

@@ -12,16 +12,17 @@ import { dirname } from "node:path";
 import { checkConfig } from "../adapters/haproxy/check.js";
 import { runRuntimeCommands, showServersState, swapPatternFile } from "../adapters/haproxy/runtime.js";
 import { type ProcStatus, type ReloadResult, showProc } from "../adapters/haproxy/master.js";
-import { HaproxyProcess, type HaproxyProcessOptions, openFileLimit } from "../adapters/haproxy/process.js";
+import { HaproxyProcess, type HaproxyProcessOptions } from "../adapters/haproxy/process.js";
+import { openFileLimit } from "../adapters/haproxy/proc-info.js";
 import { showStat, type StatRow } from "../adapters/haproxy/runtime.js";
 import { createLogger, type Logger } from "../adapters/log.js";
 import type { ObjectStore } from "../adapters/store.js";
 import { openStore } from "../adapters/open-store.js";
 import { packageVersion } from "../adapters/package-version.js";
-import type { StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
 import { withTimeout } from "../core/deadline.js";
 import { PullLoop, type HaproxyControl, type RuntimePort } from "./pull-loop.js";
+import type { StageDecorators } from "./pull-stages.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel, haproxyLogText } from "./haproxy-log-lines.js";
 import { startHttpApi, type Health } from "./http-api.js";
@@ -93,8 +94,8 @@ export interface AgentDeps {
   backoff?: Backoff;
   /** HAProxy's own log lines (its stdout, `--syslog`). Default: the agent's stdout. */
   haproxyLog?: (line: string) => void;
-  /** Stage timing of the applier (bench/e2e); none by default. */
-  trace?: StageTrace;
+  /** Wrapped around the pull loop's stages (pull-stages.ts): the benches' stage trace, app/agent-trace.ts. */
+  decorate?: StageDecorators;
   /** Default: the real HAProxy. */
   haproxyPorts?: HaproxyPorts;
 }
@@ -219,7 +220,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     disk,
     saved,
     onChange: () => reporter?.changed(),
-    trace: deps.trace,
+    decorate: deps.decorate,
     ...(options.canary ? { canaryNode: options.nodeName } : {}),
   });
   const traffic = new TrafficSampler();

@@ -18,7 +18,6 @@ import type { ReloadResult } from "../adapters/haproxy/master.js";
 import { RuntimeCommandsError } from "../adapters/haproxy/runtime.js";
 import type { Logger } from "../adapters/log.js";
 import type { ObjectStore, StoredConfig } from "../adapters/store.js";
-import { NO_TRACE, type StageTrace } from "../adapters/stage-trace.js";
 import type { Backoff } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/publish/config-key.js";
 import type { NodeFiles } from "../core/model/descriptors.js";
@@ -31,6 +30,7 @@ import { type ApplyDecision, decideApply } from "./decide.js";
 import type { AgentMetrics } from "./metrics.js";
 import type { KnownConfig, NodeState } from "./node-state.js";
 import { admitConfig, type Admission, type ConfigChecker } from "./admission.js";
+import type { ApplyStages, StageDecorators, StepOutcome } from "./pull-stages.js";
 import { errorMessage } from "../core/error-message.js";
 
 /** What the apply steps need of HAProxy's process; HaproxyProcess provides it. */
@@ -69,8 +69,8 @@ export interface ApplyStepsOptions {
   /** HAProxy's ports: the real ones are wired in agent.ts; a test injects fakes to force an interleaving. */
   check: ConfigChecker;
   runtime: RuntimePort;
-  /** Stage timing (bench/e2e); none by default. */
-  trace?: StageTrace;
+  /** Wraps the stages of each apply and pull (pull-stages.ts): the composition root may; the benches' stage trace does. */
+  decorate?: StageDecorators;
 }
 
 /** What the apply steps ask of the pull loop's state: they read it, and never act on the loop. */
@@ -83,13 +83,6 @@ export interface LoopView {
   /** Aborted when the agent stops. */
   signal: AbortSignal;
 }
-
-/**
- * What a step tells the pull loop: `dropped` when a reload onto the file dropped runtime changes
- * newer than it (the newest config must be pulled again), else `done` (the outcome itself is
- * recorded in NodeState).
- */
-export type StepOutcome = "done" | "dropped";
 
 /** A runtime step (the slot commands, or a pattern file swap) failed. */
 class RuntimeStepError extends Error {
@@ -105,7 +98,8 @@ class RuntimeStepError extends Error {
 export class ApplySteps {
   private lastReloadAt = -Infinity;
   private readonly files: ConfigFiles;
-  private readonly trace: StageTrace;
+  /** The stages of an apply, as the composition root may have wrapped them. */
+  private readonly stages: ApplyStages;
   /** Each config parsed once: the running one and the new one (core/haproxy-config/parse.ts). */
   private readonly parse = configParser();
 
@@ -115,7 +109,25 @@ export class ApplySteps {
     private readonly loop: LoopView,
   ) {
     this.files = new ConfigFiles(options.configPath, options.log, this.parse);
-    this.trace = options.trace ?? NO_TRACE;
+    const stages: ApplyStages = {
+      check: async (config) => {
+        const [ok, serverState] = await Promise.all([this.check(config), this.serverStateFor(config.config)]);
+        return { ok, serverState };
+      },
+      runtime: (_config, decision) => this.applyRuntime(decision),
+      start: async () => {
+        await this.options.haproxy.start();
+        this.node.haproxyServes();
+      },
+      reload: () => this.options.haproxy.reload().catch((err: unknown) => ({ ok: false, reason: errorMessage(err) })),
+      applied: (config, how, t0, lastError) => this.node.succeed(config, how, t0, lastError ?? null),
+    };
+    this.stages = options.decorate?.apply?.(stages) ?? stages;
+  }
+
+  /** Records a config as applied, through the stages (the pull loop's config that runs already). */
+  applied(...args: Parameters<ApplyStages["applied"]>): Promise<void> {
+    return this.stages.applied(...args);
   }
 
   async apply(config: StoredConfig): Promise<StepOutcome> {
@@ -136,9 +148,8 @@ export class ApplySteps {
 
   /** `haproxy -c` and, meanwhile, the server states the reload will carry over; then the reload. */
   private async checkThenActivate(config: StoredConfig, t0: number): Promise<void> {
-    const [ok, serverState] = await Promise.all([this.check(config), this.serverStateFor(config.config)]);
+    const { ok, serverState } = await this.stages.check(config);
     if (!ok) return;
-    this.trace("check.done", { key: config.key });
     if (await this.supersededWhileWaiting(config.key)) return;
     await this.activate(config, t0, serverState);
   }
@@ -185,8 +196,7 @@ export class ApplySteps {
     const { configPath, log, metrics } = this.options;
     const { slots } = decision;
     try {
-      await this.applyRuntime(decision);
-      this.trace("runtime.done", { key: config.key, changes: slots, files: decision.files.length });
+      await this.stages.runtime(config, decision);
     } catch (err) {
       // Some commands ran, some did not: the slots are neither config's. A reload sets every slot
       // from a file, with no drop: the new config's once it passes haproxy -c, else the old one's.
@@ -213,7 +223,7 @@ export class ApplySteps {
       await this.node.fail("apply", config.key, `cannot write ${configPath}: ${errorMessage(err)}`);
       return outcome;
     }
-    await this.node.succeed(config, "runtime", t0);
+    await this.stages.applied(config, "runtime", t0);
     return "done";
   }
 
@@ -248,9 +258,7 @@ export class ApplySteps {
     if (!this.node.started || !haproxy.running || !file || this.loop.stopped()) return "done";
     this.lastReloadAt = performance.now();
     metrics.reloads.inc();
-    this.trace("reload.start", { key: file.key, why: "undo" });
-    const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: errorMessage(err) }));
-    this.trace("reload.end", { key: file.key });
+    const result = await this.stages.reload(file.key, "undo");
     if (!result.ok) {
       metrics.reloadFailures.inc();
       log.error({ reason: result.reason }, "reloading the file's config failed; the next change reloads");
@@ -300,7 +308,7 @@ export class ApplySteps {
 
   /** Write the file and make HAProxy run it: start it the first time, reload afterwards. */
   private async activate(config: StoredConfig, t0: number, serverState: string | null): Promise<void> {
-    const { haproxy, metrics, log } = this.options;
+    const { metrics, log } = this.options;
     // The file is put back to this on failure: what the previous worker, which keeps serving, runs.
     const previous = this.node.onDisk;
     const parsed = this.parse(config.config);
@@ -311,16 +319,12 @@ export class ApplySteps {
       await this.files.writeConfig(config.config);
       if (!this.node.started) {
         how = "start";
-        await haproxy.start();
-        this.node.haproxyServes();
-        this.trace("start.end", { key: config.key });
+        await this.stages.start(config.key);
       } else {
         how = "reload";
         this.lastReloadAt = performance.now();
         metrics.reloads.inc();
-        this.trace("reload.start", { key: config.key });
-        const result = await haproxy.reload().catch((err: unknown) => ({ ok: false, reason: errorMessage(err) }));
-        this.trace("reload.end", { key: config.key });
+        const result = await this.stages.reload(config.key);
         if (!result.ok) {
           metrics.reloadFailures.inc();
           throw new Error(`reload failed: ${result.reason ?? "unknown reason"}`);
@@ -335,7 +339,7 @@ export class ApplySteps {
     } finally {
       if (stateFile) await this.files.writeServerState(stateFile, EMPTY_SERVER_STATE);
     }
-    return this.node.succeed(config, how, t0);
+    return this.stages.applied(config, how, t0);
   }
 
   /** Health and maintenance states to keep across the reload, for servers that stay the same endpoint; null: none. */
@@ -373,7 +377,7 @@ export class ApplySteps {
       );
     }
     // Started from disk because nothing newer could be had: an error pulling it still stands.
-    await this.node.succeed(
+    await this.stages.applied(
       { key: running.key, config: running.text, sha256: running.sha256, revision: running.revision },
       "start",
       t0,

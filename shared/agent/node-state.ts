@@ -13,7 +13,6 @@
 import { z } from "zod";
 import type { Logger } from "../adapters/log.js";
 import type { SkippedKey, StoredConfig } from "../adapters/store.js";
-import type { StageTrace } from "../adapters/stage-trace.js";
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { configDigest, digestKind, digestSchema } from "../core/publish/config-digest.js";
 import { compareConfigKeys } from "../core/publish/config-key.js";
@@ -103,8 +102,6 @@ export interface NodeStateOptions {
   saved: AgentState;
   /** Called after every applied config and every failure (e.g. to report status). */
   onChange?: () => void;
-  /** Stage timing (bench/e2e); none by default. */
-  trace?: StageTrace;
 }
 
 export class NodeState {
@@ -275,7 +272,6 @@ export class NodeState {
     metrics.applySeconds.observe({ how }, ms / 1000);
     if (how === "runtime") metrics.runtimeUpdates.inc();
     log.info({ key: config.key, revision: config.revision, how, ms: Math.round(ms) }, "config applied");
-    this.options.trace?.("applied", { key: config.key, how });
     await this.record({ applied, lastError });
   }
 

@@ -1,5 +1,5 @@
 import { showProc } from "../adapters/haproxy/master.js";
-import { isHaproxy, processAlive } from "../adapters/haproxy/process.js";
+import { isHaproxy, processAlive } from "../adapters/haproxy/proc-info.js";
 import type { Logger } from "../adapters/log.js";
 
 /**

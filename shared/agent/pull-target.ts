@@ -12,7 +12,7 @@ import { StoreError, type ObjectStore, type Pin, type SkippedKey, type StoredCon
 import { type Backoff, backoffDelay } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/publish/config-key.js";
 import { errorMessage } from "../core/error-message.js";
-import { rolloutTarget, waveOfNode, windowOf } from "../core/rollout/rollout.js";
+import { rolloutTarget, waveOfNode, windowOf } from "../core/rollout/rollout-record.js";
 
 /** Keys that did not verify: not fetched again until their retry time (a bad read may pass later). */
 export class SkippedKeys {

@@ -1,6 +1,6 @@
 import type { BuildInputs } from "../core/model/build-model.js";
 import { ModelCache } from "../core/model/model-cache.js";
-import { type BackendLayout, LayoutState } from "../core/model/backend-layout.js";
+import { type BackendLayout, LayoutState } from "../core/model/layout-record.js";
 import type { RenderOptions } from "../core/settings/options.js";
 import { renderSnapshot, type RenderResult } from "../core/render/pipeline.js";
 import { Renderer } from "../core/render/render.js";

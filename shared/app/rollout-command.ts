@@ -8,13 +8,8 @@
  * record it finds at its next pass; `pin` still wins over either.
  */
 
-import {
-  abortRollout,
-  admittedNodes,
-  promoteRollout,
-  type RolloutRecord,
-  type StepResult,
-} from "../core/rollout/rollout.js";
+import { abortRollout, promoteRollout, type StepResult } from "../core/rollout/rollout.js";
+import { admittedNodes, type RolloutRecord } from "../core/rollout/rollout-record.js";
 import { OptionsError } from "../core/settings/settings.js";
 import { withStore } from "./history-command.js";
 

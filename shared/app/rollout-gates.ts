@@ -13,14 +13,8 @@ import { nodeStatusSchema } from "../agent/status-report.js";
 import { changeKind } from "../core/rollout/change-kind.js";
 import { parseConfigKey } from "../core/publish/config-key.js";
 import { transplantEndpoints } from "../core/haproxy-config/endpoint-transplant.js";
-import {
-  initialRecord,
-  type NodeView,
-  type RolloutConfig,
-  type RolloutRecord,
-  type RolloutSettings,
-  stepRollout,
-} from "../core/rollout/rollout.js";
+import { type NodeView, type RolloutSettings, stepRollout } from "../core/rollout/rollout.js";
+import { initialRecord, type RolloutConfig, type RolloutRecord } from "../core/rollout/rollout-record.js";
 
 export type RolloutStore = Pick<
   ObjectStore,

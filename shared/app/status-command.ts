@@ -24,7 +24,7 @@ import { loadFunctionSettings, requireStore } from "./function-options.js";
 import { formatTable } from "./text-table.js";
 import { digestForFleet } from "./agent-reports.js";
 import { type DigestKind, digestKind } from "../core/publish/config-digest.js";
-import { admittedNodes, type RolloutRecord, rolloutTarget } from "../core/rollout/rollout.js";
+import { admittedNodes, type RolloutRecord, rolloutTarget } from "../core/rollout/rollout-record.js";
 
 export interface NodeRow {
   node: string;

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
-import { processAlive } from "../../shared/adapters/haproxy/process.js";
+import { processAlive } from "../../shared/adapters/haproxy/proc-info.js";
 import { snapshotFromDocuments } from "../../shared/core/kubernetes/snapshot.js";
 import { A, agentWorld, B, count, TOKEN, web } from "../support/agent.js";
 import { dripProxy, type DripProxy } from "../support/drip.js";

@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
-import { processAlive } from "../../shared/adapters/haproxy/process.js";
+import { processAlive } from "../../shared/adapters/haproxy/proc-info.js";
 import { createObjectStore } from "../../shared/adapters/store.js";
 import { stateFilePath } from "../../shared/agent/options.js";
 import { ConfigFiles } from "../../shared/agent/config-files.js";

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
-import { initialRecord, type RolloutRecord } from "../../shared/core/rollout/rollout.js";
+import { initialRecord, type RolloutRecord } from "../../shared/core/rollout/rollout-record.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 // `servicelb rollout status | promote | abort` as an operator runs them, against s3rver.

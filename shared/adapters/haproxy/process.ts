@@ -5,6 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseTimeoutMs } from "../../core/render/parse-time.js";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
+import { isHaproxy, processAlive } from "./proc-info.js";
 import { decideRestart, DEFAULT_RESTART_POLICY, type RestartHistory } from "./restart-policy.js";
 
 /** master-exited: the master died and is started again; worker-lost: its worker died under it and a reload forks a new one. */
@@ -88,38 +89,6 @@ const CURRENT_WORKER_EXITED = /: Current worker .*exited with code/;
 const EXIT_ON_FAILURE = /exit-on-failure: killing every process/;
 /** Time for the master's lines after a worker's death to arrive, and for its own exit when it gives up. */
 const WORKER_LOST_GRACE_MS = 150;
-
-/** Linux: a pid that is gone or a zombie is not running (zombies are reaped by whoever adopted them, maybe never). */
-export function processAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-/** True when `pid` is an HAProxy process (a pid read earlier may since have been reused). */
-export function isHaproxy(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "haproxy";
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Linux: the hard RLIMIT_NOFILE of a process, the most it may raise its own limit to (HAProxy
- * raises its soft limit itself); null when unknown or unlimited.
- */
-export function openFileLimit(pid: number | "self" = "self"): number | null {
-  try {
-    const line = /^Max open files\s+\S+\s+(\S+)/m.exec(readFileSync(`/proc/${pid}/limits`, "utf8"));
-    return line && /^\d+$/.test(line[1]!) ? Number(line[1]) : null;
-  } catch {
-    return null;
-  }
-}
 
 /** Resolves true if p settles within ms. */
 function within(p: Promise<void>, ms: number): Promise<boolean> {

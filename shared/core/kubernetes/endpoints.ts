@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
-import type { EndpointSlice, Endpoints, Service, Snapshot } from "./snapshot.js";
+import type { Snapshot } from "./snapshot.js";
+import type { EndpointSlice, Endpoints, Service } from "./snapshot-schemas.js";
 import { SERVICE_NAME_LABEL } from "./k8s-names.js";
 import { entryOf } from "../render/map-entry.js";
 

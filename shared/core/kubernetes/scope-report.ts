@@ -2,7 +2,8 @@ import { parseServiceRef } from "./k8s-names.js";
 import { formatLabelSelector, matchesSelector } from "./label-selector.js";
 import type { Skipped, Warning } from "../model/model.js";
 import type { RenderOptions } from "../settings/options.js";
-import type { Service, Snapshot } from "./snapshot.js";
+import type { Snapshot } from "./snapshot.js";
+import type { Service } from "./snapshot-schemas.js";
 
 /**
  * What the scoping options did: each Service that --namespace or --target-service left out is

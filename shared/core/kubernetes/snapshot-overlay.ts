@@ -16,7 +16,8 @@
 
 import { SERVICE_NAME_LABEL } from "./k8s-names.js";
 import { compareRevisions, decimalRevision, newerRevision } from "../publish/revision.js";
-import type { EndpointSlice, Service, Snapshot } from "./snapshot.js";
+import type { Snapshot } from "./snapshot.js";
+import type { EndpointSlice, Service } from "./snapshot-schemas.js";
 
 export interface ObjectRead<T> {
   namespace: string;

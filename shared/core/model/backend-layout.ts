@@ -24,118 +24,18 @@
  * change outside slots and maps (agent/decide.ts). The layout only decides how often it must.
  *
  * Pure. The previous layout is an input (a warm instance's memory, or the record published with
- * the newest config), which is what keeps a stateless function's placements stable.
+ * the newest config: layout-record.ts), which is what keeps a stateless function's placements
+ * stable. This module decides the layout; model-in-layout.ts builds the model laid out in it.
  */
 
-import { z } from "zod";
-import type { Backend, HttpRoute, Model } from "./model.js";
+import type { Backend, Model } from "./model.js";
 import { compareStrings } from "../compare.js";
 import { settingDefaults } from "./backend-settings.js";
 import { modelDescriptors } from "./descriptors.js";
-import { sha256 } from "../publish/sha256.js";
-import { assignSlots, growsAtRuntime, slotCookies, slotsFit } from "./slots.js";
-import { gatewayInSlots, type GatewaySlots, gatewaySlotsSchema, keepGatewaySlots } from "./gateway-slots.js";
-
-const BACKEND_NAME = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,300}$/);
-const SPARE_NAME = z.string().regex(/^spare_[1-9][0-9]{0,5}$/);
-const hostMatchSchema = z.object({ name: z.string().max(253), wildcard: z.boolean() });
-
-const vacatedSchema = z.object({
-  name: BACKEND_NAME,
-  namespace: z.string().max(63),
-  service: z.string().max(63),
-  servicePort: z.number().int().min(1).max(65535),
-  slots: z
-    .number()
-    .int()
-    .min(1)
-    .max(1 << 16),
-  strip: z.object({ prefix: z.string().max(300), unlessHost: hostMatchSchema.nullable() }).nullable(),
-});
-
-export const backendLayoutSchema = z.object({
-  version: z.literal(1),
-  /** Server slots of each spare. */
-  spareSlots: z
-    .number()
-    .int()
-    .min(1)
-    .max(1 << 16),
-  /** Backends named after the Service port they serve, sorted. */
-  named: z.array(BACKEND_NAME),
-  /**
-   * The server slots of each of `named`, in its order. A backend keeps its slots while its
-   * endpoints fit (slots.ts), so the count is the layout's to remember; absent in a record from
-   * before, whose backends then take the count their endpoints give.
-   */
-  slots: z
-    .array(
-      z
-        .number()
-        .int()
-        .min(1)
-        .max(1 << 16),
-    )
-    .optional(),
-  /**
-   * The slot count each backend that grew at runtime hashes its endpoints into: its count when
-   * the layout placed it (slots.ts assignSlots). Absent: its `slots`.
-   */
-  hashSlots: z
-    .record(
-      BACKEND_NAME,
-      z
-        .number()
-        .int()
-        .min(1)
-        .max(1 << 16),
-    )
-    .optional(),
-  /** The spares and the Service port each holds (by its own backend's name), in order. */
-  spares: z.array(z.object({ name: SPARE_NAME, holds: BACKEND_NAME.nullable() })),
-  /** Backends whose Service port is gone, kept with every slot free. */
-  vacated: z.array(vacatedSchema),
-  /**
-   * The server slots of the Gateway API's backends (gateway-slots.ts), placed after the Services
-   * (placeGateway); absent without any. An absorbed layout carries them on to that step.
-   */
-  gateway: gatewaySlotsSchema.optional(),
-});
-
-export type BackendLayout = z.infer<typeof backendLayoutSchema>;
-export type VacatedBackend = z.infer<typeof vacatedSchema>;
-
-/** 16 hex digits of the record's sha256: its name in the store. */
-export function layoutDigest(layout: BackendLayout): string {
-  return sha256(JSON.stringify(layout)).slice(0, 16);
-}
-
-/** What placement keeps between renders of one instance: the record, and objects reused by identity. */
-export class LayoutState {
-  layout: BackendLayout | null = null;
-  /** A held Service's spare, by the canonical backend object it was made from (renderer caches by identity). */
-  readonly heldAs = new WeakMap<Backend, Backend>();
-  /** Free spares and vacated backends, by name, for as long as their options stay the same. */
-  readonly freeBackends = new Map<string, Backend>();
-  freeKey = "";
-  /** Input and output of the last placement, reused while the input and the room are the same. */
-  last:
-    | { input: Model; layout: BackendLayout | null; output: Model; room: number | null; descriptors: number }
-    | undefined;
-  /** A named backend in the slots it keeps, by the canonical backend object (renderer caches by identity). */
-  readonly keptAs = new WeakMap<Backend, { hashSlots: number; backend: Backend }>();
-  /** The routes moved to spares, reused while routes and layout stay the same (the renderer caches the maps by identity). */
-  moved: { input: readonly HttpRoute[]; layout: BackendLayout; output: HttpRoute[] } | undefined;
-  /**
-   * The descriptors the smallest node has for a config's listeners and server slots (its limit
-   * less what HAProxy takes itself), as the agents report it; null when not known.
-   */
-  room: number | null = null;
-
-  constructor(layout: BackendLayout | null = null) {
-    this.layout = layout;
-  }
-}
+import { type GatewaySlots, gatewayInSlots, keepGatewaySlots } from "./gateway-slots.js";
+import { type BackendLayout, LayoutState, type VacatedBackend } from "./layout-record.js";
+import { endpointsOf, modelInLayout } from "./model-in-layout.js";
+import { growsAtRuntime, slotsFit } from "./slots.js";
 
 export interface Placement {
   model: Model;
@@ -144,14 +44,6 @@ export interface Placement {
   fresh: string | null;
   /** What the config asks of each node for its listeners and server slots (core/model/descriptors.ts). */
   descriptors: number;
-}
-
-function freeSlots(count: number): Array<string | null> {
-  return assignSlots([], count);
-}
-
-function stripSegments(prefix: string): 1 | 2 {
-  return prefix.split("/").length - 1 === 1 ? 1 : 2;
 }
 
 /**
@@ -168,12 +60,6 @@ function plainHttp(b: Backend, model: Model, tlsBackends: ReadonlySet<string>): 
     !tlsBackends.has(b.name) &&
     (b.strip === null || b.strip.prefix.split("/").length - 1 <= 2)
   );
-}
-
-function endpointsOf(b: Backend): string[] {
-  const addresses: string[] = [];
-  for (const address of b.servers) if (address !== null) addresses.push(address);
-  return addresses.sort(compareStrings);
 }
 
 /** Whether a spare of `slots` slots can serve this Service port: a spare's shape, and room for its endpoints. */
@@ -240,7 +126,7 @@ export function placeBackends(model: Model, state: LayoutState = new LayoutState
         ? `spares have ${previous.spareSlots} slots, fewer than --min-server-slots`
         : absorb(model, previous, tls, state);
   if (typeof result !== "string") {
-    const placed = build(model, result, state);
+    const placed = modelInLayout(model, result, state);
     const descriptors = modelDescriptors(placed);
     const room = state.room;
     // Over the room the absorbed layout may be only for what it keeps (spares sized for a Service
@@ -265,7 +151,7 @@ function placeFresh(model: Model, spares: number, state: LayoutState, why: strin
     spares: Array.from({ length: spares }, (_, i) => ({ name: `spare_${i + 1}`, holds: null })),
     vacated: [],
   };
-  const placed = build(model, fresh, state);
+  const placed = modelInLayout(model, fresh, state);
   return remember(state, model, fresh, placed, why, modelDescriptors(placed));
 }
 
@@ -422,154 +308,4 @@ function keptSlots(b: Backend, had: number | undefined, model: Model): number {
   let endpoints = 0;
   for (const address of b.servers) if (address !== null) endpoints++;
   return slotsFit(endpoints, had) ? had : b.servers.length;
-}
-
-/** The backend in `count` slots: its endpoints hashed into the first `hashSlots` of them (slots.ts assignSlots). */
-function inSlots(b: Backend, count: number, hashSlots: number, state: LayoutState): Backend {
-  if (b.servers.length === count && hashSlots === count) return b;
-  const kept = state.keptAs.get(b);
-  if (kept && kept.backend.servers.length === count && kept.hashSlots === hashSlots) return kept.backend;
-  const servers = assignSlots(endpointsOf(b), count, hashSlots);
-  const backend = { ...b, servers, cookies: b.cookies === null ? null : slotCookies(servers) };
-  state.keptAs.set(b, { hashSlots, backend });
-  return backend;
-}
-
-/**
- * The model with named backends in the slots they keep, held Services moved into their spares,
- * and the free spares and vacated backends added.
- */
-function build(model: Model, layout: BackendLayout, state: LayoutState): Model {
-  const slots = layout.spareSlots;
-  const key = `${model.options.balanceAlgorithm} ${slots} ${JSON.stringify(settingDefaults(model.options).settings)}`;
-  if (state.freeKey !== key) {
-    state.freeBackends.clear();
-    state.freeKey = key;
-  }
-  const settings = settingDefaults(model.options).settings;
-  const used = new Set<string>();
-  const free = (name: string, make: () => Backend): Backend => {
-    used.add(name);
-    let b = state.freeBackends.get(name);
-    if (!b) {
-      b = make();
-      state.freeBackends.set(name, b);
-    }
-    return b;
-  };
-  const spareOf = new Map<string, string>();
-  for (const s of layout.spares) if (s.holds !== null) spareOf.set(s.holds, s.name);
-  const extras: Backend[] = [];
-  const held = new Map<string, { canonical: Backend; moved: Backend }>();
-  for (const b of model.backends) {
-    const spare = spareOf.get(b.name);
-    if (spare === undefined) continue;
-    let moved = state.heldAs.get(b);
-    if (!moved || moved.name !== spare || moved.servers.length !== slots) {
-      // The spare's own slot count: its endpoints hashed into that many slots, as a backend of that size does.
-      const servers = assignSlots(endpointsOf(b), slots);
-      moved = {
-        ...b,
-        name: spare,
-        namespace: "",
-        service: "",
-        servicePort: 0,
-        strip: null,
-        servers,
-        stripByRoute: true,
-        carries: { namespace: b.namespace, service: b.service, port: b.servicePort },
-      };
-      state.heldAs.set(b, moved);
-    }
-    held.set(b.name, { canonical: b, moved });
-    extras.push(moved);
-  }
-  for (const s of layout.spares) {
-    if (s.holds !== null) continue;
-    extras.push(
-      free(s.name, () => ({
-        name: s.name,
-        namespace: "",
-        service: "",
-        servicePort: 0,
-        mode: "http",
-        algorithm: model.options.balanceAlgorithm,
-        affinity: { kind: "none" },
-        servers: freeSlots(slots),
-        cookies: null,
-        strip: null,
-        settings,
-        stripByRoute: true,
-        carries: null,
-      })),
-    );
-  }
-  for (const v of layout.vacated) {
-    extras.push(
-      free(`${v.name} ${JSON.stringify(v)}`, () => ({
-        name: v.name,
-        namespace: v.namespace,
-        service: v.service,
-        servicePort: v.servicePort,
-        mode: "http",
-        algorithm: model.options.balanceAlgorithm,
-        affinity: { kind: "none" },
-        servers: freeSlots(v.slots),
-        cookies: null,
-        strip: v.strip,
-        settings,
-        carries: null,
-      })),
-    );
-  }
-  // Backends of Services gone long ago, or of spares a fresh layout renamed, are not kept.
-  if (state.freeBackends.size > used.size)
-    for (const name of state.freeBackends.keys()) if (!used.has(name)) state.freeBackends.delete(name);
-  // The slots each named backend keeps, from `slots` in `named`'s order (both sorted by name).
-  let resized = false;
-  let at = 0;
-  const own = model.backends.map((b) => {
-    if (!layout.slots) return b;
-    while (at < layout.named.length && compareStrings(layout.named[at]!, b.name) < 0) at++;
-    if (layout.named[at] !== b.name) return b;
-    const count = layout.slots[at]!;
-    const kept = inSlots(b, count, layout.hashSlots?.[b.name] ?? count, state);
-    if (kept !== b) resized = true;
-    return kept;
-  });
-  if (extras.length === 0 && !resized) return model;
-  extras.sort((a, b) => compareStrings(a.name, b.name));
-  const backends: Backend[] = [];
-  let k = 0;
-  for (const b of own) {
-    if (held.has(b.name)) continue;
-    while (k < extras.length && compareStrings(extras[k]!.name, b.name) < 0) backends.push(extras[k++]!);
-    backends.push(b);
-  }
-  while (k < extras.length) backends.push(extras[k++]!);
-  let httpRoutes = model.httpRoutes;
-  if (held.size > 0) {
-    const m = state.moved;
-    if (m && m.input === model.httpRoutes && sameHolds(m.layout, layout)) httpRoutes = m.output;
-    else {
-      httpRoutes = model.httpRoutes.map((r) => movedRoute(r, held));
-      state.moved = { input: model.httpRoutes, layout, output: httpRoutes };
-    }
-  }
-  return { ...model, backends, httpRoutes };
-}
-
-function sameHolds(a: BackendLayout, b: BackendLayout): boolean {
-  return a === b || (a.spares.length === b.spares.length && a.spares.every((s, i) => s.holds === b.spares[i]!.holds));
-}
-
-/** A held Service's route, to its spare; its own path tells the spare how many segments to strip. */
-function movedRoute(r: HttpRoute, held: ReadonlyMap<string, { canonical: Backend; moved: Backend }>): HttpRoute {
-  const h = held.get(r.backend);
-  if (!h) return r;
-  const own = h.canonical.strip;
-  const strips = own !== null && r.match.kind === "path" && r.match.prefix === own.prefix;
-  return strips
-    ? { ...r, backend: h.moved.name, stripSegments: stripSegments(own.prefix) }
-    : { ...r, backend: h.moved.name };
 }

@@ -13,7 +13,8 @@ import type { Backend, HttpRoute, Model, Skipped, TcpFrontend, Warning } from ".
 import { compareStrings } from "../compare.js";
 import type { RenderOptions } from "../settings/options.js";
 import { OptionsError } from "../settings/settings.js";
-import type { Service, Snapshot } from "../kubernetes/snapshot.js";
+import type { Snapshot } from "../kubernetes/snapshot.js";
+import type { Service } from "../kubernetes/snapshot-schemas.js";
 import {
   changedServices,
   type ModelCache,

@@ -10,7 +10,8 @@ import type { EndpointIndex, EndpointSource } from "../kubernetes/endpoints.js";
 import type { Model } from "./model.js";
 import type { RenderOptions } from "../settings/options.js";
 import { compareIds, type PlanContext, planService, readyCount, type ServicePlan } from "./service-plan.js";
-import type { EndpointSlice, Endpoints, Service, Snapshot } from "../kubernetes/snapshot.js";
+import type { Snapshot } from "../kubernetes/snapshot.js";
+import type { EndpointSlice, Endpoints, Service } from "../kubernetes/snapshot-schemas.js";
 import { SweptMap } from "./swept-map.js";
 
 /**

@@ -16,7 +16,7 @@ import { compareStrings } from "../compare.js";
 import type { RenderOptions } from "../settings/options.js";
 import { MAX_PORT_ENDPOINTS, MAX_SERVICE_PORTS, MAX_SERVICE_SLOTS } from "./service-caps.js";
 import { assignSlots, growsAtRuntime, slotCookies, slotCount } from "./slots.js";
-import type { Service } from "../kubernetes/snapshot.js";
+import type { Service } from "../kubernetes/snapshot-schemas.js";
 
 const DEFAULT_AFFINITY_TIMEOUT = 10800;
 

@@ -1,7 +1,8 @@
 import { roundMs } from "./milliseconds.js";
 import { buildModel, type BuildInputs } from "../model/build-model.js";
 import type { ModelCache } from "../model/model-cache.js";
-import { type BackendLayout, LayoutState, placeBackends, placeGateway } from "../model/backend-layout.js";
+import { placeBackends, placeGateway } from "../model/backend-layout.js";
+import { type BackendLayout, LayoutState } from "../model/layout-record.js";
 import type { ConfigChunks } from "../publish/chunks.js";
 import type { Skipped, Warning } from "../model/model.js";
 import type { RenderOptions } from "../settings/options.js";

@@ -3,7 +3,7 @@ import { DeleteObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObject
 import { afterEach, describe, expect, it } from "vitest";
 import { createMemoryBlobStore, type MemoryBlobStore } from "../../../shared/adapters/memory-blob-store.js";
 import { createStore, StoreError, type ObjectStore } from "../../../shared/adapters/store.js";
-import { type BackendLayout, layoutDigest } from "../../../shared/core/model/backend-layout.js";
+import { type BackendLayout, layoutDigest } from "../../../shared/core/model/layout-record.js";
 import { configDigest, digestHex } from "../../../shared/core/publish/config-digest.js";
 import { treeDigest } from "../../../shared/core/publish/tree-digest.js";
 

@@ -9,7 +9,7 @@ import { PullLoop } from "../../../shared/agent/pull-loop.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
 import { EMPTY_STATE } from "../../../shared/agent/node-state.js";
 import { backendCounters, TrafficSampler } from "../../../shared/agent/traffic-sampler.js";
-import { initialRecord, type RolloutRecord } from "../../../shared/core/rollout/rollout.js";
+import { initialRecord, type RolloutRecord } from "../../../shared/core/rollout/rollout-record.js";
 import { sha256 } from "../../../shared/core/publish/sha256.js";
 
 // The pull loop with --canary (docs/design.md#canary-rollouts), HAProxy's ports faked as in

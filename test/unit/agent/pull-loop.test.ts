@@ -6,6 +6,7 @@ import type { CheckOptions, CheckResult } from "../../../shared/adapters/haproxy
 import { RuntimeCommandsError } from "../../../shared/adapters/haproxy/runtime.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { StageTrace } from "../../../shared/adapters/stage-trace.js";
+import { traceAgent } from "../../../shared/app/agent-trace.js";
 import { type Pin, StoreError, type StoredConfig } from "../../../shared/adapters/store.js";
 import { PullLoop, type RuntimePort } from "../../../shared/agent/pull-loop.js";
 import { createAgentMetrics } from "../../../shared/agent/metrics.js";
@@ -143,7 +144,7 @@ function world(runtimeFails?: (command: string) => boolean, trace?: StageTrace) 
     saved: EMPTY_STATE,
     check: gate.check,
     runtime,
-    trace,
+    decorate: trace && traceAgent(trace),
     onChange: () => errors.push(applier.status().lastError?.message ?? null),
   });
   /** Publishes `config` and lets the applier start HAProxy on it (its haproxy -c passes). */
@@ -177,7 +178,7 @@ const listed = (slots: Array<string | null>, allow: string[]) =>
   `${config(slots).replace("backend default_web_80 from http_defaults\n", "$&    acl src_allowed src -f patterns/default.web.allow\n")}${renderPatternSection([{ path: "patterns/default.web.allow", entries: allow }])}`;
 
 describe("PullLoop with faked HAProxy ports", () => {
-  it("reports each stage of an apply to the stage trace it was given, with the config's key", async () => {
+  it("reports each stage of an apply to the stage trace wrapped around its stages, with the config's key", async () => {
     const events: Array<[string, Record<string, unknown> | undefined]> = [];
     const w = world(undefined, (event, fields) => events.push([event, fields]));
     const first = await w.serve(stored(1, config(["10.0.0.1:80", null])));

@@ -5,7 +5,8 @@ import { createLogger } from "../../../shared/adapters/log.js";
 import { createMemoryBlobStore } from "../../../shared/adapters/memory-blob-store.js";
 import { createStore, type ObjectStore } from "../../../shared/adapters/store.js";
 import { createRolloutGates } from "../../../shared/app/rollout-gates.js";
-import { rolloutTarget, type RolloutSettings, windowOf } from "../../../shared/core/rollout/rollout.js";
+import type { RolloutSettings } from "../../../shared/core/rollout/rollout.js";
+import { rolloutTarget, windowOf } from "../../../shared/core/rollout/rollout-record.js";
 import { DEFAULT_THRESHOLDS } from "../../../shared/core/rollout/gate.js";
 import { parseWaves } from "../../../shared/core/rollout/waves.js";
 

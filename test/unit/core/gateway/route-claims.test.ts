@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { loadTemplates } from "../../../../shared/adapters/templates.js";
 import { withGateway } from "../../../../shared/core/gateway/attach.js";
-import { LayoutState } from "../../../../shared/core/model/backend-layout.js";
+import { LayoutState } from "../../../../shared/core/model/layout-record.js";
 import { renderSnapshot } from "../../../../shared/core/render/pipeline.js";
 import { Renderer } from "../../../../shared/core/render/render.js";
 import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";

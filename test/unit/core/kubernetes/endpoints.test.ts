@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { EndpointIndex, formatAddress } from "../../../../shared/core/kubernetes/endpoints.js";
-import { type Service, snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";
+import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";
+import type { Service } from "../../../../shared/core/kubernetes/snapshot-schemas.js";
 import { list, service, slice } from "../../../support/fixtures.js";
 
 describe("formatAddress", () => {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { LiveView } from "../../../../shared/core/kubernetes/live-view.js";
 import type { FreshReads } from "../../../../shared/core/kubernetes/snapshot-overlay.js";
-import { endpointSliceSchema, type Snapshot } from "../../../../shared/core/kubernetes/snapshot.js";
+import type { Snapshot } from "../../../../shared/core/kubernetes/snapshot.js";
+import { endpointSliceSchema } from "../../../../shared/core/kubernetes/snapshot-schemas.js";
 import { slice } from "../../../support/fixtures.js";
 
 const web = (ip: string, rv: string) =>

@@ -1,14 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { overlaySnapshot, type FreshReads } from "../../../../shared/core/kubernetes/snapshot-overlay.js";
+import { snapshotFromDocuments, type Snapshot } from "../../../../shared/core/kubernetes/snapshot.js";
 import {
   endpointSliceSchema,
   serviceSchema,
-  snapshotFromDocuments,
   type EndpointSlice,
   type Service,
-  type Snapshot,
-} from "../../../../shared/core/kubernetes/snapshot.js";
+} from "../../../../shared/core/kubernetes/snapshot-schemas.js";
 import { list, service, slice } from "../../../support/fixtures.js";
 
 const port = [{ name: "http", port: 80, targetPort: 8080 }];

@@ -2,7 +2,7 @@ import { rollingUpdate } from "../../../support/rollout.js";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { RenderContext } from "../../../../shared/app/render-context.js";
-import { backendLayoutSchema, layoutDigest } from "../../../../shared/core/model/backend-layout.js";
+import { backendLayoutSchema, layoutDigest } from "../../../../shared/core/model/layout-record.js";
 import { parseRenderOptions } from "../../../../shared/core/settings/options.js";
 import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";
 import { list, service, slice, wideService } from "../../../support/fixtures.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { RenderContext } from "../../../../shared/app/render-context.js";
-import { backendLayoutSchema, layoutDigest } from "../../../../shared/core/model/backend-layout.js";
+import { backendLayoutSchema, layoutDigest } from "../../../../shared/core/model/layout-record.js";
 import { parseRenderOptions } from "../../../../shared/core/settings/options.js";
 import { snapshotFromDocuments } from "../../../../shared/core/kubernetes/snapshot.js";
 import { list, service, slice } from "../../../support/fixtures.js";

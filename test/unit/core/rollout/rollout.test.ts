@@ -3,17 +3,18 @@ import { describe, expect, it } from "vitest";
 import type { ChangeKind } from "../../../../shared/core/rollout/change-kind.js";
 import {
   abortRollout,
-  admittedNodes,
-  initialRecord,
   type NodeView,
   promoteRollout,
-  type RolloutRecord,
   type RolloutSettings,
-  rolloutTarget,
   stepRollout,
-  waveOfNode,
-  windowOf,
 } from "../../../../shared/core/rollout/rollout.js";
+import {
+  admittedNodes,
+  initialRecord,
+  type RolloutRecord,
+  rolloutTarget,
+  windowOf,
+} from "../../../../shared/core/rollout/rollout-record.js";
 import { DEFAULT_THRESHOLDS } from "../../../../shared/core/rollout/gate.js";
 import { admissionOrder, parseWaves } from "../../../../shared/core/rollout/waves.js";
 
@@ -69,13 +70,6 @@ function step(record: RolloutRecord, newest: string, s: number, traffic = health
     settings,
   );
 }
-
-describe("waveOfNode", () => {
-  it("names the wave whose admitted count first takes in the node's place in the order", () => {
-    const rollout = { order: ["a", "b", "c", "d", "e"], sizes: [1, 2, 5] };
-    expect(["a", "b", "c", "e", "z"].map((n) => waveOfNode(rollout, n))).toEqual([1, 2, 3, 3, null]);
-  });
-});
 
 describe("stepRollout", () => {
   const start = initialRecord(ref("s1"), t0);
