@@ -22,6 +22,7 @@ import {
 } from "../core/settings/settings.js";
 import { type StoreSettings, storeRegion, storeSettingSpecs } from "../core/settings/store-settings.js";
 import { DEFAULT_MAX_OBJECT_BYTES } from "../adapters/store-limits.js";
+import { CONFIG_DIR_VARIABLE, NODE_ADDRESS_VARIABLE } from "../core/haproxy-config/environment.js";
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
 const durationMs = (min: number) =>
@@ -214,11 +215,6 @@ export function agentStore(options: AgentOptions): StoreSettings {
 export function stateFilePath(options: Pick<AgentOptions, "stateDir">): string {
   return join(options.stateDir, "servicelb-agent.json");
 }
-
-/** The variable HAProxy reads --node-address from (core/haproxy-config/environment.ts). */
-export const NODE_ADDRESS_VARIABLE = "SERVICELB_NODE_ADDRESS";
-/** The variable that names the directory of the config HAProxy runs, for a config's per-node paths. */
-export const CONFIG_DIR_VARIABLE = "SERVICELB_CONFIG_DIR";
 
 /**
  * The environment the agent gives HAProxy — its master (which keeps it across reloads) and its

@@ -8,6 +8,11 @@
  * Pure: text in, value out.
  */
 
+/** The variable the agent sets to its --node-address in HAProxy's environment. */
+export const NODE_ADDRESS_VARIABLE = "SERVICELB_NODE_ADDRESS";
+/** The variable the agent sets to the directory of the config HAProxy runs, for a config's per-node paths. */
+export const CONFIG_DIR_VARIABLE = "SERVICELB_CONFIG_DIR";
+
 /** The environment HAProxy runs with, as process.env types it. */
 export type HaproxyEnv = Readonly<Record<string, string | undefined>>;
 
