@@ -3,10 +3,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { createObjectStore, type ObjectStore } from "../shared/adapters/store.js";
 import { echoBackend, freePort, waitFor } from "../test/support/net.js";
-import { LOCAL_STACK_ENTRY } from "../test/support/dev-build.js";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
 import { arg, machine, percentile, table } from "./machine.js";
 
@@ -28,6 +28,9 @@ const NODES = ["node-1", "node-2", "node-3"];
 const ADDRESSES = ["127.0.1.1", "127.0.1.2", "127.0.1.3"];
 const HOST = "api.example.com";
 const ANNOTATION = `serviceloadbalancer/lb.host: ${HOST}`;
+
+/** The process `npm start` runs, in the development build beside this one. */
+const LOCAL_STACK_ENTRY = fileURLToPath(new URL("../shared/dev/main.js", import.meta.url));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -55,6 +58,8 @@ interface Run {
 }
 
 async function main(): Promise<void> {
+  // The development Node may be 20: the SDK's notice about its 2027 releases is not this bench's output.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
   const haproxy = await haproxyAvailable();
   if (!haproxy) throw new Error("haproxy is not installed: apt-get install -y haproxy");
   const runs = arg("--runs", 2);
@@ -82,25 +87,40 @@ async function main(): Promise<void> {
   const publishedAt = new Map<string, number>();
   stack.stdout.on("data", (c: Buffer) => (out += c.toString()));
   let partial = "";
+  /** The stack's last log lines, for a start that fails. */
+  const recent: string[] = [];
   stack.stderr.on("data", (c: Buffer) => {
     const lines = (partial + c.toString()).split("\n");
     partial = lines.pop()!;
+    recent.push(...lines);
+    recent.splice(0, recent.length - 20);
     for (const line of lines) {
       const m = /"time":(\d+),.*"status":"published".*?"key":"([^"]+)"/.exec(line);
       if (m) publishedAt.set(m[2]!, Number(m[1]));
     }
   });
-  const exited = new Promise<void>((resolve) => stack.on("exit", () => resolve()));
+  let running = true;
+  const exited = new Promise<void>((resolve) =>
+    stack.on("exit", () => {
+      running = false;
+      resolve();
+    }),
+  );
   let store: ObjectStore | undefined;
   const loadBefore = loadavg()[0]!;
   try {
     await waitFor(
       "the stack's summary",
-      async () => (out.includes("Ctrl-C stops everything.") ? true : undefined),
+      async () => {
+        if (!running) throw new Error("the stack exited");
+        return out.includes("Ctrl-C stops everything.") ? true : undefined;
+      },
       90_000,
-    );
+    ).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message}\n${out}\n${recent.join("\n")}`);
+    });
     const canary = NODES.find((n) => out.split("\n").some((l) => l.includes(`${n} (canary)`)))!;
-    const settings = /rollouts +(.*)/.exec(out)?.[1] ?? "";
+    const settings = /goes out in (waves .*? requests)/.exec(out)?.[1] ?? "";
     store = createObjectStore({
       url: "s3://servicelb/local",
       endpoint: /s3rver at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!,
@@ -199,7 +219,7 @@ async function main(): Promise<void> {
     }
     console.log(`bench/rollout — ${result.machine}, HAProxy ${haproxy}`);
     console.log(
-      `3-node local stack, canary ${canary}; ${settings}; a pass every ${resync} ms; 1-minute load average ${result.loadAverage.join(" → ")}\n`,
+      `3-node local stack, canary ${canary}; ${settings}; a pass every ${resync} ms; publish: the end of the function's pass that published it; 1-minute load average ${result.loadAverage.join(" → ")}\n`,
     );
     const s2 = (ms: number) => (ms / 1000).toFixed(1);
     const rows = (["good", "bad"] as const).map((change) => {

@@ -75,7 +75,8 @@ describe("npm start: the flags, checked before anything starts", () => {
     expect(await check(["--http-port", "80a"])).toMatchObject({
       code: 2,
       err: "servicelb: --http-port: 80a is not a port\n",
-    });    expect(await check(["--nodes", "3"])).toEqual({ code: 0, err: "", out: "" });
+    });
+    expect(await check(["--nodes", "3"])).toEqual({ code: 0, err: "", out: "" });
     for (const bad of ["0", "10", "2.5"])
       expect(await check(["--nodes", bad])).toMatchObject({
         code: 2,
