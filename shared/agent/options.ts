@@ -22,7 +22,7 @@ import {
 } from "../core/settings/settings.js";
 import { type StoreSettings, storeRegion, storeSettingSpecs } from "../core/settings/store-settings.js";
 import { DEFAULT_MAX_OBJECT_BYTES } from "../adapters/store-limits.js";
-import { CONFIG_DIR_VARIABLE, NODE_ADDRESS_VARIABLE } from "../core/haproxy-config/environment.js";
+import { CONFIG_DIR_VARIABLE, type HaproxyEnv, NODE_ADDRESS_VARIABLE } from "../core/haproxy-config/environment.js";
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
 const durationMs = (min: number) =>
@@ -224,8 +224,8 @@ export function stateFilePath(options: Pick<AgentOptions, "stateDir">): string {
  */
 export function haproxyEnvironment(
   options: Pick<AgentOptions, "configPath" | "nodeAddress">,
-  env: Readonly<Record<string, string | undefined>>,
-): Record<string, string | undefined> {
+  env: HaproxyEnv,
+): HaproxyEnv {
   return {
     ...env,
     [CONFIG_DIR_VARIABLE]: dirname(options.configPath),

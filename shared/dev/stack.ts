@@ -309,7 +309,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       "Published configs in the local store (s3rver's fixed credentials):",
       cli("history"),
       cli("diff latest~1 latest"),
-      ...(haproxy ? [cli("status")] : []),
+      ...(haproxy ? [cli(several ? "status --nodes" : "status")] : []),
       "",
       "Ctrl-C stops everything.",
       "",

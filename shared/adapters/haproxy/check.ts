@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseTimeoutMs } from "../../core/render/parse-time.js";
 import { patternFileText, splitConfig } from "../../core/haproxy-config/pattern-files.js";
+import type { HaproxyEnv } from "../../core/haproxy-config/environment.js";
 
 export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
 
@@ -18,7 +19,7 @@ export type CheckResult =
 export interface CheckOptions {
   haproxyBin?: string;
   /** HAProxy's environment, as the master it checks for runs with (default: this process's). */
-  env?: NodeJS.ProcessEnv | Readonly<Record<string, string | undefined>>;
+  env?: HaproxyEnv;
   /** Where the temporary config is written; put it beside the live config so relative paths resolve alike. */
   workDir?: string;
   timeoutMs?: number;

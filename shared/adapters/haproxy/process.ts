@@ -6,6 +6,7 @@ import { parseTimeoutMs } from "../../core/render/parse-time.js";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
 import { decideRestart, DEFAULT_RESTART_POLICY, type RestartHistory } from "./restart-policy.js";
+import type { HaproxyEnv } from "../../core/haproxy-config/environment.js";
 
 /** master-exited: the master died and is started again; worker-lost: its worker died under it and a reload forks a new one. */
 export type RestartCause = "master-exited" | "worker-lost";
@@ -36,7 +37,7 @@ export interface HaproxyProcessOptions {
   masterSocket: string;
   haproxyBin?: string;
   /** The master's environment, kept across reloads (it re-executes itself); default: this process's. */
-  env?: Readonly<Record<string, string | undefined>>;
+  env?: HaproxyEnv;
   /** Every line HAProxy (master and workers) writes, for the caller's log. */
   onOutput?: (line: string, stream: "stdout" | "stderr") => void;
   /** Called when the master died on its own (before the restart that follows after info.delayMs), or its worker did. */
