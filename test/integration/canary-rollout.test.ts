@@ -169,9 +169,17 @@ describe("canary rollout over three nodes, each with its own HAProxy", () => {
         }),
       ),
     );
-    for (const n of others)
-      expect(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8")).toMatch(/server \S+ 127\.0\.0\.4:/);
     const everywhereMs = Date.now() - published;
+    // Served through the runtime API first, then written: each node's file and record follow.
+    await waitFor("every node records shop on C", async () =>
+      others.every(
+        (n) =>
+          (f.agents[n]!.status().applied?.key ?? "").includes("/tracks/") &&
+          /server \S+ 127\.0\.0\.4:/.test(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8")),
+      ) && f.agents[canary]!.status().applied?.key === moved.key
+        ? true
+        : undefined,
+    );
     await tick.stop();
     log.info({ everywhereMs, servedAt }, "endpoint change on every node during a rollout");
     // At once: each within a few poll intervals, not after the minute the first wave bakes.
