@@ -5,6 +5,7 @@ import type { Logger } from "../adapters/log.js";
 import { configDescriptors, descriptorsNeeded, type NodeFiles } from "../core/model/descriptors.js";
 import { STATS_PASSWORD_REF, STATS_PASSWORD_VARIABLE } from "../core/render/template-views.js";
 import type { AgentError } from "./node-state.js";
+import { type HaproxyEnv, unsetNodeVariables } from "../core/haproxy-config/environment.js";
 import { errorMessage } from "../core/error-message.js";
 
 /** `unavailable`: the check could not run to a verdict (timeout, spawn or temp-dir failure, killed): nothing is known about the config. */
@@ -23,7 +24,8 @@ export interface AdmissionOptions {
   /** Where the check's temporary config goes: beside the live one, so relative paths resolve alike. */
   workDir: string;
   log: Logger;
-  env?: NodeJS.ProcessEnv;
+  /** HAProxy's environment, its `haproxy -c` too (default: the agent's own, which HAProxy inherits). */
+  env?: HaproxyEnv;
   /** The descriptors HAProxy may open on this node, or null when they cannot be told (then not checked). */
   openFiles?: () => NodeFiles | null;
 }
@@ -42,6 +44,14 @@ export async function admitConfig(
       message: `the config protects the stats page (--stats-user) but ${STATS_PASSWORD_VARIABLE} is not set for HAProxy on this node`,
     };
   }
+  // HAProxy makes an unset one empty, and `haproxy -c` passes: a bind on every interface, a socket at the root.
+  const unset = unsetNodeVariables(config.config, env);
+  if (unset.length > 0)
+    return {
+      ok: false,
+      stage: "check",
+      message: `the config takes ${unset.map((n) => `\${${n}}`).join(", ")} from HAProxy's environment, which does not set ${unset.length > 1 ? "them" : "it"} on this node (--node-address sets SERVICELB_NODE_ADDRESS)`,
+    };
   const files = options.openFiles?.() ?? null;
   if (files !== null) {
     const count = configDescriptors(config.config);
@@ -58,6 +68,7 @@ export async function admitConfig(
   try {
     check = await options.check(config.config, {
       haproxyBin: options.haproxyBin,
+      env,
       timeoutMs: options.timeoutMs,
       workDir: options.workDir,
       signal,

@@ -30,7 +30,7 @@ import { runningExporter } from "./haproxy-metrics.js";
 import { certificateProbe } from "./certificate-expiry.js";
 import { CertificateWatch } from "./certificate-watch.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
-import { agentStore, stateFilePath, type AgentOptions } from "./options.js";
+import { agentStore, haproxyEnvironment, stateFilePath, type AgentOptions } from "./options.js";
 import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
 import { loadState } from "./node-state.js";
 import { type NodeStatus, startStatusReporter, type StatusReporter } from "./status-report.js";
@@ -149,7 +149,9 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   ]);
 
   const ports = deps.haproxyPorts ?? REAL_HAPROXY;
+  const haproxyEnv = haproxyEnvironment(options, process.env);
   const proc = ports.supervise({
+    env: haproxyEnv,
     configPath: options.configPath,
     masterSocket: options.masterSocket,
     haproxyBin: options.haproxyBin,
@@ -209,6 +211,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     configPath: options.configPath,
     stateFile,
     haproxyBin: options.haproxyBin,
+    haproxyEnv,
     checkTimeoutMs: options.checkTimeout,
     openFiles,
     check: ports.check,
@@ -226,12 +229,18 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
   const traffic = new TrafficSampler();
   metrics.probeRunning(() => applier.running);
   // Not while HAProxy is down (a restart backing off): its socket would fail every check.
-  const certificates = new CertificateWatch({ running: () => (proc.running ? applier.running : null), metrics, log });
+  const certificates = new CertificateWatch({
+    running: () => (proc.running ? applier.running : null),
+    env: haproxyEnv,
+    metrics,
+    log,
+  });
   metrics.probeCertificates(
     certificateProbe(
       () => applier.running,
       undefined,
       () => certificates.status().swapped,
+      haproxyEnv,
     ),
   );
   metrics.probePinnedAt(() => {
@@ -305,7 +314,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     health,
     status,
     metrics,
-    exporter: runningExporter(() => applier.running),
+    exporter: runningExporter(() => applier.running, haproxyEnv),
     log,
   });
 
@@ -350,7 +359,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
 
   async function sampleTraffic(): Promise<void> {
     const running = applier.running;
-    const socket = running && statsSocketOf(running.text);
+    const socket = running && statsSocketOf(running.text, haproxyEnv);
     const window = applier.rolloutWindow;
     if (!socket || !ports.stat || window === null) return traffic.record([], null, null);
     traffic.record(await ports.stat(socket), window, running.key);

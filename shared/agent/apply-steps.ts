@@ -21,7 +21,8 @@ import type { ObjectStore, StoredConfig } from "../adapters/store.js";
 import type { Backoff } from "../core/backoff.js";
 import { compareConfigKeys } from "../core/publish/config-key.js";
 import type { NodeFiles } from "../core/model/descriptors.js";
-import { configParser } from "../core/haproxy-config/parse.js";
+import { type ConfigParser, configParser } from "../core/haproxy-config/parse.js";
+import type { HaproxyEnv } from "../core/haproxy-config/environment.js";
 import type { PatternFile } from "../core/haproxy-config/pattern-files.js";
 import { EMPTY_SERVER_STATE, serverStateFor } from "../core/haproxy-config/server-state.js";
 import type { RuntimeCommand } from "../core/haproxy-config/runtime-plan.js";
@@ -57,6 +58,11 @@ export interface ApplyStepsOptions {
   haproxy: HaproxyControl;
   configPath: string;
   haproxyBin: string;
+  /**
+   * The environment HAProxy runs with, its `haproxy -c` too: the paths and addresses a config takes
+   * from it are read with it (core/haproxy-config/environment.ts). Default: the agent's own.
+   */
+  haproxyEnv?: HaproxyEnv;
   /** Longest `haproxy -c` (--check-timeout). */
   checkTimeoutMs: number;
   minReloadIntervalMs: number;
@@ -101,13 +107,14 @@ export class ApplySteps {
   /** The stages of an apply, as the composition root may have wrapped them. */
   private readonly stages: ApplyStages;
   /** Each config parsed once: the running one and the new one (core/haproxy-config/parse.ts). */
-  private readonly parse = configParser();
+  private readonly parse: ConfigParser;
 
   constructor(
     private readonly options: ApplyStepsOptions,
     private readonly node: NodeState,
     private readonly loop: LoopView,
   ) {
+    this.parse = configParser(options.haproxyEnv ?? process.env);
     this.files = new ConfigFiles(options.configPath, options.log, this.parse);
     const stages: ApplyStages = {
       check: async (config) => {
@@ -163,10 +170,10 @@ export class ApplySteps {
   }
 
   private admit(config: StoredConfig, signal?: AbortSignal): Promise<Admission> {
-    const { configPath, haproxyBin, checkTimeoutMs, log, openFiles, check } = this.options;
+    const { configPath, haproxyBin, haproxyEnv, checkTimeoutMs, log, openFiles, check } = this.options;
     return admitConfig(
       config,
-      { check, haproxyBin, timeoutMs: checkTimeoutMs, workDir: dirname(configPath), log, openFiles },
+      { check, haproxyBin, env: haproxyEnv, timeoutMs: checkTimeoutMs, workDir: dirname(configPath), log, openFiles },
       signal,
     );
   }

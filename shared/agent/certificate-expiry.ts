@@ -8,6 +8,7 @@
 
 import { type CertificateExpiry, certificateExpiries } from "../adapters/haproxy/certificates.js";
 import { statsSocketOf } from "../core/haproxy-config/globals.js";
+import type { HaproxyEnv } from "../core/haproxy-config/environment.js";
 import type { RunningConfig } from "./metrics.js";
 
 const REFRESH_MS = 5 * 60_000;
@@ -17,13 +18,15 @@ export function certificateProbe(
   read: (socket: string) => Promise<CertificateExpiry[]> = certificateExpiries,
   /** Counts the certificates swapped in at run time. */
   swaps: () => number = () => 0,
+  /** HAProxy's environment, with which the config's socket path is read. */
+  env: HaproxyEnv = process.env,
 ): () => Promise<CertificateExpiry[]> {
   let last: { text: string; swaps: number; at: number; rows: CertificateExpiry[] } | null = null;
   return async () => {
     const r = running();
     if (r === null) return [];
     if (last?.text === r.text && last.swaps === swaps() && Date.now() - last.at < REFRESH_MS) return last.rows;
-    const socket = statsSocketOf(r.text);
+    const socket = statsSocketOf(r.text, env);
     if (!socket) return [];
     const swapped = swaps();
     try {

@@ -32,6 +32,7 @@ import {
 } from "../adapters/haproxy/certificates.js";
 import type { Logger } from "../adapters/log.js";
 import { statsSocketOf } from "../core/haproxy-config/globals.js";
+import type { HaproxyEnv } from "../core/haproxy-config/environment.js";
 import { checkCertificate } from "./certificate-pem.js";
 import { errorMessage } from "../core/error-message.js";
 
@@ -93,6 +94,8 @@ export interface CertificateWatchMetrics {
 export interface CertificateWatchOptions {
   /** The config HAProxy runs (its stats socket is the runtime API); null before the first, or while HAProxy is down. */
   running: () => { text: string } | null;
+  /** HAProxy's environment, with which the config's socket path is read (default: the agent's own). */
+  env?: HaproxyEnv;
   metrics: CertificateWatchMetrics;
   log: Logger;
   runtime?: CertificateRuntime;
@@ -162,7 +165,9 @@ export class CertificateWatch {
     const running = this.options.running();
     if (running === null) return;
     // A node without --ssl-cert asks HAProxy nothing (nor do agents in front of a fake HAProxy).
-    const socket = loadsCertificates(running.text) ? statsSocketOf(running.text) : undefined;
+    const socket = loadsCertificates(running.text)
+      ? statsSocketOf(running.text, this.options.env ?? process.env)
+      : undefined;
     if (socket === undefined) {
       this.seen.clear();
       for (const name of [...this.refused.keys()]) this.clearRefusal(name);

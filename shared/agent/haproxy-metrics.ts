@@ -19,6 +19,7 @@ import { Transform } from "node:stream";
 import { z } from "zod";
 import { errorMessage } from "../core/error-message.js";
 import { type ExporterAddress, exporterOf } from "../core/haproxy-config/exporter.js";
+import type { HaproxyEnv } from "../core/haproxy-config/environment.js";
 import type { Logger } from "../adapters/log.js";
 import { familyFilterStream } from "./exposition-filter.js";
 import { HttpError } from "./http-error.js";
@@ -72,13 +73,19 @@ export function exporterQuery(families: ReadonlySet<string>): string {
   return `no-maint=&${[...scopes].map((s) => `scope=${s}`).join("&")}`;
 }
 
-/** The exporter of the config HAProxy runs, read once per config text: scrapes outnumber configs. */
-export function runningExporter(running: () => { text: string } | null): () => ExporterAddress | null {
+/**
+ * The exporter of the config HAProxy runs, read once per config text (scrapes outnumber configs),
+ * with HAProxy's environment (default: the agent's own).
+ */
+export function runningExporter(
+  running: () => { text: string } | null,
+  env: HaproxyEnv = process.env,
+): () => ExporterAddress | null {
   let seen: { text: string; at: ExporterAddress | null } = { text: "", at: null };
   return () => {
     const r = running();
     if (r === null) return null;
-    if (seen.text !== r.text) seen = { text: r.text, at: exporterOf(r.text) ?? null };
+    if (seen.text !== r.text) seen = { text: r.text, at: exporterOf(r.text, env) ?? null };
     return seen.at;
   };
 }

@@ -22,6 +22,7 @@ import {
 } from "../core/settings/settings.js";
 import { type StoreSettings, storeRegion, storeSettingSpecs } from "../core/settings/store-settings.js";
 import { DEFAULT_MAX_OBJECT_BYTES } from "../adapters/store-limits.js";
+import { CONFIG_DIR_VARIABLE, type HaproxyEnv, NODE_ADDRESS_VARIABLE } from "../core/haproxy-config/environment.js";
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
 const durationMs = (min: number) =>
@@ -67,11 +68,19 @@ const listen = z.string().transform((text, ctx) => {
   return { host: m[1]!.replace(/^\[(.*)\]$/, "$1"), port };
 });
 
+const nodeAddress = z
+  .string()
+  .regex(/^([0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\])$/, "an IPv4 address or a bracketed IPv6 address");
+
 const nodeName = z.string().max(253).regex(DNS1123_SUBDOMAIN, "a DNS-1123 subdomain (lowercase a-z, 0-9, '-', '.')");
 
 export const agentOptionSpecs = {
   ...storeSettingSpecs,
   nodeName: { schema: nodeName.optional(), help: "this node's name in status/<node>.json (default: the host name)" },
+  nodeAddress: {
+    schema: nodeAddress.optional(),
+    help: `this node's address, given to HAProxy as SERVICELB_NODE_ADDRESS: a config rendered with --bind-address '\${SERVICELB_NODE_ADDRESS}' binds it (several nodes on one machine, each on its own loopback address)`,
+  },
   listen: {
     schema: listen.default({ host: "0.0.0.0", port: 8081 }),
     help: "address of /notify, /healthz, /metrics, /metrics/haproxy and /status (default 0.0.0.0:8081)",
@@ -205,4 +214,21 @@ export function agentStore(options: AgentOptions): StoreSettings {
 /** The agent's own record of what it applied, beside the config by default. */
 export function stateFilePath(options: Pick<AgentOptions, "stateDir">): string {
   return join(options.stateDir, "servicelb-agent.json");
+}
+
+/**
+ * The environment the agent gives HAProxy — its master (which keeps it across reloads) and its
+ * `haproxy -c` — and reads the config's paths and addresses with: the agent's own, with this
+ * node's values a config may name. One published config then binds and keeps its sockets where
+ * each node says.
+ */
+export function haproxyEnvironment(
+  options: Pick<AgentOptions, "configPath" | "nodeAddress">,
+  env: HaproxyEnv,
+): HaproxyEnv {
+  return {
+    ...env,
+    [CONFIG_DIR_VARIABLE]: dirname(options.configPath),
+    ...(options.nodeAddress ? { [NODE_ADDRESS_VARIABLE]: options.nodeAddress } : {}),
+  };
 }

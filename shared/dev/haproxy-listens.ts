@@ -11,9 +11,12 @@ export class PortInUseError extends Error {
   override readonly name = "PortInUseError";
 }
 
-/** HAProxy processes carry their master socket on the command line: ours is the one with this stack's. */
-function ours(holder: PortHolder | undefined, masterSocket: string): boolean {
-  return holder?.command.includes(masterSocket) === true;
+/**
+ * HAProxy processes carry their master socket on the command line: ours are those with one of this
+ * stack's (its nodes share the ports, each on its own address).
+ */
+function ours(holder: PortHolder | undefined, masterSockets: readonly string[]): boolean {
+  return masterSockets.some((socket) => holder?.command.includes(socket) === true);
 }
 
 /**
@@ -23,7 +26,7 @@ function ours(holder: PortHolder | undefined, masterSocket: string): boolean {
  */
 export async function assertPortsFree(
   ports: Array<{ port: number; flag: string }>,
-  masterSocket: string,
+  masterSockets: readonly string[],
 ): Promise<void> {
   for (const { port, flag } of ports) {
     let free: boolean;
@@ -34,25 +37,28 @@ export async function assertPortsFree(
     }
     if (free) continue;
     const holder = portHolder(port);
-    if (!ours(holder, masterSocket)) throw new PortInUseError(describePortInUse(port, flag, holder));
+    if (!ours(holder, masterSockets)) throw new PortInUseError(describePortInUse(port, flag, holder));
   }
 }
 
 export type HaproxyState = { listening: true } | { listening: false; reason: string };
 
 export interface WaitForHaproxyOptions {
+  /** The node's address, where its HAProxy listens. */
+  host: string;
   httpPort: number;
   statsPort: number;
-  masterSocket: string;
+  /** Every master socket of this stack's HAProxies. */
+  masterSockets: readonly string[];
   /** The agent's /status, which says why nothing listens yet. */
   agentStatusUrl: string;
   timeoutMs: number;
   signal?: AbortSignal;
 }
 
-function accepts(port: number): Promise<boolean> {
+function accepts(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const sock = connect(port, "127.0.0.1");
+    const sock = connect(port, host);
     sock.once("connect", () => {
       sock.destroy();
       resolve(true);
@@ -67,9 +73,9 @@ export async function haproxyState(o: Omit<WaitForHaproxyOptions, "timeoutMs" | 
     [o.httpPort, "HTTP"],
     [o.statsPort, "stats"],
   ] as const) {
-    if (await accepts(port)) {
+    if (await accepts(o.host, port)) {
       const holder = portHolder(port);
-      if (holder && !ours(holder, o.masterSocket))
+      if (holder && !ours(holder, o.masterSockets))
         return {
           listening: false,
           reason: `its ${what} port ${port} is held by pid ${holder.pid} (${holder.command}), not by this stack's HAProxy`,

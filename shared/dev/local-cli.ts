@@ -7,6 +7,7 @@ import { Command, CommanderError, Option } from "commander";
 import { packageVersion } from "../adapters/package-version.js";
 import { OptionsError } from "../core/settings/settings.js";
 import { type LocalWiring, localSettings, runLocal } from "./local-command.js";
+import { MAX_NODES } from "./stack-nodes.js";
 import { errorMessage } from "../core/error-message.js";
 
 /**
@@ -34,8 +35,13 @@ export async function localCli(
       "examples/cluster.yaml",
     )
     .option("--data-dir <dir>", "where the object store and HAProxy files live", ".servicelb-local")
-    .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1", "8080")
-    .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1", "8404")
+    .option("--http-port <port>", "HAProxy's HTTP port on 127.0.0.1 (with --nodes, on each node's address)", "8080")
+    .option("--stats-port <port>", "HAProxy's stats port on 127.0.0.1 (with --nodes, on each node's address)", "8404")
+    .option(
+      "--nodes <n>",
+      `agents, each with its own HAProxy on its own address (127.0.1.1, 127.0.1.2, ...), running one published config and rolling changes out in canary waves (1 to ${MAX_NODES})`,
+      "1",
+    )
     .option(
       "--store-port <port>",
       "the object store's port on 127.0.0.1 (default: the one this --data-dir had last time, else a free one)",

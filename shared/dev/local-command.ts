@@ -1,6 +1,7 @@
 import { OptionsError } from "../core/settings/settings.js";
 import { consoleFormat, createConsole, type LogFormat } from "./console-log.js";
 import { startLocalStack, type LocalStackOptions } from "./stack.js";
+import { MAX_NODES } from "./stack-nodes.js";
 
 /** What an entry point wires into the stack besides the flags. */
 export type LocalWiring = Pick<LocalStackOptions, "delivery" | "tracer">;
@@ -16,12 +17,17 @@ export function localSettings(flags: Record<string, string | boolean | undefined
   resyncMs: number;
   httpPort: number;
   statsPort: number;
+  nodes: number;
   storePort?: number;
 } {
   const resyncMs = Number(flags.resync);
   if (!Number.isInteger(resyncMs) || resyncMs < 1000)
     throw new OptionsError(`--resync: ${String(flags.resync)} is not a period in ms ≥ 1000`);
+  const nodes = Number(flags.nodes ?? 1);
+  if (!Number.isInteger(nodes) || nodes < 1 || nodes > MAX_NODES)
+    throw new OptionsError(`--nodes: ${String(flags.nodes)} is not a whole number from 1 to ${MAX_NODES}`);
   return {
+    nodes,
     resyncMs,
     httpPort: port(flags.httpPort, "--http-port"),
     statsPort: port(flags.statsPort, "--stats-port"),
@@ -36,7 +42,7 @@ export async function runLocal(
 ): Promise<number> {
   const out = createConsole(consoleFormat(flags.logFormat as LogFormat | undefined, process.stderr.isTTY === true));
   const log = out.log;
-  const { resyncMs, httpPort, statsPort, storePort } = localSettings(flags);
+  const { resyncMs, httpPort, statsPort, nodes, storePort } = localSettings(flags);
   // From the start: the processes run in their own process groups, so Ctrl-C is ours to pass on.
   const stopping = new AbortController();
   const requested = new Promise<void>((resolve) => {
@@ -56,6 +62,7 @@ export async function runLocal(
       demo: flags.demo === true,
       httpPort,
       statsPort,
+      nodes,
       storePort,
       resyncMs,
       console: out,

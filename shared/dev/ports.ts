@@ -66,12 +66,12 @@ export async function stackPorts(dataDir: string, given: Partial<StackPorts> = {
   return ports as StackPorts;
 }
 
-/** Resolves once something accepts connections on 127.0.0.1:port. */
-export async function waitForPort(port: number, what: string, timeoutMs = 20_000): Promise<void> {
+/** Resolves once something accepts connections on host:port. */
+export async function waitForPort(port: number, what: string, timeoutMs = 20_000, host = "127.0.0.1"): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const open = await new Promise<boolean>((done) => {
-      const sock = connect(port, "127.0.0.1");
+      const sock = connect(port, host);
       sock.once("connect", () => {
         sock.destroy();
         done(true);
@@ -80,7 +80,7 @@ export async function waitForPort(port: number, what: string, timeoutMs = 20_000
     });
     if (open) return;
     if (Date.now() > deadline)
-      throw new Error(`${what} did not start listening on 127.0.0.1:${port} within ${timeoutMs} ms`);
+      throw new Error(`${what} did not start listening on ${host}:${port} within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -3,7 +3,7 @@ import { tryLines } from "./try-lines.js";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { loadKubeConfig } from "../adapters/kube-config.js";
 import { packageRoot } from "../adapters/templates.js";
@@ -14,6 +14,7 @@ import { startEventBridge, type GateFactory } from "./event-bridge.js";
 import { KubeApiEmulator } from "./kube-api-emulator.js";
 import { assertPortsFree, haproxyState, waitForHaproxy } from "./haproxy-listens.js";
 import { stackPorts, waitForPort } from "./ports.js";
+import { nodeLines, nodeRenderEnv, stackCanaryEnv, stackNodes } from "./stack-nodes.js";
 
 export interface LocalStackOptions {
   dataDir: string;
@@ -24,6 +25,8 @@ export interface LocalStackOptions {
   demo: boolean;
   httpPort: number;
   statsPort: number;
+  /** Agents, each with its own HAProxy (stack-nodes.ts); default 1. */
+  nodes?: number;
   /** The object store's port; unset, the one this data dir had last time, or a free one. */
   storePort?: number;
   resyncMs: number;
@@ -93,15 +96,17 @@ function defaultKubeconfig(): string | undefined {
 /**
  * `npm start`: the whole pipeline on one machine, each part a separate process on loopback —
  * s3rver as the object store, the reconcile and render functions under functions-framework,
- * one agent with HAProxy — fed by an event bridge from the current kubeconfig's cluster or, when
+ * one agent with HAProxy per node (one unless told) — fed by an event bridge from the current kubeconfig's cluster or, when
  * there is none, from the embedded demo cluster. Resolves to a stop function.
  */
 export async function startLocalStack(o: LocalStackOptions): Promise<() => Promise<void>> {
   const root = packageRoot();
   const log = o.console.log;
   const data = resolve(o.dataDir);
-  for (const d of ["s3", "haproxy", "agent"]) mkdirSync(join(data, d), { recursive: true });
-  const masterSocket = join(data, "haproxy", "master.sock");
+  const nodes = stackNodes(data, o.nodes ?? 1);
+  mkdirSync(join(data, "s3"), { recursive: true });
+  for (const n of nodes) for (const d of [dirname(n.configPath), n.stateDir]) mkdirSync(d, { recursive: true });
+  const masterSockets = nodes.map((n) => n.masterSocket);
   const haproxy = spawnSync("haproxy", ["-v"]).status === 0;
   // Before anything starts: HAProxy would otherwise retry the bind forever behind a cheerful banner.
   if (haproxy)
@@ -110,7 +115,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
         { port: o.httpPort, flag: "--http-port" },
         { port: o.statsPort, flag: "--stats-port" },
       ],
-      masterSocket,
+      masterSockets,
     );
   const ports = await stackPorts(data, o.storePort === undefined ? {} : { s3: o.storePort });
   const stops: Array<() => Promise<void> | void> = [];
@@ -169,11 +174,9 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     };
     const renderEnv = {
       SERVICELB_KUBECONFIG: kubeconfig,
-      SERVICELB_BIND_ADDRESS: "127.0.0.1",
+      ...nodeRenderEnv(data, nodes.length),
       SERVICELB_HTTP_PORT: String(o.httpPort),
       SERVICELB_STATS_PORT: String(o.statsPort),
-      SERVICELB_STATS_SOCKET: join(data, "haproxy", "admin.sock"),
-      SERVICELB_SERVER_STATE_FILE: join(data, "haproxy", "server-state"),
       SERVICELB_HARD_STOP_AFTER: "10s",
     };
     const ff = join(root, "node_modules", "@google-cloud", "functions-framework", "build", "src", "main.js");
@@ -194,10 +197,14 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
         env,
         o.console,
       );
+    const agentUrl = (n: (typeof nodes)[number]) => `http://${n.address}:${ports.agent}`;
+    const several = nodes.length > 1;
+    const canaryEnv = several ? stackCanaryEnv(process.env) : {};
     const reconcile = fn("reconcile", "cloudevent", ports.reconcile, {
       ...storeEnv,
       ...renderEnv,
-      ...(haproxy ? { SERVICELB_AGENTS: `http://127.0.0.1:${ports.agent}`, SERVICELB_NOTIFY_TOKEN: token } : {}),
+      ...(haproxy ? { SERVICELB_AGENTS: nodes.map(agentUrl).join(","), SERVICELB_NOTIFY_TOKEN: token } : {}),
+      ...canaryEnv,
     });
     stops.push(() => stopChild(reconcile));
     const render = fn("render", "http", ports.render, renderEnv);
@@ -208,33 +215,37 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     ]);
 
     if (haproxy) {
-      const agent = child(
-        "agent",
-        [
-          join(root, "bin", "servicelb.js"),
-          "agent",
-          "--listen",
-          `127.0.0.1:${ports.agent}`,
-          "--node-name",
-          "local",
-          "--config-path",
-          join(data, "haproxy", "haproxy.cfg"),
-          "--state-dir",
-          join(data, "agent"),
-          "--master-socket",
-          masterSocket,
-          "--poll-interval",
-          "5s",
-          "--min-reload-interval",
-          "200ms",
-          "--status-interval",
-          "10s",
-        ],
-        { ...storeEnv, SERVICELB_NOTIFY_TOKEN: token },
-        o.console,
-      );
-      stops.push(() => stopChild(agent, 20_000));
-      await waitForPort(ports.agent, "agent");
+      for (const n of nodes) {
+        const agent = child(
+          several ? n.name : "agent",
+          [
+            join(root, "bin", "servicelb.js"),
+            "agent",
+            "--listen",
+            `${n.address}:${ports.agent}`,
+            "--node-name",
+            n.name,
+            "--config-path",
+            n.configPath,
+            "--state-dir",
+            n.stateDir,
+            "--master-socket",
+            n.masterSocket,
+            "--poll-interval",
+            "5s",
+            "--min-reload-interval",
+            "200ms",
+            // Several nodes report often: the gates judge the figures of the last reports.
+            "--status-interval",
+            several ? "2s" : "10s",
+            ...(several ? ["--node-address", n.address, "--canary"] : []),
+          ],
+          { ...storeEnv, SERVICELB_NOTIFY_TOKEN: token },
+          o.console,
+        );
+        stops.push(() => stopChild(agent, 20_000));
+      }
+      await Promise.all(nodes.map((n) => waitForPort(ports.agent, `agent ${n.name}`, 20_000, n.address)));
     }
 
     const stopBridge = startEventBridge({
@@ -247,30 +258,30 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
     });
     stops.push(stopBridge);
 
-    const agentStatus = `http://127.0.0.1:${ports.agent}/status`;
+    const listens = (n: (typeof nodes)[number]) => ({
+      host: n.address,
+      httpPort: o.httpPort,
+      statsPort: o.statsPort,
+      masterSockets,
+      agentStatusUrl: `${agentUrl(n)}/status`,
+    });
     const served = haproxy
-      ? await waitForHaproxy({
-          httpPort: o.httpPort,
-          statsPort: o.statsPort,
-          masterSocket,
-          agentStatusUrl: agentStatus,
-          timeoutMs: o.haproxyWaitMs ?? 20_000,
-          signal: o.signal,
-        })
+      ? await Promise.all(
+          nodes.map((n) => waitForHaproxy({ ...listens(n), timeoutMs: o.haproxyWaitMs ?? 20_000, signal: o.signal })),
+        )
       : undefined;
-    if (served && !served.listening) {
+    for (const [i, state] of (served ?? []).entries()) {
+      if (state.listening) continue;
+      const n = nodes[i]!;
       // Say so when it does, so that the banner's NOT LISTENING is not the last word.
       let watching: NodeJS.Timeout | undefined = setInterval(() => {
-        void haproxyState({
-          httpPort: o.httpPort,
-          statsPort: o.statsPort,
-          masterSocket,
-          agentStatusUrl: agentStatus,
-        }).then((state) => {
-          if (!state.listening || watching === undefined) return;
+        void haproxyState(listens(n)).then((now) => {
+          if (!now.listening || watching === undefined) return;
           clearInterval(watching);
           watching = undefined;
-          log.info(`HAProxy listens now: http://127.0.0.1:${o.httpPort}/   stats http://127.0.0.1:${o.statsPort}/`);
+          log.info(
+            `HAProxy${several ? ` of ${n.name}` : ""} listens now: http://${n.address}:${o.httpPort}/   stats http://${n.address}:${o.statsPort}/`,
+          );
         });
       }, 1000);
       stops.push(() => {
@@ -288,21 +299,17 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       `  object store     s3rver at http://127.0.0.1:${ports.s3} (bucket servicelb, data in ${join(data, "s3")})`,
       `  reconcile        http://127.0.0.1:${ports.reconcile}/ (CloudEvents from the event bridge${o.delivery ? `, held back by ${o.delivery.name}'s update policy` : ""})`,
       `  dry run          http://127.0.0.1:${ports.render}/ (GET: the live cluster; POST: a snapshot)`,
-      !served
-        ? "  HAProxy          not installed: `apt-get install -y haproxy`, then npm start again (everything else runs)"
-        : served.listening
-          ? `  HAProxy          http://127.0.0.1:${o.httpPort}/   stats http://127.0.0.1:${o.statsPort}/   agent ${agentStatus}`
-          : `  HAProxy          NOT LISTENING: ${served.reason}; agent ${agentStatus}`,
+      ...nodeLines(nodes, served, { http: o.httpPort, stats: o.statsPort, agent: ports.agent }, canaryEnv),
       "",
       "Try:",
-      ...(served?.listening && demo ? tryLines(o.clusterFile, o.httpPort) : []),
+      ...(served?.[0]?.listening && demo ? tryLines(o.clusterFile, o.httpPort, nodes[0]!.address) : []),
       `  curl 'http://127.0.0.1:${ports.render}/?format=json'`,
-      ...(haproxy ? [`  curl ${agentStatus}`] : []),
+      ...(haproxy ? [`  curl ${agentUrl(nodes[0]!)}/status`] : []),
       "",
       "Published configs in the local store (s3rver's fixed credentials):",
       cli("history"),
       cli("diff latest~1 latest"),
-      ...(haproxy ? [cli("status")] : []),
+      ...(haproxy ? [cli(several ? "status --nodes" : "status")] : []),
       "",
       "Ctrl-C stops everything.",
       "",

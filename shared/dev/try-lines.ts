@@ -13,7 +13,8 @@ type Routed<K extends HttpRoute["match"]["kind"]> = HttpRoute & { match: Extract
 
 const plain = (r: HttpRoute) => r.action !== "https-redirect";
 
-export function tryLines(clusterFile: string, httpPort: number): string[] {
+/** `host`: the address of the node the lines ask. */
+export function tryLines(clusterFile: string, httpPort: number, host = "127.0.0.1"): string[] {
   let routes: readonly HttpRoute[];
   try {
     routes = buildModel(readSnapshotFile(clusterFile, "--cluster"), parseRenderOptions({})).httpRoutes;
@@ -24,9 +25,7 @@ export function tryLines(clusterFile: string, httpPort: number): string[] {
   const byPath = routes.find((r): r is Routed<"path"> => r.match.kind === "path" && plain(r));
   const byHost = routes.find((r): r is Routed<"host"> => r.match.kind === "host" && !r.match.host.wildcard && plain(r));
   return [
-    ...(byPath
-      ? [`  curl http://127.0.0.1:${httpPort}${byPath.match.prefix === "/" ? "" : byPath.match.prefix}/`]
-      : []),
-    ...(byHost ? [`  curl -H 'Host: ${byHost.match.host.name}' http://127.0.0.1:${httpPort}/`] : []),
+    ...(byPath ? [`  curl http://${host}:${httpPort}${byPath.match.prefix === "/" ? "" : byPath.match.prefix}/`] : []),
+    ...(byHost ? [`  curl -H 'Host: ${byHost.match.host.name}' http://${host}:${httpPort}/`] : []),
   ];
 }

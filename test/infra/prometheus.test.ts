@@ -116,7 +116,7 @@ describe.each(["infra/overlays/knative-s3", "infra/overlays/minio"])(
         new Renderer(loadTemplates()),
       );
       expect(config.slice(config.indexOf("listen stats"))).toContain(`bind 127.0.0.1:${options.statsPort}\n`);
-      expect(exporterOf(config)).toEqual({ host: "127.0.0.1", port: options.statsPort, path: "/metrics" });
+      expect(exporterOf(config, {})).toEqual({ host: "127.0.0.1", port: options.statsPort, path: "/metrics" });
     });
   },
 );

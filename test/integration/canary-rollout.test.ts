@@ -1,39 +1,32 @@
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
-import { type Agent, startAgent } from "../../shared/agent/agent.js";
 import type { FunctionSettings } from "../../shared/app/function-options.js";
 import { createReconciler } from "../../shared/app/reconcile.js";
-import { createRolloutGates } from "../../shared/app/rollout-gates.js";
-import type { RenderOptions } from "../../shared/core/settings/options.js";
-import { type Kind, KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
 import { describeRollout } from "../../shared/app/rollout-command.js";
+import { type Kind, KubeApiEmulator, type KubeObject } from "../../shared/dev/kube-api-emulator.js";
+import { DEFAULT_THRESHOLDS } from "../../shared/core/rollout/gate.js";
 import type { RolloutSettings } from "../../shared/core/rollout/rollout.js";
 import { rolloutTarget } from "../../shared/core/rollout/rollout-record.js";
-import { DEFAULT_THRESHOLDS } from "../../shared/core/rollout/gate.js";
-import { admissionOrder, parseWaves } from "../../shared/core/rollout/waves.js";
-import { fakeHaproxy } from "../../bench/fake-haproxy.js";
-import { readFileSync } from "node:fs";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { A, agentWorld, B, C, type Node, TOKEN, web } from "../support/agent.js";
+import { parseWaves } from "../../shared/core/rollout/waves.js";
+import type { RenderOptions } from "../../shared/core/settings/options.js";
+import { A, agentWorld, B, C, TOKEN, web } from "../support/agent.js";
+import { type Counts, canaryFleet, type Fleet } from "../support/canary-fleet.js";
 import { waitFor } from "../support/net.js";
 
 /*
- * A canary rollout over three agents sharing one store, through the function's rollout runner
- * (app/rollout-gates.ts, the step every reconcile pass takes, here on a 250 ms tick as PingSource
- * would send them) and the agents' own pull loop with --canary. The canary node runs a real
- * HAProxy that serves real traffic, whose `show stat` counters the gate judges. The two other
- * nodes run the real agent with HAProxy faked (bench/fake-haproxy.ts): one config listens on the
- * same ports on every node, so a second real HAProxy on this machine would need a network
- * namespace of its own. They carry no traffic, so the canary is judged against a control that
- * answered no 5xx, and "0 extra 5xx" on them is shown by their never running the bad config.
+ * A canary rollout over three nodes on this machine, each an agent with its own real HAProxy on its
+ * own loopback address, all running one published config (test/support/canary-fleet.ts), through
+ * the function's rollout runner (app/rollout-gates.ts, the step every reconcile pass takes, here on
+ * a 250 ms tick as PingSource would send them) and the agents' own pull loop with --canary. Traffic
+ * goes through every node's HAProxy: the gate judges the canary's `show stat` counters against the
+ * other nodes', and what each node served is counted by node.
  */
 
 const world = agentWorld();
 const log = createLogger("canary-test", process.env.AGENT_TEST_LOG ?? "silent");
-const NAMES = ["edge-a", "edge-b", "edge-c"];
-const [CANARY, ...OTHERS] = admissionOrder(NAMES) as [string, string, string];
 const BAKE_MS = 4000;
 const settings: RolloutSettings = {
   waves: parseWaves("1,100%"),
@@ -45,123 +38,21 @@ const settings: RolloutSettings = {
 };
 const AGENT_FLAGS = { canary: true, pollInterval: "300ms", statusInterval: "400ms" };
 
-interface Fleet {
-  node: Node;
-  agents: Record<string, Agent>;
-  /** Every key each node reported running, in order. */
-  ran: Record<string, string[]>;
-  /**
-   * Steps rollout.json as a reconcile pass does, every 250 ms, until stopped; `fresh`: each step by
-   * a new runner, as if the function instance were replaced at every pass.
-   */
-  ticking(fresh?: boolean): { stop(): Promise<void> };
-  /** Requests through the canary's HAProxy, every 15 ms, by path and status. */
-  traffic(paths: string[]): { stop(): Promise<Record<string, Record<number, number>>> };
-}
+const fleet = (bakeMs = BAKE_MS): Promise<Fleet> => canaryFleet(world, { ...settings, bakeMs }, AGENT_FLAGS);
 
-async function fleet(bakeMs = BAKE_MS): Promise<Fleet> {
-  const node = await world.node();
-  const fake = fakeHaproxy();
-  const agents: Record<string, Agent> = {};
-  agents[CANARY] = await world.start(node, { ...AGENT_FLAGS, nodeName: CANARY });
-  for (const name of OTHERS) {
-    const dir = join(node.dir, name);
-    const agent = await startAgent(
-      node.options({
-        ...AGENT_FLAGS,
-        nodeName: name,
-        configPath: join(dir, "haproxy.cfg"),
-        stateDir: join(dir, "state"),
-        masterSocket: join(dir, "master.sock"),
-      }),
-      { log, store: node.store, haproxyPorts: fake.ports(), backoff: { initialMs: 60_000, maxMs: 60_000 } },
-    );
-    world.cleanups.push(() => agent.stop());
-    agents[name] = agent;
-  }
-  const ran: Record<string, string[]> = Object.fromEntries(NAMES.map((n) => [n, []]));
-  const watch = setInterval(() => {
-    for (const name of NAMES) {
-      const key = agents[name]!.status().applied?.key;
-      if (key && ran[name]!.at(-1) !== key) ran[name]!.push(key);
-    }
-  }, 20);
-  world.cleanups.push(() => clearInterval(watch));
-  const gates = createRolloutGates(node.store, { ...settings, bakeMs }, log);
-  return {
-    node,
-    agents,
-    ran,
-    ticking(fresh = false) {
-      let stopped = false;
-      const loop = (async () => {
-        while (!stopped) {
-          // A failed step fails the pass, and the next tick runs another, as the Broker would retry.
-          const { config } = await node.store.newest();
-          const runner = fresh ? createRolloutGates(node.store, { ...settings, bakeMs }, log) : gates;
-          if (config) await runner.step(config).catch((err: unknown) => log.warn({ err }, "rollout step failed"));
-          await new Promise((r) => setTimeout(r, 250));
-        }
-      })();
-      return {
-        async stop() {
-          stopped = true;
-          await loop;
-        },
-      };
-    },
-    traffic(paths) {
-      let stopped = false;
-      const counts: Record<string, Record<number, number>> = Object.fromEntries(paths.map((p) => [p, {}]));
-      const loop = (async () => {
-        while (!stopped) {
-          for (const path of paths) {
-            const { status } = await node.get(path).catch(() => ({ status: 0 }));
-            counts[path]![status] = (counts[path]![status] ?? 0) + 1;
-          }
-          await new Promise((r) => setTimeout(r, 15));
-        }
-      })();
-      return {
-        async stop() {
-          stopped = true;
-          await loop;
-          return counts;
-        },
-      };
-    },
-  };
-}
-
-/** Every node runs `key`, by its own status and by its report in the store (what the gates read). */
-async function allRun(f: Fleet, key: string): Promise<void> {
-  await waitFor(
-    `every node runs ${key}`,
-    async () => (NAMES.every((n) => f.agents[n]!.status().applied?.key === key) ? true : undefined),
-    15_000,
-  );
-  await waitFor(
-    `every node reports ${key}`,
-    async () => {
-      const reports = (await f.node.store.listStatuses().catch(() => [])) as Array<{
-        node?: string;
-        applied?: { key?: string };
-      }>;
-      return NAMES.every((n) => reports.some((r) => r.node === n && r.applied?.key === key)) ? true : undefined;
-    },
-    15_000,
-  );
-}
+/** The statuses a node answered a path with, in order. */
+const statuses = (counts: Counts, node: string, path: string) => Object.keys(counts[node]![path]!);
 
 /** The cluster: Services web (pod A) and shop (pod B). */
 const cluster = () => [...web("web", world.pods.port, [A]), ...web("shop", world.pods.port, [B])];
 
-describe("canary rollout over three agents", () => {
-  it("keeps a config that answers 5xx for one Service on the canary, rolls it back within the bake time, and no other node runs it", async () => {
+describe("canary rollout over three nodes, each with its own HAProxy", () => {
+  it("keeps a config that answers 5xx for one Service on the canary, rolls it back within the bake time, and no other node runs it or serves an extra 5xx", async () => {
     const f = await fleet();
+    const { canary, others } = f;
     const good = await f.node.publish(cluster(), 100);
     const tick = f.ticking();
-    await allRun(f, good.key);
+    await f.allRun(good.key);
     // Valid (haproxy -c passes it) and wrong: shop answers 500, as a broken template line would make it.
     const badText = f.node
       .lastConfig()
@@ -170,14 +61,14 @@ describe("canary rollout over three agents", () => {
     const traffic = f.traffic(["/web/", "/shop/"]);
     const bad = await f.node.store.publish({ config: badText, revision: "101", generator: "servicelb/test" });
     const published = Date.now();
-    await waitFor("the canary runs the bad config", async () => (f.ran[CANARY]!.includes(bad.key) ? true : undefined));
+    await waitFor("the canary runs the bad config", async () => (f.ran[canary]!.includes(bad.key) ? true : undefined));
     await waitFor(
       "the rollout failed",
       async () => ((await f.node.store.getRollout())?.rollout?.state === "failed" ? true : undefined),
       BAKE_MS + 10_000,
     );
     await waitFor("the canary is back on the good config", async () =>
-      f.agents[CANARY]!.status().applied?.key === good.key ? true : undefined,
+      f.agents[canary]!.status().applied?.key === good.key ? true : undefined,
     );
     const rolledBackMs = Date.now() - published;
     await new Promise((r) => setTimeout(r, 300));
@@ -186,14 +77,19 @@ describe("canary rollout over three agents", () => {
 
     expect(rolledBackMs).toBeLessThan(BAKE_MS + 10_000);
     // Only the canary ever ran the bad config.
-    expect(f.ran[CANARY]).toEqual([good.key, bad.key, good.key]);
-    for (const other of OTHERS) expect(f.ran[other]).toEqual([good.key]);
+    expect(f.ran[canary]).toEqual([good.key, bad.key, good.key]);
+    for (const other of others) expect(f.ran[other]).toEqual([good.key]);
     // web was never hurt; shop failed on the canary while it ran the bad config, and serves again.
-    expect(Object.keys(counts["/web/"]!)).toEqual(["200"]);
-    expect(counts["/shop/"]![500]).toBeGreaterThan(0);
-    expect((await f.node.get("/shop/")).status).toBe(200);
+    for (const n of f.names) expect(statuses(counts, n, "/web/"), n).toEqual(["200"]);
+    expect(statuses(counts, canary, "/shop/")).toEqual(["200", "500"]);
+    expect((await f.get(canary, "/shop/")).status).toBe(200);
+    // The other nodes served shop throughout: not one 5xx more than before.
+    for (const other of others) {
+      expect(statuses(counts, other, "/shop/"), other).toEqual(["200"]);
+      expect(counts[other]!["/shop/"]![200]).toBeGreaterThan(20);
+    }
     const record = (await f.node.store.getRollout())!;
-    expect(NAMES.map((n) => rolloutTarget(record, n).key)).toEqual([good.key, good.key, good.key]);
+    expect(f.names.map((n) => rolloutTarget(record, n).key)).toEqual([good.key, good.key, good.key]);
     // The gate names the broken Service: on its own once it has enough requests, else as the
     // source of the errors of all backends together.
     expect(record.rollout?.reason).toMatch(
@@ -202,19 +98,23 @@ describe("canary rollout over three agents", () => {
     expect(record.history.at(-1)).toMatchObject({ key: bad.key, outcome: "rolled back" });
     const shop = record.history.at(-1)?.gate?.backends.find((b) => b.backend === "default_shop_80");
     expect(shop?.canary.errors).toBe(shop?.canary.requests);
+    // Judged against the other nodes' own traffic, which answered no 5xx.
+    expect(shop?.control).toMatchObject({ errors: 0, requests: expect.any(Number) });
+    expect(shop!.control.requests).toBeGreaterThan(0);
     expect(record.history.at(-1)?.gate?.backends.find((b) => b.backend === "default_web_80")?.canary.errors).toBe(0);
     expect(describeRollout(record)).toMatch(/state {6}failed: .*5xx rate/);
   }, 60_000);
 
   it("takes a good structural change to every node after the waves, the canary first, with the function instance replaced at every pass", async () => {
     const f = await fleet();
+    const { canary, others } = f;
     const good = await f.node.publish(cluster(), 100);
     const tick = f.ticking(true);
-    await allRun(f, good.key);
-    const traffic = f.traffic(["/web/", "/shop/"]);
+    await f.allRun(good.key);
+    const traffic = f.traffic(["/web/", "/shop/", "/api/"]);
     const next = await f.node.publish([...cluster(), ...web("api", world.pods.port, [A])], 101);
     const published = Date.now();
-    await allRun(f, next.key);
+    await f.allRun(next.key, 3 * BAKE_MS + 10_000);
     // The last wave admits every node, and bakes too before the candidate is the stable config.
     await waitFor(
       "the rollout done",
@@ -227,50 +127,70 @@ describe("canary rollout over three agents", () => {
     const record = (await f.node.store.getRollout())!;
     expect(record).toMatchObject({ stable: { key: next.key }, rollout: null });
     expect(record.history.at(-1)).toMatchObject({ key: next.key, outcome: "promoted" });
-    expect(f.ran[CANARY]).toEqual([good.key, next.key]);
-    for (const other of OTHERS) expect(f.ran[other]).toEqual([good.key, next.key]);
-    expect(Object.keys(counts["/web/"]!)).toEqual(["200"]);
-    expect(Object.keys(counts["/shop/"]!)).toEqual(["200"]);
+    expect(f.ran[canary]).toEqual([good.key, next.key]);
+    for (const other of others) expect(f.ran[other]).toEqual([good.key, next.key]);
+    for (const n of f.names) {
+      expect(statuses(counts, n, "/web/"), n).toEqual(["200"]);
+      expect(statuses(counts, n, "/shop/"), n).toEqual(["200"]);
+      // api: not found until the node ran the change, then served; nothing else.
+      expect(statuses(counts, n, "/api/"), n).toEqual(["200", "404"]);
+    }
+    // Served by the canary first, by the other nodes once its wave had baked.
+    const servedApi = Object.fromEntries(f.names.map((n) => [n, traffic.first200[n]!["/api/"]! - published]));
+    for (const other of others) expect(servedApi[other]! - servedApi[canary]!).toBeGreaterThanOrEqual(BAKE_MS - 500);
     // Two waves of BAKE_MS each, and the time to converge and report.
     expect(doneMs).toBeGreaterThanOrEqual(2 * BAKE_MS);
-    log.info({ doneMs }, "good change on every node");
+    log.info({ doneMs, servedApi }, "good change on every node");
   }, 60_000);
 
   it("takes an endpoint change made during a rollout to every node at once, each on the config it runs", async () => {
     const f = await fleet(60_000);
+    const { canary, others } = f;
     const good = await f.node.publish(cluster(), 100);
     const tick = f.ticking();
-    await allRun(f, good.key);
+    await f.allRun(good.key);
     const api = web("api", world.pods.port, [A]);
     const next = await f.node.publish([...cluster(), ...api], 101);
-    await waitFor("the canary runs the candidate", async () => (f.ran[CANARY]!.at(-1) === next.key ? true : undefined));
+    await waitFor("the canary runs the candidate", async () => (f.ran[canary]!.at(-1) === next.key ? true : undefined));
     // shop's pod moves from B to C while the first wave bakes (for a minute).
     const moved = await f.node.publish(
       [...web("web", world.pods.port, [A]), ...web("shop", world.pods.port, [C]), ...api],
       102,
     );
     const published = Date.now();
-    await world.served(f.node, "/shop/", "C");
-    await waitFor("every node runs shop on C", async () =>
-      OTHERS.every((n) => {
-        const key = f.agents[n]!.status().applied?.key ?? "";
-        return (
-          key.includes("/tracks/") &&
-          /server \S+ 127\.0\.0\.4:/.test(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8"))
-        );
-      })
+    // Through each node's own HAProxy: shop answered by C everywhere.
+    const servedAt: Record<string, number> = {};
+    await Promise.all(
+      f.names.map((n) =>
+        waitFor(`${n} serves shop from C`, async () => {
+          const r = await f.get(n, "/shop/");
+          if (r.status !== 200 || !r.body.startsWith("C ")) return undefined;
+          servedAt[n] = Date.now() - published;
+          return true;
+        }),
+      ),
+    );
+    const everywhereMs = Date.now() - published;
+    // Served through the runtime API first, then written: each node's file and record follow.
+    await waitFor("every node records shop on C", async () =>
+      others.every(
+        (n) =>
+          (f.agents[n]!.status().applied?.key ?? "").includes("/tracks/") &&
+          /server \S+ 127\.0\.0\.4:/.test(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8")),
+      ) && f.agents[canary]!.status().applied?.key === moved.key
         ? true
         : undefined,
     );
-    const everywhereMs = Date.now() - published;
     await tick.stop();
-    log.info({ everywhereMs }, "endpoint change on every node during a rollout");
+    log.info({ everywhereMs, servedAt }, "endpoint change on every node during a rollout");
+    // At once: each within a few poll intervals, not after the minute the first wave bakes.
+    expect(everywhereMs).toBeLessThan(10_000);
     const record = (await f.node.store.getRollout())!;
     // At once: still the first wave (it bakes for a minute); the canary runs the candidate with the
     // move, the others the stable config with it.
     expect(record.rollout).toMatchObject({ state: "rolling", wave: 0, candidate: { key: moved.key } });
-    expect(f.agents[CANARY]!.status().applied).toMatchObject({ key: moved.key, how: "runtime" });
-    for (const n of OTHERS) {
+    expect(f.agents[canary]!.status().applied).toMatchObject({ key: moved.key, how: "runtime" });
+    for (const n of others) {
       expect(f.agents[n]!.status().applied).toMatchObject({ key: record.stable.key, how: "runtime" });
       // The stable structure: no api backend on them yet.
       expect(readFileSync(join(f.node.dir, n, "haproxy.cfg"), "utf8")).not.toMatch(/backend default_api_80/);
@@ -294,7 +214,7 @@ describe("canary rollout over three agents", () => {
         digest: "sha256",
         store: { url: `s3://${world.s3.bucket}/${f.node.prefix}`, endpoint: world.s3.endpoint, forcePathStyle: true },
         notify: {
-          agents: NAMES.map((n) => f.agents[n]!.url),
+          agents: f.names.map((n) => f.agents[n]!.url),
           agentPort: "agent",
           token: TOKEN,
           timeoutMs: 2000,
@@ -308,7 +228,7 @@ describe("canary rollout over three agents", () => {
     const first = await instance().reconcileNow({ id: "first", type: "test" });
     expect(first.status).toBe("published");
     expect((await f.node.store.getRollout())?.stable.key).toBe(first.key);
-    await allRun(f, first.key!);
+    await f.allRun(first.key!);
     const traffic = f.traffic(["/web/", "/shop/"]);
     // A new deployment of the function with another balance algorithm: a change that needs a reload.
     const second = instance({ balanceAlgorithm: "leastconn" });
@@ -325,10 +245,10 @@ describe("canary rollout over three agents", () => {
       },
       4 * BAKE_MS + 15_000,
     );
-    await allRun(f, changed.key!);
+    await f.allRun(changed.key!);
     const counts = await traffic.stop();
-    expect(f.ran[CANARY]).toEqual([first.key, changed.key]);
-    for (const other of OTHERS) expect(f.ran[other]).toEqual([first.key, changed.key]);
-    expect(Object.keys(counts["/shop/"]!)).toEqual(["200"]);
+    expect(f.ran[f.canary]).toEqual([first.key, changed.key]);
+    for (const other of f.others) expect(f.ran[other]).toEqual([first.key, changed.key]);
+    for (const n of f.names) expect(statuses(counts, n, "/shop/"), n).toEqual(["200"]);
   }, 90_000);
 });

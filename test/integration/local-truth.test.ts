@@ -64,9 +64,10 @@ describe("what listens on a port", () => {
     await new Promise<void>((r) => agent.listen(0, "127.0.0.1", r));
     const [httpPort, statsPort] = await Promise.all([freePort(), freePort()]);
     const o = {
+      host: "127.0.0.1",
       httpPort,
       statsPort,
-      masterSocket: "/nonexistent/master.sock",
+      masterSockets: ["/nonexistent/master.sock"],
       agentStatusUrl: `http://127.0.0.1:${portOf(agent)}/status`,
     };
     try {

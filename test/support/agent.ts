@@ -204,9 +204,10 @@ export function httpGet(
   path: string,
   agent: HttpAgent | false = false,
   headers: Record<string, string> = {},
+  host = "127.0.0.1",
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, path, agent, headers }, (res) => {
+    const req = request({ host, port, path, agent, headers }, (res) => {
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (c: string) => (body += c));
@@ -214,7 +215,7 @@ export function httpGet(
       res.on("error", reject);
     });
     req.on("error", reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`GET ${path} on :${port} timed out`)));
+    req.setTimeout(5000, () => req.destroy(new Error(`GET ${path} on ${host}:${port} timed out`)));
     req.end();
   });
 }

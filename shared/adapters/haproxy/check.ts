@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseTimeoutMs } from "../../core/render/parse-time.js";
 import { patternFileText, splitConfig } from "../../core/haproxy-config/pattern-files.js";
+import type { HaproxyEnv } from "../../core/haproxy-config/environment.js";
 
 export const HAPROXY_INSTALL_HINT = "apt-get install -y haproxy";
 
@@ -17,6 +18,8 @@ export type CheckResult =
 
 export interface CheckOptions {
   haproxyBin?: string;
+  /** HAProxy's environment, as the master it checks for runs with (default: this process's). */
+  env?: HaproxyEnv;
   /** Where the temporary config is written; put it beside the live config so relative paths resolve alike. */
   workDir?: string;
   timeoutMs?: number;
@@ -30,9 +33,15 @@ interface RunResult {
   stderr: string;
 }
 
-function run(bin: string, args: string[], timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
+function run(
+  bin: string,
+  args: string[],
+  timeoutMs: number,
+  signal?: AbortSignal,
+  env?: CheckOptions["env"],
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, signal }, (err, stdout, stderr) => {
+    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, signal, env }, (err, stdout, stderr) => {
       if (signal?.aborted)
         return reject(
           signal.reason instanceof Error ? signal.reason : new DOMException("haproxy -c aborted", "AbortError"),
@@ -77,7 +86,7 @@ function messages(output: string, level: "ALERT" | "WARNING"): string[] {
  */
 export async function checkConfig(
   text: string | Uint8Array,
-  { haproxyBin = "haproxy", workDir, timeoutMs = 30_000, signal }: CheckOptions = {},
+  { haproxyBin = "haproxy", env, workDir, timeoutMs = 30_000, signal }: CheckOptions = {},
 ): Promise<CheckResult> {
   signal?.throwIfAborted();
   const split = splitConfig(typeof text === "string" ? text : Buffer.from(text).toString("utf8"));
@@ -90,7 +99,13 @@ export async function checkConfig(
       await writeFile(join(dir, path), patternFileText(entries));
     }
     await writeFile(file, text);
-    const r = await run(haproxyBin, ["-c", "-f", file], parseTimeoutMs(Buffer.byteLength(text), timeoutMs), signal);
+    const r = await run(
+      haproxyBin,
+      ["-c", "-f", file],
+      parseTimeoutMs(Buffer.byteLength(text), timeoutMs),
+      signal,
+      env,
+    );
     // Messages name the temporary file; report it as plain "haproxy.cfg" so errors read the same every time.
     const output = `${r.stderr}${r.stdout}`.split(file).join("haproxy.cfg");
     if (r.code === 0) return { ok: true, warnings: messages(output, "WARNING") };

@@ -7,6 +7,7 @@ import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
 import { isHaproxy, processAlive } from "./proc-info.js";
 import { decideRestart, DEFAULT_RESTART_POLICY, type RestartHistory } from "./restart-policy.js";
+import type { HaproxyEnv } from "../../core/haproxy-config/environment.js";
 
 /** master-exited: the master died and is started again; worker-lost: its worker died under it and a reload forks a new one. */
 export type RestartCause = "master-exited" | "worker-lost";
@@ -36,6 +37,8 @@ export interface HaproxyProcessOptions {
   configPath: string;
   masterSocket: string;
   haproxyBin?: string;
+  /** The master's environment, kept across reloads (it re-executes itself); default: this process's. */
+  env?: HaproxyEnv;
   /** Every line HAProxy (master and workers) writes, for the caller's log. */
   onOutput?: (line: string, stream: "stdout" | "stderr") => void;
   /** Called when the master died on its own (before the restart that follows after info.delayMs), or its worker did. */
@@ -117,8 +120,8 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  * does not fork a new one by itself: a reload does, so the supervisor reloads then.
  */
 export class HaproxyProcess {
-  private readonly options: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">> &
-    Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted">;
+  private readonly options: Required<Omit<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted" | "env">> &
+    Pick<HaproxyProcessOptions, "onOutput" | "onRestart" | "onRestarted" | "env">;
   private current: MasterRun | undefined;
   private supervised = false;
   private stopping = false;
@@ -252,9 +255,10 @@ export class HaproxyProcess {
   }
 
   private spawnMaster(): MasterRun {
-    const { haproxyBin, masterSocket, configPath } = this.options;
+    const { haproxyBin, masterSocket, configPath, env } = this.options;
     const child = spawn(haproxyBin, ["-W", "-S", masterSocket, "-f", configPath], {
       stdio: ["ignore", "pipe", "pipe"],
+      env,
     });
     let markExited!: () => void;
     const run: MasterRun = {

@@ -2,10 +2,13 @@
  * Where HAProxy's Prometheus exporter answers, read from the config it runs: the section that
  * serves `http-request use-service prometheus-exporter` (the stats listener of our template), its
  * first `bind` and the path of its `{ path … }` condition. The agent fetches it from inside the
- * node, so an address of every interface (`*`, 0.0.0.0, [::]) is asked on loopback. A config
+ * node, so an address of every interface (`*`, 0.0.0.0, [::]) is asked on loopback; an address
+ * HAProxy takes from its environment is read with the one it runs with (environment.ts). A config
  * whose exporter is written otherwise (a custom template) has none found: the agent says so.
  * Pure: text in, value out.
  */
+
+import { expandWord, type HaproxyEnv } from "./environment.js";
 
 export interface ExporterAddress {
   /** An IPv4 address, or an IPv6 address in brackets. */
@@ -16,14 +19,15 @@ export interface ExporterAddress {
 
 const USE_SERVICE = /^[ \t]+http-request[ \t]+use-service[ \t]+prometheus-exporter\b(.*)$/m;
 const PATH_CONDITION = /^[ \t]+if[ \t]+\{[ \t]*path[ \t]+(\/\S*)[ \t]*\}[ \t]*$/;
-const BIND = /^[ \t]+bind[ \t]+(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\]|):([0-9]{1,5})(?:[ \t]|$)/m;
+const BIND = /^[ \t]+bind[ \t]+(\S*):([0-9]{1,5})(?:[ \t]|$)/m;
+const ADDRESS = /^(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\]|)$/;
 /** Lines at column 0 that are not comments: section headers. */
 const HEADERS = /^[^\s#]/gm;
 const NEXT_HEADER = /\n[^\s#]/;
 
 const LOOPBACK: Record<string, string> = { "": "127.0.0.1", "*": "127.0.0.1", "0.0.0.0": "127.0.0.1", "[::]": "[::1]" };
 
-export function exporterOf(text: string): ExporterAddress | undefined {
+export function exporterOf(text: string, env: HaproxyEnv): ExporterAddress | undefined {
   const use = USE_SERVICE.exec(text);
   if (!use) return undefined;
   const condition = use[1]!;
@@ -36,9 +40,10 @@ export function exporterOf(text: string): ExporterAddress | undefined {
   const section = sectionAround(text, use.index);
   const bind = BIND.exec(section);
   if (!bind) return undefined;
+  const host = expandWord(bind[1]!, env);
   const port = Number(bind[2]);
-  if (port < 1 || port > 65535) return undefined;
-  return { host: LOOPBACK[bind[1]!] ?? bind[1]!, port, path };
+  if (!ADDRESS.test(host) || port < 1 || port > 65535) return undefined;
+  return { host: LOOPBACK[host] ?? host, port, path };
 }
 
 /** The lines of the section holding offset `at`, from its header to the next one. */

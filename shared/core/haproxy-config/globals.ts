@@ -2,10 +2,12 @@
  * Settings of a config's global sections the agent and the publisher read: where the runtime API
  * socket and the server-state file are (parse.ts), and what counts descriptors
  * (core/model/descriptors.ts). Our templates put one directive per line, indented four spaces; anything
- * else is simply not found (and costs a reload, never a wrong action). Paths are as written: a
- * relative one means the same file to HAProxy and to the agent, which run in one working
- * directory.
+ * else is simply not found (and costs a reload, never a wrong action). Paths are read as HAProxy
+ * reads them, with the environment the agent gives it (environment.ts); a relative one means the
+ * same file to HAProxy and to the agent, which run in one working directory.
  */
+
+import { expandWord, type HaproxyEnv } from "./environment.js";
 
 /**
  * The value of the first `keyword` line of a global section. Only global sections are read: found by a native
@@ -34,11 +36,13 @@ export function globalSetting(text: string, keyword: string): string | undefined
 const GLOBAL_HEADER = /^global[^\S\n]*$/gm;
 
 /** `stats socket <path>` of the global section: the runtime API. */
-export function statsSocketOf(text: string): string | undefined {
-  return globalSetting(text, "stats socket");
+export function statsSocketOf(text: string, env: HaproxyEnv): string | undefined {
+  const word = globalSetting(text, "stats socket");
+  return word === undefined ? undefined : expandWord(word, env);
 }
 
 /** `server-state-file <path>`: HAProxy loads it when it (re)starts. */
-export function serverStateFileOf(text: string): string | undefined {
-  return globalSetting(text, "server-state-file");
+export function serverStateFileOf(text: string, env: HaproxyEnv): string | undefined {
+  const word = globalSetting(text, "server-state-file");
+  return word === undefined ? undefined : expandWord(word, env);
 }

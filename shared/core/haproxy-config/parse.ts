@@ -14,6 +14,7 @@
  * Pure: text in, value out.
  */
 
+import type { HaproxyEnv } from "./environment.js";
 import { serverStateFileOf, statsSocketOf } from "./globals.js";
 import { splitConfig } from "./pattern-files.js";
 import { parseServer, type ServerLine, sectionOf } from "./server-line.js";
@@ -50,16 +51,17 @@ class Parsed implements HaproxyConfig {
     readonly text: string,
     readonly head: string,
     readonly files: ReadonlyMap<string, readonly string[]>,
+    private readonly env: HaproxyEnv,
   ) {}
 
   // Each read on first use, once: a search of the whole head for its global sections.
   get statsSocket(): string | undefined {
-    this.socket ??= { path: statsSocketOf(this.head) };
+    this.socket ??= { path: statsSocketOf(this.head, this.env) };
     return this.socket.path;
   }
 
   get serverStateFile(): string | undefined {
-    this.stateFile ??= { path: serverStateFileOf(this.head) };
+    this.stateFile ??= { path: serverStateFileOf(this.head, this.env) };
     return this.stateFile.path;
   }
 
@@ -69,10 +71,13 @@ class Parsed implements HaproxyConfig {
   }
 }
 
-/** The config's value, or why its file section is not one (every path and line is checked). */
-export function parseConfig(text: string): ParsedConfig {
+/**
+ * The config's value, or why its file section is not one (every path and line is checked); its
+ * paths as HAProxy reads them with `env`, the environment it runs with.
+ */
+export function parseConfig(text: string, env: HaproxyEnv = {}): ParsedConfig {
   const split = splitConfig(text);
-  return "error" in split ? { text, error: split.error } : new Parsed(text, split.head, split.files);
+  return "error" in split ? { text, error: split.error } : new Parsed(text, split.head, split.files, env);
 }
 
 function backendsOf(head: string): Map<string, ServerLine[]> {
@@ -104,12 +109,12 @@ export type ConfigParser = (text: string) => ParsedConfig;
 const KEPT = 2;
 
 /** parseConfig, each text parsed once while it is one of the newest two (keyed by the text itself). */
-export function configParser(): ConfigParser {
+export function configParser(env: HaproxyEnv): ConfigParser {
   const recent: Array<{ text: string; parsed: ParsedConfig }> = [];
   return (text) => {
     const hit = recent.find((r) => r.text === text);
     if (hit) return hit.parsed;
-    const parsed = parseConfig(text);
+    const parsed = parseConfig(text, env);
     recent.unshift({ text, parsed });
     recent.length = Math.min(recent.length, KEPT);
     return parsed;

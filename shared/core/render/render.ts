@@ -44,6 +44,7 @@ import {
   type TcpView,
   type TemplateSet,
 } from "./template-views.js";
+import { nodeWord } from "../haproxy-config/environment.js";
 
 /** Backends written, reused and hashed as one range (see Renderer.backendChunks). */
 const BLOCK = 64;
@@ -330,19 +331,19 @@ export class Renderer {
     const { status, body } = model.defaultPage;
     const bodyless = status === 204 || status === 304;
     const view: MainView = {
-      stats_socket: o.statsSocket,
+      stats_socket: nodeWord(o.statsSocket),
       hard_stop_after: o.hardStopAfter,
-      server_state_file: o.serverStateFile,
+      server_state_file: nodeWord(o.serverStateFile),
       syslog: o.syslog,
       https,
       ssl_cert: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? o.sslCert.slice(CRT_LIST_PREFIX.length) : (o.sslCert ?? null),
       ssl_cert_keyword: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? "crt-list" : "crt",
       ssl_ca_cert: o.sslCaCert ?? null,
       hsts_max_age: o.hstsMaxAge > 0 ? o.hstsMaxAge : null,
-      bind: o.bindAddress,
+      bind: nodeWord(o.bindAddress),
       http_port: o.httpPort,
       https_port: o.httpsPort,
-      stats_bind: o.statsBind,
+      stats_bind: nodeWord(o.statsBind),
       stats_port: o.statsPort,
       stats_user: o.statsUser ?? null,
       stats_password_ref: STATS_PASSWORD_REF,
@@ -373,10 +374,10 @@ export class Renderer {
       if (slot === "backends") {
         // A template that routes by maps reads its files beside itself from before the frontend on.
         if (files.length > 0 && !this.routesByMap) chunks.push(PATTERN_PATHS_BYTES);
-        if (model.gateway) chunks.push(Buffer.from(gatewaySection(model.gateway, o.bindAddress, weights), "utf8"));
+        if (model.gateway) chunks.push(Buffer.from(gatewaySection(model.gateway, view.bind, weights), "utf8"));
         this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
-        chunks.push(this.tcpChunk(model.tcpFrontends, o.bindAddress, view.accept_proxy));
+        chunks.push(this.tcpChunk(model.tcpFrontends, view.bind, view.accept_proxy));
       } else if (slot === "http_route_maps") {
         chunks.push(model.gateway ? sharedRouteLookup(model.gateway, weights) : ROUTE_LOOKUP_BYTES);
       } else {

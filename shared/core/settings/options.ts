@@ -37,9 +37,20 @@ const certSource = path.refine(
   (v) => !v.startsWith(CRT_LIST_PREFIX) || /^[A-Za-z0-9._/@+-]/.test(v.slice(CRT_LIST_PREFIX.length)),
   `a PEM file, a directory, or ${CRT_LIST_PREFIX}<file>`,
 );
+// ${NAME}: each node's own value, which HAProxy reads from its environment (haproxy-config/environment.ts).
 const bindAddress = z
   .string()
-  .regex(/^(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\])$/, "* or an IPv4 address or a bracketed IPv6 address");
+  .regex(
+    /^(\*|[0-9.]{7,15}|\[[0-9a-fA-F:.]{2,45}\]|\$\{[A-Za-z_][A-Za-z0-9_]*\})$/,
+    `* or an IPv4 address or a bracketed IPv6 address, or \${NAME}: a variable HAProxy reads on each node`,
+  );
+/** A path of a node's own file: as `path`, with ${NAME} variables HAProxy reads on each node. */
+const nodePath = z
+  .string()
+  .regex(
+    /^([A-Za-z0-9._/@:+-]|\$\{[A-Za-z_][A-Za-z0-9_]*\}){1,1024}$/,
+    `a file path of letters, digits and . _ / @ : + - only, and \${NAME} variables HAProxy reads on each node`,
+  );
 
 const timeout = z.string().transform((text, ctx) => {
   const parsed = parseTimeout(text);
@@ -161,7 +172,10 @@ export const optionSpecs = {
     help: "also expose kube-system Services and default/kubernetes",
     switch: true,
   },
-  bindAddress: { schema: bindAddress.default("*"), help: "address every frontend binds to" },
+  bindAddress: {
+    schema: bindAddress.default("*"),
+    help: `address every frontend binds to; \${NAME}: each node's own, from HAProxy's environment (the agent sets SERVICELB_NODE_ADDRESS from --node-address)`,
+  },
   httpPort: { schema: port.default(80), help: "HTTP frontend port" },
   httpsPort: { schema: port.default(443), help: "HTTPS frontend port (with --ssl-cert)" },
   statsPort: { schema: port.default(1936), help: "HAProxy stats page port" },
@@ -256,9 +270,9 @@ export const optionSpecs = {
     schema: wholeNumber("a whole number from 0 to 10000", 0, 10_000).default(16),
     help: "empty backends kept ready so that a Service added (or removed) needs no reload; 0: none",
   },
-  statsSocket: { schema: path.default("/var/run/haproxy/admin.sock"), help: "HAProxy runtime API socket path" },
+  statsSocket: { schema: nodePath.default("/var/run/haproxy/admin.sock"), help: "HAProxy runtime API socket path" },
   serverStateFile: {
-    schema: path.default("/var/lib/haproxy/server-state"),
+    schema: nodePath.default("/var/lib/haproxy/server-state"),
     help: "file HAProxy loads server state from after a reload",
   },
 } as const satisfies Record<string, SettingSpec>;

@@ -1,7 +1,12 @@
 import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
 import { OptionsError } from "../../../shared/core/settings/settings.js";
-import { agentOptionSpecs, parseAgentOptions, stateFilePath } from "../../../shared/agent/options.js";
+import {
+  agentOptionSpecs,
+  haproxyEnvironment,
+  parseAgentOptions,
+  stateFilePath,
+} from "../../../shared/agent/options.js";
 
 const env = { SERVICELB_STORE: "s3://configs/prod", SERVICELB_NOTIFY_TOKEN: "t" };
 
@@ -89,5 +94,23 @@ describe("parseAgentOptions", () => {
     expect(() => parseAgentOptions({ SERVICELB_NOTIFY_TOKEN: "t" })).toThrow(/--store \/ SERVICELB_STORE is required/);
     expect(() => parseAgentOptions({ ...env, SERVICELB_POLL_INTERVAL: "10ms" })).toThrow(/at least 100 ms/);
     expect(() => parseAgentOptions({ ...env, SERVICELB_MASTER_SOCKET: `/${"x".repeat(120)}` })).toThrow(/unix socket/);
+  });
+});
+
+describe("haproxyEnvironment", () => {
+  it("gives HAProxy the agent's environment with the node's address and its config's directory", () => {
+    const o = parseAgentOptions(
+      { ...env, SERVICELB_CONFIG_PATH: "/data/node-2/haproxy/haproxy.cfg" },
+      { nodeAddress: "127.0.0.2" },
+    );
+    expect(haproxyEnvironment(o, { PATH: "/bin", SERVICELB_NODE_ADDRESS: "10.0.0.9" })).toEqual({
+      PATH: "/bin",
+      SERVICELB_NODE_ADDRESS: "127.0.0.2",
+      SERVICELB_CONFIG_DIR: "/data/node-2/haproxy",
+    });
+    // Without --node-address, the variable is the agent's own (set from the downward API, say), or unset.
+    const plain = parseAgentOptions(env);
+    expect(haproxyEnvironment(plain, { PATH: "/bin" })).toEqual({ PATH: "/bin", SERVICELB_CONFIG_DIR: "/etc/haproxy" });
+    expect(() => parseAgentOptions(env, { nodeAddress: "node-2" })).toThrow(/--node-address.*IPv4/);
   });
 });

@@ -76,6 +76,12 @@ describe("npm start: the flags, checked before anything starts", () => {
       code: 2,
       err: "servicelb: --http-port: 80a is not a port\n",
     });
+    expect(await check(["--nodes", "3"])).toEqual({ code: 0, err: "", out: "" });
+    for (const bad of ["0", "10", "2.5"])
+      expect(await check(["--nodes", bad])).toMatchObject({
+        code: 2,
+        err: `servicelb: --nodes: ${bad} is not a whole number from 1 to 9\n`,
+      });
   });
 
   it("says that npm kept the flags given before --, with the command meant", async () => {

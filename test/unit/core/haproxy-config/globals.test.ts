@@ -29,16 +29,23 @@ backend default_web_80 from http_defaults
 
 describe("facts of a config's global section", () => {
   it("reads the stats socket and the server-state file", () => {
-    expect(statsSocketOf(config)).toBe("/run/haproxy/admin.sock");
-    expect(serverStateFileOf(config)).toBe("/var/lib/haproxy/server-state");
+    expect(statsSocketOf(config, {})).toBe("/run/haproxy/admin.sock");
+    expect(serverStateFileOf(config, {})).toBe("/var/lib/haproxy/server-state");
+  });
+
+  it("reads a path as HAProxy does, with the environment it runs with", () => {
+    const text = `global\n    stats socket "\${SERVICELB_CONFIG_DIR}/admin.sock" mode 600\n    server-state-file "\${SERVICELB_CONFIG_DIR}"/state\n`;
+    const env = { SERVICELB_CONFIG_DIR: "/data/node-2/haproxy" };
+    expect(statsSocketOf(text, env)).toBe("/data/node-2/haproxy/admin.sock");
+    expect(serverStateFileOf(text, env)).toBe("/data/node-2/haproxy/state");
   });
 
   it("reads global sections only, every one of them, in order; a comment at column 0 does not end one", () => {
     const text = `defaults d\n    stats socket /not/global.sock\nglobal \n# about the socket\n    nbthread 2\n\nbackend b\n    stats socket /in/backend.sock\nglobal\n    stats socket /second/global.sock\nglobal\n    stats socket /third.sock\n`;
-    expect(statsSocketOf(text)).toBe("/second/global.sock");
-    expect(serverStateFileOf(text)).toBeUndefined();
-    expect(statsSocketOf("global\n    stats socket /at/the/end.sock")).toBe("/at/the/end.sock");
-    expect(statsSocketOf("backend b\n    server s1 10.0.0.1:80\n")).toBeUndefined();
+    expect(statsSocketOf(text, {})).toBe("/second/global.sock");
+    expect(serverStateFileOf(text, {})).toBeUndefined();
+    expect(statsSocketOf("global\n    stats socket /at/the/end.sock", {})).toBe("/at/the/end.sock");
+    expect(statsSocketOf("backend b\n    server s1 10.0.0.1:80\n", {})).toBeUndefined();
   });
 
   it("finds what a walk over every line finds (property)", () => {
@@ -60,8 +67,8 @@ describe("facts of a config's global section", () => {
     fc.assert(
       fc.property(fc.array(line, { maxLength: 30 }), (lines) => {
         const text = lines.join("\n");
-        expect(statsSocketOf(text)).toBe(everyLine(text, "stats socket"));
-        expect(serverStateFileOf(text)).toBe(everyLine(text, "server-state-file"));
+        expect(statsSocketOf(text, {})).toBe(everyLine(text, "stats socket"));
+        expect(serverStateFileOf(text, {})).toBe(everyLine(text, "server-state-file"));
       }),
       { numRuns: 2000 },
     );

@@ -76,7 +76,7 @@ describe("parseConfig", () => {
 
 describe("configParser", () => {
   it("parses each text once while it is one of the newest two, and as parseConfig does", () => {
-    const parse = configParser();
+    const parse = configParser({});
     const [a, b, c] = [withList(["10.0.0.1"]), withList(["10.0.0.2"]), withList(["10.0.0.3"])];
     const first = parse(a);
     expect(first).toEqual(parseConfig(a));
@@ -93,7 +93,7 @@ describe("configParser", () => {
   });
 
   it("keeps an error as parseConfig reports it", () => {
-    const parse = configParser();
+    const parse = configParser({});
     const bad = withList(["192.0.2.1"]).replace("192.0.2.1", "not-an-address");
     expect(parse(bad)).toEqual(parseConfig(bad));
   });
