@@ -1,7 +1,7 @@
 // One file per deployed function (reconcile: two, its module on functions-framework's thread and
 // its pipeline's on a worker thread): Node resolves and compiles one module instead of thousands
 // (client-node alone is 2,500 model files), which cuts cold start and memory (BENCHMARKS.md).
-// functions-framework stays external: it loads the bundle and must share its function registry.
+// functions-framework stays external, its subpaths too: it loads the bundle and must share its function registry.
 // The CLI is bundled too, in chunks (dist/bundle/cli/): each command imports its own code when
 // it runs, so `servicelb status` compiles the store client and none of the agent or client-node.
 // `--environment SERVICELB_BUNDLE:bench` (build:dev) bundles bench/render the same way instead,
@@ -49,7 +49,7 @@ export default targets.map(({ input, file, dir }) => ({
   input,
   platform: "node",
   resolve: { mainFields },
-  external: [/^node:/, "@google-cloud/functions-framework"],
+  external: [/^node:/, /^@google-cloud\/functions-framework(\/|$)/],
   plugins: [nodeFetchWithoutWhatwgUrl],
   treeshake: { moduleSideEffects: (id) => (clientNodeGenerated.test(id) ? false : undefined) },
   // ASCII output: a source with any other character is held by V8 as UTF-16, twice the memory.

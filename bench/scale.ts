@@ -332,8 +332,11 @@ async function applyFailure(out: string): Promise<string | undefined> {
 async function waitQuiet(traceFile: string): Promise<void> {
   for (;;) {
     const records = readTrace(traceFile);
+    // A head start traces pass.start and no pass.end (app/pass-trace.ts): only full passes count.
+    const full = (r: TraceRecord) => r.step !== "head-start";
     const open =
-      records.filter((r) => r.ev === "pass.start").length - records.filter((r) => r.ev === "pass.end").length;
+      records.filter((r) => r.ev === "pass.start" && full(r)).length -
+      records.filter((r) => r.ev === "pass.end").length;
     const last = records.at(-1)?.at ?? 0;
     if (open <= 0 && performance.timeOrigin + performance.now() - last > 1000) return;
     await sleep(200);
