@@ -129,6 +129,14 @@ export function stepRollout(record: RolloutRecord, input: StepInput, settings: R
     }
   }
 
+  if (r.rollout?.state === "rolling" && r.rollout.order.length === 0 && input.nodes.length > 0) {
+    const { startedAt, candidate } = r.rollout;
+    r = start(r, candidate, input.nodes, settings, at);
+    r.rollout = { ...r.rollout!, startedAt };
+    events.push(
+      `${candidate.key}: nodes report now: the rollout's waves are made of ${r.rollout.order.length} of them`,
+    );
+  }
   if (r.rollout?.state === "rolling") {
     const step = judgeWave(r.rollout, input, settings);
     r.rollout = { ...r.rollout, gate: step.gate };
@@ -227,8 +235,12 @@ function judgeWave(rollout: Rollout, input: StepInput, settings: RolloutSettings
   const { now, nodes } = input;
   const elapsed = now.getTime() - Date.parse(rollout.waveStartedAt);
   const admitted = new Set(admittedNodes(rollout));
-  // A fleet with no node reports yet: nothing to judge, nothing to wait for.
-  if (rollout.sizes.length === 0) return { outcome: "advance", reason: "no nodes report", gate: null };
+  // No node reports yet: nothing to judge, and nothing goes everywhere unseen. stepRollout makes
+  // the waves once nodes report; until the deadline this waits, then the fallback decides.
+  if (rollout.sizes.length === 0) {
+    if (elapsed < settings.deadlineMs) return { outcome: "wait", gate: null };
+    return byFallback(`no node reported by the deadline (${Math.round(settings.deadlineMs / 1000)} s)`, null, settings);
+  }
   for (const n of nodes) {
     if (!admitted.has(n.node)) continue;
     if (n.failure !== null && n.failure.key === rollout.candidate.key && n.failure.stage !== "pull")
@@ -259,7 +271,14 @@ function judgeWave(rollout: Rollout, input: StepInput, settings: RolloutSettings
   if (elapsed < settings.bakeMs || behind.length > 0) return { outcome: "wait", gate };
   if (result.verdict === "pass") return { outcome: "advance", reason: result.reason, gate };
   if (elapsed < settings.deadlineMs) return { outcome: "wait", gate };
-  const reason = `too little traffic to judge by the deadline (${Math.round(settings.deadlineMs / 1000)} s): ${result.reason}`;
+  return byFallback(
+    `too little traffic to judge by the deadline (${Math.round(settings.deadlineMs / 1000)} s): ${result.reason}`,
+    gate,
+    settings,
+  );
+}
+
+function byFallback(reason: string, gate: RecordedGate | null, settings: RolloutSettings): WaveStep {
   return settings.fallback === "promote"
     ? { outcome: "advance", reason: `${reason}; promoted by the fallback`, gate }
     : {

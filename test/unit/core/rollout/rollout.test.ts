@@ -102,6 +102,48 @@ describe("stepRollout", () => {
     expect(done.record.history.at(-1)).toMatchObject({ key: "s2", outcome: "promoted" });
   });
 
+  describe("a structural change while no node has reported", () => {
+    const none = (record: RolloutRecord, newest: string, s: number, nodes: NodeView[] = []) =>
+      stepRollout(record, { newest: ref(newest), nodes, now: at(s), classify }, settings);
+
+    it("is not promoted at once: it waits for nodes, then rolls out in waves of the nodes that report", () => {
+      let { record, events } = none(start, "s2", 0);
+      expect(record.rollout).toMatchObject({ state: "rolling", sizes: [] });
+      expect(events).toEqual(["s2: structural change, rollout started"]);
+      ({ record } = none(record, "s2", 120));
+      expect(record.stable.key).toBe("s1");
+      expect(record.rollout).toMatchObject({ state: "rolling", sizes: [] });
+      // Nodes report (on the stable config): the waves are made of them, from the first.
+      const reporting = NODES.map((node) => ({ node, applied: "s1", failure: null, traffic: null }));
+      ({ record, events } = none(record, "s2", 130, reporting));
+      expect(record.rollout).toMatchObject({
+        state: "rolling",
+        wave: 0,
+        sizes: [1, 2, 4],
+        order: admissionOrder(NODES),
+      });
+      expect(record.rollout!.waveStartedAt).toBe(at(130).toISOString());
+      expect(events).toEqual(["s2: nodes report now: the rollout's waves are made of 4 of them"]);
+    });
+
+    it("is held by the fallback when no node reports by the deadline, and promoted with fallback promote", () => {
+      const { record } = none(start, "s2", 0);
+      const held = none(record, "s2", 301);
+      expect(held.record.stable.key).toBe("s1");
+      expect(held.record.rollout).toMatchObject({ state: "held" });
+      expect(held.record.rollout!.reason).toBe(
+        "no node reported by the deadline (300 s); held by the fallback until `servicelb rollout promote` or `abort`",
+      );
+      const promoted = stepRollout(
+        record,
+        { newest: ref("s2"), nodes: [], now: at(301), classify },
+        { ...settings, fallback: "promote" },
+      );
+      expect(promoted.record.stable.key).toBe("s2");
+      expect(promoted.record.rollout).toBeNull();
+    });
+  });
+
   it("rolls back a config that answers 5xx for one Service at the first canary, before its bake time ends", () => {
     let { record } = step(start, "s2", 0);
     const failed = step(record, "s2", 10, broken);
