@@ -89,12 +89,15 @@ async function main(): Promise<void> {
   let partial = "";
   /** The stack's last log lines, for a start that fails. */
   const recent: string[] = [];
+  /** The function's rollout events, for a change that does not go as expected. */
+  const rolloutEvents: string[] = [];
   stack.stderr.on("data", (c: Buffer) => {
     const lines = (partial + c.toString()).split("\n");
     partial = lines.pop()!;
     recent.push(...lines);
     recent.splice(0, recent.length - 20);
     for (const line of lines) {
+      if (line.includes('"msg":"rollout')) rolloutEvents.push(line);
       const m = /"time":(\d+),.*"status":"published".*?"key":"([^"]+)"/.exec(line);
       if (m) publishedAt.set(m[2]!, Number(m[1]));
     }
@@ -136,6 +139,8 @@ async function main(): Promise<void> {
     const configOf = (n: string) => readFileSync(join(data, n, "haproxy", "haproxy.cfg"), "utf8");
 
     const results: Run[] = [];
+    const withEvents = (err: unknown) =>
+      new Error(`${(err as Error).message}\nrollout events:\n${rolloutEvents.join("\n")}`);
     for (let i = 0; i < runs; i++) {
       for (const change of ["good", "bad"] as const) {
         const stable = (await s.getRollout())!.stable.key;
@@ -161,7 +166,12 @@ async function main(): Promise<void> {
         })();
         await sleep(1000);
         const current = readFileSync(file, "utf8");
-        writeFileSync(file, current.replace(ANNOTATION, `${ANNOTATION}\n        ${line}`));
+        // One timeout annotation at a time: a key twice in the YAML map makes the demo cluster refuse
+        // the file. A bad change keeps the run's timeout, so that it is not the config rejected in
+        // the run before (which the rollout would rightly not try again).
+        const without =
+          change === "good" ? current.replace(/\n {8}serviceloadbalancer\/lb\.timeout-server: \d+s/, "") : current;
+        writeFileSync(file, without.replace(ANNOTATION, `${ANNOTATION}\n        ${line}`));
         const key = await waitFor(
           "the change published",
           async () => {
@@ -169,13 +179,17 @@ async function main(): Promise<void> {
             return newest && newest !== stable && publishedAt.has(newest) ? newest : undefined;
           },
           30_000,
-        );
+        ).catch((err: unknown) => {
+          throw withEvents(err);
+        });
         const t0 = publishedAt.get(key)!;
         const canaryAt = await waitFor(
           "the canary on it",
           async () => (configOf(canary).includes(marker) ? Date.now() : undefined),
           60_000,
-        );
+        ).catch((err: unknown) => {
+          throw withEvents(err);
+        });
         const doneAt =
           change === "good"
             ? await waitFor(
