@@ -143,6 +143,33 @@ describe("canary rollout over three nodes, each with its own HAProxy", () => {
     log.info({ doneMs, servedApi }, "good change on every node");
   }, 60_000);
 
+  it("holds a change it has too little traffic to judge by the deadline, as the fallback says, and says why", async () => {
+    const f = await canaryFleet(world, { ...settings, bakeMs: 1000, deadlineMs: 4000, fallback: "hold" }, AGENT_FLAGS);
+    const { canary, others } = f;
+    const good = await f.node.publish(cluster(), 100);
+    const tick = f.ticking();
+    await f.allRun(good.key);
+    // No client sends a request: the gate never has its 20.
+    const next = await f.node.publish([...cluster(), ...web("api", world.pods.port, [A])], 101);
+    await waitFor(
+      "the rollout held",
+      async () => ((await f.node.store.getRollout())?.rollout?.state === "held" ? true : undefined),
+      15_000,
+    );
+    // Held, not promoted: a few more passes change nothing.
+    await new Promise((r) => setTimeout(r, 1500));
+    await tick.stop();
+    const record = (await f.node.store.getRollout())!;
+    expect(record.stable.key).toBe(good.key);
+    expect(record.rollout).toMatchObject({ state: "held", wave: 0, candidate: { key: next.key } });
+    expect(record.rollout?.reason).toMatch(
+      /^too little traffic to judge by the deadline \(4 s\): .*held by the fallback until `servicelb rollout promote` or `abort`$/,
+    );
+    expect(f.ran[canary]).toEqual([good.key, next.key]);
+    for (const other of others) expect(f.ran[other]).toEqual([good.key]);
+    expect(describeRollout(record)).toMatch(/state {6}held: too little traffic to judge by the deadline/);
+  }, 60_000);
+
   it("takes an endpoint change made during a rollout to every node at once, each on the config it runs", async () => {
     const f = await fleet(60_000);
     const { canary, others } = f;
