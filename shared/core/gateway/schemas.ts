@@ -8,7 +8,7 @@
  */
 
 import { z } from "zod";
-import { rfc3339Problem } from "../kubernetes/k8s-validation.js";
+import { creationTimestampSchema } from "../kubernetes/snapshot-schemas.js";
 import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../kubernetes/k8s-names.js";
 
 /** The API group of every kind here. */
@@ -26,13 +26,7 @@ const meta = z.object({
     .transform((v) => v ?? {}),
   resourceVersion: z.string().optional(),
   generation: z.number().int().min(0).nullish(),
-  creationTimestamp: z
-    .string()
-    .superRefine((value, ctx) => {
-      const problem = rfc3339Problem(value);
-      if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
-    })
-    .nullish(),
+  creationTimestamp: creationTimestampSchema,
 });
 
 /** shared_types.go Hostname: RFC 1123, optionally `*.` as the whole first label; no IPs checked here. */

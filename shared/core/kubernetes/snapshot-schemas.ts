@@ -19,6 +19,15 @@ import {
 
 // Names end up in backend names, paths and ACLs: hold them to the grammars the API server
 // enforces, so that a hand-made snapshot (the dry run takes any) cannot smuggle config lines in.
+/** metadata.creationTimestamp: RFC 3339 as the API server writes it, or absent. */
+export const creationTimestampSchema = z
+  .string()
+  .superRefine((value, ctx) => {
+    const problem = rfc3339Problem(value);
+    if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
+  })
+  .nullish();
+
 const objectMeta = (name: z.ZodString) =>
   z.object({
     name,
@@ -33,13 +42,7 @@ const objectMeta = (name: z.ZodString) =>
       .transform((v) => v ?? {}),
     resourceVersion: z.string().optional(),
     // Who owns a contested route is decided by age (oldest first), as the Gateway API does.
-    creationTimestamp: z
-      .string()
-      .superRefine((value, ctx) => {
-        const problem = rfc3339Problem(value);
-        if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
-      })
-      .nullish(),
+    creationTimestamp: creationTimestampSchema,
   });
 const serviceMeta = objectMeta(z.string().regex(DNS1035_LABEL, "a Service name (RFC 1035 label)"));
 const otherMeta = objectMeta(z.string().max(253).regex(DNS1123_SUBDOMAIN, "an object name (RFC 1123 subdomain)"));

@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLeanGet } from "../../../shared/adapters/s3-lean-get.js";
+import { createLeanGet, type LeanGetOptions } from "../../../shared/adapters/s3-lean-get.js";
 
 // The lean GET's requests against the SDK's own for the same object, at a server that records
 // them: the same path (the key escaped as S3 wants it), and a SigV4 signature that verifies by
@@ -23,6 +23,24 @@ beforeAll(async () => {
   endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+/** A lean GET of bucket servicelb at `at`, path-style, with these tests' limits unless `o` says otherwise. */
+function leanAt(client: S3Client, at: string, o: Partial<LeanGetOptions> = {}) {
+  return createLeanGet({
+    client,
+    bucket: "servicelb",
+    region: "us-east-1",
+    endpoint: at,
+    forcePathStyle: true,
+    timeoutMs: 1000,
+    deadlineMs: 2000,
+    maxObjectBytes: 1024,
+    maxSockets: 4,
+    describe: (k) => `s3://servicelb/${k}`,
+    fallback: () => Promise.reject(new Error("not taken")),
+    ...o,
+  });
+}
 
 const hmac = (key: string | Buffer, text: string) => createHmac("sha256", key).update(text).digest();
 
@@ -52,19 +70,7 @@ describe("a lean GET", () => {
   it("asks for the path the SDK asks for, signed by the specification", async () => {
     const client = new S3Client({ region: "eu-west-1", endpoint, forcePathStyle: true, credentials });
     const key = "fleet/a b!(c)*'~/status/node-a.json";
-    const lean = createLeanGet({
-      client,
-      bucket: "servicelb",
-      region: "eu-west-1",
-      endpoint,
-      forcePathStyle: true,
-      timeoutMs: 1000,
-      deadlineMs: 2000,
-      maxObjectBytes: 1024,
-      maxSockets: 4,
-      describe: (k) => k,
-      fallback: () => Promise.reject(new Error("not taken")),
-    });
+    const lean = leanAt(client, endpoint, { region: "eu-west-1", describe: (k) => k });
     try {
       const body = await lean.get(key);
       expect(body?.toString()).toBe("{}");
@@ -153,19 +159,7 @@ describe("a lean GET the store refuses", () => {
 describe("a lean GET on a closed store", () => {
   it("fails at once, not transient, and sends nothing", async () => {
     const client = new S3Client({ region: "us-east-1", endpoint, forcePathStyle: true, credentials });
-    const lean = createLeanGet({
-      client,
-      bucket: "servicelb",
-      region: "us-east-1",
-      endpoint,
-      forcePathStyle: true,
-      timeoutMs: 1000,
-      deadlineMs: 2000,
-      maxObjectBytes: 1024,
-      maxSockets: 4,
-      describe: (k) => `s3://servicelb/${k}`,
-      fallback: () => Promise.reject(new Error("not taken")),
-    });
+    const lean = leanAt(client, endpoint);
     const before = seen.length;
     lean.close();
     const error = await lean.get("k").catch((e: unknown) => e);
@@ -188,19 +182,7 @@ describe("a lean GET from a store that drips its answer", () => {
     await new Promise<void>((r) => drip.listen(0, "127.0.0.1", r));
     const at = `http://127.0.0.1:${(drip.address() as AddressInfo).port}`;
     const client = new S3Client({ region: "us-east-1", endpoint: at, forcePathStyle: true, credentials });
-    const lean = createLeanGet({
-      client,
-      bucket: "servicelb",
-      region: "us-east-1",
-      endpoint: at,
-      forcePathStyle: true,
-      timeoutMs: 1000,
-      deadlineMs: 300,
-      maxObjectBytes: 4096,
-      maxSockets: 4,
-      describe: (k) => `s3://servicelb/${k}`,
-      fallback: () => Promise.reject(new Error("not taken")),
-    });
+    const lean = leanAt(client, at, { deadlineMs: 300, maxObjectBytes: 4096 });
     try {
       const error = await lean.get("status/a.json").catch((e: unknown) => e);
       expect(error).toMatchObject({
