@@ -125,16 +125,7 @@ describe("a lean GET the store refuses", () => {
     const at = `http://127.0.0.1:${(picky.address() as AddressInfo).port}`;
     const client = new S3Client({ region: "us-east-1", endpoint: at, forcePathStyle: true, credentials });
     let fallbacks = 0;
-    const lean = createLeanGet({
-      client,
-      bucket: "servicelb",
-      region: "us-east-1",
-      endpoint: at,
-      forcePathStyle: true,
-      timeoutMs: 1000,
-      deadlineMs: 2000,
-      maxObjectBytes: 1024,
-      maxSockets: 4,
+    const lean = leanAt(client, at, {
       describe: (k) => k,
       fallback: async (key) => {
         fallbacks++;
