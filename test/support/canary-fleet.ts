@@ -113,12 +113,14 @@ export async function canaryFleet(
           await new Promise((r) => setTimeout(r, 250));
         }
       })();
-      return {
-        async stop() {
-          stopped = true;
-          await loop;
-        },
+      const stop = async () => {
+        stopped = true;
+        await loop;
       };
+      // Cleanups run last first: a test that fails before it stops the tick still has it stopped
+      // before its store is closed under it.
+      world.cleanups.push(stop);
+      return { stop };
     },
     traffic(paths) {
       let stopped = false;
