@@ -1,7 +1,7 @@
 /*
  * `servicelb status --format json` in its own process against a store endpoint, timed from the
  * outside: wall time, the child's CPU time (GNU time's line on stderr, after whatever the command
- * wrote there), its exit code and its summary. bench/status and bench/fleet time it this way.
+ * wrote there), its exit code and its summary (or the command's last line on stderr). bench/status and bench/fleet time it this way.
  */
 import { spawn } from "node:child_process";
 import { S3RVER_CREDENTIALS } from "../test/support/s3.js";
@@ -59,7 +59,12 @@ export async function runStatusCli(
   try {
     summary = (JSON.parse(out) as { summary?: unknown }).summary;
   } catch {
-    summary = err.trim().split("\n").at(-2)?.slice(0, 300) ?? "no output";
+    // GNU time's own lines ("Command exited with non-zero status N", the cpu line) come last.
+    const said = err
+      .trim()
+      .split("\n")
+      .filter((line) => !/^(Command (exited|terminated) |cpu [\d.]+ [\d.]+$)/.test(line));
+    summary = said.at(-1)?.slice(0, 300) ?? "no output";
   }
   return { ms, cpuMs: Math.round((Number(user) + Number(system)) * 1000), exitCode, summary };
 }

@@ -67,6 +67,11 @@ export interface FleetSummary {
   /** Nodes whose agent holds a pin (`servicelb pin`). */
   pinned: number;
   /**
+   * Records listed whose report the store would not give (every retry failed) or that are no
+   * report: what those nodes serve is not known, so the fleet does not count as converged.
+   */
+  unknown: number;
+  /**
    * The oldest config a node that is not down serves, how many serve it, and since when (the
    * earliest of their applies); null when none serves a known config.
    */
@@ -82,6 +87,8 @@ export interface FleetStatus {
   nodes: NodeRow[];
   /** Reports that are not agent status documents. */
   unreadable: string[];
+  /** Records listed that could not be read, and the store's error. */
+  unread: Array<{ node: string; error: string }>;
   /** The digest publishers in `auto` may use by these reports, and why not tree1. */
   digest: { kind: DigestKind; reason?: string };
   /** The reconcile function's last recorded pass; null before its first (or from a function before the record). */
@@ -102,6 +109,7 @@ export function fleetStatus(
     pass?: PassRecord | null;
     passUnreadable?: string;
     rollout?: RolloutRecord | null;
+    unread?: ReadonlyArray<{ node: string; error: string }>;
   } = {},
 ): FleetStatus {
   const pin = store.pin ?? null;
@@ -145,13 +153,15 @@ export function fleetStatus(
     for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
   nodes.sort((a, b) => compareStrings(a.node, b.node));
+  const unread = [...(store.unread ?? [])].sort((a, b) => compareStrings(a.node, b.node));
   return {
-    summary: summarize(nodes),
+    summary: summarize(nodes, unread.length + unreadable.length),
     newest: newest && { key: newest.key, revision: newest.revision },
     pin,
     skipped: [...skipped.values()],
     nodes,
     unreadable,
+    unread,
     digest: digestForFleet(reports),
     function: store.pass ?? null,
     ...(store.passUnreadable !== undefined ? { functionUnreadable: store.passUnreadable } : {}),
@@ -180,7 +190,7 @@ function formatRollout(record: RolloutRecord): string {
   return `rollout: ${r.state.toUpperCase()}${why}; wave ${r.wave + 1} of ${r.sizes.length}, ${admitted} of ${r.order.length} nodes on ${file(r.candidate.key)}${gate} (\`servicelb rollout status\`)\n`;
 }
 
-function summarize(nodes: readonly NodeRow[]): FleetSummary {
+function summarize(nodes: readonly NodeRow[], unknown: number): FleetSummary {
   const down = (n: NodeRow) => n.stale || !n.haproxyRunning;
   let oldest: NodeRow[] = [];
   for (const n of nodes) {
@@ -194,13 +204,14 @@ function summarize(nodes: readonly NodeRow[]): FleetSummary {
     .filter((at) => at !== null)
     .sort()[0];
   return {
-    nodes: nodes.length,
+    nodes: nodes.length + unknown,
     current: nodes.filter((n) => !down(n) && !n.behind).length,
     behind: nodes.filter((n) => !down(n) && n.behind).length,
     down: nodes.filter(down).length,
     haproxyDown: nodes.filter((n) => !n.stale && !n.haproxyRunning).length,
     stale: nodes.filter((n) => n.stale).length,
     pinned: nodes.filter((n) => n.pinned !== null).length,
+    unknown,
     oldestServed:
       oldest.length === 0
         ? null
@@ -213,14 +224,16 @@ export const NOT_CONVERGED_EXIT = 3;
 
 /**
  * Why the fleet is not serving the newest config, one line per problem, or nothing when it is:
- * the function's last recorded pass failed; a node behind, with HAProxy down, or whose report is
- * stale; or no node reporting at all.
+ * the function's last recorded pass failed; a node behind, with HAProxy down, whose report is
+ * stale, cannot be read or is no report; or no node reporting at all.
  */
 export function notConverged(f: FleetStatus): string[] {
   const fn = functionProblem(f);
   const problems = fn === null ? [] : [`function: ${fn}`];
-  if (f.nodes.length === 0) return [...problems, "no agent has reported to the store"];
+  if (f.summary.nodes === 0) return [...problems, "no agent has reported to the store"];
   return problems.concat(
+    f.unread.map((u) => `${u.node}: report cannot be read: ${u.error}`),
+    f.unreadable.map((u) => `a status report that is not one: ${u}`),
     f.nodes.flatMap((n) => {
       const why = [
         n.behind && (n.wave ? "not on the config the rollout names for its wave" : "behind the newest config"),
@@ -251,7 +264,8 @@ function age(seconds: number): string {
 /** The summary's two lines: the counts, and the oldest config still served. */
 function formatSummary(s: FleetSummary): string {
   const down = s.down === 0 ? "0 down" : `${s.down} down (${s.haproxyDown} HAProxy down, ${s.stale} report stale)`;
-  const counts = `nodes: ${s.nodes}: ${s.current} current, ${s.behind} behind, ${down}; ${s.pinned} pinned\n`;
+  const unknown = s.unknown === 0 ? "" : `, ${s.unknown} unknown`;
+  const counts = `nodes: ${s.nodes}: ${s.current} current, ${s.behind} behind, ${down}${unknown}; ${s.pinned} pinned\n`;
   const o = s.oldestServed;
   const oldest = o
     ? `oldest config served: ${o.key.slice(o.key.lastIndexOf("/") + 1)} (revision ${o.revision ?? "?"}) by ${o.nodes === 1 ? "1 node" : `${o.nodes} nodes`}${o.since ? `, since ${o.since}` : ""}\n`
@@ -288,6 +302,7 @@ export function formatFleet(f: FleetStatus, { nodes = false }: { nodes?: boolean
   const passLine = `function: ${fn !== null ? `FAILING: ${fn}` : f.function ? `last pass ${f.function.at} succeeded` : "no pass recorded"}\n`;
   const head = `${f.newest ? `newest: ${f.newest.key} (revision ${f.newest.revision})\n` : "newest: no config published\n"}${pin}${passLine}${digest}`;
   const bad =
+    f.unread.map((u) => `unread status report: ${u.node}: ${u.error}\n`).join("") +
     f.unreadable.map((u) => `unreadable status report: ${u}\n`).join("") +
     f.skipped.map((k) => `skipped key (not trusted or does not verify): ${k.key}: ${k.reason}\n`).join("");
   const rollout = f.rollout ? formatRollout(f.rollout) : "";
@@ -314,9 +329,10 @@ export function problemLines(f: FleetStatus, all: boolean): string[] {
 export async function runStatus(flags: Record<string, unknown>): Promise<number> {
   const store = openStore(requireStore(loadFunctionSettings(process.env, flags)));
   try {
-    const [{ config: newest, skipped }, reports, pin, pass, rollout] = await Promise.all([
+    const [{ config: newest, skipped }, read, pin, pass, rollout] = await Promise.all([
       store.newest(),
-      store.listStatuses(),
+      // One record the store keeps failing leaves that node unknown, not the command failed.
+      store.readStatuses(),
       store.getPin(),
       store.getPassRecord().catch((err: unknown) => {
         if (!(err instanceof StoreError) || err.transient) throw err;
@@ -325,10 +341,11 @@ export async function runStatus(flags: Record<string, unknown>): Promise<number>
       // A rollout.json that is not a record is `servicelb rollout status`'s to report.
       store.getRollout().catch(() => null),
     ]);
-    const fleet = fleetStatus(newest, reports, Date.now(), {
+    const fleet = fleetStatus(newest, read.reports, Date.now(), {
       pin,
       skipped,
       rollout,
+      unread: read.unread.map((u) => ({ node: nodeOfRecord(u.key), error: u.error.message })),
       ...(pass instanceof StoreError ? { passUnreadable: pass.message } : { pass }),
     });
     const nodes = flags.nodes === true;
@@ -341,4 +358,9 @@ export async function runStatus(flags: Record<string, unknown>): Promise<number>
   } finally {
     store.close();
   }
+}
+
+/** `…/status/<node>.json` → `<node>`. */
+function nodeOfRecord(key: string): string {
+  return key.slice(key.lastIndexOf("/") + 1).replace(/\.json$/, "");
 }

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { LOCAL_STACK_ENTRY } from "../support/dev-build.js";
+import { dripProxy } from "../support/drip.js";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 // The CLI as an operator or a script meets it: exit codes, what stderr says, --version.
@@ -112,6 +113,50 @@ describe("servicelb status", () => {
     r = await cli(["status", ...storeArgs], credentials);
     expect(r.stdout).toContain("function: last pass 2026-12-01T10:04:00.000Z succeeded");
     expect(r.code).toBe(0);
+  });
+});
+
+describe("servicelb status on a store that fails some reads", () => {
+  it("counts a node whose report cannot be read (503 after every retry), or is no report, as unknown: exit 3, every other node shown", async () => {
+    const proxy = await dripProxy(s3.endpoint);
+    const url = `s3://${s3.bucket}/operator-unread`;
+    const own = createObjectStore({
+      url,
+      endpoint: s3.endpoint,
+      forcePathStyle: true,
+      credentials: S3RVER_CREDENTIALS,
+    });
+    try {
+      const { key } = await own.publish({ config: "global\n", revision: "7", generator: "servicelb/test" });
+      for (const node of ["node-a", "node-b", "node-c"]) await own.putStatus(node, report(node, key));
+      await own.putStatus("node-d", { hello: "not a report" });
+      proxy.refuseStatus = 503;
+      proxy.mode = (req) => (req.method === "GET" && req.url?.endsWith("/status/node-b.json") ? "refuse" : "pass");
+      const args = ["--store", url, "--store-endpoint", proxy.endpoint, "--store-path-style"];
+
+      let r = await cli(["status", "--format", "json", ...args], credentials);
+      expect(r.code).toBe(3);
+      const fleet = JSON.parse(r.stdout);
+      expect(fleet.summary).toMatchObject({ nodes: 4, current: 2, behind: 0, down: 0, unknown: 2 });
+      expect(fleet.nodes.map((n: { node: string }) => n.node)).toEqual(["node-a", "node-c"]);
+      expect(fleet.unread).toEqual([{ node: "node-b", error: expect.stringContaining("HTTP 503") }]);
+      expect(r.stderr).toContain("not converged: node-b: report cannot be read: ");
+      expect(r.stderr).toContain('not converged: a status report that is not one: {"hello":"not a report"}');
+
+      r = await cli(["status", ...args], credentials);
+      expect(r.code).toBe(3);
+      expect(r.stdout).toContain("nodes: 4: 2 current, 0 behind, 0 down, 2 unknown; 0 pinned\n");
+      expect(r.stdout).toContain("unread status report: node-b: ");
+
+      // Every record read again: only the one that is no report keeps the fleet from converging.
+      proxy.mode = () => "pass";
+      r = await cli(["status", "--format", "json", ...args], credentials);
+      expect(r.code).toBe(3);
+      expect(JSON.parse(r.stdout).summary).toMatchObject({ nodes: 4, current: 3, unknown: 1 });
+    } finally {
+      own.close();
+      await proxy.stop();
+    }
   });
 });
 

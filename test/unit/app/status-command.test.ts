@@ -64,7 +64,7 @@ describe("fleetStatus", () => {
       `newest: ${newest.key} (revision 120)`,
       "function: no pass recorded",
       "digests: sha256 only: node node-c (servicelb/0.1.0) does not report that it verifies tree1",
-      "nodes: 3: 1 current, 1 behind, 1 down (0 HAProxy down, 1 report stale); 0 pinned",
+      "nodes: 4: 1 current, 1 behind, 1 down (0 HAProxy down, 1 report stale), 1 unknown; 0 pinned",
       "oldest config served: 00000000000000000110-cccccccccccccccc.cfg (revision 110) by 1 node, since 2026-11-30T11:00:00Z",
       expect.stringMatching(/^NODE\s+REVISION\s+STATE\s+HAPROXY\s+REPORTED\s+CONFIG\s+VERIFIES\s+LAST ERROR$/),
       expect.stringMatching(/^node-a\s+120\s+current\s+running\s+30s ago\s+0+120-a{16}\.cfg\s+sha256\s+-$/),
@@ -139,6 +139,7 @@ describe("the summary", () => {
       haproxyDown: 1,
       stale: 1,
       pinned: 1,
+      unknown: 0,
       oldestServed: { key: older, revision: "100", nodes: 1, since: "2026-11-30T11:00:00Z" },
     });
     expect(formatFleet(f).split("\n").slice(3, 5)).toEqual([
@@ -238,6 +239,24 @@ describe("notConverged", () => {
     expect(formatFleet(ok).split("\n")[1]).toBe("function: last pass 2026-11-30T11:59:40Z succeeded");
     const unreadable = fleetStatus(newest, [report("node-a", newest.key)], now, { passUnreadable: "not JSON" });
     expect(notConverged(unreadable)).toEqual(["function: its record cannot be read: not JSON"]);
+  });
+});
+
+describe("fleetStatus with records the store would not give", () => {
+  it("counts them as unknown, names them among the reasons, and keeps every node it read", () => {
+    const f = fleetStatus(newest, [report("node-a", newest.key), "not json at all"], now, {
+      unread: [{ node: "node-b", error: "S3 get of s3://b/p/status/node-b.json failed: HTTP 503 SlowDown" }],
+    });
+    expect(f.summary).toMatchObject({ nodes: 3, current: 1, behind: 0, down: 0, unknown: 2 });
+    expect(f.nodes.map((n) => n.node)).toEqual(["node-a"]);
+    expect(notConverged(f)).toEqual([
+      "node-b: report cannot be read: S3 get of s3://b/p/status/node-b.json failed: HTTP 503 SlowDown",
+      'a status report that is not one: "not json at all"',
+    ]);
+    expect(formatFleet(f)).toContain("unread status report: node-b: S3 get of");
+
+    const none = fleetStatus(newest, [], now, { unread: [{ node: "node-b", error: "timeout" }] });
+    expect(notConverged(none)).toEqual(["node-b: report cannot be read: timeout"]);
   });
 });
 
