@@ -1,6 +1,6 @@
 /*
- * GetObject of a small object over node:http, signed by the SDK's own SigV4 signer with the
- * client's own credentials and endpoint, without the SDK's request pipeline. `servicelb status`
+ * GetObject of a small object over node:http, signed by SigV4 (sigv4-get.ts) with the client's
+ * own credentials and endpoint, without the SDK's request pipeline. `servicelb status`
  * and the reconcile function read every node's report (status/<node>.json, under a KiB): through
  * the client's middleware stack a thousand of them cost most of the command's CPU (BENCHMARKS.md,
  * "`servicelb status` against 1,000 node records"), this path a fraction of that. Everything else
@@ -17,8 +17,8 @@
 import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { S3Client } from "@aws-sdk/client-s3";
-import { SignatureV4 } from "@smithy/signature-v4";
 import { TRANSIENT_NETWORK_CODES } from "./network-errors.js";
+import { createGetSigner, type GetSigner } from "./sigv4-get.js";
 import { errorText, StoreError } from "./store-error.js";
 import { ObjectTooLargeError, StoreClosedError, StoreDeadlineError } from "./store-limits.js";
 
@@ -49,7 +49,7 @@ export interface LeanGet {
 
 interface Target {
   url: URL;
-  signer: SignatureV4;
+  signer: GetSigner;
 }
 
 /** A delay before the second attempt, as the SDK's standard retry waits (up to 100 ms here). */
@@ -84,13 +84,10 @@ export function createLeanGet(o: LeanGetOptions): LeanGet {
       if (scheme?.name !== "sigv4" || Object.keys(resolved.headers ?? {}).length > 0) return null;
       return {
         url: new URL(resolved.url.toString()),
-        signer: new SignatureV4({
+        signer: createGetSigner({
           service: scheme.signingName ?? "s3",
           region: scheme.signingRegion ?? o.region,
           credentials: () => config.credentials(),
-          sha256: config.sha256,
-          // S3 signs the path as sent, not encoded twice.
-          uriEscapePath: false,
         }),
       };
     })();
@@ -101,19 +98,7 @@ export function createLeanGet(o: LeanGetOptions): LeanGet {
     if (closed.signal.aborted) throw new StoreClosedError();
     const path = `${t.url.pathname.replace(/\/$/, "")}/${key.split("/").map(encodeKeySegment).join("/")}`;
     const port = t.url.port ? Number(t.url.port) : undefined;
-    const signed = await t.signer.sign({
-      method: "GET",
-      protocol: t.url.protocol,
-      hostname: t.url.hostname,
-      ...(port !== undefined ? { port } : {}),
-      path,
-      query: {},
-      headers: {
-        host: t.url.host,
-        // An empty body: no payload to hash (as the client sends a GET).
-        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
-      },
-    });
+    const headers = await t.signer.sign(t.url.host, path);
     const https = t.url.protocol === "https:";
     // One timer and one listener per request rather than AbortSignal.timeout and AbortSignal.any:
     // a thousand reads of a status command pay for each of those objects.
@@ -131,7 +116,7 @@ export function createLeanGet(o: LeanGetOptions): LeanGet {
           hostname: t.url.hostname,
           port,
           path,
-          headers: signed.headers,
+          headers,
           timeout: o.timeoutMs,
         },
         (res) => read(res, key).then(resolveBody, reject),
