@@ -135,6 +135,8 @@ export class CertificateWatch {
   private readonly seen = new Map<string, Seen>();
   private readonly refused = new Map<string, RefusedCertificate>();
   private names: { text: string; at: number; list: string[] } | null = null;
+  /** The running config's stats socket when it loads certificates: a search of the whole text, once per config, not every tick. */
+  private socketOf: { text: string; socket: string | undefined } | null = null;
   private swapped = 0;
   private checkedAt: string | null = null;
   private lastSwap: CertificateWatchStatus["lastSwap"] = null;
@@ -165,9 +167,14 @@ export class CertificateWatch {
     const running = this.options.running();
     if (running === null) return;
     // A node without --ssl-cert asks HAProxy nothing (nor do agents in front of a fake HAProxy).
-    const socket = loadsCertificates(running.text)
-      ? statsSocketOf(running.text, this.options.env ?? process.env)
-      : undefined;
+    if (this.socketOf?.text !== running.text)
+      this.socketOf = {
+        text: running.text,
+        socket: loadsCertificates(running.text)
+          ? statsSocketOf(running.text, this.options.env ?? process.env)
+          : undefined,
+      };
+    const { socket } = this.socketOf;
     if (socket === undefined) {
       this.seen.clear();
       for (const name of [...this.refused.keys()]) this.clearRefusal(name);
