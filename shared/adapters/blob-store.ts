@@ -46,8 +46,8 @@ export interface BlobStore {
   get(key: string): Promise<Blob | null>;
   /**
    * A small object's body (a record of a few KiB), or null when there is none: get() without the
-   * metadata, by the leanest request the store has, for reading a thousand at once (the nodes'
-   * reports). The same limits and errors as get().
+   * metadata, by the leanest request the store has, for the records every pull reads and for
+   * reading a thousand at once (the nodes' reports). The same limits and errors as get().
    */
   getBody(key: string): Promise<Buffer | null>;
   /** The object's size and metadata; a StoreError when there is none (not transient). */

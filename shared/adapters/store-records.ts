@@ -124,8 +124,10 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
   const statusPrefix = `${prefix}${STATUS}`;
   const layoutPrefix = `${prefix}${LAYOUTS}`;
 
+  // Records are read by the lean GET: every pull of every agent reads pin.json (and newest.json,
+  // rollout.json), and none of them needs the object's metadata.
   async function getText(key: string): Promise<string | null> {
-    return (await blobs.get(key))?.body.toString("utf8") ?? null;
+    return (await blobs.getBody(key))?.toString("utf8") ?? null;
   }
 
   async function putJson(key: string, value: unknown): Promise<void> {
