@@ -13,10 +13,13 @@ import { GATEWAY_GROUP, type CertificateRef, type Gateway, type Listener, type R
 
 /** What the reporting nodes hold: per node, the refs (`namespace/name`) of its certificate files that parse. */
 export interface HeldCertificates {
-  /** Each reporting node, by name; `certificates` null when the node has no --gateway-cert-dir. */
-  nodes: ReadonlyArray<{ node: string; certificates: readonly string[] | null }>;
-  /** Where the list comes from, for messages: "node" for the agents' reports, else what the dry run was told. */
-  source: string;
+  /**
+   * Each reporting node, `name` as messages call it ("node a"); `certificates` null when it has no
+   * --gateway-cert-dir.
+   */
+  holders: ReadonlyArray<{ name: string; certificates: readonly string[] | null }>;
+  /** Why nothing is known when there is no holder, for messages. */
+  unknown: string;
 }
 
 export type CertificateProblem = { reason: "InvalidCertificateRef" | "RefNotPermitted"; message: string };
@@ -43,14 +46,17 @@ function secretGranted(grants: readonly ReferenceGrant[], fromNamespace: string,
   );
 }
 
-/** Why no node, or which nodes, lack `ref`; null when every reporting node holds it. */
+/** Who lacks `ref` (or that nothing is known); null when every holder holds it. */
 function lacking(held: HeldCertificates, ref: string): string | null {
-  if (held.nodes.length === 0) return `no ${held.source} has reported the certificates it holds yet`;
-  const without = held.nodes.filter((n) => !n.certificates?.includes(ref));
+  if (held.holders.length === 0) return held.unknown;
+  const without = held.holders.filter((n) => !n.certificates?.includes(ref));
   if (without.length === 0) return null;
-  const shown = without.slice(0, 3).map((n) => (n.certificates === null ? `${n.node} (no --gateway-cert-dir)` : n.node));
+  const shown = without
+    .slice(0, 3)
+    .map((n) => (n.certificates === null ? `${n.name} (no --gateway-cert-dir)` : n.name));
   const more = without.length > shown.length ? ` and ${without.length - shown.length} more` : "";
-  return `${held.nodes.length === 1 ? held.source : `${without.length} of ${held.nodes.length} ${held.source}s`} lack it: ${shown.join(", ")}${more}`;
+  const share = held.holders.length > 1 ? ` (${without.length} of ${held.holders.length})` : "";
+  return `not held by ${shown.join(", ")}${more}${share}`;
 }
 
 function refProblem(
@@ -67,7 +73,10 @@ function refProblem(
       message: `certificateRef ${ref.name}: kind ${ref.group ? `${ref.kind}.${ref.group}` : ref.kind} is not supported (Secret only)`,
     };
   // The grant is checked first, whether the file exists or not: the spec's order.
-  if (namespace !== gateway.metadata.namespace && !secretGranted(grants, gateway.metadata.namespace, namespace, ref.name))
+  if (
+    namespace !== gateway.metadata.namespace &&
+    !secretGranted(grants, gateway.metadata.namespace, namespace, ref.name)
+  )
     return {
       reason: "RefNotPermitted",
       message: `certificateRef ${id}: no ReferenceGrant in namespace ${namespace} lets Gateways of ${gateway.metadata.namespace} refer to Secret ${ref.name}`,

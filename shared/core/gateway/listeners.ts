@@ -8,7 +8,13 @@
 
 import { entryOf } from "../render/map-entry.js";
 import { type HeldCertificates, type ListenerCertificates, listenerCertificates } from "./certificates.js";
-import { GATEWAY_GROUP, type Gateway, type GatewayLabelSelector, type Listener, type ReferenceGrant } from "./schemas.js";
+import {
+  GATEWAY_GROUP,
+  type Gateway,
+  type GatewayLabelSelector,
+  type Listener,
+  type ReferenceGrant,
+} from "./schemas.js";
 import { type Condition, condition, type ListenerStatus } from "./status.js";
 
 export const ROUTE_KIND = { group: GATEWAY_GROUP, kind: "HTTPRoute" };
@@ -114,7 +120,9 @@ export function listenerStates(gateway: Gateway, ctx: ListenerContext): Listener
     const refused = refusal(listener, ctx.ports);
     const accepted = refused === null;
     conditions.push(
-      refused ? condition("Accepted", false, ...refused, gen) : condition("Accepted", true, "Accepted", "listener is accepted", gen),
+      refused
+        ? condition("Accepted", false, ...refused, gen)
+        : condition("Accepted", true, "Accepted", "listener is accepted", gen),
     );
     const https = accepted && listener.protocol === "HTTPS";
     const certs = https ? listenerCertificates(gateway, listener, ctx.grants, ctx.held) : { usable: [], problems: [] };

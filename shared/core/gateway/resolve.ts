@@ -36,7 +36,7 @@ export interface GatewayPorts {
   certificates?: HeldCertificates;
 }
 
-const NONE_HELD: HeldCertificates = { nodes: [], source: "node" };
+const NONE_HELD: HeldCertificates = { holders: [], unknown: "no node has reported the certificates it holds yet" };
 
 const idOf = (m: { namespace: string; name: string }) => `${m.namespace}/${m.name}`;
 const byId = <T extends { metadata: { namespace: string; name: string } }>(a: T, b: T) =>
