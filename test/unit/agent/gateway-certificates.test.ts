@@ -1,0 +1,91 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GatewayCertificates, scanGatewayCertificates } from "../../../shared/agent/gateway-certificates.js";
+import { nodeStatusSchema } from "../../../shared/agent/status-report.js";
+import { issueServerCert, makePki } from "../../support/tls.js";
+
+let pki: string;
+let dir: string;
+let site: ReturnType<typeof issueServerCert>;
+
+beforeAll(() => {
+  pki = mkdtempSync(join(tmpdir(), "gw-pki-"));
+  makePki(pki);
+  site = issueServerCert(pki, "site.example.com");
+});
+afterAll(() => {
+  rmSync(pki, { recursive: true, force: true });
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function put(path: string, text: string): void {
+  mkdirSync(join(dir, path, ".."), { recursive: true });
+  writeFileSync(join(dir, path), text);
+}
+
+describe("the Gateway certificates a node holds", () => {
+  it("are the <namespace>/<name>.pem files that load, by name; the others are refused with why", async () => {
+    dir = mkdtempSync(join(tmpdir(), "gw-certs-"));
+    put("default/site.pem", site.cert + site.key);
+    put("certs/split.pem", site.cert);
+    put("certs/split.pem.key", site.key);
+    put("certs/no-key.pem", site.cert);
+    put("certs/garbage.pem", "not a certificate\n");
+    put(
+      "certs/expired.pem",
+      (({ cert, key }) => cert + key)(issueServerCert(pki, "old.example.com", { expired: true })),
+    );
+    put("certs/README.txt", "not a .pem");
+    put("certs/Bad_Name.pem", site.cert + site.key);
+    put("Not-A-Namespace/site.pem", site.cert + site.key);
+    const scan = await scanGatewayCertificates(dir);
+    expect(scan.held).toEqual(["certs/split", "default/site"]);
+    expect(Object.fromEntries(scan.refused.map((r) => [r.ref, r.reason.replaceAll(dir, "<dir>")]))).toEqual({
+      "certs/expired": expect.stringMatching(/^<dir>\/certs\/expired\.pem: the certificate expired on /),
+      "certs/garbage": "<dir>/certs/garbage.pem: no certificate (no BEGIN CERTIFICATE block)",
+      "certs/no-key": "<dir>/certs/no-key.pem: no private key, in the file or in <dir>/certs/no-key.pem.key beside it",
+    });
+    // What the report carries: names only, never a key.
+    expect(JSON.stringify(scan)).not.toContain("PRIVATE KEY");
+  });
+
+  it("are none in a directory that does not exist", async () => {
+    expect(await scanGatewayCertificates(join(tmpdir(), "servicelb-no-such-dir"))).toEqual({ held: [], refused: [] });
+  });
+
+  it("say when they changed, so that the report goes out soon", async () => {
+    dir = mkdtempSync(join(tmpdir(), "gw-certs-"));
+    const held = new GatewayCertificates(dir, pino({ level: "silent" }));
+    expect(await held.check()).toBe(false);
+    expect(held.held()).toEqual([]);
+    put("default/site.pem", site.cert + site.key);
+    expect(await held.check()).toBe(true);
+    expect(held.held()).toEqual(["default/site"]);
+    expect(await held.check()).toBe(false);
+    rmSync(join(dir, "default/site.pem"));
+    expect(await held.check()).toBe(true);
+    expect(held.held()).toEqual([]);
+  });
+});
+
+describe("the report's gatewayCertificates", () => {
+  it("default to null in reports of agents from before", () => {
+    const report = {
+      node: "n1",
+      applied: null,
+      lastError: null,
+      backoff: null,
+      haproxy: { running: true },
+      reportIntervalSeconds: 60,
+      reportedAt: "2026-01-01T00:00:00.000Z",
+      agent: "servicelb/0.1.0",
+    };
+    expect(nodeStatusSchema.parse(report).gatewayCertificates).toBeNull();
+    expect(nodeStatusSchema.parse({ ...report, gatewayCertificates: ["default/site"] }).gatewayCertificates).toEqual([
+      "default/site",
+    ]);
+  });
+});
