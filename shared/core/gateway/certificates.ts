@@ -9,6 +9,8 @@
  */
 
 import { GATEWAY_CERT_DIR_VARIABLE } from "../haproxy-config/environment.js";
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../kubernetes/k8s-names.js";
+import { OptionsError } from "../settings/settings.js";
 import { GATEWAY_GROUP, type CertificateRef, type Gateway, type Listener, type ReferenceGrant } from "./schemas.js";
 
 /** What the reporting nodes hold: per node, the refs (`namespace/name`) of its certificate files that parse. */
@@ -109,4 +111,26 @@ export function listenerCertificates(
     } else problems.push(r);
   }
   return { usable, problems };
+}
+
+/**
+ * What the dry run (`servicelb render --gateway-certs`) takes every node to hold: the refs listed,
+ * comma-separated `namespace/name`. Without the flag it holds none, and says how to name them.
+ */
+export function assumedCertificates(list: string | undefined): HeldCertificates {
+  if (list === undefined)
+    return {
+      holders: [],
+      unknown: "the dry run binds only the certificates --gateway-certs names (namespace/name, comma-separated)",
+    };
+  const refs = list
+    .split(",")
+    .map((r) => r.trim())
+    .filter((r) => r !== "");
+  for (const ref of refs) {
+    const [namespace, name, extra] = ref.split("/");
+    if (extra !== undefined || !namespace || !name || !DNS1123_LABEL.test(namespace) || !DNS1123_SUBDOMAIN.test(name))
+      throw new OptionsError(`--gateway-certs: ${JSON.stringify(ref)} is not a certificateRef as namespace/name`);
+  }
+  return { holders: [{ name: "--gateway-certs", certificates: refs }], unknown: "" };
 }
