@@ -6,9 +6,8 @@
  * A config naming a file the node lacks is refused by `haproxy -c`: why a listener is bound only
  * with the certificates every node holds.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -126,7 +125,7 @@ describe("Gateway HTTPS listeners through a real HAProxy", () => {
     expect(scan).toEqual({ held: ["certs/other", "default/site"], refused: [] });
     const held = fleetCertificates(UNREAD, [{ ...agentReport("n1"), gatewayCertificates: scan.held }], true);
     const result = render(held);
-    expect(result.gatewayStatus?.gateways[0]!.listeners[0]!.conditions).toContainEqual(
+    expect(result.gatewayStatus!.gateways[0]!.listeners[0]!.conditions).toContainEqual(
       expect.objectContaining({ type: "ResolvedRefs", status: "True" }),
     );
     hx = await runHaproxy(result.config, setup.dir, env);
