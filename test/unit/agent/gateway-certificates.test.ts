@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
@@ -9,6 +9,12 @@ import { issueServerCert, makePki } from "../../support/tls.js";
 
 let pki: string;
 let dir: string;
+const dirs: string[] = [];
+/** A fresh directory, removed after the file's tests. */
+const freshDir = () => {
+  dir = mkdtempSync(join(tmpdir(), "gw-certs-"));
+  dirs.push(dir);
+};
 let site: ReturnType<typeof issueServerCert>;
 
 beforeAll(() => {
@@ -18,7 +24,7 @@ beforeAll(() => {
 });
 afterAll(() => {
   rmSync(pki, { recursive: true, force: true });
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 function put(path: string, text: string): void {
@@ -28,7 +34,7 @@ function put(path: string, text: string): void {
 
 describe("the Gateway certificates a node holds", () => {
   it("are the <namespace>/<name>.pem files that load, by name; the others are refused with why", async () => {
-    dir = mkdtempSync(join(tmpdir(), "gw-certs-"));
+    freshDir();
     put("default/site.pem", site.cert + site.key);
     put("certs/split.pem", site.cert);
     put("certs/split.pem.key", site.key);
@@ -52,12 +58,22 @@ describe("the Gateway certificates a node holds", () => {
     expect(JSON.stringify(scan)).not.toContain("PRIVATE KEY");
   });
 
+  it("are read through a Secret volume's links, its hidden entries skipped", async () => {
+    freshDir();
+    // As the kubelet lays out a Secret volume with items: ..data links to a timestamped directory.
+    put("..2026_01_01_00_00_00.1/default/site.pem", site.cert);
+    put("..2026_01_01_00_00_00.1/default/site.pem.key", site.key);
+    symlinkSync("..2026_01_01_00_00_00.1", join(dir, "..data"));
+    symlinkSync("..data/default", join(dir, "default"));
+    expect(await scanGatewayCertificates(dir)).toEqual({ held: ["default/site"], refused: [] });
+  });
+
   it("are none in a directory that does not exist", async () => {
     expect(await scanGatewayCertificates(join(tmpdir(), "servicelb-no-such-dir"))).toEqual({ held: [], refused: [] });
   });
 
   it("say when they changed, so that the report goes out soon", async () => {
-    dir = mkdtempSync(join(tmpdir(), "gw-certs-"));
+    freshDir();
     const held = new GatewayCertificates(dir, pino({ level: "silent" }));
     expect(await held.check()).toBe(false);
     expect(held.held()).toEqual([]);
