@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { HeldCertificates } from "../../../../shared/core/gateway/certificates.js";
+import { assumedCertificates, type HeldCertificates } from "../../../../shared/core/gateway/certificates.js";
 import { MAX_PORT_CERTIFICATES } from "../../../../shared/core/gateway/listeners.js";
 import { type GatewayPorts, resolveGateway } from "../../../../shared/core/gateway/resolve.js";
 import type { GatewayRouting } from "../../../../shared/core/gateway/routing.js";
@@ -251,5 +251,33 @@ describe("HTTPS listeners", () => {
     expect(c["on-http-port"]).toContain("Accepted False PortUnavailable");
     expect(c["mixed-https"]).toContain("Conflicted True ProtocolConflict");
     expect(c["mixed-http"]).toContain("Conflicted True ProtocolConflict");
+  });
+});
+
+describe("the certificates the dry run takes the nodes to hold (render --gateway-certs)", () => {
+  it("are those named, held by every node; none without the flag, and it says how to name them", () => {
+    expect(assumedCertificates("default/site, certs/shared")).toEqual({
+      holders: [{ name: "--gateway-certs", certificates: ["default/site", "certs/shared"] }],
+      unknown: "",
+    });
+    const none = resolve(
+      [gatewayClass(), gateway("gw", [https("https", [secret("site")])])],
+      assumedCertificates(undefined),
+    );
+    expect(message(none, "https", "ResolvedRefs")).toBe(
+      "certificate default/site (default/site.pem): the dry run binds only the certificates --gateway-certs names (namespace/name, comma-separated)",
+    );
+    const other = resolve(
+      [gatewayClass(), gateway("gw", [https("https", [secret("site")])])],
+      assumedCertificates("default/other"),
+    );
+    expect(message(other, "https", "ResolvedRefs")).toBe(
+      "certificate default/site (default/site.pem): not held by --gateway-certs",
+    );
+  });
+
+  it("refuse what is not namespace/name", () => {
+    for (const bad of ["site", "default/Site", "a/b/c", "/site"])
+      expect(() => assumedCertificates(bad)).toThrow(/--gateway-certs: .* is not a certificateRef as namespace\/name/);
   });
 });
