@@ -4,9 +4,10 @@
  * reported by name, are what the render binds, from the path HAProxy's environment gives; the
  * handshake picks the certificate by SNI and the routes pick the backend by the Host header.
  * A config naming a file the node lacks is refused by `haproxy -c`: why a listener is bound only
- * with the certificates every node holds.
+ * with the certificates every node holds. And a port binds as many certificates as one bind line
+ * holds.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
@@ -15,6 +16,7 @@ import { scanGatewayCertificates } from "../../shared/agent/gateway-certificates
 import { loadTemplates } from "../../shared/adapters/templates.js";
 import { fleetCertificates, UNREAD } from "../../shared/app/fleet-certificates.js";
 import type { HeldCertificates } from "../../shared/core/gateway/certificates.js";
+import { MAX_PORT_CERTIFICATES } from "../../shared/core/gateway/listeners.js";
 import { snapshotFromDocuments } from "../../shared/core/kubernetes/snapshot.js";
 import { renderSnapshot } from "../../shared/core/render/pipeline.js";
 import { Renderer } from "../../shared/core/render/render.js";
@@ -184,5 +186,33 @@ describe("Gateway HTTPS listeners through a real HAProxy", () => {
     expect(haproxyCheck(lie.config, setup.dir, env).ok).toBe(false);
     // Without --gateway-cert-dir the variable is unset (the agent's admission refuses such a config first).
     expect(haproxyCheck(truthful.config, setup.dir, { ...process.env, SERVICELB_GATEWAY_CERT_DIR: "" }).ok).toBe(false);
+  });
+
+  it(`binds as many certificates on a port as one bind line holds (${MAX_PORT_CERTIFICATES}), and HAProxy loads them`, () => {
+    const names = Array.from({ length: MAX_PORT_CERTIFICATES + 1 }, (_, i) => `c${i}`);
+    mkdirSync(join(certDir, "many"), { recursive: true });
+    for (const n of names) cpSync(join(certDir, "default", "site.pem"), join(certDir, "many", `${n}.pem`));
+    const many = [
+      gatewayClass(),
+      gateway(
+        "gw",
+        [{ name: "https", port, protocol: "HTTPS", tls: { certificateRefs: names.map((name) => ({ name })) } }],
+        { namespace: "many" },
+      ),
+      httpRoute(
+        "r",
+        {
+          parentRefs: [{ name: "gw" }],
+          rules: [{ backendRefs: [{ name: "site", port: 8080, namespace: "default" }] }],
+        },
+        { namespace: "many" },
+      ),
+    ];
+    const result = renderSnapshot(snapshotFromDocuments([list(many)]), setup.options, renderer, {
+      gatewayCertificates: { holders: [{ name: "node n1", certificates: names.map((n) => `many/${n}`) }], unknown: "" },
+    });
+    const bind = result.config.split("\n").find((l) => l.includes(`:${port} ssl`))!;
+    expect(bind.match(/ crt /g)).toHaveLength(MAX_PORT_CERTIFICATES);
+    expect(haproxyCheck(result.config, setup.dir, env).ok).toBe(true);
   });
 });

@@ -17,7 +17,7 @@ import {
 } from "./schemas.js";
 import { type Condition, condition, type ListenerStatus } from "./status.js";
 
-export const ROUTE_KIND = { group: GATEWAY_GROUP, kind: "HTTPRoute" };
+const ROUTE_KIND = { group: GATEWAY_GROUP, kind: "HTTPRoute" };
 
 export interface ListenerState {
   gateway: Gateway;
