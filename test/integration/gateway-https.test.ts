@@ -8,9 +8,7 @@
  * holds.
  */
 import { cpSync, mkdirSync, writeFileSync } from "node:fs";
-import { request } from "node:https";
 import { join } from "node:path";
-import type { TLSSocket } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scanGatewayCertificates } from "../../shared/agent/gateway-certificates.js";
 import { loadTemplates } from "../../shared/adapters/templates.js";
@@ -31,41 +29,7 @@ import {
   type RunningHaproxy,
 } from "../support/haproxy.js";
 import { echoBackend, type EchoBackend, freePort } from "../support/net.js";
-import { issueServerCert, makePki, type TestPki } from "../support/tls.js";
-
-interface TlsAnswer {
-  status: number;
-  body: string;
-  /** The CN of the certificate the handshake gave. */
-  served: string;
-}
-
-/** One HTTPS request to the port with an SNI and a Host header, trusting the test CA only. */
-function httpsGet(port: number, pki: TestPki, sni: string, host = sni, path = "/"): Promise<TlsAnswer> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: "127.0.0.1",
-        port,
-        path,
-        servername: sni,
-        ca: pki.ca,
-        agent: false,
-        headers: { host, connection: "close" },
-      },
-      (res) => {
-        const served = String((res.socket as TLSSocket).getPeerCertificate().subject.CN);
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => (body += c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, served }));
-      },
-    );
-    req.on("error", reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`GET https://${sni}${path} timed out`)));
-    req.end();
-  });
-}
+import { httpsGet, issueServerCert, makePki, type TestPki } from "../support/tls.js";
 
 describe("Gateway HTTPS listeners through a real HAProxy", () => {
   const be: Record<string, EchoBackend> = {};
