@@ -2,13 +2,13 @@
  * The certificate files of Gateway HTTPS listeners this node holds (docs/gateway-api.md#certificates):
  * `<--gateway-cert-dir>/<namespace>/<name>.pem` stands for the certificateRef to Secret
  * `<namespace>/<name>`, the certificate and its key (or the key in `<name>.pem.key` beside it, as
- * HAProxy 2.6 reads it). Each look checks every file as HAProxy would load it (certificate-pem.ts)
- * and keeps the refs of those that pass, which the status report lists: the reconcile function
- * binds a listener only with certificates every node holds, so a config never names a file a
- * node lacks or cannot load. Names go to the store, never contents.
+ * HAProxy 2.6 reads it). Each look checks every file that changed as HAProxy would load it
+ * (certificate-pem.ts) and keeps the refs of those that pass, which the status report lists: the
+ * reconcile function binds a listener only with certificates every node holds, so a config never
+ * names a file a node lacks or cannot load. Names go to the store, never contents.
  */
 
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../adapters/log.js";
 import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../core/kubernetes/k8s-names.js";
@@ -19,6 +19,8 @@ import { checkCertificate } from "./certificate-pem.js";
 export interface CertificateDir {
   /** The names in `path`, or null when it does not exist. */
   list(path: string): Promise<string[] | null>;
+  /** What changes when the file does (following links), or null when there is no file. */
+  signature(path: string): Promise<string | null>;
   /** The contents, or null when there is no file. */
   read(path: string): Promise<string | null>;
 }
@@ -31,6 +33,15 @@ export const NODE_CERTIFICATE_DIR: CertificateDir = {
   async list(path) {
     try {
       return await readdir(path);
+    } catch (err) {
+      if (missing(err)) return null;
+      throw err;
+    }
+  },
+  async signature(path) {
+    try {
+      const s = await stat(path, { bigint: true });
+      return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
     } catch (err) {
       if (missing(err)) return null;
       throw err;
@@ -58,12 +69,24 @@ export interface CertificateScan {
   refused: RefusedCertificate[];
 }
 
-/** One look at the directory, at `now`. A directory that does not exist holds nothing. */
+/**
+ * What a file and its `.key` were found to be, by their signatures: a look parses only files that
+ * changed (a directory of many certificates is looked at every few seconds). An expiry is
+ * judged again on every look.
+ */
+export type CheckedFiles = Map<string, { signature: string; verdict: { notAfter: Date } | { reason: string } }>;
+
+/**
+ * One look at the directory, at `now`. A directory that does not exist holds nothing. `checked`:
+ * the verdicts of the last look, updated to this one's.
+ */
 export async function scanGatewayCertificates(
   dir: string,
   files: CertificateDir = NODE_CERTIFICATE_DIR,
   now: Date = new Date(),
+  checked: CheckedFiles = new Map(),
 ): Promise<CertificateScan> {
+  const seen = new Set<string>();
   const held: string[] = [];
   const refused: RefusedCertificate[] = [];
   for (const namespace of ((await files.list(dir)) ?? []).sort()) {
@@ -73,14 +96,27 @@ export async function scanGatewayCertificates(
       // Secret names are DNS-1123 subdomains: anything else is no certificateRef's file.
       if (name === null || name.length > 253 || !DNS1123_SUBDOMAIN.test(name)) continue;
       const path = join(dir, namespace, file);
-      const cert = await files.read(path);
-      if (cert === null) continue;
-      const verdict = checkCertificate(path, { cert, key: await files.read(`${path}.key`) }, now);
+      const own = await files.signature(path);
+      if (own === null) continue;
+      const signature = `${own} ${await files.signature(`${path}.key`)}`;
+      let known = checked.get(path);
+      if (known?.signature !== signature) {
+        const cert = await files.read(path);
+        if (cert === null) continue;
+        const v = checkCertificate(path, { cert, key: await files.read(`${path}.key`) }, now);
+        known = { signature, verdict: v.ok ? { notAfter: v.notAfter } : { reason: v.reason } };
+        checked.set(path, known);
+      }
+      seen.add(path);
       const ref = `${namespace}/${name}`;
-      if (verdict.ok) held.push(ref);
-      else refused.push({ ref, reason: verdict.reason });
+      const { verdict } = known;
+      if ("reason" in verdict) refused.push({ ref, reason: verdict.reason });
+      else if (verdict.notAfter.getTime() <= now.getTime())
+        refused.push({ ref, reason: `${path}: the certificate expired on ${verdict.notAfter.toISOString()}` });
+      else held.push(ref);
     }
   }
+  for (const path of checked.keys()) if (!seen.has(path)) checked.delete(path);
   return { held, refused };
 }
 
@@ -88,6 +124,7 @@ export async function scanGatewayCertificates(
 export class GatewayCertificates {
   private last: string[] = [];
   private refusedBefore = new Map<string, string>();
+  private readonly checked: CheckedFiles = new Map();
 
   constructor(
     private readonly dir: string,
@@ -105,7 +142,7 @@ export class GatewayCertificates {
   async check(): Promise<boolean> {
     let scan: CertificateScan;
     try {
-      scan = await scanGatewayCertificates(this.dir, this.files, this.now());
+      scan = await scanGatewayCertificates(this.dir, this.files, this.now(), this.checked);
     } catch (err) {
       this.log.warn(
         { dir: this.dir, err: errorMessage(err) },

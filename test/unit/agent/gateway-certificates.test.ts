@@ -3,7 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GatewayCertificates, scanGatewayCertificates } from "../../../shared/agent/gateway-certificates.js";
+import {
+  GatewayCertificates,
+  NODE_CERTIFICATE_DIR,
+  scanGatewayCertificates,
+} from "../../../shared/agent/gateway-certificates.js";
 import { nodeStatusSchema } from "../../../shared/agent/status-report.js";
 import { issueServerCert, makePki } from "../../support/tls.js";
 
@@ -84,6 +88,29 @@ describe("the Gateway certificates a node holds", () => {
     rmSync(join(dir, "default/site.pem"));
     expect(await held.check()).toBe(true);
     expect(held.held()).toEqual([]);
+  });
+
+  it("parse a file again only when it changed, and judge its expiry at every look", async () => {
+    freshDir();
+    put("default/site.pem", site.cert + site.key);
+    let reads = 0;
+    const counting = { ...NODE_CERTIFICATE_DIR, read: (path: string) => (reads++, NODE_CERTIFICATE_DIR.read(path)) };
+    let now = new Date();
+    const held = new GatewayCertificates(dir, pino({ level: "silent" }), counting, () => now);
+    await held.check();
+    const first = reads;
+    await held.check();
+    expect(reads).toBe(first);
+    expect(held.held()).toEqual(["default/site"]);
+    now = new Date(Date.now() + 3 * 86_400_000);
+    expect(await held.check()).toBe(true);
+    expect(held.held()).toEqual([]);
+    expect(reads).toBe(first);
+    now = new Date();
+    put("default/site.pem", `${site.cert}${site.key}\n`);
+    await held.check();
+    expect(reads).toBeGreaterThan(first);
+    expect(held.held()).toEqual(["default/site"]);
   });
 });
 
