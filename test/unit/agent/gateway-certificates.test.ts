@@ -94,7 +94,13 @@ describe("the Gateway certificates a node holds", () => {
     freshDir();
     put("default/site.pem", site.cert + site.key);
     let reads = 0;
-    const counting = { ...NODE_CERTIFICATE_DIR, read: (path: string) => (reads++, NODE_CERTIFICATE_DIR.read(path)) };
+    const counting = {
+      ...NODE_CERTIFICATE_DIR,
+      read: (path: string) => {
+        reads++;
+        return NODE_CERTIFICATE_DIR.read(path);
+      },
+    };
     let now = new Date();
     const held = new GatewayCertificates(dir, pino({ level: "silent" }), counting, () => now);
     await held.check();
