@@ -2,7 +2,8 @@
  * A Gateway HTTPS listener served by a real agent and HAProxy: the agent finds the certificate
  * file in its --gateway-cert-dir and reports it to the store by name; the config rendered from
  * that report binds it from the path the agent gives HAProxy (SERVICELB_GATEWAY_CERT_DIR); the
- * agent's `haproxy -c` and reload take it, and the route answers over TLS.
+ * agent's `haproxy -c` and reload take it, and the route answers over TLS; a renewed file is
+ * swapped in without a reload.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -66,6 +67,14 @@ describe("an agent with --gateway-cert-dir", () => {
     const answer = await httpsGet(port, pki, "site.example.com");
     expect(answer).toMatchObject({ status: 200, served: "site.example.com" });
     expect(answer.body.startsWith("A ")).toBe(true);
+
+    // A renewed file is swapped in without a reload, as --ssl-cert files are.
+    const renewed = issueServerCert(pkiDir, "site.example.com");
+    writeFileSync(join(certDir, "default", "site.pem"), renewed.cert + renewed.key);
+    await waitFor("the renewed certificate swapped in", async () =>
+      agent.status().certificates?.lastSwap?.certificate === join(certDir, "default", "site.pem") ? true : undefined,
+    );
+    expect(agent.status().gatewayCertificates).toEqual(["default/site"]);
 
     // A file that goes is reported gone: the function stops binding it.
     rmSync(join(certDir, "default", "site.pem"));
