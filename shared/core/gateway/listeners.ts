@@ -67,16 +67,18 @@ function bindCertificates(listener: Listener, certs: ListenerCertificates, bound
 
 const SERVED = new Set(["HTTP", "HTTPS"]);
 
-/** The protocols of each port's HTTP and HTTPS listeners, across Gateways. */
-export function protocolsByPort(gateways: readonly Gateway[]): Map<number, Set<string>> {
+/**
+ * The protocols of each port's HTTP and HTTPS listeners, across Gateways: those that are accepted,
+ * so that a refused listener (an HTTPS one on --http-port) takes nothing from the others.
+ */
+export function protocolsByPort(
+  gateways: readonly Gateway[],
+  ports: ListenerContext["ports"],
+): Map<number, Set<string>> {
   const at = new Map<number, Set<string>>();
   for (const g of gateways)
     for (const l of g.spec.listeners)
-      if (SERVED.has(l.protocol)) {
-        const set = at.get(l.port) ?? new Set<string>();
-        set.add(l.protocol);
-        at.set(l.port, set);
-      }
+      if (refusal(l, ports) === null) entryOf(at, l.port, () => new Set()).add(l.protocol);
   return at;
 }
 

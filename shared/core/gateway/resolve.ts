@@ -81,7 +81,7 @@ export function resolveGateway(snapshot: Snapshot, ports: GatewayPorts): Gateway
     ports,
     grants: objects.referenceGrants,
     held: ports.certificates ?? NONE_HELD,
-    protocolsAt: protocolsByPort(gateways),
+    protocolsAt: protocolsByPort(gateways, ports),
     boundAt: new Map<number, string[]>(),
   };
   for (const gateway of gateways) {

@@ -236,6 +236,7 @@ describe("HTTPS listeners", () => {
           https("passthrough", [], { tls: { mode: "Passthrough" } }),
           { name: "tls", port: 8444, protocol: "TLS" },
           https("on-http-port", [secret("site")], { port: 80 }),
+          { name: "http", port: 80, hostname: "plain.example.com" },
           https("mixed-https", [secret("site")], { port: 8446 }),
           { name: "mixed-http", port: 8446, hostname: "x.example.com" },
         ]),
@@ -249,6 +250,8 @@ describe("HTTPS listeners", () => {
     );
     expect(c.tls).toContain("Accepted False UnsupportedProtocol");
     expect(c["on-http-port"]).toContain("Accepted False PortUnavailable");
+    // A refused HTTPS listener takes nothing from the HTTP one on its port.
+    expect(c.http).toContain("Conflicted False NoConflicts");
     expect(c["mixed-https"]).toContain("Conflicted True ProtocolConflict");
     expect(c["mixed-http"]).toContain("Conflicted True ProtocolConflict");
   });
