@@ -168,11 +168,13 @@ export function resolveGateway(snapshot: Snapshot, ports: GatewayPorts): Gateway
             `Gateway ${gatewayId} has no listener that matches the sectionName and port`,
           ),
         );
-      else if (allowed.length === 0)
+      else if (allowed.length === 0) {
+        const closed = candidates.filter((s) => !s.open).map((s) => s.listener.name);
+        const why = closed.length > 0 ? ` (not served: ${closed.join(", ")}; see the Gateway's listener status)` : "";
         conditions.push(
-          accepted(false, "NotAllowedByListeners", `no listener of Gateway ${gatewayId} allows this route`),
+          accepted(false, "NotAllowedByListeners", `no listener of Gateway ${gatewayId} allows this route${why}`),
         );
-      else if (attached.length === 0)
+      } else if (attached.length === 0)
         conditions.push(accepted(false, "NoMatchingListenerHostname", "no hostname of the route matches a listener's"));
       else if (!valid) conditions.push(accepted(false, "UnsupportedValue", refused.join("; ")));
       else {

@@ -88,6 +88,11 @@ describe("HTTPS listeners", () => {
       "certificate default/site (default/site.pem): not held by node b, node c (no --gateway-cert-dir) (2 of 3)",
     );
     expect(r.status.gateways[0]!.listeners[0]!.attachedRoutes).toBe(0);
+    expect(r.status.httpRoutes[0]!.parents[0]!.conditions[0]).toMatchObject({
+      reason: "NotAllowedByListeners",
+      message:
+        "no listener of Gateway default/gw allows this route (not served: https; see the Gateway's listener status)",
+    });
     expect(r.status.gateways[0]!.conditions[0]).toMatchObject({ status: "False", reason: "ListenersNotValid" });
     expect(r.frontends).toEqual([]);
     expect(r.warnings).toContain(
