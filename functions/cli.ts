@@ -50,6 +50,10 @@ addRenderOptions(
     .addOption(new Option("--format <format>", "output").choices(["cfg", "json"]).default("cfg"))
     .option("--check", "also validate the result with haproxy -c")
     .option(
+      "--gateway-certs <refs>",
+      "the certificateRefs (namespace/name, comma-separated) the dry run takes every node to hold in its --gateway-cert-dir; Gateway HTTPS listeners bind only those (default: none)",
+    )
+    .option(
       "--out <dir>",
       "write what the agent puts on disk (haproxy.cfg, maps/, patterns/) into this new, empty or previously rendered directory instead of printing the config",
     ),

@@ -50,7 +50,7 @@ export async function admitConfig(
     return {
       ok: false,
       stage: "check",
-      message: `the config takes ${unset.map((n) => `\${${n}}`).join(", ")} from HAProxy's environment, which does not set ${unset.length > 1 ? "them" : "it"} on this node (--node-address sets SERVICELB_NODE_ADDRESS)`,
+      message: `the config takes ${unset.map((n) => `\${${n}}`).join(", ")} from HAProxy's environment, which does not set ${unset.length > 1 ? "them" : "it"} on this node (--node-address sets SERVICELB_NODE_ADDRESS, --gateway-cert-dir SERVICELB_GATEWAY_CERT_DIR)`,
     };
   const files = options.openFiles?.() ?? null;
   if (files !== null) {

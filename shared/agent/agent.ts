@@ -29,6 +29,7 @@ import { startHttpApi, type Health } from "./http-api.js";
 import { runningExporter } from "./haproxy-metrics.js";
 import { certificateProbe } from "./certificate-expiry.js";
 import { CertificateWatch } from "./certificate-watch.js";
+import { GatewayCertificates } from "./gateway-certificates.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
 import { agentStore, haproxyEnvironment, stateFilePath, type AgentOptions } from "./options.js";
 import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
@@ -235,6 +236,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     metrics,
     log,
   });
+  const gatewayCertificates = options.gatewayCertDir ? new GatewayCertificates(options.gatewayCertDir, log) : null;
   metrics.probeCertificates(
     certificateProbe(
       () => applier.running,
@@ -262,6 +264,7 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
       formats: ["chunks1"],
       openFiles: files && { limit: files.limit, reserved: haproxyReserve(haproxyThreads(files.cpus)) },
       certificates: certificates.status(),
+      gatewayCertificates: gatewayCertificates?.held() ?? null,
       ...(options.canary ? { traffic: traffic.report() } : {}),
     };
   };
@@ -318,6 +321,8 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     log,
   });
 
+  // The first report already lists them.
+  await gatewayCertificates?.check();
   await applier.sync();
   reporter = startStatusReporter({
     store: watched.store,
@@ -334,13 +339,20 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     log,
     onFailure: () => metrics.loopFailures.inc({ loop: "poll" }),
   });
-  const certificateLoop = until(() => certificates.check(), {
-    name: "certificates",
-    periodMs: options.certificateInterval,
-    immediate: true,
-    log,
-    onFailure: () => metrics.loopFailures.inc({ loop: "certificates" }),
-  });
+  const certificateLoop = until(
+    async () => {
+      // The function learns from the report which certificates it may bind: tell it soon.
+      if (await gatewayCertificates?.check()) reporter?.changed();
+      await certificates.check();
+    },
+    {
+      name: "certificates",
+      periodMs: options.certificateInterval,
+      immediate: true,
+      log,
+      onFailure: () => metrics.loopFailures.inc({ loop: "certificates" }),
+    },
+  );
   // The gates judge what the counters say at the last report: sampled a few times per report.
   const sampling = options.canary
     ? until(sampleTraffic, {

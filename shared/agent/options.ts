@@ -22,7 +22,12 @@ import {
 } from "../core/settings/settings.js";
 import { type StoreSettings, storeRegion, storeSettingSpecs } from "../core/settings/store-settings.js";
 import { DEFAULT_MAX_OBJECT_BYTES } from "../adapters/store-limits.js";
-import { CONFIG_DIR_VARIABLE, type HaproxyEnv, NODE_ADDRESS_VARIABLE } from "../core/haproxy-config/environment.js";
+import {
+  CONFIG_DIR_VARIABLE,
+  GATEWAY_CERT_DIR_VARIABLE,
+  type HaproxyEnv,
+  NODE_ADDRESS_VARIABLE,
+} from "../core/haproxy-config/environment.js";
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
 const durationMs = (min: number) =>
@@ -143,6 +148,10 @@ export const agentOptionSpecs = {
     help: "file holding the bearer token /notify requires (read at every request)",
   },
   notifyToken: { schema: z.string().min(1).optional(), help: "the bearer token, when no file is given", envOnly: true },
+  gatewayCertDir: {
+    schema: filePath.optional(),
+    help: "directory of the certificate files of Gateway HTTPS listeners, <namespace>/<name>.pem (certificate and key) for a certificateRef to Secret <namespace>/<name>; given to HAProxy as SERVICELB_GATEWAY_CERT_DIR, and the files that parse are reported to the store by name (default: none, no HTTPS listener is bound on this node)",
+  },
   canary: {
     schema: bool.default(false),
     help: "take part in canary rollouts: run the config rollout.json names for this node, and report HAProxy's per-backend counters for the gates (default off)",
@@ -223,12 +232,13 @@ export function stateFilePath(options: Pick<AgentOptions, "stateDir">): string {
  * each node says.
  */
 export function haproxyEnvironment(
-  options: Pick<AgentOptions, "configPath" | "nodeAddress">,
+  options: Pick<AgentOptions, "configPath" | "nodeAddress" | "gatewayCertDir">,
   env: HaproxyEnv,
 ): HaproxyEnv {
   return {
     ...env,
     [CONFIG_DIR_VARIABLE]: dirname(options.configPath),
     ...(options.nodeAddress ? { [NODE_ADDRESS_VARIABLE]: options.nodeAddress } : {}),
+    ...(options.gatewayCertDir ? { [GATEWAY_CERT_DIR_VARIABLE]: options.gatewayCertDir } : {}),
   };
 }

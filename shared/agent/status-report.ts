@@ -92,6 +92,12 @@ export const nodeStatusSchema = z.object({
     })
     .optional(),
   /**
+   * The certificate files of Gateway HTTPS listeners the node holds and that parse, as
+   * certificateRefs (`namespace/name`, gateway-certificates.ts): names only, never contents. Null
+   * without --gateway-cert-dir, and in reports of agents from before.
+   */
+  gatewayCertificates: z.array(z.string()).nullable().default(null),
+  /**
    * With --canary, HAProxy's per-backend counters over the rollout's current gate window
    * (agent/traffic-sampler.ts); null outside a rollout, absent without --canary.
    */

@@ -34,6 +34,8 @@ import type { Logger } from "../adapters/log.js";
 import type { StatusRead } from "../adapters/store.js";
 import { type NodeStatus, nodeStatusSchema } from "../agent/status-report.js";
 import type { DigestKind } from "../core/publish/config-digest.js";
+import type { HeldCertificates } from "../core/gateway/certificates.js";
+import { fleetCertificates, UNREAD } from "./fleet-certificates.js";
 import { errorMessage } from "../core/error-message.js";
 
 export type DigestSetting = "auto" | DigestKind;
@@ -132,6 +134,9 @@ export function roomForFleet(reports: readonly unknown[]): number | null {
   return room;
 }
 
+/** How long an instance's first pass waits for the first read for the certificates the nodes hold. */
+export const CERTIFICATES_WAIT_MS = 5000;
+
 /** How long a decision stands on reads that keep failing: then whole configs by sha256 until one succeeds. */
 export const DOUBT_LIMIT_MS = 10 * 60_000;
 
@@ -145,6 +150,7 @@ export class AgentReports {
   /** When a read last read every record listed. */
   private wholeAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
+  private held: HeldCertificates = UNREAD;
 
   constructor(
     private readonly setting: DigestSetting,
@@ -157,11 +163,31 @@ export class AgentReports {
     private readonly now: () => number = Date.now,
     private readonly firstWaitMs = FIRST_READ_WAIT_MS,
     private readonly doubtLimitMs = DOUBT_LIMIT_MS,
+    private readonly certificatesWaitMs = CERTIFICATES_WAIT_MS,
   ) {}
 
   /** The room of the smallest node, by the last read (roomForFleet). */
   get room(): number | null {
     return this.nodeRoom;
+  }
+
+  /** The Gateway certificates every node holds, by the reads so far (fleet-certificates.ts). */
+  get certificates(): HeldCertificates {
+    return this.held;
+  }
+
+  /**
+   * The certificates, once the first read of an instance has come back (for at most
+   * CERTIFICATES_WAIT_MS): a cold pass that rendered before it would unbind every HTTPS listener.
+   * Call after forPass, which starts that read.
+   */
+  async certificatesForPass(): Promise<HeldCertificates> {
+    if (this.held === UNREAD && this.reading !== undefined) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.reading, new Promise<void>((r) => (timer = setTimeout(r, this.certificatesWaitMs)))]);
+      clearTimeout(timer);
+    }
+    return this.held;
   }
 
   /** Configs may be published in chunks: every agent reads them, by the last read that decided. */
@@ -237,6 +263,7 @@ export class AgentReports {
           : `the smallest node has room for ${nodeRoom} file descriptors for a config's listeners and server slots`,
       );
     this.nodeRoom = nodeRoom;
+    if (read.records !== undefined) this.held = fleetCertificates(this.held, read.reports, whole);
     if (this.setting !== "auto") return;
     const lastRecords = this.lastRecords;
     if (read.records !== undefined) this.lastRecords = read.records;

@@ -91,6 +91,7 @@ export async function runHeadStart(at: Instance, state: WarmState, refs: readonl
       // What the last read decided: a head start never waits for one.
       at.ctx.useDigest(at.reports.current);
       at.ctx.useRoom(at.reports.room);
+      at.ctx.useCertificates(at.reports.certificates);
       const rendered = at.steps.render(run, pending.snapshot);
       // The bytes of the newest config this instance knows (a new Service held back beside objects
       // that changed nothing, an edit that renders nothing new): nothing to deliver, so no request to

@@ -253,6 +253,7 @@ async function render(
   at.ctx.useDigest(tree1 ? at.reports.current : "sha256");
   const room = at.reports.room;
   at.ctx.useRoom(room);
+  at.ctx.useCertificates(await run.deadline.guard(at.reports.certificatesForPass()));
   const rendered = at.steps.render(run, snapshot);
   run.durationsMs.build = rendered.stats.buildMs;
   run.durationsMs.render = rendered.stats.renderMs;

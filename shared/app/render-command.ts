@@ -5,6 +5,7 @@ import { readSnapshotFile } from "../adapters/snapshot-file.js";
 import { checkRenderDir, writeRenderDir } from "../adapters/render-dir.js";
 import { nodeFiles } from "../core/haproxy-config/pattern-files.js";
 import { clusterSettingSpecs } from "./function-options.js";
+import { assumedCertificates } from "../core/gateway/certificates.js";
 import { RenderContext, renderJson } from "./render-context.js";
 
 /** `servicelb render`: the dry run from a shell. Returns the exit code. */
@@ -18,6 +19,7 @@ export async function runRender(flags: Record<string, unknown>): Promise<number>
   const options = parseRenderOptions(pickRenderOptions(merged));
   if (typeof flags.out === "string") await checkRenderDir(flags.out);
   const ctx = new RenderContext(options, { template: merged.template as string | undefined });
+  ctx.useCertificates(assumedCertificates(flags.gatewayCerts as string | undefined));
   const t0 = performance.now();
   const snapshot = flags.snapshot
     ? readSnapshotFile(flags.snapshot as string, "--snapshot")

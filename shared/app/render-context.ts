@@ -11,6 +11,7 @@ import { ParsedItems, type Snapshot } from "../core/kubernetes/snapshot.js";
 import { readErrorPage } from "../adapters/error-page.js";
 import { loadTemplates } from "../adapters/templates.js";
 import type { TemplateSet } from "../core/render/template-views.js";
+import type { HeldCertificates } from "../core/gateway/certificates.js";
 
 /**
  * Everything a render needs besides the snapshot, loaded once per process: a warm function
@@ -68,6 +69,11 @@ export class RenderContext {
   /** The descriptors the smallest node has for a config (app/agent-reports.ts): placement keeps within them. */
   useRoom(room: number | null): void {
     this.layout.room = room;
+  }
+
+  /** The Gateway certificates the nodes hold (app/fleet-certificates.ts): HTTPS listeners bind those. */
+  useCertificates(held: HeldCertificates): void {
+    this.inputs.gatewayCertificates = held;
   }
 
   /** Renders from now on are digested by `kind` (app/agent-reports.ts). */

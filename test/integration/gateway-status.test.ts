@@ -60,6 +60,7 @@ let reconciler: Reconciler;
 let store: ObjectStore;
 let prefixes = 0;
 let kubeconfig: string;
+let settings: ReturnType<typeof loadFunctionSettings>;
 
 const route = (spec: Record<string, unknown> = {}, opts = {}) =>
   httpRoute(
@@ -100,7 +101,7 @@ beforeEach(async () => {
   api.upsert("HTTPRoute", { ...route(), status: { parents: [OTHER] } });
   const url = `s3://${s3.bucket}/gs${++prefixes}/`;
   kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
-  const settings = loadFunctionSettings({
+  settings = loadFunctionSettings({
     SERVICELB_STORE: url,
     SERVICELB_STORE_ENDPOINT: s3.endpoint,
     SERVICELB_STORE_PATH_STYLE: "true",
@@ -223,6 +224,38 @@ describe("Gateway API status written by a pass", () => {
     });
     await pass();
     expect(programmed()).toEqual(["False Pending", "False Pending"]);
+  });
+
+  it("binds an HTTPS listener with the certificates every reporting node holds, and names the node that lacks one", async () => {
+    api.upsert(
+      "Gateway",
+      gateway("gw", [
+        { name: "https", port: 8443, protocol: "HTTPS", tls: { certificateRefs: [{ name: "site" }] } },
+      ]) as unknown as KubeObject,
+    );
+    await store.putStatus("node-a", { ...agentReport("node-a"), gatewayCertificates: ["default/site"] });
+    await store.putStatus("node-b", { ...agentReport("node-b"), gatewayCertificates: [] });
+    const listener = () => (objectOf("Gateway", "gw").status as GatewayStatusOnObject).listeners[0]!;
+    const resolvedRefs = () =>
+      listener().conditions.find((c) => c.type === "ResolvedRefs") as Condition & {
+        message: string;
+      };
+    // An instance's first pass waits for its first read of the reports.
+    await pass();
+    expect(resolvedRefs()).toMatchObject({
+      status: "False",
+      reason: "InvalidCertificateRef",
+      message: "certificate default/site (default/site.pem): not held by node node-b (1 of 2)",
+    });
+    expect(listener().attachedRoutes).toBe(0);
+
+    await store.putStatus("node-b", { ...agentReport("node-b"), gatewayCertificates: ["default/site"] });
+    // The reports are read once a minute on a warm instance: a cold one reads them now.
+    await reconciler.close();
+    reconciler = createReconciler(settings, { log });
+    await pass();
+    expect(resolvedRefs()).toMatchObject({ status: "True", reason: "ResolvedRefs" });
+    expect(listener().attachedRoutes).toBe(1);
   });
 
   it("never fails the pass: a refused write is logged and written by the next pass", async () => {

@@ -14,6 +14,7 @@ export interface ListenerSpec {
   protocol?: string;
   hostname?: string;
   allowedRoutes?: unknown;
+  tls?: unknown;
 }
 
 export function gateway(

@@ -51,12 +51,15 @@ export function writePatternFiles(config: string, dir: string): void {
   }
 }
 
-/** `haproxy -c` on a config text, its pattern files beside it; returns HAProxy's output when it rejects the config. */
-export function haproxyCheck(config: string, dir: string): { ok: boolean; output: string } {
+/**
+ * `haproxy -c` on a config text, its pattern files beside it; returns HAProxy's output when it
+ * rejects the config. `env`: HAProxy's environment (default: the test's).
+ */
+export function haproxyCheck(config: string, dir: string, env?: NodeJS.ProcessEnv): { ok: boolean; output: string } {
   const file = join(dir, `check-${process.pid}-${Math.random().toString(36).slice(2)}.cfg`);
   writePatternFiles(config, dir);
   writeFileSync(file, config);
-  const r = spawnSync("haproxy", ["-c", "-q", "-f", file], { encoding: "utf8" });
+  const r = spawnSync("haproxy", ["-c", "-q", "-f", file], { encoding: "utf8", env });
   rmSync(file, { force: true });
   return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` };
 }
@@ -67,12 +70,15 @@ export interface RunningHaproxy {
   stop(): Promise<void>;
 }
 
-/** Runs HAProxy in the foreground on `config` (its pattern files beside it) until stop(); rejects if it exits during start-up. */
-export async function runHaproxy(config: string, dir: string): Promise<RunningHaproxy> {
+/**
+ * Runs HAProxy in the foreground on `config` (its pattern files beside it) until stop(); rejects
+ * if it exits during start-up. `env`: HAProxy's environment (default: the test's).
+ */
+export async function runHaproxy(config: string, dir: string, env?: NodeJS.ProcessEnv): Promise<RunningHaproxy> {
   const file = join(dir, "haproxy.cfg");
   writePatternFiles(config, dir);
   writeFileSync(file, config);
-  const child = spawn("haproxy", ["-W", "-f", file], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("haproxy", ["-W", "-f", file], { stdio: ["ignore", "pipe", "pipe"], env });
   let out = "";
   child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
   child.stderr!.on("data", (c: Buffer) => (out += c.toString()));

@@ -1,7 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
 import { join } from "node:path";
+import type { TLSSocket } from "node:tls";
 
 export interface TestPki {
   /** CA certificate (PEM) that signed the server and client certificates. */
@@ -119,4 +121,38 @@ export function issueServerCert(dir: string, serverName = "lb.test", opts: { exp
     key: readFileSync(join(dir, `${name}.key`), "utf8"),
     fingerprint: new X509Certificate(cert).fingerprint,
   };
+}
+
+export interface TlsAnswer {
+  status: number;
+  body: string;
+  /** The CN of the certificate the handshake gave. */
+  served: string;
+}
+
+/** One HTTPS request to the port with an SNI and a Host header, trusting the test CA only. */
+export function httpsGet(port: number, pki: TestPki, sni: string, host = sni, path = "/"): Promise<TlsAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        servername: sni,
+        ca: pki.ca,
+        agent: false,
+        headers: { host, connection: "close" },
+      },
+      (res) => {
+        const served = String((res.socket as TLSSocket).getPeerCertificate().subject.CN);
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, served }));
+      },
+    );
+    req.on("error", reject);
+    req.setTimeout(5000, () => req.destroy(new Error(`GET https://${sni}${path} timed out`)));
+    req.end();
+  });
 }

@@ -4,6 +4,7 @@
  * API objects, so that such renders stay byte for byte what they were.
  */
 
+import type { HeldCertificates } from "./certificates.js";
 import { matchesSelector } from "../kubernetes/label-selector.js";
 import type { Model } from "../model/model.js";
 import { type GatewayPorts, resolveGateway } from "./resolve.js";
@@ -28,10 +29,17 @@ export function gatewayPorts(model: Model): GatewayPorts {
 /**
  * `routesByMap`: the template places the HTTP frontend's route maps, which is where a listener on
  * --http-port goes; with another template such a listener is refused as its port is taken.
+ * `certificates`: what the nodes hold for HTTPS listeners (certificates.ts); absent, none.
  */
-export function withGateway(model: Model, snapshot: Snapshot, routesByMap: boolean): Model {
+export function withGateway(
+  model: Model,
+  snapshot: Snapshot,
+  routesByMap: boolean,
+  certificates?: HeldCertificates,
+): Model {
   if (!snapshot.gateway) return model;
   const ports = gatewayPorts(model);
+  if (certificates) ports.certificates = certificates;
   if (!routesByMap) {
     const reserved = new Map(ports.reserved);
     reserved.set(ports.httpPort, "the HTTP frontend's, whose template has no route maps to place Gateway routes in");

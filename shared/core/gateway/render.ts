@@ -11,13 +11,15 @@
  * weights only is applied without a reload; otherwise its thresholds are written into its lines.
  *
  * Lines come in the order HAProxy evaluates them (all `http-request` rules before the first
- * `use_backend`), so that `haproxy -c` has nothing to warn about.
+ * `use_backend`), so that `haproxy -c` has nothing to warn about. An HTTPS port's frontend is the
+ * same, bound with TLS: routing by the Host header is HTTP's.
  */
 
 import { haproxyQuote } from "../render/haproxy-quote.js";
 import { slotName } from "../model/slots.js";
 import { FREE_SLOT_ADDRESS } from "../haproxy-config/server-line.js";
 import { DRAW_RANGE, WEIGHTS_MAP, weightMapLines } from "../haproxy-config/gateway-weights.js";
+import { certificatePath } from "./certificates.js";
 import type { GatewayFrontend, GatewayRouting, HeaderEdits, MatchEntry, ResolvedRule } from "./routing.js";
 
 /** The backends that answer a rule's invalid share, and an unmatched request on a Gateway's own port. */
@@ -184,6 +186,16 @@ export function frontendLines(f: GatewayFrontend, weights?: GatewayWeights): { r
 }
 
 /**
+ * The words that make a bind TLS: every certificate of the port's HTTPS listeners, from the node's
+ * --gateway-cert-dir; none on an HTTP port. TLS 1.2 at least, whatever the Services' own HTTPS
+ * frontend sets globally.
+ */
+function tlsWords(f: GatewayFrontend): string {
+  if (f.certificates.length === 0) return "";
+  return ` ssl ${f.certificates.map((c) => `crt ${certificatePath(c)}`).join(" ")} ssl-min-ver TLSv1.2`;
+}
+
+/**
  * The Gateway section placed before the Services' backends: a frontend for each listener port
  * other than --http-port, the backends the rules reach, and the 500 and 404 answers.
  */
@@ -193,7 +205,7 @@ export function gatewaySection(routing: GatewayRouting, bind: string, weights?: 
   for (const f of routing.frontends) {
     if (f.shared) continue;
     const { requests, uses } = frontendLines(f, weights);
-    out += `frontend gw:${f.port} from http_defaults\n    bind ${bind}:${f.port}\n`;
+    out += `frontend gw:${f.port} from http_defaults\n    bind ${bind}:${f.port}${tlsWords(f)}\n`;
     out += "    http-request set-var(txn.host) req.hdr(host),field(1,:),lower\n";
     out += `${requests}${uses}    default_backend ${NOT_FOUND_BACKEND}\n\n`;
   }

@@ -16,15 +16,10 @@ import { comparePrecedence } from "./precedence.js";
 import type { GatewayBackend, GatewayFrontend, GatewayRouting, MatchEntry, Redirect, ResolvedRule } from "./routing.js";
 import type { RouteClaim } from "./route-claims.js";
 import { checkRule, type CheckedRule } from "./rules.js";
-import { GATEWAY_GROUP, type Gateway, type GatewayLabelSelector, type Listener } from "./schemas.js";
-import {
-  type Condition,
-  condition,
-  CONTROLLER_NAME,
-  type GatewayStatus,
-  type ListenerStatus,
-  type RouteParentStatus,
-} from "./status.js";
+import type { HeldCertificates } from "./certificates.js";
+import { type ListenerState, listenerStates, protocolsByPort, selects } from "./listeners.js";
+import { GATEWAY_GROUP } from "./schemas.js";
+import { type Condition, condition, CONTROLLER_NAME, type GatewayStatus, type RouteParentStatus } from "./status.js";
 import { compareStrings } from "../compare.js";
 import { entryOf } from "../render/map-entry.js";
 
@@ -37,114 +32,15 @@ export interface GatewayPorts {
   inScope?: (service: Service) => boolean;
   /** Why a route may not serve what it asks on a listener's port (route-claims.ts), or null; absent: anything. */
   admit?: (claim: RouteClaim) => string | null;
+  /** The certificates the nodes hold (certificates.ts); absent: no node has reported any. */
+  certificates?: HeldCertificates;
 }
 
-const ROUTE_KIND = { group: GATEWAY_GROUP, kind: "HTTPRoute" };
-
-interface ListenerState {
-  gateway: Gateway;
-  listener: Listener;
-  /** It takes routes: accepted, not conflicted, HTTPRoute among its kinds. */
-  open: boolean;
-  routes: Set<string>;
-  status: ListenerStatus;
-}
+const NONE_HELD: HeldCertificates = { holders: [], unknown: "no node has reported the certificates it holds yet" };
 
 const idOf = (m: { namespace: string; name: string }) => `${m.namespace}/${m.name}`;
 const byId = <T extends { metadata: { namespace: string; name: string } }>(a: T, b: T) =>
   compareStrings(idOf(a.metadata), idOf(b.metadata));
-
-function selects(selector: GatewayLabelSelector, labels: Readonly<Record<string, string>>): boolean {
-  for (const [k, v] of Object.entries(selector.matchLabels)) if (labels[k] !== v) return false;
-  return selector.matchExpressions.every((e) => {
-    const has = Object.hasOwn(labels, e.key);
-    switch (e.operator) {
-      case "In":
-        return has && e.values.includes(labels[e.key]!);
-      case "NotIn":
-        return !has || !e.values.includes(labels[e.key]!);
-      case "Exists":
-        return has;
-      default:
-        return !has;
-    }
-  });
-}
-
-function listenerStates(gateway: Gateway, ports: GatewayPorts): ListenerState[] {
-  const gen = gateway.metadata.generation ?? 0;
-  const { listeners } = gateway.spec;
-  return listeners.map((listener) => {
-    const conditions: Condition[] = [];
-    const twins = listeners.filter((l) => l.port === listener.port && l.hostname === listener.hostname);
-    const conflicted = twins.length > 1;
-    const reserved = ports.reserved.get(listener.port);
-    let accepted = true;
-    if (listener.protocol !== "HTTP") {
-      accepted = false;
-      conditions.push(
-        condition(
-          "Accepted",
-          false,
-          "UnsupportedProtocol",
-          `protocol ${listener.protocol} is not supported: HTTP only`,
-          gen,
-        ),
-      );
-    } else if (reserved !== undefined) {
-      accepted = false;
-      conditions.push(condition("Accepted", false, "PortUnavailable", `port ${listener.port} is ${reserved}`, gen));
-    } else conditions.push(condition("Accepted", true, "Accepted", "listener is accepted", gen));
-    const kinds = listener.allowedRoutes.kinds;
-    const supported =
-      kinds === null
-        ? [ROUTE_KIND]
-        : kinds.filter((k) => (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && k.kind === "HTTPRoute");
-    const badKinds = kinds !== null && supported.length < kinds.length;
-    conditions.push(
-      badKinds
-        ? condition(
-            "ResolvedRefs",
-            false,
-            "InvalidRouteKinds",
-            "only HTTPRoute (gateway.networking.k8s.io) is supported",
-            gen,
-          )
-        : condition("ResolvedRefs", true, "ResolvedRefs", "references are resolved", gen),
-    );
-    conditions.push(
-      conflicted
-        ? condition(
-            "Conflicted",
-            true,
-            "HostnameConflict",
-            `another listener has port ${listener.port} and the same hostname`,
-            gen,
-          )
-        : condition("Conflicted", false, "NoConflicts", "no conflicts", gen),
-    );
-    const open = accepted && !conflicted && supported.length > 0;
-    conditions.push({
-      type: "Programmed",
-      status: open ? "Unknown" : "False",
-      reason: open ? "Pending" : "Invalid",
-      message: open ? "waiting for the fleet to run the config" : "listener is not served",
-      observedGeneration: gen,
-    });
-    return {
-      gateway,
-      listener,
-      open,
-      routes: new Set<string>(),
-      status: {
-        name: listener.name,
-        supportedKinds: supported.map(() => ({ ...ROUTE_KIND })),
-        attachedRoutes: 0,
-        conditions,
-      },
-    };
-  });
-}
 
 interface FrontendBuild {
   port: number;
@@ -180,14 +76,26 @@ export function resolveGateway(snapshot: Snapshot, ports: GatewayPorts): Gateway
   const classNames = new Set(classes.map((c) => c.metadata.name));
 
   const listenersOf = new Map<string, ListenerState[]>();
-  for (const gateway of objects.gateways.filter((g) => classNames.has(g.spec.gatewayClassName)).sort(byId)) {
-    const states = listenerStates(gateway, ports);
+  const gateways = objects.gateways.filter((g) => classNames.has(g.spec.gatewayClassName)).sort(byId);
+  const context = {
+    ports,
+    grants: objects.referenceGrants,
+    held: ports.certificates ?? NONE_HELD,
+    protocolsAt: protocolsByPort(gateways, ports),
+    boundAt: new Map<number, string[]>(),
+  };
+  for (const gateway of gateways) {
+    const states = listenerStates(gateway, context);
     listenersOf.set(idOf(gateway.metadata), states);
-    for (const s of states)
-      if (!s.open)
-        warnings.push(
-          `Gateway ${idOf(gateway.metadata)} listener ${s.listener.name}: ${s.status.conditions.find((c) => c.status === "False" || (c.type === "Conflicted" && c.status === "True"))?.message}`,
-        );
+    for (const s of states) {
+      // A listener served with some of its certificates still says why the others are not.
+      const problem = s.status.conditions.find(
+        (c) =>
+          (c.status === "False" && (!s.open || c.type === "ResolvedRefs")) ||
+          (c.type === "Conflicted" && c.status === "True"),
+      );
+      if (problem) warnings.push(`Gateway ${idOf(gateway.metadata)} listener ${s.listener.name}: ${problem.message}`);
+    }
   }
 
   const labelsOf = new Map(objects.namespaces.map((n) => [n.metadata.name, n.metadata.labels]));
@@ -260,11 +168,13 @@ export function resolveGateway(snapshot: Snapshot, ports: GatewayPorts): Gateway
             `Gateway ${gatewayId} has no listener that matches the sectionName and port`,
           ),
         );
-      else if (allowed.length === 0)
+      else if (allowed.length === 0) {
+        const closed = candidates.filter((s) => !s.open).map((s) => s.listener.name);
+        const why = closed.length > 0 ? ` (not served: ${closed.join(", ")}; see the Gateway's listener status)` : "";
         conditions.push(
-          accepted(false, "NotAllowedByListeners", `no listener of Gateway ${gatewayId} allows this route`),
+          accepted(false, "NotAllowedByListeners", `no listener of Gateway ${gatewayId} allows this route${why}`),
         );
-      else if (attached.length === 0)
+      } else if (attached.length === 0)
         conditions.push(accepted(false, "NoMatchingListenerHostname", "no hostname of the route matches a listener's"));
       else if (!valid) conditions.push(accepted(false, "UnsupportedValue", refused.join("; ")));
       else {
@@ -368,6 +278,8 @@ export function resolveGateway(snapshot: Snapshot, ports: GatewayPorts): Gateway
     .map((f) => ({
       port: f.port,
       shared: f.port === ports.httpPort,
+      // In Gateway and listener order: HAProxy picks one by SNI, the first when none matches.
+      certificates: context.boundAt.get(f.port) ?? [],
       entries: [...f.entries.values()].sort(comparePrecedence),
       rules: f.rules,
     }));

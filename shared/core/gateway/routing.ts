@@ -71,6 +71,11 @@ export interface GatewayFrontend {
   port: number;
   /** The port is --http-port: the rules go first in the HTTP frontend, before the Services' routes. */
   shared: boolean;
+  /**
+   * The certificate refs (`namespace/name`) of its HTTPS listeners, bound with TLS on the port;
+   * none for HTTP. Every reporting node holds each (certificates.ts).
+   */
+  certificates: readonly string[];
   entries: readonly MatchEntry[];
   rules: readonly ResolvedRule[];
 }

@@ -80,11 +80,31 @@ export const gatewayClassSchema = z.object({
   status: heldStatus,
 });
 
+/** apis/v1 SecretObjectReference, as a listener's tls.certificateRefs holds it. */
+const certificateRef = z.object({
+  group,
+  kind: kind.default("Secret"),
+  name,
+  namespace: optionalNamespace,
+});
+export type CertificateRef = z.output<typeof certificateRef>;
+
 const listener = z.object({
   name: sectionName,
   hostname: hostname.nullish().transform((v) => v ?? null),
   port,
   protocol: z.string().min(1).max(255),
+  tls: z
+    .object({
+      mode: z.enum(["Terminate", "Passthrough"]).default("Terminate"),
+      certificateRefs: z
+        .array(certificateRef)
+        .max(64)
+        .nullish()
+        .transform((v) => v ?? []),
+    })
+    .nullish()
+    .transform((v) => v ?? null),
   allowedRoutes: z
     .object({
       namespaces: z

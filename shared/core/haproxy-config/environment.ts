@@ -12,6 +12,8 @@
 export const NODE_ADDRESS_VARIABLE = "SERVICELB_NODE_ADDRESS";
 /** The variable the agent sets to the directory of the config HAProxy runs, for a config's per-node paths. */
 export const CONFIG_DIR_VARIABLE = "SERVICELB_CONFIG_DIR";
+/** The variable the agent sets to its --gateway-cert-dir: where a Gateway listener's certificate files are. */
+export const GATEWAY_CERT_DIR_VARIABLE = "SERVICELB_GATEWAY_CERT_DIR";
 
 /** The environment HAProxy runs with, as process.env types it. */
 export type HaproxyEnv = Readonly<Record<string, string | undefined>>;

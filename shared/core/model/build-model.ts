@@ -14,6 +14,7 @@ import { compareStrings } from "../compare.js";
 import type { RenderOptions } from "../settings/options.js";
 import { OptionsError } from "../settings/settings.js";
 import type { Snapshot } from "../kubernetes/snapshot.js";
+import type { HeldCertificates } from "../gateway/certificates.js";
 import type { Service } from "../kubernetes/snapshot-schemas.js";
 import {
   changedServices,
@@ -31,6 +32,8 @@ export const MAX_ERROR_PAGE_BYTES = 8192;
 export interface BuildInputs {
   /** Body of --error-page, read by the caller. */
   errorPageBody?: string;
+  /** The certificates the nodes hold for Gateway HTTPS listeners (gateway/certificates.ts), as the caller learnt them. */
+  gatewayCertificates?: HeldCertificates;
 }
 
 function defaultBody(status: number): string {

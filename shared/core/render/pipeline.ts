@@ -63,7 +63,7 @@ export function renderSnapshot(
   // A dry run without a previous layout gets a fresh one: every Service in its own backend.
   const state = layout ?? new LayoutState();
   const services = renderer.routesByMap ? placeBackends(built, state) : null;
-  const routed = withGateway(services?.model ?? built, snapshot, renderer.routesByMap);
+  const routed = withGateway(services?.model ?? built, snapshot, renderer.routesByMap, inputs.gatewayCertificates);
   const placement = services ? placeGateway(services, routed, state) : null;
   const model = placement?.model ?? routed;
   const t1 = performance.now();

@@ -113,4 +113,13 @@ describe("haproxyEnvironment", () => {
     expect(haproxyEnvironment(plain, { PATH: "/bin" })).toEqual({ PATH: "/bin", SERVICELB_CONFIG_DIR: "/etc/haproxy" });
     expect(() => parseAgentOptions(env, { nodeAddress: "node-2" })).toThrow(/--node-address.*IPv4/);
   });
+
+  it("gives HAProxy the node's --gateway-cert-dir, where a config's Gateway certificates are", () => {
+    const o = parseAgentOptions({ ...env, SERVICELB_GATEWAY_CERT_DIR: "/etc/servicelb/gateway-certs" });
+    expect(haproxyEnvironment(o, { PATH: "/bin" })).toEqual({
+      PATH: "/bin",
+      SERVICELB_CONFIG_DIR: "/etc/haproxy",
+      SERVICELB_GATEWAY_CERT_DIR: "/etc/servicelb/gateway-certs",
+    });
+  });
 });

@@ -144,6 +144,7 @@ describe("GatewayStatusUpdater and the agents' reports", () => {
                 hostname: null,
                 port: 8081,
                 protocol: "HTTP",
+                tls: null,
                 allowedRoutes: { namespaces: { from: "Same" as const, selector: null }, kinds: null },
               },
             ],

@@ -54,6 +54,44 @@ describe("rendering Gateway API routing", () => {
     expect(config).not.toContain("frontend gw:");
   });
 
+  it("binds an HTTPS listener's port with TLS and the certificates every node holds, from each node's --gateway-cert-dir", () => {
+    const items = [
+      ...cluster,
+      gatewayClass(),
+      gateway("gw", [
+        {
+          name: "https",
+          port: 8443,
+          protocol: "HTTPS",
+          tls: { certificateRefs: [{ name: "site" }, { name: "other" }, { name: "missing" }] },
+        },
+      ]),
+      httpRoute("r", {
+        parentRefs: [{ name: "gw" }],
+        hostnames: ["site.example.com"],
+        rules: [{ backendRefs: [{ name: "web", port: 80 }] }],
+      }),
+    ];
+    const held = ["default/site", "default/other"];
+    const result = renderSnapshot(snapshotFromDocuments([list(items)]), options, new Renderer(loadTemplates()), {
+      gatewayCertificates: { holders: [{ name: "node a", certificates: held }], unknown: "-" },
+    });
+    const frontend = result.config.slice(result.config.indexOf("frontend gw:8443"));
+    expect(frontend.split("\n").slice(0, 3)).toEqual([
+      "frontend gw:8443 from http_defaults",
+      '    bind *:8443 ssl crt "${SERVICELB_GATEWAY_CERT_DIR}/default/site.pem" crt "${SERVICELB_GATEWAY_CERT_DIR}/default/other.pem" ssl-min-ver TLSv1.2',
+      "    http-request set-var(txn.host) req.hdr(host),field(1,:),lower",
+    ]);
+    expect(frontend).toContain('{ var(txn.host) -m str "site.example.com" }');
+    expect(result.warnings.map((w) => w.message)).toContain(
+      "Gateway default/gw listener https: certificate default/missing (default/missing.pem): not held by node a (served with default/site, default/other)",
+    );
+    // Nothing held: the listener is not bound at all, rather than bound with a file a node lacks.
+    const none = render(items);
+    expect(none.config).not.toContain("frontend gw:8443");
+    expect(none.config).not.toContain("SERVICELB_GATEWAY_CERT_DIR");
+  });
+
   it("counts a descriptor for each Gateway port with a frontend of its own, as the config holds", () => {
     const result = render([
       ...cluster,

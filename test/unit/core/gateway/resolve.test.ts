@@ -273,7 +273,7 @@ describe("resolving Gateway API objects", () => {
     const r = resolve([
       gatewayClass(),
       gw([
-        { name: "tls", port: 443, protocol: "HTTPS" },
+        { name: "tls", port: 443, protocol: "TLS" },
         { name: "stats", port: 1936 },
         { name: "a", port: 8081, hostname: "x.com" },
         { name: "b", port: 8081, hostname: "x.com" },
