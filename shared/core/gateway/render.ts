@@ -176,7 +176,9 @@ export function frontendLines(f: GatewayFrontend): FrontendText {
     );
   }
   const uses: string[] = [];
-  f.rules.forEach((rule, i) => ruleLines(rule, i, undefined, req, uses));
+  f.rules.forEach((rule, i) => {
+    ruleLines(rule, i, undefined, req, uses);
+  });
   return { requests: `${req.join("\n")}\n`, uses: uses.length > 0 ? `${uses.join("\n")}\n` : "" };
 }
 
