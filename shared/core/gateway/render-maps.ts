@@ -70,9 +70,9 @@ export function gatewayMaps(routing: GatewayRouting): GatewayMaps {
 /** No rule picked yet: none with filters, none without. */
 const UNMATCHED = "!{ var(txn.gw) -m found } !{ var(txn.gwbase) -m found }";
 /**
- * A host a map key can start with: keys join a host and a path, and a host without `/` ends
- * where the path starts, so that a key matches one host only; an empty one would reach the
- * entries without hostnames out of turn.
+ * A host a map key can start with: keys join a host and a path (HAProxy's `path` starts with
+ * `/` when it is found), and a host without `/` ends where the path starts, so that a key
+ * matches one host only; an empty one would reach the entries without hostnames out of turn.
  */
 const MAP_HOST = `{ var(txn.host) -m reg ${haproxyQuote("^[a-z0-9.-]+$")} }`;
 
@@ -84,9 +84,12 @@ function lookupLines(port: number, withHost: boolean): string[] {
       `    http-request set-var(txn.gwbase) var(txn.host),concat(,txn.gwpath,),map_str_int(${exact}) if ${UNMATCHED} ${MAP_HOST}`,
       `    http-request set-var(txn.gwbase) var(txn.host),concat(,txn.gwpath,/),map_beg_int(${prefix}) if ${UNMATCHED} ${MAP_HOST}`,
     ];
+  // A request without a path (`*`) is matched by a prefix `/` alone, as its line would match it;
+  // with a host, the missing `txn.gwpath` adds nothing to the key, which leaves `<host>/` to match.
   return [
-    `    http-request set-var(txn.gwbase) path,map_str_int(${exact}) if ${UNMATCHED} { path -m beg / }`,
-    `    http-request set-var(txn.gwbase) path,concat(/),map_beg_int(${prefix}) if ${UNMATCHED} { path -m beg / }`,
+    `    http-request set-var(txn.gwbase) path,map_str_int(${exact}) if ${UNMATCHED}`,
+    `    http-request set-var(txn.gwbase) path,concat(/),map_beg_int(${prefix}) if ${UNMATCHED}`,
+    `    http-request set-var(txn.gwbase) str(/),map_beg_int(${prefix}) if ${UNMATCHED} !{ path -m found }`,
   ];
 }
 

@@ -8,6 +8,12 @@
  * which the agent applies through the runtime API. The count shrinks with a fresh layout only,
  * which is a reload anyway.
  *
+ * A backend no route reaches any more stays, every slot free (vacated), while the vacated ones
+ * hold no more slots than the backends routes reach: a route removed, or pointed at another
+ * backend, is then a change of map lines (core/gateway/render-maps.ts), and a route that reaches
+ * it again takes it back as it was. Beyond that they all go, with the reload their sections'
+ * removal costs; so does a fresh layout.
+ *
  * Pure: the routing and the previous record in, the record and the routing in slots out.
  */
 
@@ -46,7 +52,7 @@ function endpoints(b: GatewayBackend): string[] {
 /**
  * The slots of each backend the routing reaches: those it had (`previous`) while its endpoints
  * fit, else as many as they need, hashed as before; a backend that had none starts with what
- * its endpoints need, at least `minSlots`. Sorted by name.
+ * its endpoints need, at least `minSlots`. Then the vacated ones, as the module says. Sorted by name.
  */
 export function keepGatewaySlots(
   routing: GatewayRouting,
@@ -62,17 +68,27 @@ export function keepGatewaySlots(
     const slots = slotsFit(count, before.slots) ? before.slots : slotCount(count, minSlots, true, true);
     return hashSlots === slots ? { name: b.name, slots } : { name: b.name, slots, hashSlots };
   });
+  const reached = new Set(out.map((s) => s.name));
+  const vacated = (previous ?? []).filter((s) => !reached.has(s.name));
+  const total = (list: GatewaySlots) => list.reduce((sum, s) => sum + s.slots, 0);
+  if (total(vacated) <= total(out)) out.push(...vacated);
   return out.sort((a, b) => compareStrings(a.name, b.name));
 }
 
-/** The routing with each backend's endpoints in its slots (null: a free slot). */
+/** A vacated backend, from its record: its name says which Service port it served. */
+function vacatedBackend(s: GatewaySlots[number]): GatewayBackend {
+  const [, namespace, service, port] = s.name.split(":") as [string, string, string, string];
+  return { name: s.name, namespace, service, port: Number(port), servers: Array(s.slots).fill(null) };
+}
+
+/** The routing with each backend's endpoints in its slots (null: a free slot), the vacated ones among them. */
 export function gatewayInSlots(routing: GatewayRouting, slots: GatewaySlots): GatewayRouting {
-  const of = new Map(slots.map((s) => [s.name, s]));
+  const reached = new Map(routing.backends.map((b) => [b.name, b]));
   return {
     ...routing,
-    backends: routing.backends.map((b) => {
-      const s = of.get(b.name)!;
-      return { ...b, servers: assignSlots(endpoints(b), s.slots, s.hashSlots ?? s.slots) };
+    backends: slots.map((s) => {
+      const b = reached.get(s.name);
+      return b ? { ...b, servers: assignSlots(endpoints(b), s.slots, s.hashSlots ?? s.slots) } : vacatedBackend(s);
     }),
   };
 }
