@@ -91,7 +91,7 @@ const arbRequest = fc.record({
   host: fc.constantFrom(null, "", "A.ex", "a.ex/b", "z.ex", "q.x.a.ex", ...HOSTS),
   path: fc.constantFrom(null, "/a/bc", "/c", "/a//", ...PATHS),
   method: fc.constantFrom("GET", "POST"),
-  headers: fc.constantFrom({}, { v: "2" }),
+  headers: fc.constantFrom<Record<string, string>>({}, { v: "2" }),
 });
 
 /** A frontend of the entries in precedence order, a rule per (route, rule index); `filtered`: the rules with filters. */
