@@ -178,7 +178,12 @@ function remember(
 export function placeGateway(placement: Placement, model: Model, state: LayoutState): Placement {
   const gateway = model.gateway;
   const kept = gateway
-    ? keepGatewaySlots(gateway, placement.fresh === null ? placement.layout.gateway : undefined, spareFloor(model))
+    ? keepGatewaySlots(
+        gateway,
+        placement.fresh === null ? placement.layout.gateway : undefined,
+        spareFloor(model),
+        model.options.spareBackends,
+      )
     : [];
   const slots = kept.length > 0 ? kept : undefined;
   let layout = placement.layout;
