@@ -1,8 +1,8 @@
 /*
  * Gateway API backends through the agent's runtime path: a pod of a Service an HTTPRoute reaches
  * added, moved or removed, a change of the route's backend weights, and a simple route added,
- * pointed at another Service and removed, are applied through HAProxy's runtime API with no
- * reload, as a Service's own endpoint changes are. Real HAProxy, real s3rver, a warm render
+ * pointed at other Services (one no route reached before, taken into a spare backend) and
+ * removed, are applied through HAProxy's runtime API with no reload, as a Service's own endpoint changes are. Real HAProxy, real s3rver, a warm render
  * context as a warm function instance has.
  */
 import { describe, expect, it } from "vitest";
@@ -110,9 +110,9 @@ describe("Gateway API backends through the runtime API", () => {
     expect(await count(agent.metrics.reloads)).toBe(0);
   });
 
-  it("a simple route added, pointed at another Service and removed is applied with 0 reloads, and traffic follows it", async () => {
-    const n = await node();
-    const services = [...svc("one", [A]), ...svc("two", [B])];
+  it("a simple route added, pointed at other Services (one taken into a spare backend) and removed is applied with 0 reloads, and traffic follows it", async () => {
+    const n = await node({ spareBackends: 2 });
+    const services = [...svc("one", [A]), ...svc("two", [B]), ...svc("three", [C])];
     const route = (name: string, path: string, to: string) =>
       httpRoute(name, {
         parentRefs: [{ name: "gw" }],
@@ -141,7 +141,12 @@ describe("Gateway API backends through the runtime API", () => {
     // Pointed at the other Service: its weights map line.
     expect(await apply(n, agent, [...withOther, route("extra", "/x", "two")], 120)).toMatchObject({ how: "runtime" });
     expect([await at("/x/y"), await at("/xy")]).toEqual(["B", "A"]);
-    // Removed: the shorter prefix answers again.
+    // Pointed at a Service no route reached: it goes into a spare backend.
+    expect(await apply(n, agent, [...withOther, route("extra", "/x", "three")], 125)).toMatchObject({
+      how: "runtime",
+    });
+    expect(await at("/x/y")).toBe("C");
+    // Removed: the shorter prefix answers again, and the spare is free.
     expect(await apply(n, agent, withOther, 130)).toMatchObject({ how: "runtime" });
     expect(await at("/x/y")).toBe("A");
     // The only route to `two` removed: its backend stays, vacated; and a route back to it takes it again.
