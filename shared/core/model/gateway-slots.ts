@@ -99,10 +99,12 @@ export function keepGatewaySlots(
     else if (s.holds !== undefined) heldIn.set(s.holds, s);
   }
   const reached = new Set(routing.backends.map((b) => b.name));
-  // Lowest number first: the spares a route may take, those whose Service routes left included.
-  const free = before
-    .filter((s) => isSpare(s) && (s.holds === undefined || !reached.has(s.holds)))
-    .sort((a, b) => Number(a.name.slice(SPARE_PREFIX.length)) - Number(b.name.slice(SPARE_PREFIX.length)));
+  // The spares a route may take, lowest number first. One whose Service routes left is free from
+  // the next change on: the agent points the maps elsewhere only after the slots changed, and
+  // another Service's endpoints in its slots would meanwhile answer the old route.
+  const number = (s: SlotRecord) => Number(s.name.slice(SPARE_PREFIX.length));
+  const free = before.filter((s) => isSpare(s) && s.holds === undefined).sort((a, b) => number(a) - number(b));
+  const left = before.filter((s) => isSpare(s) && s.holds !== undefined && !reached.has(s.holds));
   const out: GatewaySlots = routing.backends.map((b) => {
     const count = endpoints(b).length;
     const had = own.get(b.name) ?? heldIn.get(b.name);
@@ -111,6 +113,7 @@ export function keepGatewaySlots(
     if (spare) return { name: spare.name, ...kept(spare, count, minSlots), holds: b.name };
     return { name: b.name, slots: slotCount(count, minSlots, true, true) };
   });
+  free.push(...left);
   const total = (list: GatewaySlots) => list.reduce((sum, s) => sum + s.slots, 0);
   const vacated = before.filter((s) => !isSpare(s) && !reached.has(s.name));
   if (total(vacated) <= total(out)) out.push(...vacated);

@@ -126,6 +126,24 @@ describe("Gateway backends in server slots", () => {
     expect(taken.config).toMatch(/^#\| \d+:\d+ gw:spare:1$/m);
     expect(taken.config).not.toContain("gw:default:api:80");
     expect(decideTexts({ text: before.config, known: true }, taken.config)).toMatchObject({ kind: "runtime" });
+    // Pointed at another new Service: the next spare; the one api leaves is free from the next change on.
+    const ops = [
+      service("ops", [{ port: 80, targetPort: 8080 }]),
+      slice("ops", [{ port: 8080 }], ["10.0.2.1"], { name: "ops-slice" }),
+    ];
+    const toOps = httpRoute("to-api", {
+      parentRefs: [{ name: "gw" }],
+      hostnames: ["api.example"],
+      rules: [{ backendRefs: [{ name: "ops", port: 80 }] }],
+    });
+    const moved = render(world(["10.0.0.1"], [...api, ...ops, toOps]));
+    expect(moved.layout!.gateway).toEqual([
+      { name: "gw:default:web:80", slots: 4 },
+      { name: "gw:spare:1", slots: 4 },
+      { name: "gw:spare:2", slots: 4, holds: "gw:default:ops:80" },
+    ]);
+    expect(decideTexts({ text: taken.config, known: true }, moved.config)).toMatchObject({ kind: "runtime" });
+    render(world(["10.0.0.1"], [...api, toApi]));
     const freed = render(world(["10.0.0.1"], api));
     expect(freed.layout!.gateway).toEqual([{ name: "gw:default:web:80", slots: 4 }, ...SPARES]);
     expect(decideTexts({ text: taken.config, known: true }, freed.config)).toMatchObject({ kind: "runtime" });
