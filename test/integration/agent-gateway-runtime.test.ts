@@ -1,8 +1,9 @@
 /*
  * Gateway API backends through the agent's runtime path: a pod of a Service an HTTPRoute reaches
- * added, moved or removed, and a change of the route's backend weights, are applied through
- * HAProxy's runtime API with no reload, as a Service's own endpoint changes are. Real HAProxy,
- * real s3rver, a warm render context as a warm function instance has.
+ * added, moved or removed, a change of the route's backend weights, and a simple route added,
+ * pointed at other Services (one no route reached before, taken into a spare backend) and
+ * removed, are applied through HAProxy's runtime API with no reload, as a Service's own endpoint changes are. Real HAProxy, real s3rver, a warm render
+ * context as a warm function instance has.
  */
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
@@ -102,6 +103,57 @@ describe("Gateway API backends through the runtime API", () => {
       how: "runtime",
     });
     expect(await answering(n, 3)).toEqual(["500"]);
+
+    const after = (await showProc(n.masterSocket)).master;
+    expect(after.pid).toBe(master.pid);
+    expect(after.reloads).toBe(master.reloads);
+    expect(await count(agent.metrics.reloads)).toBe(0);
+  });
+
+  it("a simple route added, pointed at other Services (one taken into a spare backend) and removed is applied with 0 reloads, and traffic follows it", async () => {
+    const n = await node({ spareBackends: 2 });
+    const services = [...svc("one", [A]), ...svc("two", [B]), ...svc("three", [C])];
+    const route = (name: string, path: string, to: string) =>
+      httpRoute(name, {
+        parentRefs: [{ name: "gw" }],
+        rules: [{ matches: [{ path: { type: "PathPrefix", value: path } }], backendRefs: [{ name: to, port: 80 }] }],
+      });
+    const base = [
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: n.lb.options.httpPort, hostname: "gw.example" }]),
+      route("all", "/", "one"),
+      ...services,
+    ];
+    const withOther = [...base, route("other", "/other", "two")];
+    /** Who answers `path` on gw.example. */
+    const at = async (path: string) => {
+      const r = await n.getHost("gw.example", path);
+      return r.status === 200 ? r.body.split(" ")[0] : String(r.status);
+    };
+    await n.publish(withOther, 100);
+    const agent = await start(n);
+    expect([await at("/x"), await at("/other")]).toEqual(["A", "B"]);
+    const master = (await showProc(n.masterSocket)).master;
+
+    // A route added, its match in a map, its Service's backend there already.
+    expect(await apply(n, agent, [...withOther, route("extra", "/x", "one")], 110)).toMatchObject({ how: "runtime" });
+    expect(await at("/x/y")).toBe("A");
+    // Pointed at the other Service: its weights map line.
+    expect(await apply(n, agent, [...withOther, route("extra", "/x", "two")], 120)).toMatchObject({ how: "runtime" });
+    expect([await at("/x/y"), await at("/xy")]).toEqual(["B", "A"]);
+    // Pointed at a Service no route reached: it goes into a spare backend.
+    expect(await apply(n, agent, [...withOther, route("extra", "/x", "three")], 125)).toMatchObject({
+      how: "runtime",
+    });
+    expect(await at("/x/y")).toBe("C");
+    // Removed: the shorter prefix answers again, and the spare is free.
+    expect(await apply(n, agent, withOther, 130)).toMatchObject({ how: "runtime" });
+    expect(await at("/x/y")).toBe("A");
+    // The only route to `two` removed: its backend stays, vacated; and a route back to it takes it again.
+    expect(await apply(n, agent, base, 140)).toMatchObject({ how: "runtime" });
+    expect(await at("/other")).toBe("A");
+    expect(await apply(n, agent, withOther, 150)).toMatchObject({ how: "runtime" });
+    expect(await at("/other")).toBe("B");
 
     const after = (await showProc(n.masterSocket)).master;
     expect(after.pid).toBe(master.pid);

@@ -42,6 +42,7 @@ describe("Gateway API routes through a real HAProxy", () => {
   const be: Record<string, EchoBackend> = {};
   let setup: LoopbackSetup;
   let hx: RunningHaproxy;
+  let rendered = "";
   let own: number;
   let shared: number;
 
@@ -153,6 +154,14 @@ describe("Gateway API routes through a real HAProxy", () => {
         ],
       }),
       route("on-http-port", { rules: [{ backendRefs: [to("v2")] }] }, "shared"),
+      // Simple matches, which live in the port's match maps.
+      route("edge", {
+        hostnames: ["edge.example"],
+        rules: [
+          { matches: [{ path: { type: "Exact", value: "/x" } }], backendRefs: [to("v2")] },
+          { matches: [{ path: { type: "PathPrefix", value: "/" } }], backendRefs: [to("v1")] },
+        ],
+      }),
       ...exposed("v1", be.v1!),
       ...exposed("v2", be.v2!),
       ...exposed("v3", be.v3!),
@@ -160,6 +169,7 @@ describe("Gateway API routes through a real HAProxy", () => {
       service("empty", [{ port: 8080, name: "http" }]),
     ];
     const { config, warnings } = renderSnapshot(snapshotFromDocuments([list(items)]), setup.options, renderer);
+    rendered = config;
     expect(warnings.map((w) => w.message)).toEqual([
       "HTTPRoute default/extended on Gateway default/gw: BackendNotFound: backendRef missing: Service default/missing not found (their share of the traffic is answered 500)",
     ]);
@@ -217,6 +227,17 @@ describe("Gateway API routes through a real HAProxy", () => {
   it("answers 404 when nothing matches on a Gateway's own port", async () => {
     expect((await get("/", { host: "unknown.example" })).status).toBe(404);
     expect((await get("/v2x", { host: "example.org" })).status).toBe(404);
+  });
+
+  it("looks matches up in the port's maps as their lines would match them: a host with a path in it matches no host", async () => {
+    expect(rendered).toMatch(/^#> maps\/gw\.\d+\.exact\.map\n#\| edge\.example\/x \d+$/m);
+    expect((await get("/x", { host: "edge.example" })).body).toBe("v2 /x");
+    expect((await get("/x/y", { host: "edge.example" })).body).toBe("v1 /x/y");
+    // `OPTIONS *` has no path: the host's prefix / matches it, as its line would.
+    expect((await httpRequest(own, "OPTIONS", "*", { host: "edge.example" })).body.split(" ")[0]).toBe("v1");
+    // The host and the path join into one key: a Host header holding a `/` must not reach edge.example's keys.
+    const odd = await get("/", { host: "edge.example/x" });
+    expect(odd.status).toBe(404);
   });
 
   it("splits by weight: 70/30/0 within ±5 % over 500 requests (Weight)", async () => {

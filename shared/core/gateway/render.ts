@@ -6,9 +6,11 @@
  * port of its own, the Services' routes on --http-port. Every value a route author chose is
  * written through haproxyQuote, and log-format values have `%` doubled first.
  *
- * A rule with more than one backendRef draws in the weights map (haproxy-config/gateway-weights.ts)
- * when the template routes by maps, its backend's name in `txn.gwbackend`, so that a change of
- * weights only is applied without a reload; otherwise its thresholds are written into its lines.
+ * When the template routes by maps, render-maps.ts writes the frontends instead: simple entries
+ * in match maps, every rule without filters drawing its backend in the weights map; a rule with
+ * filters and more than one backendRef draws there too (its backend's name in `txn.gwbackend`),
+ * so that a change of weights only is applied without a reload. Otherwise a rule's thresholds
+ * are written into its lines.
  *
  * Lines come in the order HAProxy evaluates them (all `http-request` rules before the first
  * `use_backend`), so that `haproxy -c` has nothing to warn about. An HTTPS port's frontend is the
@@ -18,7 +20,7 @@
 import { haproxyQuote } from "../render/haproxy-quote.js";
 import { slotName } from "../model/slots.js";
 import { FREE_SLOT_ADDRESS } from "../haproxy-config/server-line.js";
-import { DRAW_RANGE, WEIGHTS_MAP, weightMapLines } from "../haproxy-config/gateway-weights.js";
+import { DRAW_RANGE, WEIGHTS_MAP } from "../haproxy-config/gateway-weights.js";
 import { certificatePath } from "./certificates.js";
 import type { GatewayFrontend, GatewayRouting, HeaderEdits, MatchEntry, ResolvedRule } from "./routing.js";
 
@@ -44,7 +46,7 @@ function prefixKey(value: string): string | null {
  * before the line that uses them: HAProxy reads at most 64 words a line, and an entry may hold 16
  * of each.
  */
-function conditions(e: MatchEntry, at: number, acls: string[]): string[] {
+export function conditions(e: MatchEntry, at: number, acls: string[]): string[] {
   const c: string[] = [];
   if (e.host)
     c.push(
@@ -104,20 +106,6 @@ function rewriteLines(rule: ResolvedRule, when: string): string[] {
   return out;
 }
 
-/** The rules that draw in the weights map, by their number there, and the map's lines. */
-export interface GatewayWeights {
-  ids: ReadonlyMap<ResolvedRule, number>;
-  lines: string[];
-}
-
-/** The weights map of the routing: every rule with more than one backendRef, in frontend and rule order. */
-export function gatewayWeights(routing: GatewayRouting): GatewayWeights {
-  const ids = new Map<ResolvedRule, number>();
-  for (const f of routing.frontends)
-    for (const rule of f.rules) if (rule.redirect === null && rule.picks.length > 1) ids.set(rule, ids.size);
-  return { ids, lines: weightMapLines([...ids.keys()], INVALID_BACKEND) };
-}
-
 /**
  * The rule's `use_backend` lines: a single share, a lookup of a random draw in the weights map
  * (`id`, its number there), or one line per share of a random draw.
@@ -152,10 +140,32 @@ function backendLines(
 }
 
 /**
- * A frontend's Gateway lines: `requests` (http-request/http-response) and `uses` (use_backend), in
- * that order. `weights`: the rules that draw in the weights map, none without it.
+ * A rule's lines when `txn.gw` holds `i`, added to `req` (http-request/http-response) and `uses`
+ * (use_backend). `id`: the rule's number in the weights map, when it draws there.
  */
-export function frontendLines(f: GatewayFrontend, weights?: GatewayWeights): { requests: string; uses: string } {
+export function ruleLines(rule: ResolvedRule, i: number, id: number | undefined, req: string[], uses: string[]): void {
+  const when = `{ var(txn.gw) -m int eq ${i} }`;
+  req.push(`    # ${rule.route} rule ${rule.ruleIndex}`);
+  if (rule.requestHeaders) req.push(...headerLines("request", rule.requestHeaders, when));
+  if (rule.responseHeaders) req.push(...headerLines("response", rule.responseHeaders, when));
+  if (rule.redirect) {
+    req.push(redirectLine(rule.redirect, when));
+    return;
+  }
+  if (rule.rewrite) req.push(...rewriteLines(rule, when));
+  const b = backendLines(rule, when, id);
+  if (b.draw) req.push(b.draw);
+  uses.push(...b.uses);
+}
+
+/** A frontend's Gateway lines: `requests` (http-request/http-response) and `uses` (use_backend), in that order. */
+export interface FrontendText {
+  requests: string;
+  uses: string;
+}
+
+/** A frontend's lines with a line for every entry and rule (render-maps.ts writes them when the template routes by maps). */
+export function frontendLines(f: GatewayFrontend): FrontendText {
   const req: string[] = [
     "    # Gateway API routes, in the spec's precedence order: the first match picks the rule (txn.gw).",
   ];
@@ -169,18 +179,7 @@ export function frontendLines(f: GatewayFrontend, weights?: GatewayWeights): { r
   }
   const uses: string[] = [];
   f.rules.forEach((rule, i) => {
-    const when = `{ var(txn.gw) -m int eq ${i} }`;
-    req.push(`    # ${rule.route} rule ${rule.ruleIndex}`);
-    if (rule.requestHeaders) req.push(...headerLines("request", rule.requestHeaders, when));
-    if (rule.responseHeaders) req.push(...headerLines("response", rule.responseHeaders, when));
-    if (rule.redirect) {
-      req.push(redirectLine(rule.redirect, when));
-      return;
-    }
-    if (rule.rewrite) req.push(...rewriteLines(rule, when));
-    const b = backendLines(rule, when, weights?.ids.get(rule));
-    if (b.draw) req.push(b.draw);
-    uses.push(...b.uses);
+    ruleLines(rule, i, undefined, req, uses);
   });
   return { requests: `${req.join("\n")}\n`, uses: uses.length > 0 ? `${uses.join("\n")}\n` : "" };
 }
@@ -197,14 +196,19 @@ function tlsWords(f: GatewayFrontend): string {
 
 /**
  * The Gateway section placed before the Services' backends: a frontend for each listener port
- * other than --http-port, the backends the rules reach, and the 500 and 404 answers.
+ * other than --http-port (its lines from `lines`), the backends the rules reach, and the 500 and
+ * 404 answers.
  */
-export function gatewaySection(routing: GatewayRouting, bind: string, weights?: GatewayWeights): string {
+export function gatewaySection(
+  routing: GatewayRouting,
+  bind: string,
+  lines: (f: GatewayFrontend) => FrontendText = frontendLines,
+): string {
   if (routing.frontends.length === 0 && routing.backends.length === 0) return "";
   let out = "";
   for (const f of routing.frontends) {
     if (f.shared) continue;
-    const { requests, uses } = frontendLines(f, weights);
+    const { requests, uses } = lines(f);
     out += `frontend gw:${f.port} from http_defaults\n    bind ${bind}:${f.port}${tlsWords(f)}\n`;
     out += "    http-request set-var(txn.host) req.hdr(host),field(1,:),lower\n";
     out += `${requests}${uses}    default_backend ${NOT_FOUND_BACKEND}\n\n`;

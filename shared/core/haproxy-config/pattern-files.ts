@@ -13,6 +13,8 @@
  *   #| default_web_80 default/web/80
  *   #> maps/gateway.weights.map              (gateway-weights.ts: Gateway API backend weights)
  *   #| 0:1048575 gw:default:web:80
+ *   #> maps/gw.8081.prefix.map               (gateway-maps.ts: Gateway API path matches)
+ *   #| shop.example/cart/ 0
  *
  * The agent writes each file beside haproxy.cfg before `haproxy -c` and HAProxy read them
  * (PATTERN_PATHS, placed before the backends, makes `-f patterns/…` relative to the config
@@ -27,6 +29,7 @@ import { compareStrings } from "../compare.js";
 import { isRouteMapPath, parseMapLine, ROUTE_MAP_DIR } from "./route-maps.js";
 import { parseServiceMapLine, SERVICE_MAP } from "./service-map.js";
 import { WEIGHTS_MAP, weightLineError } from "./gateway-weights.js";
+import { gatewayMapLineError, isGatewayMapPath } from "./gateway-maps.js";
 import { MAX_SOURCE_RANGES, parseSource } from "../model/source-ranges.js";
 
 export const PATTERN_SECTION =
@@ -77,12 +80,16 @@ export function patternFilePath(namespace: string, service: string, kind: Patter
 }
 
 export function isPatternFilePath(path: string): boolean {
-  return PATH.test(path) || isRouteMapPath(path) || path === SERVICE_MAP || path === WEIGHTS_MAP;
+  return PATH.test(path) || isMapPath(path);
+}
+
+function isMapPath(path: string): boolean {
+  return isRouteMapPath(path) || path === SERVICE_MAP || path === WEIGHTS_MAP || isGatewayMapPath(path);
 }
 
 /** How HAProxy's runtime API knows the file: `acl` lists addresses, `map` holds `<key> <value>` lines. */
 export function patternFileKind(path: string): "acl" | "map" {
-  return isRouteMapPath(path) || path === SERVICE_MAP || path === WEIGHTS_MAP ? "map" : "acl";
+  return isMapPath(path) ? "map" : "acl";
 }
 
 /** Why `line` cannot be a line of the file at `path`, or null when it can. */
@@ -95,8 +102,8 @@ export function patternLineError(path: string, line: string): string | null {
     const entry = parseServiceMapLine(line);
     return typeof entry === "string" ? `${JSON.stringify(line.slice(0, 60))}: ${entry}` : null;
   }
-  if (path === WEIGHTS_MAP) {
-    const bad = weightLineError(line);
+  if (path === WEIGHTS_MAP || isGatewayMapPath(path)) {
+    const bad = path === WEIGHTS_MAP ? weightLineError(line) : gatewayMapLineError(path, line);
     return bad === null ? null : `${JSON.stringify(line.slice(0, 60))} ${bad}`;
   }
   return parseSource(line) === line ? null : `${JSON.stringify(line.slice(0, 60))} is not an address or CIDR`;

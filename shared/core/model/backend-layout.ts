@@ -177,10 +177,15 @@ function remember(
  */
 export function placeGateway(placement: Placement, model: Model, state: LayoutState): Placement {
   const gateway = model.gateway;
-  const slots =
-    gateway && gateway.backends.length > 0
-      ? keepGatewaySlots(gateway, placement.fresh === null ? placement.layout.gateway : undefined, spareFloor(model))
-      : undefined;
+  const kept = gateway
+    ? keepGatewaySlots(
+        gateway,
+        placement.fresh === null ? placement.layout.gateway : undefined,
+        spareFloor(model),
+        model.options.spareBackends,
+      )
+    : [];
+  const slots = kept.length > 0 ? kept : undefined;
   let layout = placement.layout;
   if (!sameGatewaySlots(layout.gateway, slots)) {
     const { gateway: _, ...rest } = layout;

@@ -4,7 +4,8 @@
  * HTTP frontend's lookup with Gateway routes on its port (render.ts puts them together).
  */
 
-import { frontendLines, type GatewayWeights } from "../gateway/render.js";
+import { frontendLines } from "../gateway/render.js";
+import { type GatewayMaps, mapFrontendLines } from "../gateway/render-maps.js";
 import { PATTERN_PATHS, PATTERN_SECTION, type PatternFile, patternFilePath } from "../haproxy-config/pattern-files.js";
 import { ROUTE_LOOKUP } from "../haproxy-config/route-maps.js";
 import { SERVICE_MAP_REFERENCE } from "../haproxy-config/service-map.js";
@@ -71,10 +72,10 @@ export const ROUTE_LOOKUP_BYTES = Buffer.from(SERVICE_MAP_REFERENCE + ROUTE_LOOK
  * Gateway route matches goes where the route says, and the Services' routes for the rest. Every
  * `http-request` line comes before the first `use_backend`, as HAProxy evaluates them.
  */
-export function sharedRouteLookup(gateway: Model["gateway"], weights: GatewayWeights | undefined): Buffer {
+export function sharedRouteLookup(gateway: Model["gateway"], maps: GatewayMaps | undefined): Buffer {
   const shared = gateway?.frontends.find((f) => f.shared);
   if (!shared) return ROUTE_LOOKUP_BYTES;
-  const { requests, uses } = frontendLines(shared, weights);
+  const { requests, uses } = maps ? mapFrontendLines(shared, maps) : frontendLines(shared);
   const at = ROUTE_LOOKUP.lastIndexOf("    use_backend ");
   return Buffer.from(
     SERVICE_MAP_REFERENCE + requests + ROUTE_LOOKUP.slice(0, at) + uses + ROUTE_LOOKUP.slice(at),

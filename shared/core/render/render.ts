@@ -8,7 +8,8 @@ import { Liquid } from "liquidjs";
 import type { RedirectCode } from "../model/backend-settings.js";
 import { ChunkList, type ConfigChunks, SlabWriter } from "../publish/chunks.js";
 import { compileFragment, type Fragment } from "./fragment.js";
-import { gatewaySection, gatewayWeights } from "../gateway/render.js";
+import { gatewaySection } from "../gateway/render.js";
+import { gatewayMaps, mapFrontendLines } from "../gateway/render-maps.js";
 import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, TcpFrontend } from "../model/model.js";
 import { CRT_LIST_PREFIX } from "../settings/options.js";
@@ -16,7 +17,6 @@ import { patternFilePath, renderPatternFiles } from "../haproxy-config/pattern-f
 import { compareStrings } from "../compare.js";
 import { routeMapLines } from "../haproxy-config/route-maps.js";
 import { SERVICE_MAP, serviceMapLine } from "../haproxy-config/service-map.js";
-import { WEIGHTS_MAP } from "../haproxy-config/gateway-weights.js";
 import {
   hostCondition,
   PATTERN_PATHS_BYTES,
@@ -367,34 +367,41 @@ export class Renderer {
     };
     const files = patternFiles(model);
     const maps = this.routesByMap ? this.mapChunk(model.httpRoutes) : null;
-    // The weights map travels with the route maps: a template without them writes the thresholds into the rules.
-    const weights = model.gateway && this.routesByMap ? gatewayWeights(model.gateway) : undefined;
+    // The Gateway's weights and match maps travel with the route maps: a template without them
+    // writes every match and threshold into lines.
+    const gwMaps = model.gateway && this.routesByMap ? gatewayMaps(model.gateway) : undefined;
     const section = (slot: Slot, chunks: ChunkList): void => {
       if (!this.printed.has(slot)) return;
       if (slot === "backends") {
         // A template that routes by maps reads its files beside itself from before the frontend on.
         if (files.length > 0 && !this.routesByMap) chunks.push(PATTERN_PATHS_BYTES);
-        if (model.gateway) chunks.push(Buffer.from(gatewaySection(model.gateway, view.bind, weights), "utf8"));
+        if (model.gateway)
+          chunks.push(
+            Buffer.from(
+              gatewaySection(model.gateway, view.bind, gwMaps && ((f) => mapFrontendLines(f, gwMaps))),
+              "utf8",
+            ),
+          );
         this.backendChunks(model.backends, o.checkInterval, chunks);
       } else if (slot === "tcp_frontends") {
         chunks.push(this.tcpChunk(model.tcpFrontends, view.bind, view.accept_proxy));
       } else if (slot === "http_route_maps") {
-        chunks.push(model.gateway ? sharedRouteLookup(model.gateway, weights) : ROUTE_LOOKUP_BYTES);
+        chunks.push(model.gateway ? sharedRouteLookup(model.gateway, gwMaps) : ROUTE_LOOKUP_BYTES);
       } else {
         chunks.push(this.rulesChunk(slot === "http_rules" ? model.httpRoutes : model.httpsRoutes));
       }
     };
     // Last, so that a list's length never shifts the lines the agent's slot diff compares. The
-    // maps sort before the pattern files ("maps/" < "patterns/"), and backends.map and
-    // gateway.weights.map before the route maps. The Service map goes with the route maps: it needs the frontend they are
+    // maps sort before the pattern files ("maps/" < "patterns/"), and backends.map,
+    // gateway.weights.map and the Gateway's match maps (gw.<port>.*) before the route maps: the
+    // agent swaps them in this order, a rule's weights before the matches that lead to it. The Service map goes with the route maps: it needs the frontend they are
     // looked up in (SERVICE_MAP_REFERENCE).
     const fileSection = (chunks: ChunkList): void => {
       if (files.length === 0 && maps === null) return;
       chunks.push(PATTERN_SECTION_BYTES);
       if (maps !== null) {
         chunks.push(this.serviceMapChunk(model.backends));
-        if (weights && weights.lines.length > 0)
-          chunks.push(Buffer.from(renderPatternFiles([{ path: WEIGHTS_MAP, entries: weights.lines }]), "utf8"));
+        if (gwMaps && gwMaps.files.length > 0) chunks.push(Buffer.from(renderPatternFiles(gwMaps.files), "utf8"));
         chunks.push(maps);
       }
       if (files.length > 0) chunks.push(Buffer.from(renderPatternFiles(files), "utf8"));

@@ -268,7 +268,7 @@ export const optionSpecs = {
   },
   spareBackends: {
     schema: wholeNumber("a whole number from 0 to 10000", 0, 10_000).default(16),
-    help: "empty backends kept ready so that a Service added (or removed) needs no reload; 0: none",
+    help: "empty backends kept ready so that a Service added (or removed), or one Gateway routes start to reach, needs no reload; 0: none",
   },
   statsSocket: { schema: nodePath.default("/var/run/haproxy/admin.sock"), help: "HAProxy runtime API socket path" },
   serverStateFile: {

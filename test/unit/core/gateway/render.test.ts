@@ -11,7 +11,8 @@ import { list, service, slice } from "../../../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../../../support/gateway-fixtures.js";
 import { decideTexts } from "../../../support/haproxy-config.js";
 import { changeKind } from "../../../../shared/core/rollout/change-kind.js";
-import { DRAW_RANGE, WEIGHTS_MAP } from "../../../../shared/core/haproxy-config/gateway-weights.js";
+import { DRAW_RANGE, drawIds, WEIGHTS_MAP } from "../../../../shared/core/haproxy-config/gateway-weights.js";
+import { gatewayMapPath } from "../../../../shared/core/haproxy-config/gateway-maps.js";
 
 const options = parseRenderOptions({});
 const cluster = [
@@ -50,7 +51,9 @@ describe("rendering Gateway API routing", () => {
     const firstUse = lines.findIndex((l) => l.trimStart().startsWith("use_backend"));
     const lastRequest = lines.map((l) => l.trimStart().startsWith("http-request")).lastIndexOf(true);
     expect(lastRequest).toBeLessThan(firstUse);
-    expect(lines[firstUse]).toBe("    use_backend gw:default:web:80 if { var(txn.gw) -m int eq 0 }");
+    expect(lines[firstUse]).toBe("    use_backend %[var(txn.gwbackend)] if { var(txn.gwbase) -m found }");
+    const id = drawIds(["80/default/r#0"]).get("80/default/r#0")!;
+    expect(config).toContain(`#> ${gatewayMapPath(80, "prefix")}\n#| a.example/ ${id * DRAW_RANGE}\n`);
     expect(config).not.toContain("frontend gw:");
   });
 
@@ -82,7 +85,8 @@ describe("rendering Gateway API routing", () => {
       '    bind *:8443 ssl crt "${SERVICELB_GATEWAY_CERT_DIR}/default/site.pem" crt "${SERVICELB_GATEWAY_CERT_DIR}/default/other.pem" ssl-min-ver TLSv1.2',
       "    http-request set-var(txn.host) req.hdr(host),field(1,:),lower",
     ]);
-    expect(frontend).toContain('{ var(txn.host) -m str "site.example.com" }');
+    // The route's host and its path prefix: a line of the port's prefix map, as on an HTTP port.
+    expect(result.config).toMatch(/^#> maps\/gw\.8443\.prefix\.map\n#\| site\.example\.com\/ \d+$/m);
     expect(result.warnings.map((w) => w.message)).toContain(
       "Gateway default/gw listener https: certificate default/missing (default/missing.pem): not held by node a (served with default/site, default/other)",
     );
@@ -182,20 +186,81 @@ describe("rendering Gateway API routing", () => {
         ],
       }),
     ];
+    const base = drawIds(["8081/default/r#0"]).get("8081/default/r#0")! * DRAW_RANGE;
     const before = render(split(3, 1)).config;
     expect(before).toContain(
-      `    http-request set-var(txn.gwbackend) rand(${DRAW_RANGE}),add(0),map_int(${WEIGHTS_MAP},gw:500) if { var(txn.gw) -m int eq 0 }\n`,
+      `    http-request set-var(txn.gwbackend) rand(${DRAW_RANGE}),add(txn.gwbase),map_int(${WEIGHTS_MAP},gw:500) if { var(txn.gwbase) -m found }\n`,
     );
-    expect(before).toContain("    use_backend %[var(txn.gwbackend)] if { var(txn.gw) -m int eq 0 }\n");
+    expect(before).toContain("    use_backend %[var(txn.gwbackend)] if { var(txn.gwbase) -m found }\n");
+    expect(before).toContain(`#> ${gatewayMapPath(8081, "prefix")}\n#| / ${base}\n`);
     const after = render(split(0, 1)).config;
-    expect(after).toContain(`#> ${WEIGHTS_MAP}\n#| 0:${DRAW_RANGE - 1} gw:default:api:80\n`);
+    expect(after).toContain(`#> ${WEIGHTS_MAP}\n#| ${base}:${base + DRAW_RANGE - 1} gw:default:api:80\n`);
     expect(decideTexts({ text: before, known: true }, after)).toMatchObject({
       kind: "runtime",
       commands: [],
-      files: [{ path: WEIGHTS_MAP, entries: [`0:${DRAW_RANGE - 1} gw:default:api:80`] }],
+      files: [{ path: WEIGHTS_MAP, entries: [`${base}:${base + DRAW_RANGE - 1} gw:default:api:80`] }],
     });
     // Like a Service taken into a spare: applied on every node at once, outside a canary's waves.
     expect(changeKind(before, after)).toBe("endpoints");
+  });
+
+  it("applies a simple route added, pointed at another backend and removed through map lines, the lookups' lines unchanged", () => {
+    const two = [
+      ...cluster,
+      service("api", [{ port: 80, name: "http" }]),
+      slice("api", [{ name: "http", port: 8080 }], ["10.0.0.2"]),
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: 8081 }]),
+      httpRoute("web", {
+        parentRefs: [{ name: "gw" }],
+        hostnames: ["web.example"],
+        rules: [{ backendRefs: [{ name: "web", port: 80 }] }],
+      }),
+      httpRoute("api", {
+        parentRefs: [{ name: "gw" }],
+        rules: [
+          { matches: [{ path: { type: "PathPrefix", value: "/api" } }], backendRefs: [{ name: "api", port: 80 }] },
+        ],
+      }),
+    ];
+    const added = (to: string) =>
+      httpRoute("extra", {
+        parentRefs: [{ name: "gw" }],
+        hostnames: ["extra.example"],
+        rules: [{ matches: [{ path: { type: "Exact", value: "/x" } }], backendRefs: [{ name: to, port: 80 }] }],
+      });
+    const steps = [two, [...two, added("web")], [...two, added("api")], two].map((items) => render(items).config);
+    for (let i = 1; i < steps.length; i++) {
+      const decision = decideTexts({ text: steps[i - 1]!, known: true }, steps[i]!);
+      expect(decision.kind).toBe("runtime");
+      expect(changeKind(steps[i - 1]!, steps[i]!)).toBe("endpoints");
+    }
+    const base = drawIds(["8081/default/extra#0"]).get("8081/default/extra#0")! * DRAW_RANGE;
+    expect(steps[1]).toContain(`#> ${gatewayMapPath(8081, "exact")}\n#| extra.example/x ${base}\n`);
+    expect(steps[2]).toContain(`#| ${base}:${base + DRAW_RANGE - 1} gw:default:api:80\n`);
+  });
+
+  it("keeps lines for a rule with filters, and a reload for its change", () => {
+    const withFilter = (value: string) => [
+      ...cluster,
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: 8081 }]),
+      httpRoute("r", {
+        parentRefs: [{ name: "gw" }],
+        rules: [
+          {
+            filters: [{ type: "RequestHeaderModifier", requestHeaderModifier: { set: [{ name: "x-a", value }] } }],
+            backendRefs: [{ name: "web", port: 80 }],
+          },
+        ],
+      }),
+    ];
+    const before = render(withFilter("1")).config;
+    expect(before).toContain(
+      "    http-request set-var(txn.gw) int(0) if !{ var(txn.gw) -m found } !{ var(txn.gwbase) -m found }\n",
+    );
+    expect(before).toContain("    use_backend gw:default:web:80 if { var(txn.gw) -m int eq 0 }\n");
+    expect(decideTexts({ text: before, known: true }, render(withFilter("2")).config).kind).toBe("reload");
   });
 
   it("quotes every value a route author chose", () => {

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   DRAW_RANGE,
+  drawIds,
   WEIGHTS_MAP,
   weightLineError,
   weightMapLines,
@@ -12,11 +13,40 @@ const V1 = "gw:default:v1:8080";
 const V2 = "gw:default:v2:8080";
 const V3 = "gw:default:v3:8080";
 
+describe("drawIds", () => {
+  it("numbers keys by their hash: distinct, whatever their order, others' kept when a key comes or goes", () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.string({ maxLength: 12 }), { minLength: 1, maxLength: 40 }), (keys) => {
+        const ids = drawIds(keys);
+        expect(new Set(ids.values()).size).toBe(keys.length);
+        expect(drawIds([...keys].reverse())).toEqual(ids);
+        const fewer = drawIds(keys.slice(1));
+        for (const key of keys.slice(1)) expect(fewer.get(key)).toBe(ids.get(key));
+        for (const id of ids.values()) {
+          const hi = (id + 1) * DRAW_RANGE - 1;
+          expect(weightLineError(`${id * DRAW_RANGE}:${hi} gw:500`)).toBeNull();
+        }
+      }),
+    );
+  });
+
+  it("gives keys whose hashes collide distinct numbers, the first in key order its own", () => {
+    // 200,000 keys in 2^29 numbers: a few dozen collide (the birthday bound).
+    const keys = Array.from({ length: 200_000 }, (_, i) => `8081/default/r${i}#0`);
+    const ids = drawIds(keys);
+    expect(new Set(ids.values()).size).toBe(keys.length);
+    const moved = keys.filter((k) => drawIds([k]).get(k) !== ids.get(k));
+    expect(moved.length).toBeGreaterThan(0);
+    for (const k of moved) expect(ids.get(k)).toBe(((drawIds([k]).get(k) ?? 0) + 1) % 2 ** 29);
+  });
+});
+
 describe("weightMapLines", () => {
   it("gives each share a run of its rule's range as long as its part of the total; weight 0 none", () => {
     const lines = weightMapLines(
       [
         {
+          id: 0,
           picks: [
             { backend: V1, weight: 70 },
             { backend: V2, weight: 30 },
@@ -24,6 +54,7 @@ describe("weightMapLines", () => {
           ],
         },
         {
+          id: 1,
           picks: [
             { backend: V1, weight: 1 },
             { backend: null, weight: 1 },
@@ -47,10 +78,15 @@ describe("weightMapLines", () => {
       { backend: V1, weight: 0 },
       { backend: V2, weight: 0 },
     ];
-    expect(weightMapLines([{ picks }, { picks }], "gw:500")).toEqual([
-      `0:${DRAW_RANGE - 1} gw:500`,
-      `${DRAW_RANGE}:${2 * DRAW_RANGE - 1} gw:500`,
-    ]);
+    expect(
+      weightMapLines(
+        [
+          { id: 1, picks },
+          { id: 0, picks },
+        ],
+        "gw:500",
+      ),
+    ).toEqual([`0:${DRAW_RANGE - 1} gw:500`, `${DRAW_RANGE}:${2 * DRAW_RANGE - 1} gw:500`]);
   });
 
   it("covers each rule's range exactly, each share within a draw of its weight's part, every line valid (property)", () => {
@@ -58,7 +94,7 @@ describe("weightMapLines", () => {
     fc.assert(
       fc.property(fc.array(weights, { minLength: 1, maxLength: 5 }), (rules) => {
         const lines = weightMapLines(
-          rules.map((w) => ({ picks: w.map((weight, i) => ({ backend: `gw:ns:s${i}:80`, weight })) })),
+          rules.map((w, id) => ({ id, picks: w.map((weight, i) => ({ backend: `gw:ns:s${i}:80`, weight })) })),
           "gw:500",
         );
         for (const line of lines) expect(weightLineError(line)).toBeNull();

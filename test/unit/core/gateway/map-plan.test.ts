@@ -1,0 +1,200 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { type FrontendMaps, planFrontendMaps } from "../../../../shared/core/gateway/map-plan.js";
+import { comparePrecedence } from "../../../../shared/core/gateway/precedence.js";
+import type { GatewayFrontend, MatchEntry, ResolvedRule } from "../../../../shared/core/gateway/routing.js";
+import { gatewayMapLineError, gatewayMapPath } from "../../../../shared/core/haproxy-config/gateway-maps.js";
+import { DRAW_RANGE } from "../../../../shared/core/haproxy-config/gateway-weights.js";
+
+interface Request {
+  host: string | null;
+  /** HAProxy's `path`: absent for `*` (http_get_path), else it starts with `/`. */
+  path: string | null;
+  method: string;
+  headers: Record<string, string>;
+}
+
+/** Whether the entry's line (render.ts conditions) matches the request. */
+function lineMatches(e: MatchEntry, r: Request): boolean {
+  if (e.host) {
+    if (r.host === null) return false;
+    if (e.host.wildcard ? !r.host.endsWith(`.${e.host.name}`) : r.host !== e.host.name) return false;
+  }
+  if (e.path.type === "Exact") {
+    if (r.path !== e.path.value) return false;
+  } else {
+    const trimmed = e.path.value.replace(/\/+$/, "");
+    if (trimmed !== "" && (r.path === null || !`${r.path}/`.startsWith(`${trimmed}/`))) return false;
+  }
+  if (e.method !== null && r.method !== e.method) return false;
+  return e.headers.every((h) => r.headers[h.name] === h.value);
+}
+
+/** map_str_int: an equal key; map_beg_int: the longest key the sample begins with. */
+function lookUp(lines: readonly string[], sample: string, prefix: boolean): number | undefined {
+  let best: { key: string; value: number } | undefined;
+  for (const line of lines) {
+    const [key, value] = line.split(" ") as [string, string];
+    if (prefix ? sample.startsWith(key) && key.length > (best?.key.length ?? -1) : sample === key)
+      best = { key, value: Number(value) };
+  }
+  return best?.value;
+}
+
+/** What the map-based lines (render-maps.ts) pick: a rule's base, or a rule with filters by its index. */
+function viaMaps(f: GatewayFrontend, plan: FrontendMaps, base: (rule: number) => number | undefined, r: Request) {
+  for (const step of plan.steps) {
+    if (step.kind === "line") {
+      const e = f.entries[step.entry]!;
+      if (lineMatches(e, r)) return base(e.rule) ?? `rule ${e.rule}`;
+      continue;
+    }
+    let hit: number | undefined;
+    if (step.withHost) {
+      // A missing txn.gwpath adds nothing to the key (concat).
+      if (r.host === null || !/^[a-z0-9.-]+$/.test(r.host)) continue;
+      hit =
+        lookUp(plan.exact, r.host + (r.path ?? ""), false) ?? lookUp(plan.prefix, `${r.host}${r.path ?? ""}/`, true);
+    } else if (r.path !== null) hit = lookUp(plan.exact, r.path, false) ?? lookUp(plan.prefix, `${r.path}/`, true);
+    else hit = lookUp(plan.prefix, "/", true);
+    if (hit !== undefined) return hit;
+  }
+  return "none";
+}
+
+/** What the spec's precedence picks: the first entry in order that matches. */
+function viaLines(f: GatewayFrontend, base: (rule: number) => number | undefined, r: Request) {
+  const e = f.entries.find((x) => lineMatches(x, r));
+  return e === undefined ? "none" : (base(e.rule) ?? `rule ${e.rule}`);
+}
+
+const HOSTS = ["a.ex", "b.ex", "x.a.ex", "y.x.a.ex"];
+const PATHS = ["/", "/a", "/a/", "/a/b", "/ab", "/b", "/a/b/c"];
+
+const arbEntry = fc.record({
+  host: fc.oneof(
+    fc.constant(null),
+    fc.record({ name: fc.constantFrom(...HOSTS), wildcard: fc.constant(false) }),
+    fc.record({ name: fc.constantFrom("ex", "a.ex", "x.a.ex"), wildcard: fc.constant(true) }),
+  ),
+  path: fc.record({ type: fc.constantFrom("Exact" as const, "PathPrefix" as const), value: fc.constantFrom(...PATHS) }),
+  method: fc.constantFrom(null, null, null, "POST"),
+  headers: fc.constantFrom([], [], [], [{ name: "v", value: "2" }]),
+  queryParams: fc.constant([]),
+  created: fc.constantFrom(0, 1000, 2000),
+  route: fc.constantFrom("a/r1", "a/r2", "b/r1"),
+  ruleIndex: fc.nat(2),
+  matchIndex: fc.nat(2),
+});
+
+const arbRequest = fc.record({
+  host: fc.constantFrom(null, "", "A.ex", "a.ex/b", "z.ex", "q.x.a.ex", ...HOSTS),
+  path: fc.constantFrom(null, "/a/bc", "/c", "/a//", ...PATHS),
+  method: fc.constantFrom("GET", "POST"),
+  headers: fc.constantFrom<Record<string, string>>({}, { v: "2" }),
+});
+
+/** A frontend of the entries in precedence order, a rule per (route, rule index); `filtered`: the rules with filters. */
+function frontendOf(raw: Omit<MatchEntry, "rule">[], filtered: ReadonlySet<string>) {
+  const rules: ResolvedRule[] = [];
+  const ruleAt = new Map<string, number>();
+  const entries = new Map<string, MatchEntry>();
+  for (const e of raw) {
+    const id = `${e.route}#${e.ruleIndex}`;
+    if (!ruleAt.has(id)) {
+      ruleAt.set(id, rules.length);
+      const edits = filtered.has(id) ? { set: [{ name: "x", value: "y" }], add: [], remove: [] } : null;
+      rules.push({
+        route: e.route,
+        ruleIndex: e.ruleIndex,
+        requestHeaders: edits,
+        responseHeaders: null,
+        rewrite: null,
+        redirect: null,
+        picks: [],
+      });
+    }
+    const host = e.host === null ? "" : `${e.host.wildcard ? "*." : ""}${e.host.name}`;
+    entries.set(`${host} ${id}.${e.matchIndex}`, { ...e, rule: ruleAt.get(id)! });
+  }
+  const f: GatewayFrontend = {
+    port: 8081,
+    shared: false,
+    certificates: [],
+    entries: [...entries.values()].sort(comparePrecedence),
+    rules,
+  };
+  const base = (rule: number) => (rules[rule]!.requestHeaders === null ? rule * DRAW_RANGE : undefined);
+  return { f, base };
+}
+
+describe("planFrontendMaps", () => {
+  it("routes every request as the entries' lines in precedence order do (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(arbEntry, { maxLength: 14 }),
+        fc.subarray(["a/r1#0", "a/r2#1", "b/r1#2"]),
+        fc.array(arbRequest, { minLength: 20, maxLength: 20 }),
+        (raw, filtered, requests) => {
+          const { f, base } = frontendOf(raw, new Set(filtered));
+          const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
+          for (const line of plan.exact) expect(gatewayMapLineError(gatewayMapPath(8081, "exact"), line)).toBeNull();
+          for (const line of plan.prefix) expect(gatewayMapLineError(gatewayMapPath(8081, "prefix"), line)).toBeNull();
+          for (const r of requests) expect(viaMaps(f, plan, base, r)).toEqual(viaLines(f, base, r));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("puts the entries of simple routes in the maps, and keeps the lookups' lines whatever they hold", () => {
+    const { f, base } = frontendOf(
+      [
+        { host: { name: "a.ex", wildcard: false }, path: { type: "PathPrefix", value: "/" } },
+        { host: { name: "a.ex", wildcard: false }, path: { type: "Exact", value: "/a" } },
+        { host: null, path: { type: "PathPrefix", value: "/b" } },
+      ].map((m, i) => ({
+        ...m,
+        method: null,
+        headers: [],
+        queryParams: [],
+        created: 0,
+        route: `a/r${i}`,
+        ruleIndex: 0,
+        matchIndex: 0,
+      })) as Omit<MatchEntry, "rule">[],
+      new Set(),
+    );
+    const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
+    expect(plan.steps).toEqual([
+      { kind: "maps", withHost: true },
+      { kind: "maps", withHost: false },
+    ]);
+    expect(plan.exact).toEqual([`a.ex/a ${DRAW_RANGE}`]);
+    expect(plan.prefix).toEqual(["/b/ 2097152", "a.ex/ 0"]);
+  });
+
+  it("keeps a line for a simple entry that a later line entry of its stage may also match", () => {
+    const { f, base } = frontendOf(
+      [
+        { path: { type: "PathPrefix", value: "/a/b" }, headers: [] },
+        { path: { type: "PathPrefix", value: "/a" }, headers: [{ name: "v", value: "2" }] },
+        { path: { type: "Exact", value: "/c" }, headers: [] },
+      ].map((m, i) => ({
+        ...m,
+        host: null,
+        method: null,
+        queryParams: [],
+        created: 0,
+        route: `a/r${i}`,
+        ruleIndex: 0,
+        matchIndex: 0,
+      })) as Omit<MatchEntry, "rule">[],
+      new Set(),
+    );
+    const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
+    const lineRoutes = plan.steps.flatMap((s) => (s.kind === "line" ? [f.entries[s.entry]!.route] : []));
+    expect(lineRoutes).toEqual(["a/r0", "a/r1"]);
+    expect(plan.exact).toEqual([`/c ${2 * DRAW_RANGE}`]);
+  });
+});
