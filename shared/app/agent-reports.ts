@@ -54,7 +54,10 @@ export interface FleetRead {
 }
 
 /** What one read says of a capability: yes, no (with why), or not known (with why): see the module doc. */
-export type Verdict = { allowed: true } | { allowed: false; reason: string } | { allowed: undefined; reason: string };
+export type FleetVerdict =
+  | { allowed: true }
+  | { allowed: false; reason: string }
+  | { allowed: undefined; reason: string };
 
 /** A read of every record, none failing: what `servicelb status` and a whole read judge. */
 export function wholeRead(reports: readonly unknown[]): FleetRead {
@@ -77,7 +80,7 @@ export function fleetVerdict(
   has: (status: NodeStatus) => boolean,
   what: string,
   lastRecords?: number,
-): Verdict {
+): FleetVerdict {
   for (const report of read.reports) {
     const parsed = nodeStatusSchema.safeParse(report);
     if (!parsed.success) return { allowed: false, reason: "an agent's report cannot be read" };
@@ -244,7 +247,7 @@ export class AgentReports {
     const digest = fleetVerdict(read, agents, verifiesTree1, "verifies tree1", lastRecords);
     // Doubt kept too long is a no: whole configs by sha256, which every agent reads.
     const expired = this.now() - this.wholeAt > this.doubtLimitMs;
-    const verdict = (v: Verdict): Verdict =>
+    const verdict = (v: FleetVerdict): FleetVerdict =>
       v.allowed === undefined && expired
         ? {
             allowed: false,
