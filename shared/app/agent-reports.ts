@@ -35,6 +35,7 @@ import type { StatusRead } from "../adapters/store.js";
 import { type NodeStatus, nodeStatusSchema } from "../agent/status-report.js";
 import type { DigestKind } from "../core/publish/config-digest.js";
 import { errorMessage } from "../core/error-message.js";
+import { settlesWithin } from "../core/deadline.js";
 
 export type DigestSetting = "auto" | DigestKind;
 
@@ -190,11 +191,7 @@ export class AgentReports {
     if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs)
       this.reading = Promise.resolve().then(() => this.read());
     if (this.setting !== "auto") return this.setting;
-    if (this.decided !== "sha256" && this.reading !== undefined) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.reading, new Promise<void>((r) => (timer = setTimeout(r, this.firstWaitMs)))]);
-      clearTimeout(timer);
-    }
+    if (this.decided !== "sha256" && this.reading !== undefined) await settlesWithin(this.reading, this.firstWaitMs);
     return this.current;
   }
 
