@@ -1,7 +1,6 @@
 /*
  * The Gateway API status a reconcile pass writes, through the real client-node against the
- * Kubernetes API emulator, with the in-memory store of S3's semantics (the store is not what is
- * under test here; the S3 adapter has tests of its own): what is written, that a pass with nothing
+ * Kubernetes API emulator, with s3rver as the store: what is written, that a pass with nothing
  * changed writes nothing, other controllers' entries, lastTransitionTime, Programmed from the
  * agents' reports, and failures that never fail the pass.
  */
@@ -11,10 +10,9 @@ import * as functions from "@google-cloud/functions-framework";
 import { getTestServer } from "@google-cloud/functions-framework/testing";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
-import { createMemoryBlobStore, type StoredBlob } from "../../shared/adapters/memory-blob-store.js";
-import { createStore, type ObjectStore } from "../../shared/adapters/store.js";
+import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { createReconcileHandler, createReconciler, type Reconciler } from "../../shared/app/reconcile.js";
 import { loadKubeConfig } from "../../shared/adapters/kube-config.js";
@@ -24,6 +22,7 @@ import { agentReport, service, slice } from "../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../support/gateway-fixtures.js";
 import { TestKubeApi } from "../support/kube-api.js";
 import { waitFor } from "../support/net.js";
+import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 const log = createLogger("gateway-status-test", "silent");
 const OTHER = {
@@ -54,8 +53,7 @@ type GatewayStatusOnObject = {
   listeners: Array<{ name: string; attachedRoutes: number; conditions: Condition[] }>;
 };
 
-const BUCKET = "servicelb-test";
-let objects: Map<string, StoredBlob>;
+let s3: TestS3;
 let dir: string;
 let api: TestKubeApi;
 let reconciler: Reconciler;
@@ -78,11 +76,15 @@ async function pass(): Promise<string> {
 }
 
 beforeAll(async () => {
-  objects = new Map();
+  s3 = await startS3();
+  vi.stubEnv("AWS_ACCESS_KEY_ID", S3RVER_CREDENTIALS.accessKeyId);
+  vi.stubEnv("AWS_SECRET_ACCESS_KEY", S3RVER_CREDENTIALS.secretAccessKey);
   dir = await mkdtemp(join(tmpdir(), "servicelb-gateway-status-"));
 });
 
 afterAll(async () => {
+  vi.unstubAllEnvs();
+  await s3.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -96,15 +98,16 @@ beforeEach(async () => {
   api.upsert("GatewayClass", gatewayClass() as unknown as KubeObject);
   api.upsert("Gateway", gateway("gw", [{ name: "http", port: 8081 }]) as unknown as KubeObject);
   api.upsert("HTTPRoute", { ...route(), status: { parents: [OTHER] } });
-  const prefix = `gs${++prefixes}/`;
+  const url = `s3://${s3.bucket}/gs${++prefixes}/`;
   kubeconfig = await api.writeKubeconfig({ dir: await mkdtemp(join(dir, "kube-")) });
   const settings = loadFunctionSettings({
-    SERVICELB_STORE: `s3://${BUCKET}/${prefix}`,
+    SERVICELB_STORE: url,
+    SERVICELB_STORE_ENDPOINT: s3.endpoint,
+    SERVICELB_STORE_PATH_STYLE: "true",
     SERVICELB_KUBECONFIG: kubeconfig,
   });
-  const view = () => createStore(createMemoryBlobStore({ bucket: BUCKET, prefix, objects }));
-  reconciler = createReconciler(settings, { log, store: view() });
-  store = view();
+  reconciler = createReconciler(settings, { log });
+  store = createObjectStore({ url, endpoint: s3.endpoint, forcePathStyle: true, credentials: S3RVER_CREDENTIALS });
 });
 
 afterEach(async () => {
