@@ -18,7 +18,7 @@
 import { createHash } from "node:crypto";
 import { checkConfig, type CheckResult } from "../shared/adapters/haproxy/check.js";
 import type { ProcStatus } from "../shared/adapters/haproxy/master.js";
-import type { SupervisionStatus } from "../shared/adapters/haproxy/process.js";
+import type { SupervisionStatus } from "../shared/adapters/haproxy/restart-policy.js";
 import type { HaproxyPorts, SupervisedHaproxy } from "../shared/agent/agent.js";
 import { EMPTY_SERVER_STATE } from "../shared/core/haproxy-config/server-state.js";
 

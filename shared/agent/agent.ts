@@ -25,12 +25,13 @@ import { PullLoop, type HaproxyControl, type RuntimePort } from "./pull-loop.js"
 import type { StageDecorators } from "./pull-stages.js";
 import { readIfExists } from "./files.js";
 import { haproxyLineLevel, haproxyLogText } from "./haproxy-log-lines.js";
-import { startHttpApi, type Health } from "./http-api.js";
+import { startHttpApi } from "./http-api.js";
 import { runningExporter } from "./haproxy-metrics.js";
 import { certificateProbe } from "./certificate-expiry.js";
 import { CertificateWatch } from "./certificate-watch.js";
 import { GatewayCertificates } from "./gateway-certificates.js";
 import { createAgentMetrics, type AgentMetrics } from "./metrics.js";
+import { nodeHealth } from "./node-health.js";
 import { agentStore, haproxyEnvironment, stateFilePath, type AgentOptions } from "./options.js";
 import { findOrphanMaster, retireOrphanMaster } from "./orphan.js";
 import { loadState } from "./node-state.js";
@@ -269,52 +270,19 @@ export async function startAgent(options: AgentOptions, deps: AgentDeps = {}): P
     };
   };
 
-  /**
-   * Whether this node load-balances: the liveness and readiness of the agent's pod. A store the
-   * agent cannot pull from is not a reason to take the node out or restart it (that would turn a
-   * store outage into a load-balancer outage): it is said in the answer and in /status.
-   */
-  async function health(): Promise<Health> {
-    const h = await serving();
-    const pull = watched.health();
-    if (!h.ok || !pull.stale) return h;
-    const since = pull.lastSuccessAt ? `since ${pull.lastSuccessAt}` : "since the agent started";
-    return {
-      ok: true,
-      warning: `no pull from the store has completed ${since} (over ${pull.staleAfterSeconds} s); HAProxy serves the last applied config`,
-    };
-  }
-
-  async function serving(): Promise<Health> {
-    if (!applier.serving) {
-      const err = applier.status().lastError;
-      return { ok: false, reason: `no config applied yet${err ? ` (last error: ${err.message})` : ""}` };
-    }
-    if (!proc.running) {
-      const next = proc.supervision().pendingRestart;
-      const when =
-        next && next.delayMs > 0 ? ` at ${next.at} (${next.quickCrashes} quick crashes in a row: backing off)` : "";
-      return { ok: false, reason: `HAProxy is not running; the agent restarts it${when}` };
-    }
-    // The reload itself is confirmed (or reported failed) by the applier within its timeout.
-    if (reloading) return { ok: true };
-    try {
-      const s = await ports.showProc(options.masterSocket, { timeoutMs: 1000 });
-      if (s.master.pid !== proc.pid)
-        return { ok: false, reason: `the master socket is answered by another HAProxy (pid ${s.master.pid})` };
-      if (s.workers.length === 0) return { ok: false, reason: "HAProxy has no worker" };
-      return { ok: true };
-    } catch (err) {
-      return { ok: false, reason: `HAProxy master does not answer: ${errorMessage(err)}` };
-    }
-  }
-
   const api = await startHttpApi({
     host: options.listen.host,
     port: options.listen.port,
     expectedToken: tokenSource({ file: options.notifyTokenFile, token: options.notifyToken }),
     onNotify: (body) => applier.notify(body.key, body.sha256),
-    health,
+    health: nodeHealth({
+      applier,
+      haproxy: proc,
+      reloading: () => reloading,
+      pull: () => watched.health(),
+      showProc: ports.showProc,
+      masterSocket: options.masterSocket,
+    }),
     status,
     metrics,
     exporter: runningExporter(() => applier.running, haproxyEnv),

@@ -18,6 +18,7 @@ import { createGzip } from "node:zlib";
 import { Transform } from "node:stream";
 import { z } from "zod";
 import { errorMessage } from "../core/error-message.js";
+import { describeValue } from "../core/describe-value.js";
 import { type ExporterAddress, exporterOf } from "../core/haproxy-config/exporter.js";
 import type { HaproxyEnv } from "../core/haproxy-config/environment.js";
 import type { Logger } from "../adapters/log.js";
@@ -62,7 +63,7 @@ export function parseFamilies(search: URLSearchParams): { families: Set<string> 
   if (names.length > MAX_FAMILIES) return { error: `at most ${MAX_FAMILIES} families` };
   for (const name of names) {
     const r = family.safeParse(name);
-    if (!r.success) return { error: `family ${JSON.stringify(name.slice(0, 80))}: ${r.error.issues[0]!.message}` };
+    if (!r.success) return { error: `family ${describeValue(name, 80)}: ${r.error.issues[0]!.message}` };
   }
   return { families: new Set(names) };
 }

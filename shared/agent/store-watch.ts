@@ -16,6 +16,7 @@ import { ObjectTooLargeError, StoreDeadlineError } from "../adapters/store-limit
 import type { AgentMetrics } from "./metrics.js";
 import type { PullHealth } from "./status-report.js";
 import { errorMessage } from "../core/error-message.js";
+import { raceAbort } from "../core/deadline.js";
 
 export interface WatchedStore {
   store: Pick<ObjectStore, "history" | "get" | "getPin" | "getNewestHint" | "getRollout" | "putStatus">;
@@ -62,23 +63,15 @@ export function watchStore(inner: ObjectStore, o: StoreWatchOptions): WatchedSto
 
   /** Runs `op`, unless or until the agent stops: then it rejects at once (the request is left to its deadline). */
   async function guarded<T>(operation: string, op: () => Promise<T>): Promise<T> {
-    let onStop: (() => void) | undefined;
-    const stopped = new Promise<never>((_, reject) => {
-      onStop = () =>
-        reject(
-          new StoreError(`S3 ${operation} at ${inner.endpoint} abandoned: the agent is stopping`, { transient: true }),
-        );
-      stopping.signal.addEventListener("abort", onStop, { once: true });
-    });
+    const abandoned = () =>
+      new StoreError(`S3 ${operation} at ${inner.endpoint} abandoned: the agent is stopping`, { transient: true });
     try {
       // Once stopping, nothing new is sent.
-      if (stopping.signal.aborted) onStop!();
-      return await (stopping.signal.aborted ? stopped : Promise.race([stopped, op()]));
+      if (stopping.signal.aborted) throw abandoned();
+      return await raceAbort(op(), stopping.signal, abandoned);
     } catch (err) {
       o.metrics.storeFailures.inc({ operation, reason: stopping.signal.aborted ? "stopping" : reasonOf(err) });
       throw err;
-    } finally {
-      stopping.signal.removeEventListener("abort", onStop!);
     }
   }
 

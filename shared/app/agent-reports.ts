@@ -37,6 +37,7 @@ import type { DigestKind } from "../core/publish/config-digest.js";
 import type { HeldCertificates } from "../core/gateway/certificates.js";
 import { fleetCertificates, UNREAD } from "./fleet-certificates.js";
 import { errorMessage } from "../core/error-message.js";
+import { settlesWithin } from "../core/deadline.js";
 
 export type DigestSetting = "auto" | DigestKind;
 
@@ -56,7 +57,10 @@ export interface FleetRead {
 }
 
 /** What one read says of a capability: yes, no (with why), or not known (with why): see the module doc. */
-export type Verdict = { allowed: true } | { allowed: false; reason: string } | { allowed: undefined; reason: string };
+export type FleetVerdict =
+  | { allowed: true }
+  | { allowed: false; reason: string }
+  | { allowed: undefined; reason: string };
 
 /** A read of every record, none failing: what `servicelb status` and a whole read judge. */
 export function wholeRead(reports: readonly unknown[]): FleetRead {
@@ -79,7 +83,7 @@ export function fleetVerdict(
   has: (status: NodeStatus) => boolean,
   what: string,
   lastRecords?: number,
-): Verdict {
+): FleetVerdict {
   for (const report of read.reports) {
     const parsed = nodeStatusSchema.safeParse(report);
     if (!parsed.success) return { allowed: false, reason: "an agent's report cannot be read" };
@@ -178,15 +182,13 @@ export class AgentReports {
 
   /**
    * The certificates, once the first read of an instance has come back (for at most
-   * CERTIFICATES_WAIT_MS): a cold pass that rendered before it would unbind every HTTPS listener.
-   * Call after forPass, which starts that read.
+   * CERTIFICATES_WAIT_MS) when `wait` (the cluster has an HTTPS listener): a cold pass that
+   * rendered before it would unbind every HTTPS listener. A cluster without one never waits. Call
+   * after forPass, which starts that read.
    */
-  async certificatesForPass(): Promise<HeldCertificates> {
-    if (this.held === UNREAD && this.reading !== undefined) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.reading, new Promise<void>((r) => (timer = setTimeout(r, this.certificatesWaitMs)))]);
-      clearTimeout(timer);
-    }
+  async certificatesForPass(wait: boolean): Promise<HeldCertificates> {
+    if (wait && this.held === UNREAD && this.reading !== undefined)
+      await settlesWithin(this.reading, this.certificatesWaitMs);
     return this.held;
   }
 
@@ -213,11 +215,7 @@ export class AgentReports {
     if (this.reading === undefined && this.now() - this.checkedAt >= this.recheckMs)
       this.reading = Promise.resolve().then(() => this.read());
     if (this.setting !== "auto") return this.setting;
-    if (this.decided !== "sha256" && this.reading !== undefined) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.reading, new Promise<void>((r) => (timer = setTimeout(r, this.firstWaitMs)))]);
-      clearTimeout(timer);
-    }
+    if (this.decided !== "sha256" && this.reading !== undefined) await settlesWithin(this.reading, this.firstWaitMs);
     return this.current;
   }
 
@@ -271,7 +269,7 @@ export class AgentReports {
     const digest = fleetVerdict(read, agents, verifiesTree1, "verifies tree1", lastRecords);
     // Doubt kept too long is a no: whole configs by sha256, which every agent reads.
     const expired = this.now() - this.wholeAt > this.doubtLimitMs;
-    const verdict = (v: Verdict): Verdict =>
+    const verdict = (v: FleetVerdict): FleetVerdict =>
       v.allowed === undefined && expired
         ? {
             allowed: false,

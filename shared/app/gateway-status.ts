@@ -26,6 +26,7 @@ import {
 } from "../adapters/gateway-status.js";
 import { nodeStatusSchema } from "../agent/status-report.js";
 import { compareConfigKeys } from "../core/publish/config-key.js";
+import { errorMessage } from "../core/error-message.js";
 import { type FleetRuns, programmingInput, withProgrammed } from "../core/gateway/programmed.js";
 import type { GatewayObjects } from "../core/gateway/schemas.js";
 import { CONTROLLER_NAME, type GatewayStatus } from "../core/gateway/status.js";
@@ -179,7 +180,7 @@ export class GatewayStatusUpdater {
       // Programmed is not flipped on a store that fails for a moment: the Gateways wait for a pass
       // that reads the reports; their routes and classes are written all the same.
       this.deps.log.warn(
-        { err: err instanceof Error ? err.message : String(err) },
+        { err: errorMessage(err) },
         "cannot read the agents' reports: the Gateways' status waits for the next pass",
       );
       return [];
@@ -203,9 +204,7 @@ export class GatewayStatusUpdater {
         } catch (err) {
           counts.failed = (counts.failed ?? 0) + 1;
           if (failures.length < 5)
-            failures.push(
-              `${kind} ${namespace ? `${namespace}/` : ""}${name}: ${err instanceof Error ? err.message : String(err)}`,
-            );
+            failures.push(`${kind} ${namespace ? `${namespace}/` : ""}${name}: ${errorMessage(err)}`);
         }
       }
     };

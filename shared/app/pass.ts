@@ -253,7 +253,9 @@ async function render(
   at.ctx.useDigest(tree1 ? at.reports.current : "sha256");
   const room = at.reports.room;
   at.ctx.useRoom(room);
-  at.ctx.useCertificates(await run.deadline.guard(at.reports.certificatesForPass()));
+  // Only a Gateway with an HTTPS listener waits for a cold instance's first read of who holds which certificate.
+  const https = snapshot.gateway?.gateways.some((g) => g.spec.listeners.some((l) => l.protocol === "HTTPS")) ?? false;
+  at.ctx.useCertificates(await run.deadline.guard(at.reports.certificatesForPass(https)));
   const rendered = at.steps.render(run, snapshot);
   run.durationsMs.build = rendered.stats.buildMs;
   run.durationsMs.render = rendered.stats.renderMs;

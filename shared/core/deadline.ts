@@ -2,7 +2,10 @@
  * Deadlines that hold even when the work ignores its signal (an SDK step, a list that pages on, a
  * store that drips bytes): the caller stops waiting, the work is left to end. One race for every
  * deadline: a reconcile pass's (app/warm-instance.ts), a store request's (adapters/store-limits.ts),
- * the Kubernetes reads' per request (adapters/cluster.ts) and the agent's final status report.
+ * the Kubernetes reads' per request (adapters/cluster.ts), the agent's final status report, the
+ * grace an HAProxy master is given to exit (adapters/haproxy/process.ts), a pass's wait for the
+ * agents' reports (app/agent-reports.ts) and a store request the stopping agent abandons
+ * (agent/store-watch.ts).
  */
 
 /** What a deadline race rejects with when the caller gives no error of its own. */
@@ -57,4 +60,12 @@ export function withTimeout<T>(work: Promise<T>, ms: number, message: () => stri
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), ms);
   return raceAbort(work, controller.signal, () => new DeadlineError(message())).finally(() => clearTimeout(timer));
+}
+
+/** Whether `work` settles within `ms`; waiting longer is the caller's to decide (a harder signal, a kill). */
+export function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return withTimeout(work, ms, () => "").then(
+    () => true,
+    (err: unknown) => !(err instanceof DeadlineError),
+  );
 }

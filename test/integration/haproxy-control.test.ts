@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkConfig, HAPROXY_INSTALL_HINT, haproxyAvailable } from "../../shared/adapters/haproxy/check.js";
 import { masterCommand, showProc } from "../../shared/adapters/haproxy/master.js";
-import { HaproxyProcess, type RestartInfo } from "../../shared/adapters/haproxy/process.js";
+import { HaproxyProcess } from "../../shared/adapters/haproxy/process.js";
+import type { RestartInfo } from "../../shared/adapters/haproxy/restart-policy.js";
 import { processAlive } from "../../shared/adapters/haproxy/proc-info.js";
 import {
   RuntimeApiError,

@@ -6,7 +6,8 @@ import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createLogger } from "../../shared/adapters/log.js";
 import type { Notifier, NotifyPayload } from "../../shared/adapters/notifier.js";
-import { createObjectStore, type ObjectStore } from "../../shared/adapters/store.js";
+import { createMemoryBlobStore, type StoredBlob } from "../../shared/adapters/memory-blob-store.js";
+import { createStore, type ObjectStore } from "../../shared/adapters/store.js";
 import { loadFunctionSettings } from "../../shared/app/function-options.js";
 import { HELD_ONLY } from "../../shared/app/head-start.js";
 import { createReconciler, type ReconcileDeps, type Reconciler } from "../../shared/app/reconcile.js";
@@ -14,14 +15,15 @@ import { readLiveSnapshot } from "../../shared/adapters/snapshot-source.js";
 import type { KubeObject, RequestInfo } from "../../shared/dev/kube-api-emulator.js";
 import { service, slice } from "../support/fixtures.js";
 import { TestKubeApi } from "../support/kube-api.js";
-import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../support/s3.js";
 
 // A warm instance's head start (shared/app/reconcile.ts): the objects an event names are read
 // again from the API server and laid over the instance's last list, and that config is published
-// before the full list of the same pass. Real client reads against the Kubernetes API emulator,
-// s3rver as the store.
+// before the full list of the same pass. Real client reads against the Kubernetes API emulator; the
+// store is the in-memory one with S3's semantics (the S3 adapter has tests of its own), one bucket
+// that every instance and view of the file shares.
 
-let s3: TestS3;
+const BUCKET = "servicelb-test";
+let objects: Map<string, StoredBlob>;
 let api: TestKubeApi;
 let dir: string;
 let kubeconfig: string;
@@ -29,11 +31,10 @@ let prefixes = 0;
 const opened: Array<{ close(): void }> = [];
 
 beforeAll(async () => {
-  s3 = await startS3();
+  objects = new Map();
   dir = await mkdtemp(join(tmpdir(), "servicelb-head-start-"));
 });
 afterAll(async () => {
-  await s3.stop();
   await rm(dir, { recursive: true, force: true });
 });
 beforeEach(async () => {
@@ -73,20 +74,12 @@ function instance(prefix: string, env: Record<string, string> = {}, deps: Partia
     },
   };
   const settings = loadFunctionSettings({
-    SERVICELB_STORE: `s3://${s3.bucket}/${prefix}`,
-    SERVICELB_STORE_ENDPOINT: s3.endpoint,
-    SERVICELB_STORE_PATH_STYLE: "true",
+    SERVICELB_STORE: `s3://${BUCKET}/${prefix}`,
     SERVICELB_KUBECONFIG: kubeconfig,
-    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
     ...env,
   });
-  const store = createObjectStore({
-    url: `s3://${s3.bucket}/${prefix}`,
-    endpoint: s3.endpoint,
-    forcePathStyle: true,
-    credentials: S3RVER_CREDENTIALS,
-  });
+  // Its own store over the shared bucket, closed with the reconciler.
+  const store = createStore(createMemoryBlobStore({ bucket: BUCKET, prefix, objects }));
   const reconciler = createReconciler(settings, {
     log: createLogger("head-start-test", "silent"),
     store,
@@ -98,12 +91,7 @@ function instance(prefix: string, env: Record<string, string> = {}, deps: Partia
 }
 
 function storeView(prefix: string): ObjectStore {
-  const store = createObjectStore({
-    url: `s3://${s3.bucket}/${prefix}`,
-    endpoint: s3.endpoint,
-    forcePathStyle: true,
-    credentials: S3RVER_CREDENTIALS,
-  });
+  const store = createStore(createMemoryBlobStore({ bucket: BUCKET, prefix, objects }));
   opened.push(store);
   return store;
 }

@@ -6,31 +6,16 @@ import { parseTimeoutMs } from "../../core/render/parse-time.js";
 import { HAPROXY_INSTALL_HINT } from "./check.js";
 import { reload, showProc, type ReloadResult } from "./master.js";
 import { isHaproxy, processAlive } from "./proc-info.js";
-import { decideRestart, DEFAULT_RESTART_POLICY, type RestartHistory } from "./restart-policy.js";
+import {
+  decideRestart,
+  DEFAULT_RESTART_POLICY,
+  type Recovery,
+  type RestartHistory,
+  type RestartInfo,
+  type SupervisionStatus,
+} from "./restart-policy.js";
+import { settlesWithin } from "../../core/deadline.js";
 import type { HaproxyEnv } from "../../core/haproxy-config/environment.js";
-
-/** master-exited: the master died and is started again; worker-lost: its worker died under it and a reload forks a new one. */
-export type RestartCause = "master-exited" | "worker-lost";
-
-export interface RestartInfo {
-  cause: RestartCause;
-  /** e.g. "HAProxy master 1234 exited unexpectedly (signal SIGKILL) after serving 40.2 s; restarting now". */
-  reason: string;
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  /** How long the lost master (or worker's master) had served; null: it never served. */
-  servedMs: number | null;
-  /** Quick crashes in a row, this one included (see restart-policy.ts); 0 after a stable run. */
-  quickCrashes: number;
-  /** Wait before this restart. */
-  delayMs: number;
-}
-
-export interface Recovery {
-  cause: RestartCause;
-  /** From the death of the master (or worker) to a new worker serving. */
-  downMs: number;
-}
 
 export interface HaproxyProcessOptions {
   /** The master re-reads this same path on every reload: write the new config here first. */
@@ -62,15 +47,6 @@ export interface HaproxyProcessOptions {
   reloadTimeoutMs?: number;
 }
 
-/** What the supervisor has done, for /status. */
-export interface SupervisionStatus {
-  /** Masters restarted and workers replaced since the agent started. */
-  restarts: number;
-  lastRestart: (RestartInfo & { at: string }) | null;
-  /** A restart waiting out its delay. */
-  pendingRestart: { at: string; delayMs: number; quickCrashes: number } | null;
-}
-
 /** One started HAProxy master, from its spawn to its exit. */
 interface MasterRun {
   child: ChildProcess;
@@ -92,17 +68,6 @@ const CURRENT_WORKER_EXITED = /: Current worker .*exited with code/;
 const EXIT_ON_FAILURE = /exit-on-failure: killing every process/;
 /** Time for the master's lines after a worker's death to arrive, and for its own exit when it gives up. */
 const WORKER_LOST_GRACE_MS = 150;
-
-/** Resolves true if p settles within ms. */
-function within(p: Promise<void>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(false), ms);
-    void p.then(() => {
-      clearTimeout(t);
-      resolve(true);
-    });
-  });
-}
 
 /** "12.3 s" */
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -183,7 +148,7 @@ export class HaproxyProcess {
     const deadline = Date.now() + waitMs;
     for (;;) {
       if (!run.child.pid || run.child.exitCode !== null || run.child.signalCode !== null) {
-        await within(run.closed, 1000); // its last words are the error message
+        await settlesWithin(run.closed, 1000); // its last words are the error message
         throw new Error(`HAProxy exited during start-up:\n${this.recent.join("\n")}`);
       }
       const status = await showProc(this.options.masterSocket, { timeoutMs: 1000 }).catch(() => undefined);
@@ -246,9 +211,9 @@ export class HaproxyProcess {
       () => [] as number[],
     );
     run.child.kill("SIGUSR1");
-    if (await within(run.exited, this.options.stopGraceMs)) return;
+    if (await settlesWithin(run.exited, this.options.stopGraceMs)) return;
     run.child.kill("SIGTERM");
-    if (await within(run.exited, this.options.killGraceMs)) return;
+    if (await settlesWithin(run.exited, this.options.killGraceMs)) return;
     run.child.kill("SIGKILL");
     for (const pid of workers) if (processAlive(pid) && isHaproxy(pid)) process.kill(pid, "SIGKILL");
     await run.exited;

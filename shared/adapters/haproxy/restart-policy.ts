@@ -12,6 +12,9 @@
  * OOM kill, a stray `kill -9`, however often) says nothing against it, and is restarted at once.
  * Measured before this rule (served time of the dead master alone): kills 0.5 s apart on a known
  * good config backed off 0.5 → 4 s, where kills 4 s apart recovered in 64–74 ms.
+ *
+ * Here too what a restart tells: its cause and delay to the agent's log (RestartInfo), the time
+ * down once HAProxy serves again (Recovery), and the supervisor's record for /status.
  */
 
 import { backoffDelay } from "../../core/backoff.js";
@@ -57,4 +60,36 @@ export function decideRestart(policy: RestartPolicy, before: RestartHistory, ser
       ? policy.delayMs
       : backoffDelay({ initialMs: policy.backoffInitialMs, maxMs: policy.backoffMaxMs }, quickCrashes - 1);
   return { quick, quickCrashes, configKnownGood, delayMs };
+}
+
+/** master-exited: the master died and is started again; worker-lost: its worker died under it and a reload forks a new one. */
+export type RestartCause = "master-exited" | "worker-lost";
+
+export interface RestartInfo {
+  cause: RestartCause;
+  /** e.g. "HAProxy master 1234 exited unexpectedly (signal SIGKILL) after serving 40.2 s; restarting now". */
+  reason: string;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** How long the lost master (or worker's master) had served; null: it never served. */
+  servedMs: number | null;
+  /** Quick crashes in a row, this one included (see restart-policy.ts); 0 after a stable run. */
+  quickCrashes: number;
+  /** Wait before this restart. */
+  delayMs: number;
+}
+
+export interface Recovery {
+  cause: RestartCause;
+  /** From the death of the master (or worker) to a new worker serving. */
+  downMs: number;
+}
+
+/** What the supervisor has done, for /status. */
+export interface SupervisionStatus {
+  /** Masters restarted and workers replaced since the agent started. */
+  restarts: number;
+  lastRestart: (RestartInfo & { at: string }) | null;
+  /** A restart waiting out its delay. */
+  pendingRestart: { at: string; delayMs: number; quickCrashes: number } | null;
 }

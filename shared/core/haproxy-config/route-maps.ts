@@ -19,6 +19,7 @@
  */
 
 import { compareStrings } from "../compare.js";
+import { describeValue } from "../describe-value.js";
 import type { HttpRoute } from "../model/model.js";
 
 export const ROUTE_MAP_DIR = "maps";
@@ -65,8 +66,8 @@ export function parseMapLine(path: RouteMapPath, line: string): MapEntry | strin
   const key = line.slice(0, space);
   const value = line.slice(space + 1);
   const keyOk = path === HOSTS_MAP ? HOST_KEY : path === DOMAINS_MAP ? DOMAIN_KEY : PATH_KEY;
-  if (key.length > 300 || !keyOk.test(key)) return `key ${JSON.stringify(key.slice(0, 60))} does not fit ${path}`;
-  if (!VALUE.test(value)) return `value ${JSON.stringify(value.slice(0, 60))} is not a backend name`;
+  if (key.length > 300 || !keyOk.test(key)) return `key ${describeValue(key, 60)} does not fit ${path}`;
+  if (!VALUE.test(value)) return `value ${describeValue(value, 60)} is not a backend name`;
   return { key, value };
 }
 

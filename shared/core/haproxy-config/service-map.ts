@@ -12,6 +12,7 @@
  * Pure; every line is checked against its grammar both ways.
  */
 
+import { describeValue } from "../describe-value.js";
 import type { Backend, ServicePortRef } from "../model/model.js";
 import { ROUTE_MAP_DIR } from "./route-maps.js";
 
@@ -52,7 +53,7 @@ export function parseServiceMapLine(line: string): ServiceMapEntry | string {
   const space = line.indexOf(" ");
   if (space < 0) return "is not <backend> <namespace>/<service>/<port>";
   const backend = line.slice(0, space);
-  if (!BACKEND.test(backend)) return `${JSON.stringify(backend.slice(0, 60))} is not a backend name`;
+  if (!BACKEND.test(backend)) return `${describeValue(backend, 60)} is not a backend name`;
   const m = VALUE.exec(line.slice(space + 1));
   const port = Number(m?.[5]);
   if (!m || port > 65535)

@@ -4,10 +4,10 @@
  * and reused while its object stays the same, so a render costs what changed.
  */
 
-import { Liquid } from "liquidjs";
+import type { Liquid } from "liquidjs";
 import type { RedirectCode } from "../model/backend-settings.js";
 import { ChunkList, type ConfigChunks, SlabWriter } from "../publish/chunks.js";
-import { compileFragment, type Fragment } from "./fragment.js";
+import type { Fragment } from "./fragment.js";
 import { gatewaySection } from "../gateway/render.js";
 import { gatewayMaps, mapFrontendLines } from "../gateway/render-maps.js";
 import { haproxyQuote } from "./haproxy-quote.js";
@@ -31,15 +31,14 @@ import {
   sharedRouteLookup,
 } from "./model-views.js";
 import { ServerLines } from "./server-lines.js";
+import { compileTemplates } from "./compiled-templates.js";
 import {
   type BackendView,
   type MainView,
-  printsSlot,
   type RuleView,
   type ServerView,
   type Slot,
   SLOTS,
-  slotsArePlain,
   STATS_PASSWORD_REF,
   type TcpView,
   type TemplateSet,
@@ -72,16 +71,16 @@ export class Renderer {
   private readonly tcp: Fragment<TcpView>;
 
   constructor(templates: TemplateSet) {
-    // In-memory templates only: a template must not read files on the render path.
-    this.liquid = new Liquid({ templates: {}, strictFilters: true, greedy: false });
-    this.main = this.liquid.parse(templates.main);
-    this.slotsArePlain = slotsArePlain(templates.main);
-    this.printed = new Set(SLOTS.filter((slot) => printsSlot(templates.main, slot)));
+    const compiled = compileTemplates(templates);
+    this.liquid = compiled.liquid;
+    this.main = compiled.main;
+    this.slotsArePlain = compiled.slotsArePlain;
+    this.printed = compiled.printed;
     this.routesByMap = this.printed.has("http_route_maps");
-    this.backend = compileFragment(this.liquid, templates.backend, "backend");
-    this.server = compileFragment(this.liquid, templates.server, "server");
-    this.rule = compileFragment(this.liquid, templates.httpRule, "rule");
-    this.tcp = compileFragment(this.liquid, templates.tcpFrontend, "tcp");
+    this.backend = compiled.backend;
+    this.server = compiled.server;
+    this.rule = compiled.rule;
+    this.tcp = compiled.tcp;
     this.lines = new ServerLines(this.server);
   }
 

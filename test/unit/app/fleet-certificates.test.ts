@@ -50,7 +50,7 @@ describe("the certificates a reconcile pass renders with", () => {
     );
     await reports.forPass();
     expect(reports.certificates).toBe(UNREAD);
-    const pending = reports.certificatesForPass();
+    const pending = reports.certificatesForPass(true);
     await new Promise((r) => setImmediate(r));
     release!();
     expect((await pending).holders).toEqual([{ name: "node a", certificates: ["default/site"] }]);
@@ -69,6 +69,25 @@ describe("the certificates a reconcile pass renders with", () => {
       10,
     );
     await reports.forPass();
-    expect(await reports.certificatesForPass()).toEqual(UNREAD);
+    expect(await reports.certificatesForPass(true)).toEqual(UNREAD);
+  });
+
+  it("are not waited for by a cluster without an HTTPS listener", async () => {
+    const reports = new AgentReports(
+      "sha256",
+      () => new Promise<StatusRead>(() => undefined),
+      async () => undefined,
+      pino({ level: "silent" }),
+      60_000,
+      Date.now,
+      1000,
+      600_000,
+      60_000,
+    );
+    await reports.forPass();
+    // The read never comes back and the wait would be a minute: the answer is at once.
+    const started = performance.now();
+    expect(await reports.certificatesForPass(false)).toEqual(UNREAD);
+    expect(performance.now() - started).toBeLessThan(30_000);
   });
 });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { DeadlineError, raceAbort, timeoutSignal, withTimeout } from "../../../shared/core/deadline.js";
+import { DeadlineError, raceAbort, settlesWithin, timeoutSignal, withTimeout } from "../../../shared/core/deadline.js";
 
 const never = new Promise<never>(() => undefined);
 
@@ -72,5 +72,25 @@ describe("withTimeout", () => {
     const err = await settled;
     expect(err).toBeInstanceOf(DeadlineError);
     expect(err).toMatchObject({ message: "no answer within 1000 ms", transient: true });
+  });
+});
+
+describe("settlesWithin", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("is true when the work settles in time, a failure too, and leaves no timer behind", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    await expect(settlesWithin(Promise.resolve(), 1000)).resolves.toBe(true);
+    await expect(settlesWithin(Promise.reject(new Error("exited badly")), 1000)).resolves.toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("is false once the time has passed without the work settling", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const settled = settlesWithin(never, 1000);
+    vi.advanceTimersByTime(1000);
+    await expect(settled).resolves.toBe(false);
   });
 });

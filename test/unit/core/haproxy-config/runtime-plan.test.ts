@@ -285,9 +285,13 @@ describe("runtimeLines", () => {
               if (c.op === "addr") slot.addr = `${c.address}:${c.port}`;
               else slot.admin = c.state;
               const ready = [...live.values()].filter((l) => l.admin === "ready");
-              expect(ready.length, `${commandText(c)} after refusing #${refused}`).toBeGreaterThanOrEqual(floor);
+              // expect() only where the property fails: built for each of the run's thousands of
+              // steps, its assertions took most of this test's time.
+              if (ready.length < floor)
+                expect(ready.length, `${commandText(c)} after refusing #${refused}`).toBeGreaterThanOrEqual(floor);
               for (const l of ready)
-                expect(endpoints.has(l.addr), `${l.addr} ready after refusing #${refused}`).toBe(true);
+                if (!endpoints.has(l.addr))
+                  expect(endpoints.has(l.addr), `${l.addr} ready after refusing #${refused}`).toBe(true);
             }
             if (failed) break;
           }
