@@ -1,7 +1,8 @@
 /*
  * The model's values as the templates print them: a route's condition and backend, a backend's
  * `default-server` parameters, the path strip, the pattern files of the source lists, and the
- * HTTP frontend's lookup with Gateway routes on its port (render.ts puts them together).
+ * HTTP frontend's lookup with Gateway routes on its port, and the main template's view (render.ts
+ * puts them together).
  */
 
 import { frontendLines } from "../gateway/render.js";
@@ -12,7 +13,10 @@ import { SERVICE_MAP_REFERENCE } from "../haproxy-config/service-map.js";
 import type { BackendSettings, RedirectCode } from "../model/backend-settings.js";
 import type { HostMatch } from "../model/host-match.js";
 import type { HttpRoute, Model } from "../model/model.js";
-import type { RuleView } from "./template-views.js";
+import { nodeWord } from "../haproxy-config/environment.js";
+import { CRT_LIST_PREFIX } from "../settings/options.js";
+import { haproxyQuote } from "./haproxy-quote.js";
+import { type MainView, type RuleView, STATS_PASSWORD_REF } from "./template-views.js";
 
 export function hostCondition(h: HostMatch): string {
   return h.wildcard ? `{ var(txn.host) -m end .${h.name} }` : `{ var(txn.host) -m str ${h.name} }`;
@@ -92,4 +96,49 @@ export function patternFiles(model: Model): PatternFile[] {
     if (denySources) files.set(patternFilePath(b.namespace, b.service, "deny"), denySources);
   }
   return [...files].map(([path, entries]) => ({ path, entries }));
+}
+
+/** What the main template sees: the options, the redirects the HTTPS routes need and the default page. */
+export function mainView(model: Model): MainView {
+  const o = model.options;
+  const https = o.sslCert !== undefined;
+  const codes = new Set<RedirectCode>();
+  if (https) for (const r of model.httpRoutes) if (r.action === "https-redirect") codes.add(r.redirectCode ?? 301);
+  const { status, body } = model.defaultPage;
+  const bodyless = status === 204 || status === 304;
+  return {
+    stats_socket: nodeWord(o.statsSocket),
+    hard_stop_after: o.hardStopAfter,
+    server_state_file: nodeWord(o.serverStateFile),
+    syslog: o.syslog,
+    https,
+    ssl_cert: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? o.sslCert.slice(CRT_LIST_PREFIX.length) : (o.sslCert ?? null),
+    ssl_cert_keyword: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? "crt-list" : "crt",
+    ssl_ca_cert: o.sslCaCert ?? null,
+    hsts_max_age: o.hstsMaxAge > 0 ? o.hstsMaxAge : null,
+    bind: nodeWord(o.bindAddress),
+    http_port: o.httpPort,
+    https_port: o.httpsPort,
+    stats_bind: nodeWord(o.statsBind),
+    stats_port: o.statsPort,
+    stats_user: o.statsUser ?? null,
+    stats_password_ref: STATS_PASSWORD_REF,
+    redirect:
+      codes.size > 0
+        ? o.httpsPort === 443
+          ? "scheme https"
+          : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`
+        : null,
+    redirects: [...codes].sort((a, b) => a - b).map((code) => ({ name: redirectBackend(code), code })),
+    timeout_server: o.timeoutServer,
+    timeout_connect: o.timeoutConnect,
+    timeout_client: o.timeoutClient,
+    timeout_tunnel: o.timeoutTunnel,
+    timeout_queue: o.timeoutQueue ?? null,
+    accept_proxy: o.acceptProxy?.join(" ") ?? null,
+    default_status: status,
+    default_body: bodyless ? null : haproxyQuote(body),
+    has_tcp_frontends: model.tcpFrontends.length > 0,
+    check_interval: o.checkInterval,
+  };
 }

@@ -5,14 +5,11 @@
  */
 
 import type { Liquid } from "liquidjs";
-import type { RedirectCode } from "../model/backend-settings.js";
 import { ChunkList, type ConfigChunks, SlabWriter } from "../publish/chunks.js";
 import type { Fragment } from "./fragment.js";
 import { gatewaySection } from "../gateway/render.js";
 import { gatewayMaps, mapFrontendLines } from "../gateway/render-maps.js";
-import { haproxyQuote } from "./haproxy-quote.js";
 import type { Backend, HttpRoute, Model, TcpFrontend } from "../model/model.js";
-import { CRT_LIST_PREFIX } from "../settings/options.js";
 import { patternFilePath, renderPatternFiles } from "../haproxy-config/pattern-files.js";
 import { compareStrings } from "../compare.js";
 import { routeMapLines } from "../haproxy-config/route-maps.js";
@@ -23,7 +20,7 @@ import {
   PATTERN_SECTION_BYTES,
   patternFiles,
   prefixRegex,
-  redirectBackend,
+  mainView,
   ROUTE_LOOKUP_BYTES,
   routeRedirect,
   ruleView,
@@ -39,11 +36,9 @@ import {
   type ServerView,
   type Slot,
   SLOTS,
-  STATS_PASSWORD_REF,
   type TcpView,
   type TemplateSet,
 } from "./template-views.js";
-import { nodeWord } from "../haproxy-config/environment.js";
 
 /** Backends written, reused and hashed as one range (see Renderer.backendChunks). */
 const BLOCK = 64;
@@ -324,46 +319,7 @@ export class Renderer {
    */
   renderChunks(model: Model): ConfigChunks {
     const o = model.options;
-    const https = o.sslCert !== undefined;
-    const codes = new Set<RedirectCode>();
-    if (https) for (const r of model.httpRoutes) if (r.action === "https-redirect") codes.add(r.redirectCode ?? 301);
-    const { status, body } = model.defaultPage;
-    const bodyless = status === 204 || status === 304;
-    const view: MainView = {
-      stats_socket: nodeWord(o.statsSocket),
-      hard_stop_after: o.hardStopAfter,
-      server_state_file: nodeWord(o.serverStateFile),
-      syslog: o.syslog,
-      https,
-      ssl_cert: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? o.sslCert.slice(CRT_LIST_PREFIX.length) : (o.sslCert ?? null),
-      ssl_cert_keyword: o.sslCert?.startsWith(CRT_LIST_PREFIX) ? "crt-list" : "crt",
-      ssl_ca_cert: o.sslCaCert ?? null,
-      hsts_max_age: o.hstsMaxAge > 0 ? o.hstsMaxAge : null,
-      bind: nodeWord(o.bindAddress),
-      http_port: o.httpPort,
-      https_port: o.httpsPort,
-      stats_bind: nodeWord(o.statsBind),
-      stats_port: o.statsPort,
-      stats_user: o.statsUser ?? null,
-      stats_password_ref: STATS_PASSWORD_REF,
-      redirect:
-        codes.size > 0
-          ? o.httpsPort === 443
-            ? "scheme https"
-            : `prefix https://%[req.hdr(host),field(1,:)]:${o.httpsPort}`
-          : null,
-      redirects: [...codes].sort((a, b) => a - b).map((code) => ({ name: redirectBackend(code), code })),
-      timeout_server: o.timeoutServer,
-      timeout_connect: o.timeoutConnect,
-      timeout_client: o.timeoutClient,
-      timeout_tunnel: o.timeoutTunnel,
-      timeout_queue: o.timeoutQueue ?? null,
-      accept_proxy: o.acceptProxy?.join(" ") ?? null,
-      default_status: status,
-      default_body: bodyless ? null : haproxyQuote(body),
-      has_tcp_frontends: model.tcpFrontends.length > 0,
-      check_interval: o.checkInterval,
-    };
+    const view = mainView(model);
     const files = patternFiles(model);
     const maps = this.routesByMap ? this.mapChunk(model.httpRoutes) : null;
     // The Gateway's weights and match maps travel with the route maps: a template without them
