@@ -8,21 +8,18 @@
  * names a file a node lacks or cannot load. Names go to the store, never contents.
  */
 
-import { readdir, readFile, stat } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../adapters/log.js";
 import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from "../core/kubernetes/k8s-names.js";
 import { errorMessage } from "../core/error-message.js";
 import { checkCertificate } from "./certificate-pem.js";
+import { type CertificateFiles, NODE_FILES } from "./certificate-watch.js";
 
 /** The directory as the scan reads it: entries that are directories, entries that are files, contents. */
-export interface CertificateDir {
+export interface CertificateDir extends CertificateFiles {
   /** The names in `path`, or null when it does not exist. */
   list(path: string): Promise<string[] | null>;
-  /** What changes when the file does (following links), or null when there is no file. */
-  signature(path: string): Promise<string | null>;
-  /** The contents, or null when there is no file. */
-  read(path: string): Promise<string | null>;
 }
 
 function missing(err: unknown): boolean {
@@ -38,20 +35,13 @@ export const NODE_CERTIFICATE_DIR: CertificateDir = {
       throw err;
     }
   },
-  async signature(path) {
-    try {
-      const s = await stat(path, { bigint: true });
-      return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
-    } catch (err) {
-      if (missing(err)) return null;
-      throw err;
-    }
-  },
+  signature: NODE_FILES.signature,
   async read(path) {
     try {
-      return await readFile(path, "utf8");
+      return await NODE_FILES.read(path);
     } catch (err) {
-      if (missing(err) || (err as NodeJS.ErrnoException).code === "EISDIR") return null;
+      // A directory where a certificate's file should be is no certificate.
+      if ((err as NodeJS.ErrnoException).code === "EISDIR") return null;
       throw err;
     }
   },
