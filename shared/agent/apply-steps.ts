@@ -277,16 +277,27 @@ export class ApplySteps {
     return dropped ? "dropped" : "done";
   }
 
-  /** Make before break: the slot commands in planRuntime's order, on one line; then each pattern file. */
-  private async applyRuntime({ socket, commands, files }: Extract<ApplyDecision, { kind: "runtime" }>): Promise<void> {
+  /**
+   * Make before break: the slot commands in planRuntime's order, on one line; then each pattern
+   * file; then the slots of the backends left with none ready.
+   */
+  private async applyRuntime({
+    socket,
+    commands,
+    files,
+    emptying,
+  }: Extract<ApplyDecision, { kind: "runtime" }>): Promise<void> {
     const { runtime } = this.options;
-    try {
-      await runtime.runAll(socket, commands);
-    } catch (err) {
-      // Anything else was thrown before a command was sent.
-      const changed = err instanceof RuntimeCommandsError && (err.unknown || err.tookEffect > 0);
-      throw new RuntimeStepError(changed, err);
-    }
+    const run = async (list: readonly RuntimeCommand[], before: number) => {
+      try {
+        await runtime.runAll(socket, list);
+      } catch (err) {
+        // Anything else was thrown before a command was sent.
+        const changed = err instanceof RuntimeCommandsError && (err.unknown || err.tookEffect > 0);
+        throw new RuntimeStepError(before > 0 || changed, err);
+      }
+    };
+    await run(commands, 0);
     for (const [i, f] of files.entries()) {
       try {
         await runtime.swapPatterns(socket, f);
@@ -295,6 +306,7 @@ export class ApplySteps {
         throw new RuntimeStepError(commands.length + i > 0, err);
       }
     }
+    if (emptying.length > 0) await run(emptying, commands.length + files.length);
   }
 
   /** Waits out --min-reload-interval; true when a newer config was published meanwhile (it will be pulled next). */

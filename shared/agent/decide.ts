@@ -8,17 +8,28 @@ import { diffConfigs } from "../core/haproxy-config/diff.js";
 import type { HaproxyConfig, ParsedConfig } from "../core/haproxy-config/parse.js";
 import { diffPatternFiles, type PatternFile } from "../core/haproxy-config/pattern-files.js";
 import { planRuntime, type RuntimeCommand } from "../core/haproxy-config/runtime-plan.js";
+import { swapOrder } from "../core/haproxy-config/swap-order.js";
 
 export type ApplyDecision =
   /** The bytes HAProxy runs: nothing to apply. */
   | { kind: "identical" }
   /**
    * Only server slots and the lines of pattern files and route maps changed, or a backend gained
-   * server slots it can add at runtime (a Service added into a spare backend is such a change): these slot commands, in make-before-break order, then these
-   * files swapped whole (each atomically), on `socket`. Slots first, so a new Service's endpoints
-   * are ready before its routes point at them.
+   * server slots it can add at runtime (a Service added into a spare backend is such a change):
+   * these slot commands, in make-before-break order, then these files swapped whole (each
+   * atomically, in swapOrder's order), then the `emptying` commands, on `socket`. Slots first, so
+   * a new Service's endpoints are ready before its routes point at them; a backend left with no
+   * ready server last, so that the routes and maps that still name it (a route removed, a spare
+   * freed) point elsewhere before it answers 503.
    */
-  | { kind: "runtime"; socket: string; commands: RuntimeCommand[]; slots: number; files: PatternFile[] }
+  | {
+      kind: "runtime";
+      socket: string;
+      commands: RuntimeCommand[];
+      slots: number;
+      files: PatternFile[];
+      emptying: RuntimeCommand[];
+    }
   | { kind: "reload"; reason: string };
 
 export interface LiveConfig {
@@ -51,11 +62,15 @@ function decideRuntime(from: HaproxyConfig, to: HaproxyConfig): ApplyDecision {
   const adds = diff.kind === "runtime" ? diff.adds : [];
   const plan = planRuntime(changes, diff.kind === "runtime" ? diff.spare : new Map(), adds);
   if (plan.kind === "reload") return plan;
+  const emptied = new Set(
+    [...to.backends].filter(([, servers]) => servers.every((s) => !s.enabled)).map(([name]) => name),
+  );
   return {
     kind: "runtime",
     socket,
-    commands: plan.commands,
+    commands: plan.commands.filter((c) => !emptied.has(c.backend)),
     slots: changes.length + adds.length,
-    files: files.changed,
+    files: swapOrder(from.files, files.changed),
+    emptying: plan.commands.filter((c) => emptied.has(c.backend)),
   };
 }

@@ -30,7 +30,11 @@ const lists = (base: string, ...files: Array<[string, string[]]>) =>
 
 function show(d: ApplyDecision): string | string[] {
   if (d.kind === "runtime")
-    return [...d.commands.map(commandText), ...d.files.map((f) => `swap ${f.path}: ${f.entries.join(" ")}`)];
+    return [
+      ...d.commands.map(commandText),
+      ...d.files.map((f) => `swap ${f.path}: ${f.entries.join(" ")}`),
+      ...d.emptying.map(commandText),
+    ];
   return d.kind === "reload" ? `reload: ${d.reason}` : "identical";
 }
 
@@ -124,6 +128,17 @@ describe("decideApply", () => {
         "set server default_web_80/s3 addr 10.0.0.2 port 8080",
         "set server default_web_80/s3 state ready",
         "swap patterns/default.web.allow: 172.16.0.0/12",
+      ],
+    ],
+    [
+      "the last pod gone with the list that admits to it: the list first, then the backend emptied",
+      { text: lists(config([A, null]), ["web", ["10.0.0.0/8"]]), known: true },
+      lists(config([null, null]), ["web", ["172.16.0.0/12"]]),
+      [
+        "swap patterns/default.web.allow: 172.16.0.0/12",
+        "set server default_web_80/s1 state drain",
+        "set server default_web_80/s1 state maint",
+        "set server default_web_80/s1 addr 127.0.0.1 port 1",
       ],
     ],
     [
