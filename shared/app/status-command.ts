@@ -49,6 +49,8 @@ export interface NodeRow {
   pinned: string | null;
   /** With a canary rollout: the node's wave (1-based) and whether that wave runs the candidate. */
   wave?: { wave: number; candidate: boolean };
+  /** The Gateway certificates the node holds (refs, never contents); null without --gateway-cert-dir. */
+  gatewayCertificates: string[] | null;
 }
 
 /** The fleet in counts; each node is exactly one of current, behind and down. */
@@ -76,6 +78,12 @@ export interface FleetSummary {
    * earliest of their applies); null when none serves a known config.
    */
   oldestServed: { key: string; revision: string | null; nodes: number; since: string | null } | null;
+  /**
+   * The Gateway certificates the nodes hold: how many every node holds, and each one only some
+   * hold, which no HTTPS listener is bound with until every node holds it
+   * (docs/gateway-api.md#certificates); null when no node has a --gateway-cert-dir.
+   */
+  gatewayCertificates: { everywhere: number; partial: Array<{ ref: string; nodes: number }> } | null;
 }
 
 export interface FleetStatus {
@@ -149,6 +157,7 @@ export function fleetStatus(
       digests: s.digests,
       pinned: s.pinned?.key ?? null,
       ...(rollout ? { wave: waveOf(rollout, s.node) } : {}),
+      gatewayCertificates: s.gatewayCertificates,
     });
     for (const k of s.skipped) if (!skipped.has(k.key)) skipped.set(k.key, k);
   }
@@ -203,6 +212,12 @@ function summarize(nodes: readonly NodeRow[], unknown: number): FleetSummary {
     .map((n) => n.appliedAt)
     .filter((at) => at !== null)
     .sort()[0];
+  const counted = new Map<string, number>();
+  for (const n of nodes) for (const ref of n.gatewayCertificates ?? []) counted.set(ref, (counted.get(ref) ?? 0) + 1);
+  const partial = [...counted]
+    .filter(([, held]) => held < nodes.length)
+    .map(([ref, held]) => ({ ref, nodes: held }))
+    .sort((a, b) => compareStrings(a.ref, b.ref));
   return {
     nodes: nodes.length + unknown,
     current: nodes.filter((n) => !down(n) && !n.behind).length,
@@ -216,6 +231,9 @@ function summarize(nodes: readonly NodeRow[], unknown: number): FleetSummary {
       oldest.length === 0
         ? null
         : { key: oldest[0]!.key!, revision: oldest[0]!.revision, nodes: oldest.length, since: since ?? null },
+    gatewayCertificates: nodes.some((n) => n.gatewayCertificates !== null)
+      ? { everywhere: counted.size - partial.length, partial }
+      : null,
   };
 }
 
@@ -266,11 +284,15 @@ function formatSummary(s: FleetSummary): string {
   const down = s.down === 0 ? "0 down" : `${s.down} down (${s.haproxyDown} HAProxy down, ${s.stale} report stale)`;
   const unknown = s.unknown === 0 ? "" : `, ${s.unknown} unknown`;
   const counts = `nodes: ${s.nodes}: ${s.current} current, ${s.behind} behind, ${down}${unknown}; ${s.pinned} pinned\n`;
+  const g = s.gatewayCertificates;
+  const certificates = g
+    ? `gateway certificates: ${g.everywhere} on every node${g.partial.map((p) => `; ${p.ref} on ${p.nodes} of ${s.nodes - s.unknown} nodes (not bound until every node holds it)`).join("")}\n`
+    : "";
   const o = s.oldestServed;
   const oldest = o
     ? `oldest config served: ${o.key.slice(o.key.lastIndexOf("/") + 1)} (revision ${o.revision ?? "?"}) by ${o.nodes === 1 ? "1 node" : `${o.nodes} nodes`}${o.since ? `, since ${o.since}` : ""}\n`
     : "oldest config served: none known\n";
-  return counts + oldest;
+  return counts + oldest + certificates;
 }
 
 function formatNodes(nodes: readonly NodeRow[]): string {

@@ -34,6 +34,30 @@ const report = (node: string, key: string | null, extra: Record<string, unknown>
 });
 
 describe("fleetStatus", () => {
+  it("counts the Gateway certificates every node holds and names those only some hold, which no listener is bound with", () => {
+    const f = fleetStatus(
+      newest,
+      [
+        report("node-a", newest.key, { gatewayCertificates: ["default/api-tls", "default/shop-tls"] }),
+        report("node-b", newest.key, { gatewayCertificates: ["default/shop-tls"] }),
+        report("node-c", newest.key, { gatewayCertificates: ["default/shop-tls"] }),
+      ],
+      now,
+    );
+    expect(f.summary.gatewayCertificates).toEqual({
+      everywhere: 1,
+      partial: [{ ref: "default/api-tls", nodes: 1 }],
+    });
+    expect(f.nodes[0]!.gatewayCertificates).toEqual(["default/api-tls", "default/shop-tls"]);
+    expect(formatFleet(f)).toContain(
+      "gateway certificates: 1 on every node; default/api-tls on 1 of 3 nodes (not bound until every node holds it)\n",
+    );
+    // Agents without --gateway-cert-dir: no line at all.
+    const none = fleetStatus(newest, [report("node-a", newest.key)], now);
+    expect(none.summary.gatewayCertificates).toBeNull();
+    expect(formatFleet(none)).not.toContain("gateway certificates");
+  });
+
   it("marks nodes behind the newest config, without one, or with stale reports, sorted by name", () => {
     const f = fleetStatus(
       newest,
@@ -141,6 +165,7 @@ describe("the summary", () => {
       pinned: 1,
       unknown: 0,
       oldestServed: { key: older, revision: "100", nodes: 1, since: "2026-11-30T11:00:00Z" },
+      gatewayCertificates: null,
     });
     expect(formatFleet(f).split("\n").slice(3, 5)).toEqual([
       "nodes: 6: 2 current, 2 behind, 2 down (1 HAProxy down, 1 report stale); 1 pinned",
