@@ -54,6 +54,8 @@ export function createConsole(
     relay(name, line) {
       if (line.trim() === "") return;
       const rec = parseRecord(line);
+      // Several agents log under one logger name: the process's name tells the nodes apart.
+      if (rec && typeof rec.name === "string" && rec.name !== name) rec.name = `${name}/${rec.name}`;
       emit(rec ?? { level: 30, time: Date.now(), name, msg: line });
     },
   };

@@ -94,4 +94,17 @@ describe("the local stack's console", () => {
     expect(parsed).toHaveLength(3);
     expect(parsed[2]).toMatchObject({ level: 40, name: "local", msg: "own record", port: 8080 });
   });
+
+  it("names the node an agent's record came from when several agents log under one name", () => {
+    const { lines, console } = capture("json", "info");
+    const rec = { level: 30, time: 1, name: "agent", msg: "config applied", how: "reload" };
+    console.relay("node-2", JSON.stringify(rec));
+    console.relay("agent", JSON.stringify(rec));
+    const parsed = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(parsed[0]).toEqual({ ...rec, name: "node-2/agent" });
+    expect(parsed[1]).toEqual(rec);
+    const human = capture("human", "info");
+    human.console.relay("node-2", JSON.stringify(rec));
+    expect(human.lines.join("")).toBe("00:00:00 [node-2/agent] config applied  how=reload\n");
+  });
 });
