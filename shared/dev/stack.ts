@@ -5,6 +5,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { loadKubeConfig } from "../adapters/kube-config.js";
 import { packageRoot } from "../adapters/templates.js";
 import type { Console } from "./console-log.js";
@@ -140,7 +141,8 @@ export async function startLocalStack(o: LocalStackOptions): Promise<() => Promi
       clusterLabel = `the demo cluster in ${o.clusterFile} (edit it: changes are served within a second)`;
     }
 
-    const s3rver = join(root, "node_modules", "s3rver", "bin", "s3rver.js");
+    // Beside this module in the build, as the exit guard is.
+    const s3rver = fileURLToPath(new URL("s3rver-main.js", import.meta.url));
     const s3 = child(
       "s3",
       [

@@ -292,7 +292,10 @@ describe("canary rollout over three nodes, each with its own HAProxy", () => {
         return (await f.node.store.getRollout())?.stable.key === changed.key ? true : undefined;
       },
       4 * BAKE_MS + 15_000,
-    );
+    ).catch(async (err: Error) => {
+      // Why it did not finish is in the record: the wave, the gate's figures, a hold's reason.
+      throw new Error(`${err.message}; rollout.json: ${JSON.stringify(await f.node.store.getRollout())}`);
+    });
     await f.allRun(changed.key!);
     const counts = await traffic.stop();
     expect(f.ran[f.canary]).toEqual([first.key, changed.key]);

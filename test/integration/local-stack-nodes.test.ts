@@ -86,7 +86,8 @@ describe("npm start -- --nodes 3", () => {
       expect(configs[0]).toContain('bind "${SERVICELB_NODE_ADDRESS}":');
 
       // The function's first pass made the config every node runs the rollouts' stable one, and
-      // every node reported: the waves are made of the nodes the store has reports of.
+      // every node reported running it: the waves are made of the nodes whose reports say they
+      // serve (a first report, written before the node's first apply, does not count it in).
       const endpoint = /s3rver at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!;
       const store = createObjectStore({
         url: "s3://servicelb/local",
@@ -95,49 +96,78 @@ describe("npm start -- --nodes 3", () => {
         credentials: S3RVER_CREDENTIALS,
       });
       try {
-        await waitFor("rollout.json", async () => ((await store.getRollout())?.stable.key ? true : undefined), 20_000);
         await waitFor(
-          "every node's report",
-          async () => ((await store.listStatuses()).length === NODES.length ? true : undefined),
+          "every node reporting the stable config",
+          async () => {
+            const record = await store.getRollout();
+            const reports = (await store.listStatuses()) as Array<{ applied: { key: string } | null }>;
+            return record !== null &&
+              record.rollout === null &&
+              reports.length === NODES.length &&
+              reports.every((r) => r.applied?.key === record.stable.key)
+              ? true
+              : undefined;
+          },
           20_000,
         );
+
+        // Traffic for the gates, through every node.
+        const load = (async () => {
+          while (sending) {
+            await Promise.all(ADDRESSES.map((a) => get(a, httpPort, "api.example.com").catch(() => undefined)));
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        })();
+        writeFileSync(
+          file,
+          cluster.replace(
+            "serviceloadbalancer/lb.host: api.example.com",
+            "serviceloadbalancer/lb.host: api.example.com\n        serviceloadbalancer/lb.timeout-server: 7s",
+          ),
+        );
+        const changedAt: Record<string, number> = {};
+        // The rollout as its record says while it runs: its order, and when each wave started.
+        let order: string[] = [];
+        const waveStarts: number[] = [];
+        await waitFor(
+          "every node on the change",
+          async () => {
+            const r = (await store.getRollout())?.rollout;
+            if (r?.state === "rolling") {
+              if (order.length === 0) order = r.order;
+              waveStarts[r.wave] ??= Date.parse(r.waveStartedAt);
+            }
+            for (const n of NODES)
+              if (readFileSync(join(data, n, "haproxy", "haproxy.cfg"), "utf8").includes("timeout server 7s"))
+                changedAt[n] ??= Date.now();
+            return Object.keys(changedAt).length === NODES.length ? true : undefined;
+          },
+          60_000,
+        );
+        sending = false;
+        await load;
+        // The labelled canary leads the rollout's order, the only node of its first wave; the
+        // second wave started once the first had baked (2 s), and the others took the change
+        // after it started and after the canary had.
+        expect(order).toHaveLength(NODES.length);
+        expect(order[0]).toBe(canary);
+        expect(waveStarts[1]! - waveStarts[0]!).toBeGreaterThanOrEqual(2000);
+        for (const n of NODES.filter((n) => n !== canary)) {
+          expect(changedAt[n]!).toBeGreaterThanOrEqual(changedAt[canary]!);
+          expect(changedAt[n]!).toBeGreaterThanOrEqual(waveStarts[1]!);
+        }
       } finally {
         store.close();
       }
-
-      // Traffic for the gates, through every node.
-      const load = (async () => {
-        while (sending) {
-          await Promise.all(ADDRESSES.map((a) => get(a, httpPort, "api.example.com").catch(() => undefined)));
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      })();
-      writeFileSync(
-        file,
-        cluster.replace(
-          "serviceloadbalancer/lb.host: api.example.com",
-          "serviceloadbalancer/lb.host: api.example.com\n        serviceloadbalancer/lb.timeout-server: 7s",
-        ),
-      );
-      const changedAt: Record<string, number> = {};
-      await waitFor(
-        "every node on the change",
-        async () => {
-          for (const n of NODES)
-            if (readFileSync(join(data, n, "haproxy", "haproxy.cfg"), "utf8").includes("timeout server 7s"))
-              changedAt[n] ??= Date.now();
-          return Object.keys(changedAt).length === NODES.length ? true : undefined;
-        },
-        60_000,
-      );
-      sending = false;
-      await load;
-      // The canary first; the others once its wave had baked.
-      for (const n of NODES.filter((n) => n !== canary))
-        expect(changedAt[n]! - changedAt[canary]!).toBeGreaterThanOrEqual(1500);
       for (const address of ADDRESSES) expect((await get(address, httpPort, "api.example.com")).body).toBe("api /");
     } catch (e) {
-      throw new Error(`${(e as Error).message}\n--- stdout\n${out}\n--- stderr\n${err.slice(-4000)}`);
+      // The rollout's own log lines first: a failed order check is read from them.
+      const rollout = err
+        .split("\n")
+        .filter((l) => l.includes('"msg":"rollout: ') || l.includes('"msg":"config applied"'));
+      throw new Error(
+        `${(e as Error).message}\n--- stdout\n${out}\n--- rollout\n${rollout.join("\n")}\n--- stderr\n${err.slice(-4000)}`,
+      );
     } finally {
       sending = false;
       stack.kill("SIGINT");

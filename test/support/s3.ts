@@ -4,6 +4,7 @@ import { createServer, type AddressInfo, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { makeS3rverWritesAtomic } from "../../shared/dev/s3rver-atomic.js";
 
 // s3rver ships no type declarations; describe the part we use instead of adding a .d.ts.
 interface S3rverInstance {
@@ -64,6 +65,7 @@ export function createS3Client(endpoint: string): S3Client {
  */
 export async function startS3(bucket = "servicelb-test"): Promise<TestS3> {
   const directory = await mkdtemp(join(tmpdir(), "servicelb-s3-"));
+  makeS3rverWritesAtomic();
   const server = new S3rver({
     address: "127.0.0.1",
     port: 0,
