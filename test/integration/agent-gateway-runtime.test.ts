@@ -128,7 +128,7 @@ describe("Gateway API backends through the runtime API", () => {
     /** Who answers `path` on gw.example. */
     const at = async (path: string) => {
       const r = await n.getHost("gw.example", path);
-      return r.status === 200 ? r.body.split(" ")[0] : String(r.status);
+      return r.status === 200 ? r.body.split(" ")[0]! : String(r.status);
     };
     await n.publish(withOther, 100);
     const agent = await start(n);

@@ -48,7 +48,7 @@ describe("the agent's stage trace", () => {
     const t = traced();
     await t.apply.check({ ...config, key: "bad" });
     await t.apply.check(config);
-    await t.apply.runtime(config, { kind: "runtime", socket: "/s", commands: [], slots: 3, files: [] });
+    await t.apply.runtime(config, { kind: "runtime", socket: "/s", commands: [], slots: 3, files: [], emptying: [] });
     await t.apply.start("k2");
     await t.apply.reload("k1", "undo");
     await t.apply.applied(config, "runtime", 0);

@@ -90,7 +90,7 @@ describe("swapOrder", () => {
     );
     const files = (s: { rules: number[]; exact: number[]; prefix: number[]; backends: string[] }) =>
       new Map<string, readonly string[]>([
-        [WEIGHTS_MAP, s.rules.toSorted((a, b) => a - b).flatMap((id) => ruleLines(id, s.backends))],
+        [WEIGHTS_MAP, [...s.rules].sort((a, b) => a - b).flatMap((id) => ruleLines(id, s.backends))],
         [EXACT, s.exact.map((id) => `/e${id} ${id * DRAW_RANGE}`)],
         [PREFIX, s.prefix.map((id) => `/p${id}/ ${id * DRAW_RANGE}`)],
       ]);
