@@ -8,7 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { showProc } from "../../shared/adapters/haproxy/master.js";
 import type { Agent } from "../../shared/agent/agent.js";
-import { A, agentWorld, B, C, count, type Node } from "../support/agent.js";
+import { A, agentWorld, B, C, count, httpGet, type Node } from "../support/agent.js";
 import { service, slice } from "../support/fixtures.js";
 import { gateway, gatewayClass, httpRoute } from "../support/gateway-fixtures.js";
 
@@ -171,6 +171,63 @@ describe("Gateway API backends through the runtime API", () => {
     expect(await at("/other")).toBe("A");
     expect(await apply(n, agent, withOther, 150)).toMatchObject({ how: "runtime" });
     expect(await at("/other")).toBe("B");
+
+    const after = (await showProc(n.masterSocket)).master;
+    expect(after.pid).toBe(master.pid);
+    expect(after.reloads).toBe(master.reloads);
+    expect(await count(agent.metrics.reloads)).toBe(0);
+  });
+
+  it("a route on a header the frontend already matches on, added, pointed elsewhere and removed, is applied with 0 reloads", async () => {
+    const n = await node({ spareBackends: 2 });
+    const services = [...svc("one", [A]), ...svc("two", [B]), ...svc("three", [C])];
+    const onHeader = (name: string, value: string, to: string) =>
+      httpRoute(name, {
+        parentRefs: [{ name: "gw" }],
+        rules: [
+          {
+            matches: [{ path: { type: "PathPrefix", value: "/h" }, headers: [{ name: "Version", value }] }],
+            backendRefs: [{ name: to, port: 80 }],
+          },
+        ],
+      });
+    const base = [
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: n.lb.options.httpPort, hostname: "gw.example" }]),
+      httpRoute("all", {
+        parentRefs: [{ name: "gw" }],
+        rules: [{ matches: [{ path: { type: "PathPrefix", value: "/" } }], backendRefs: [{ name: "one", port: 80 }] }],
+      }),
+      onHeader("first", "one", "two"),
+      ...services,
+    ];
+    /** Who answers /h/x on gw.example with `version` (none: no header). */
+    const at = async (version?: string) => {
+      const r = await httpGet(n.lb.options.httpPort, "/h/x", false, {
+        host: "gw.example",
+        ...(version ? { version } : {}),
+      });
+      return r.status === 200 ? r.body.split(" ")[0]! : String(r.status);
+    };
+    await n.publish(base, 100);
+    const agent = await start(n);
+    expect([await at(), await at("one"), await at("two")]).toEqual(["A", "B", "A"]);
+    const master = (await showProc(n.masterSocket)).master;
+
+    // Another value of the header, to another Service: a header map line.
+    expect(await apply(n, agent, [...base, onHeader("second", "two", "three")], 110)).toMatchObject({
+      how: "runtime",
+    });
+    expect([await at(), await at("one"), await at("two")]).toEqual(["A", "B", "C"]);
+    // Pointed at the first Service, then removed.
+    expect(await apply(n, agent, [...base, onHeader("second", "two", "one")], 120)).toMatchObject({
+      how: "runtime",
+    });
+    expect(await at("two")).toBe("A");
+    expect(await apply(n, agent, base, 130)).toMatchObject({ how: "runtime" });
+    expect([await at("one"), await at("two")]).toEqual(["B", "A"]);
+    // A value outside the keys' grammar is never looked up: the route after it answers.
+    expect(await at("one|gw.example/h/")).toBe("A");
 
     const after = (await showProc(n.masterSocket)).master;
     expect(after.pid).toBe(master.pid);

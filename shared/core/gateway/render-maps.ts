@@ -12,7 +12,7 @@
  */
 
 import { haproxyQuote } from "../render/haproxy-quote.js";
-import { gatewayMapPath } from "../haproxy-config/gateway-maps.js";
+import { gatewayMapPath, HEADER_VALUE_PATTERN } from "../haproxy-config/gateway-maps.js";
 import { DRAW_RANGE, drawIds, WEIGHTS_MAP, weightMapLines } from "../haproxy-config/gateway-weights.js";
 import { type FrontendMaps, planFrontendMaps } from "./map-plan.js";
 import { conditions, type FrontendText, INVALID_BACKEND, ruleLines } from "./render.js";
@@ -63,6 +63,8 @@ export function gatewayMaps(routing: GatewayRouting): GatewayMaps {
     frontends.set(f, maps);
     files.push({ path: gatewayMapPath(f.port, "exact"), entries: maps.exact });
     files.push({ path: gatewayMapPath(f.port, "prefix"), entries: maps.prefix });
+    files.push({ path: gatewayMapPath(f.port, "header-exact"), entries: maps.headerExact });
+    files.push({ path: gatewayMapPath(f.port, "header-prefix"), entries: maps.headerPrefix });
   }
   return { ids, frontends, files };
 }
@@ -76,17 +78,38 @@ const UNMATCHED = "!{ var(txn.gw) -m found } !{ var(txn.gwbase) -m found }";
  */
 const MAP_HOST = `{ var(txn.host) -m reg ${haproxyQuote("^[a-z0-9.-]+$")} }`;
 
-function lookupLines(port: number, withHost: boolean): string[] {
+/**
+ * The header maps' lookups of a stage, a header name at a time: its last value (as a line's
+ * `req.fhdr(<name>,-1)` compares it), when it has the keys' grammar, before the host and path.
+ */
+function headerLookupLines(port: number, withHost: boolean, names: readonly string[]): string[] {
+  const exact = gatewayMapPath(port, "header-exact");
+  const prefix = gatewayMapPath(port, "header-prefix");
+  const host = withHost ? `concat(,txn.host,)` : "";
+  const when = `${UNMATCHED}${withHost ? ` ${MAP_HOST}` : ""} { var(txn.gwhv) -m found }`;
+  return names.flatMap((name) => [
+    "    http-request unset-var(txn.gwhv)",
+    `    http-request set-var(txn.gwhv) req.fhdr(${name},-1) if ${UNMATCHED} { req.fhdr(${name},-1) -m reg ${haproxyQuote(HEADER_VALUE_PATTERN)} }`,
+    `    http-request set-var(txn.gwbase) str(${name}=),concat(,txn.gwhv,|),${host ? `${host},` : ""}concat(,txn.gwpath,),map_str_int(${exact}) if ${when}`,
+    `    http-request set-var(txn.gwbase) str(${name}=),concat(,txn.gwhv,|),${host ? `${host},` : ""}concat(,txn.gwpath,/),map_beg_int(${prefix}) if ${when}`,
+  ]);
+}
+
+function lookupLines(port: number, withHost: boolean, names: readonly string[]): string[] {
   const exact = gatewayMapPath(port, "exact");
   const prefix = gatewayMapPath(port, "prefix");
+  const headers = headerLookupLines(port, withHost, names);
   if (withHost)
     return [
+      ...headers,
       `    http-request set-var(txn.gwbase) var(txn.host),concat(,txn.gwpath,),map_str_int(${exact}) if ${UNMATCHED} ${MAP_HOST}`,
       `    http-request set-var(txn.gwbase) var(txn.host),concat(,txn.gwpath,/),map_beg_int(${prefix}) if ${UNMATCHED} ${MAP_HOST}`,
     ];
   // A request without a path (`*`) is matched by a prefix `/` alone, as its line would match it;
   // with a host, the missing `txn.gwpath` adds nothing to the key, which leaves `<host>/` to match.
+  // So with a header: its key ends in `|`, to which the prefix lookup adds the `/`.
   return [
+    ...headers,
     `    http-request set-var(txn.gwbase) path,map_str_int(${exact}) if ${UNMATCHED}`,
     `    http-request set-var(txn.gwbase) path,concat(/),map_beg_int(${prefix}) if ${UNMATCHED}`,
     `    http-request set-var(txn.gwbase) str(/),map_beg_int(${prefix}) if ${UNMATCHED} !{ path -m found }`,
@@ -101,13 +124,13 @@ export function mapFrontendLines(f: GatewayFrontend, maps: GatewayMaps): Fronten
   const req: string[] = [
     "    # Gateway API routes, in the spec's precedence order: the first match picks the rule, one with",
     "    # filters by its number among them (txn.gw), any other by its base in the weights map",
-    `    # (txn.gwbase). Matches on a host and a path alone live in ${gatewayMapPath(f.port, "exact")} and .prefix.map.`,
+    `    # (txn.gwbase). Matches on a host and a path (and one header) live in ${gatewayMapPath(f.port, "exact")} and the like.`,
     "    http-request set-var(txn.gwpath) path",
   ];
   let named = 0;
   for (const step of plan.steps) {
     if (step.kind === "maps") {
-      req.push(...lookupLines(f.port, step.withHost));
+      req.push(...lookupLines(f.port, step.withHost, plan.headerNames));
       continue;
     }
     const e = f.entries[step.entry]!;

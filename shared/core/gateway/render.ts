@@ -61,7 +61,8 @@ export function conditions(e: MatchEntry, at: number, acls: string[]): string[] 
   }
   if (e.method) c.push(`{ method ${e.method} }`);
   e.headers.forEach((h, k) => {
-    acls.push(`    acl gw_${at}_h${k} req.fhdr(${h.name}) -m str ${haproxyQuote(h.value)}`);
+    // The last occurrence of a repeated header, as the header maps compare it (render-maps.ts).
+    acls.push(`    acl gw_${at}_h${k} req.fhdr(${h.name},-1) -m str ${haproxyQuote(h.value)}`);
     c.push(`gw_${at}_h${k}`);
   });
   e.queryParams.forEach((q, k) => {

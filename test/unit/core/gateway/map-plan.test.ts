@@ -3,7 +3,11 @@ import { describe, expect, it } from "vitest";
 import { type FrontendMaps, planFrontendMaps } from "../../../../shared/core/gateway/map-plan.js";
 import { comparePrecedence } from "../../../../shared/core/gateway/precedence.js";
 import type { GatewayFrontend, MatchEntry, ResolvedRule } from "../../../../shared/core/gateway/routing.js";
-import { gatewayMapLineError, gatewayMapPath } from "../../../../shared/core/haproxy-config/gateway-maps.js";
+import {
+  gatewayMapLineError,
+  gatewayMapPath,
+  HEADER_VALUE_PATTERN,
+} from "../../../../shared/core/haproxy-config/gateway-maps.js";
 import { DRAW_RANGE } from "../../../../shared/core/haproxy-config/gateway-weights.js";
 
 interface Request {
@@ -27,7 +31,21 @@ function lineMatches(e: MatchEntry, r: Request): boolean {
     if (trimmed !== "" && (r.path === null || !`${r.path}/`.startsWith(`${trimmed}/`))) return false;
   }
   if (e.method !== null && r.method !== e.method) return false;
-  return e.headers.every((h) => r.headers[h.name] === h.value);
+  return e.headers.every((h) => r.headers[h.name.toLowerCase()] === h.value);
+}
+
+/** The frontend's header lookups (render-maps.ts): each name's value, when it has the keys' grammar. */
+function viaHeaderMaps(plan: FrontendMaps, r: Request, hostPart: string): number | undefined {
+  for (const name of plan.headerNames) {
+    const value = r.headers[name];
+    if (value === undefined || !new RegExp(HEADER_VALUE_PATTERN).test(value)) continue;
+    const key = `${name}=${value}|${hostPart}`;
+    const hit =
+      lookUp(plan.headerExact, key + (r.path ?? ""), false) ??
+      lookUp(plan.headerPrefix, `${key}${r.path ?? ""}/`, true);
+    if (hit !== undefined) return hit;
+  }
+  return undefined;
 }
 
 /** map_str_int: an equal key; map_beg_int: the longest key the sample begins with. */
@@ -54,9 +72,15 @@ function viaMaps(f: GatewayFrontend, plan: FrontendMaps, base: (rule: number) =>
       // A missing txn.gwpath adds nothing to the key (concat).
       if (r.host === null || !/^[a-z0-9.-]+$/.test(r.host)) continue;
       hit =
-        lookUp(plan.exact, r.host + (r.path ?? ""), false) ?? lookUp(plan.prefix, `${r.host}${r.path ?? ""}/`, true);
-    } else if (r.path !== null) hit = lookUp(plan.exact, r.path, false) ?? lookUp(plan.prefix, `${r.path}/`, true);
-    else hit = lookUp(plan.prefix, "/", true);
+        viaHeaderMaps(plan, r, r.host) ??
+        lookUp(plan.exact, r.host + (r.path ?? ""), false) ??
+        lookUp(plan.prefix, `${r.host}${r.path ?? ""}/`, true);
+    } else {
+      hit = viaHeaderMaps(plan, r, "");
+      if (hit === undefined && r.path !== null)
+        hit = lookUp(plan.exact, r.path, false) ?? lookUp(plan.prefix, `${r.path}/`, true);
+      else if (hit === undefined) hit = lookUp(plan.prefix, "/", true);
+    }
     if (hit !== undefined) return hit;
   }
   return "none";
@@ -79,7 +103,19 @@ const arbEntry = fc.record({
   ),
   path: fc.record({ type: fc.constantFrom("Exact" as const, "PathPrefix" as const), value: fc.constantFrom(...PATHS) }),
   method: fc.constantFrom(null, null, null, "POST"),
-  headers: fc.constantFrom([], [], [], [{ name: "v", value: "2" }]),
+  headers: fc.constantFrom(
+    [],
+    [],
+    [],
+    [{ name: "v", value: "2" }],
+    [{ name: "V", value: "3" }],
+    [{ name: "w", value: "2" }],
+    [{ name: "v", value: "two words" }],
+    [
+      { name: "v", value: "2" },
+      { name: "w", value: "2" },
+    ],
+  ),
   queryParams: fc.constant([]),
   created: fc.constantFrom(0, 1000, 2000),
   route: fc.constantFrom("a/r1", "a/r2", "b/r1"),
@@ -91,7 +127,16 @@ const arbRequest = fc.record({
   host: fc.constantFrom(null, "", "A.ex", "a.ex/b", "z.ex", "q.x.a.ex", ...HOSTS),
   path: fc.constantFrom(null, "/a/bc", "/c", "/a//", ...PATHS),
   method: fc.constantFrom("GET", "POST"),
-  headers: fc.constantFrom<Record<string, string>>({}, { v: "2" }),
+  headers: fc.constantFrom<Record<string, string>>(
+    {},
+    { v: "2" },
+    { v: "3" },
+    { w: "2" },
+    { v: "2", w: "2" },
+    { v: "3", w: "2" },
+    { v: "two words" },
+    { v: "2|a.ex/a" },
+  ),
 });
 
 /** A frontend of the entries in precedence order, a rule per (route, rule index); `filtered`: the rules with filters. */
@@ -140,6 +185,10 @@ describe("planFrontendMaps", () => {
           const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
           for (const line of plan.exact) expect(gatewayMapLineError(gatewayMapPath(8081, "exact"), line)).toBeNull();
           for (const line of plan.prefix) expect(gatewayMapLineError(gatewayMapPath(8081, "prefix"), line)).toBeNull();
+          for (const line of plan.headerExact)
+            expect(gatewayMapLineError(gatewayMapPath(8081, "header-exact"), line)).toBeNull();
+          for (const line of plan.headerPrefix)
+            expect(gatewayMapLineError(gatewayMapPath(8081, "header-prefix"), line)).toBeNull();
           for (const r of requests) expect(viaMaps(f, plan, base, r)).toEqual(viaLines(f, base, r));
         },
       ),
@@ -178,7 +227,13 @@ describe("planFrontendMaps", () => {
     const { f, base } = frontendOf(
       [
         { path: { type: "PathPrefix", value: "/a/b" }, headers: [] },
-        { path: { type: "PathPrefix", value: "/a" }, headers: [{ name: "v", value: "2" }] },
+        {
+          path: { type: "PathPrefix", value: "/a" },
+          headers: [
+            { name: "v", value: "2" },
+            { name: "w", value: "2" },
+          ],
+        },
         { path: { type: "Exact", value: "/c" }, headers: [] },
       ].map((m, i) => ({
         ...m,
@@ -196,5 +251,40 @@ describe("planFrontendMaps", () => {
     const lineRoutes = plan.steps.flatMap((s) => (s.kind === "line" ? [f.entries[s.entry]!.route] : []));
     expect(lineRoutes).toEqual(["a/r0", "a/r1"]);
     expect(plan.exact).toEqual([`/c ${2 * DRAW_RANGE}`]);
+  });
+
+  it("puts a match on a path and one header in the header maps, and keeps a line for what a later one may steal", () => {
+    const { f, base } = frontendOf(
+      [
+        { host: { name: "a.ex", wildcard: false }, path: { type: "Exact", value: "/a/b" }, headers: [] },
+        {
+          host: { name: "a.ex", wildcard: false },
+          path: { type: "PathPrefix", value: "/a" },
+          headers: [{ name: "Version", value: "2" }],
+        },
+        { host: null, path: { type: "PathPrefix", value: "/" }, headers: [{ name: "w", value: "x" }] },
+        { host: null, path: { type: "PathPrefix", value: "/" }, headers: [] },
+      ].map((m, i) => ({
+        ...m,
+        method: null,
+        queryParams: [],
+        created: 0,
+        route: `a/r${i}`,
+        ruleIndex: 0,
+        matchIndex: 0,
+      })) as Omit<MatchEntry, "rule">[],
+      new Set(),
+    );
+    const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
+    // The Exact /a/b comes first, and the header lookups come before the path maps: it keeps a line.
+    expect(plan.steps).toEqual([
+      { kind: "line", entry: 0 },
+      { kind: "maps", withHost: true },
+      { kind: "maps", withHost: false },
+    ]);
+    expect(plan.headerNames).toEqual(["version", "w"]);
+    expect(plan.headerPrefix).toEqual([`version=2|a.ex/a/ ${DRAW_RANGE}`, `w=x|/ ${2 * DRAW_RANGE}`]);
+    expect(plan.prefix).toEqual([`/ ${3 * DRAW_RANGE}`]);
+    expect(plan.exact).toEqual([]);
   });
 });

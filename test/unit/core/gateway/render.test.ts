@@ -291,7 +291,7 @@ describe("rendering Gateway API routing", () => {
     const routing = resolveGateway(snap, { httpPort: 80, reserved: new Map() })!;
     const { requests } = frontendLines(routing.frontends[0]!);
     expect(requests).toContain(`{ path -m str "/a\\'b\\$c" }`);
-    expect(requests).toContain(`acl gw_0_h0 req.fhdr(x-h) -m str "v\\" \\#\\\${HOME} %[src]"`);
+    expect(requests).toContain(`acl gw_0_h0 req.fhdr(x-h,-1) -m str "v\\" \\#\\\${HOME} %[src]"`);
     expect(requests).toContain(`http-request set-header x-s "100%% \\\${X}" if`);
   });
 

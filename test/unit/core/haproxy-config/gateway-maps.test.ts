@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import {
   gatewayMapLineError,
   gatewayMapPath,
+  HEADER_VALUE_PATTERN,
+  headerMapKey,
   isGatewayMapKey,
   isGatewayMapPath,
 } from "../../../../shared/core/haproxy-config/gateway-maps.js";
@@ -12,9 +14,11 @@ import {
 } from "../../../../shared/core/haproxy-config/pattern-files.js";
 
 describe("Gateway match maps", () => {
-  it("are two files per listener port, known to the file section as maps", () => {
+  it("are four files per listener port, known to the file section as maps", () => {
     expect(gatewayMapPath(8081, "exact")).toBe("maps/gw.8081.exact.map");
     expect(isGatewayMapPath("maps/gw.8081.prefix.map")).toBe(true);
+    expect(gatewayMapPath(8081, "header-prefix")).toBe("maps/gw.8081.header-prefix.map");
+    expect(isGatewayMapPath("maps/gw.8081.header-exact.map")).toBe(true);
     for (const bad of ["maps/gw.0.exact.map", "maps/gw.65536.exact.map", "maps/gw.80.other.map", "maps/gw.80.exact"])
       expect(isGatewayMapPath(bad)).toBe(false);
     expect(patternFileKind("maps/gw.80.exact.map")).toBe("map");
@@ -41,5 +45,30 @@ describe("Gateway match maps", () => {
     expect(splitConfig(bad)).toEqual({
       error: `pattern section line 2: "/a;show 0" key "/a;show" is not a host and a path`,
     });
+  });
+
+  it("hold a header's lower-case name and value before the host and path, and no value that could reach past them", () => {
+    expect(headerMapKey("X-Version", "v2.1", "shop.example/cart/")).toBe("x-version=v2.1|shop.example/cart/");
+    expect(headerMapKey("v", "a=b,c@d~e+f", "/")).toBe("v=a=b,c@d~e+f|/");
+    for (const [name, value] of [
+      ["v", "two words"],
+      ["v", "a|shop.example/"],
+      ["v", ""],
+      ["v", "x".repeat(129)],
+      ["v", "a;b"],
+      ["v_1", "a"],
+      ["v", "a#b"],
+    ] as const)
+      expect(headerMapKey(name, value, "/x")).toBeNull();
+    expect(headerMapKey("v", "a", "Shop/")).toBeNull();
+    // The frontend tests a request's value with the same grammar before it looks it up.
+    expect(new RegExp(HEADER_VALUE_PATTERN).test("a|shop.example/")).toBe(false);
+    const prefix = gatewayMapPath(80, "header-prefix");
+    expect(gatewayMapLineError(prefix, "v=2|a.example/x/ 1048576")).toBeNull();
+    expect(gatewayMapLineError(prefix, "v=2|a.example/x 1048576")).toMatch(/final \//);
+    expect(gatewayMapLineError(prefix, "a.example/x/ 1048576")).toMatch(/not a header, a host and a path/);
+    expect(gatewayMapLineError(prefix, "V=2|/x/ 0")).toMatch(/not a header/);
+    expect(gatewayMapLineError(prefix, "v=2|x|/x/ 0")).toMatch(/not a header/);
+    expect(gatewayMapLineError(gatewayMapPath(80, "exact"), "v=2|/x 0")).toMatch(/not a host and a path/);
   });
 });
