@@ -173,6 +173,15 @@ function frontendOf(raw: Omit<MatchEntry, "rule">[], filtered: ReadonlySet<strin
   return { f, base };
 }
 
+/** The `i`th route's only match: a host, a path and headers as given, nothing else. */
+function entryOf(
+  m: { host: MatchEntry["host"]; path: { type: string; value: string }; headers: MatchEntry["headers"] },
+  i: number,
+): Omit<MatchEntry, "rule"> {
+  const path = m.path as MatchEntry["path"];
+  return { ...m, path, method: null, queryParams: [], created: 0, route: `a/r${i}`, ruleIndex: 0, matchIndex: 0 };
+}
+
 describe("planFrontendMaps", () => {
   it("routes every request as the entries' lines in precedence order do (property)", () => {
     fc.assert(
@@ -202,16 +211,7 @@ describe("planFrontendMaps", () => {
         { host: { name: "a.ex", wildcard: false }, path: { type: "PathPrefix", value: "/" } },
         { host: { name: "a.ex", wildcard: false }, path: { type: "Exact", value: "/a" } },
         { host: null, path: { type: "PathPrefix", value: "/b" } },
-      ].map((m, i) => ({
-        ...m,
-        method: null,
-        headers: [],
-        queryParams: [],
-        created: 0,
-        route: `a/r${i}`,
-        ruleIndex: 0,
-        matchIndex: 0,
-      })) as Omit<MatchEntry, "rule">[],
+      ].map((m, i) => entryOf({ headers: [], ...m }, i)),
       new Set(),
     );
     const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
@@ -235,16 +235,7 @@ describe("planFrontendMaps", () => {
           ],
         },
         { path: { type: "Exact", value: "/c" }, headers: [] },
-      ].map((m, i) => ({
-        ...m,
-        host: null,
-        method: null,
-        queryParams: [],
-        created: 0,
-        route: `a/r${i}`,
-        ruleIndex: 0,
-        matchIndex: 0,
-      })) as Omit<MatchEntry, "rule">[],
+      ].map((m, i) => entryOf({ host: null, ...m }, i)),
       new Set(),
     );
     const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
@@ -264,15 +255,7 @@ describe("planFrontendMaps", () => {
         },
         { host: null, path: { type: "PathPrefix", value: "/" }, headers: [{ name: "w", value: "x" }] },
         { host: null, path: { type: "PathPrefix", value: "/" }, headers: [] },
-      ].map((m, i) => ({
-        ...m,
-        method: null,
-        queryParams: [],
-        created: 0,
-        route: `a/r${i}`,
-        ruleIndex: 0,
-        matchIndex: 0,
-      })) as Omit<MatchEntry, "rule">[],
+      ].map((m, i) => entryOf(m, i)),
       new Set(),
     );
     const plan = planFrontendMaps(f, (rule) => base(f.rules.indexOf(rule)));
