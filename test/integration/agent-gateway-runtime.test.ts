@@ -234,4 +234,52 @@ describe("Gateway API backends through the runtime API", () => {
     expect(after.reloads).toBe(master.reloads);
     expect(await count(agent.metrics.reloads)).toBe(0);
   });
+
+  it("a route under a wildcard hostname, added and removed, is applied with 0 reloads, and the longest wildcard answers", async () => {
+    const n = await node({ spareBackends: 2 });
+    const services = [...svc("one", [A]), ...svc("two", [B]), ...svc("three", [C])];
+    const under = (name: string, hostname: string, path: string, to: string) =>
+      httpRoute(name, {
+        parentRefs: [{ name: "gw" }],
+        hostnames: [hostname],
+        rules: [{ matches: [{ path: { type: "PathPrefix", value: path } }], backendRefs: [{ name: to, port: 80 }] }],
+      });
+    const base = [
+      gatewayClass(),
+      gateway("gw", [{ name: "http", port: n.lb.options.httpPort }]),
+      under("wide", "*.example", "/", "one"),
+      under("narrow", "*.shop.example", "/", "two"),
+      ...services,
+    ];
+    const at = async (host: string, path = "/x") => {
+      const r = await n.getHost(host, path);
+      return r.status === 200 ? r.body.split(" ")[0]! : String(r.status);
+    };
+    await n.publish(base, 100);
+    const agent = await start(n);
+    // The longest wildcard first; a wildcard never matches its own name, which the shorter one takes.
+    expect([await at("a.shop.example"), await at("b.a.shop.example"), await at("shop.example")]).toEqual([
+      "B",
+      "B",
+      "A",
+    ]);
+    expect([await at("example"), await at("a.other")]).toEqual(["404", "404"]);
+    const master = (await showProc(n.masterSocket)).master;
+
+    expect(await apply(n, agent, [...base, under("cart", "*.shop.example", "/cart", "three")], 110)).toMatchObject({
+      how: "runtime",
+    });
+    expect([
+      await at("a.shop.example", "/cart/1"),
+      await at("a.shop.example", "/x"),
+      await at("b.example", "/cart"),
+    ]).toEqual(["C", "B", "A"]);
+    expect(await apply(n, agent, base, 120)).toMatchObject({ how: "runtime" });
+    expect(await at("a.shop.example", "/cart/1")).toBe("B");
+
+    const after = (await showProc(n.masterSocket)).master;
+    expect(after.pid).toBe(master.pid);
+    expect(after.reloads).toBe(master.reloads);
+    expect(await count(agent.metrics.reloads)).toBe(0);
+  });
 });

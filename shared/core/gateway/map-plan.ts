@@ -8,10 +8,13 @@
  * first in it): exact hostnames, wildcards, no hostname. In the first and last stage it tries
  * the stage's line entries in order, then the header maps (for each header name they hold, the
  * request's last value of it: the Exact paths, then the longest prefix), then the path maps
- * (the Exact paths, then the longest prefix). An entry goes to a path map when
+ * (the Exact paths, then the longest prefix). In the wildcard stage, the line entries, then for
+ * each number of labels the maps' wildcards have, most first (a wildcard of more labels has more
+ * characters, and the spec ranks it first), the host's last labels as `*.<labels>` in the path
+ * maps, when the host has a label before them. An entry goes to a path map when
  *   - its rule draws its backend in the weights map and has no filter (`base`);
  *   - it matches a path and nothing else: no method, header or query parameter;
- *   - its hostname is exact or none (a request may reach wildcards of several lengths: lines);
+ *   - its hostname is exact, a wildcard or none;
  *   - its key fits the maps' grammar, and a prefix ends in at most one `/` (the API refuses
  *     more: with two, its length would rank it above a longer prefix);
  *   - no line entry, nor header map entry, of its stage that comes after it in precedence may
@@ -36,8 +39,11 @@ import { compareStrings } from "../compare.js";
 import { headerMapKey, isGatewayMapKey } from "../haproxy-config/gateway-maps.js";
 import type { GatewayFrontend, MatchEntry, ResolvedRule } from "./routing.js";
 
-/** A line entry (by its index in the frontend's entries), or the maps' lookups of a stage. */
-export type MapStep = { kind: "line"; entry: number } | { kind: "maps"; withHost: boolean };
+/**
+ * A line entry (by its index in the frontend's entries), the maps' lookups of a stage, or the
+ * wildcards' lookups (for each number of labels `wildcardLabels` holds).
+ */
+export type MapStep = { kind: "line"; entry: number } | { kind: "maps"; withHost: boolean } | { kind: "wildcards" };
 
 export interface FrontendMaps {
   /** The order the frontend tries them in. */
@@ -49,6 +55,8 @@ export interface FrontendMaps {
   headerPrefix: string[];
   /** The header names the header maps hold, lower case, sorted: the frontend looks each one up. */
   headerNames: string[];
+  /** The numbers of labels of the wildcards the path maps hold, most first: the order they are looked up in. */
+  wildcardLabels: number[];
 }
 
 /** The key a path part of an entry has: the Exact path, or the prefix up to its last `/`, plus `/`. */
@@ -68,18 +76,27 @@ function mapKey(e: MatchEntry, base: number | undefined): string | null {
 
 /** The entry's header map key, or null when it is not for a header map. */
 function headerKey(e: MatchEntry, base: number | undefined): string | null {
-  if (e.headers.length !== 1) return null;
+  if (e.headers.length !== 1 || e.host?.wildcard) return null;
   const key = hostPathKey(e, base);
   return key === null ? null : headerMapKey(e.headers[0]!.name, e.headers[0]!.value, key);
 }
 
-/** `<host><path key>` for an entry that matches a host (exact or none) and a path, and at most headers. */
+/** `<host><path key>` (`*.<host>` for a wildcard) for an entry that matches a host and a path, and at most headers. */
 function hostPathKey(e: MatchEntry, base: number | undefined): string | null {
   if (base === undefined || e.method !== null || e.queryParams.length > 0) return null;
-  if (e.host?.wildcard) return null;
   if (e.path.type === "PathPrefix" && e.path.value.endsWith("//")) return null;
-  const key = `${e.host?.name ?? ""}${pathKey(e)}`;
+  const host = e.host === null ? "" : `${e.host.wildcard ? "*." : ""}${e.host.name}`;
+  const key = `${host}${pathKey(e)}`;
   return isGatewayMapKey(key) ? key : null;
+}
+
+/** Whether some request host matches both entries' hostnames (of one stage). */
+function hostsOverlap(a: MatchEntry, b: MatchEntry): boolean {
+  const x = a.host?.name;
+  const y = b.host?.name;
+  if (x === undefined || y === undefined || x === y) return x === y;
+  // Wildcards: one covers the other's names when its labels end the other's.
+  return Boolean(a.host?.wildcard) && (x.endsWith(`.${y}`) || y.endsWith(`.${x}`));
 }
 
 const headerName = (e: MatchEntry) => e.headers[0]!.name.toLowerCase();
@@ -104,7 +121,7 @@ export function planFrontendMaps(f: GatewayFrontend, base: (rule: ResolvedRule) 
   const headersAfter: MatchEntry[] = [];
   for (let at = f.entries.length - 1; at >= 0; at--) {
     const e = f.entries[at]!;
-    const meets = (l: MatchEntry) => stageOf(l) === stageOf(e) && l.host?.name === e.host?.name && pathsOverlap(e, l);
+    const meets = (l: MatchEntry) => stageOf(l) === stageOf(e) && hostsOverlap(l, e) && pathsOverlap(e, l);
     const b = base(f.rules[e.rule]!);
     const key = mapKey(e, b);
     const hKey = key === null ? headerKey(e, b) : null;
@@ -126,9 +143,16 @@ export function planFrontendMaps(f: GatewayFrontend, base: (rule: ResolvedRule) 
     headerPrefix: new Map<string, number>(),
   };
   const names = new Set<string>();
+  const labels = new Set<number>();
+  for (const [at, m] of mapped) {
+    const host = f.entries[at]!.host;
+    if (!m.header && host?.wildcard) labels.add(host.name.split(".").length);
+  }
   let stage = 0;
   const closeStages = (upTo: number) => {
-    for (; stage < upTo; stage++) if (stage !== 1) steps.push({ kind: "maps", withHost: stage === 0 });
+    for (; stage < upTo; stage++)
+      if (stage !== 1) steps.push({ kind: "maps", withHost: stage === 0 });
+      else if (labels.size > 0) steps.push({ kind: "wildcards" });
   };
   f.entries.forEach((e, at) => {
     closeStages(stageOf(e));
@@ -151,5 +175,6 @@ export function planFrontendMaps(f: GatewayFrontend, base: (rule: ResolvedRule) 
     headerExact: lines(maps.headerExact),
     headerPrefix: lines(maps.headerPrefix),
     headerNames: [...names].sort(compareStrings),
+    wildcardLabels: [...labels].sort((a, b) => b - a),
   };
 }

@@ -116,6 +116,23 @@ function lookupLines(port: number, withHost: boolean, names: readonly string[]):
   ];
 }
 
+/**
+ * The wildcards' lookups: for each number of labels, most first, the host's last labels as
+ * `*.<labels>`, when the host is longer than them (a label and its dot before: a wildcard never
+ * matches its own name) and holds no `/` (that would reach into a key's path).
+ */
+function wildcardLookupLines(port: number, labels: readonly number[]): string[] {
+  const exact = gatewayMapPath(port, "exact");
+  const prefix = gatewayMapPath(port, "prefix");
+  const when = `${UNMATCHED} { var(txn.host) -m found } !{ var(txn.host) -m sub / } { var(txn.host),length,sub(txn.gwsl) -m int gt 0 }`;
+  return labels.flatMap((n) => [
+    `    http-request set-var(txn.gws) var(txn.host),field(-1,.,${n}) if ${UNMATCHED}`,
+    `    http-request set-var(txn.gwsl) var(txn.gws),length if ${UNMATCHED}`,
+    `    http-request set-var(txn.gwbase) str(*.),concat(,txn.gws,),concat(,txn.gwpath,),map_str_int(${exact}) if ${when}`,
+    `    http-request set-var(txn.gwbase) str(*.),concat(,txn.gws,),concat(,txn.gwpath,/),map_beg_int(${prefix}) if ${when}`,
+  ]);
+}
+
 /** A frontend's Gateway lines with its simple entries in its maps (`maps`: gatewayMaps of its routing). */
 export function mapFrontendLines(f: GatewayFrontend, maps: GatewayMaps): FrontendText {
   const plan = maps.frontends.get(f)!;
@@ -131,6 +148,10 @@ export function mapFrontendLines(f: GatewayFrontend, maps: GatewayMaps): Fronten
   for (const step of plan.steps) {
     if (step.kind === "maps") {
       req.push(...lookupLines(f.port, step.withHost, plan.headerNames));
+      continue;
+    }
+    if (step.kind === "wildcards") {
+      req.push(...wildcardLookupLines(f.port, plan.wildcardLabels));
       continue;
     }
     const e = f.entries[step.entry]!;

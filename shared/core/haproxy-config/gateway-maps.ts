@@ -4,7 +4,8 @@
  * removed or pointed elsewhere changes their lines and the weights map's, not the config's.
  *
  * Four maps per listener port, looked up with the request's host and path joined (the host is
- * left out for the entries of routes without hostnames; a key with a host never starts with `/`),
+ * left out for the entries of routes without hostnames; a key with a host never starts with `/`;
+ * a wildcard's key starts with `*.` and its labels, looked up with as many of the host's last labels),
  * and for a match on one header, that header's name and last value before them:
  *   maps/gw.<port>.exact.map          <host><path> → rule          (map_str: an Exact path)
  *   maps/gw.<port>.prefix.map         <host><prefix>/ → rule       (map_beg: a PathPrefix, the longest wins)
@@ -40,7 +41,7 @@ const LABEL = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
  * HAProxy's map files nor its command line read as anything but themselves.
  */
 const PATH_CHARS = "([A-Za-z0-9._~:@+=,/-]|%[0-9A-Fa-f]{2})*";
-const KEY = new RegExp(`^(${LABEL}(\\.${LABEL})*)?/${PATH_CHARS}$`);
+const KEY = new RegExp(`^((\\*\\.)?${LABEL}(\\.${LABEL})*)?/${PATH_CHARS}$`);
 const VALUE = /^[0-9]{1,15}$/;
 /** A header name as a key holds it (lower case: names match whatever their case). */
 const HEADER_NAME = /^[a-z0-9-]{1,64}$/;

@@ -67,6 +67,18 @@ function viaMaps(f: GatewayFrontend, plan: FrontendMaps, base: (rule: number) =>
       if (lineMatches(e, r)) return base(e.rule) ?? `rule ${e.rule}`;
       continue;
     }
+    if (step.kind === "wildcards") {
+      // field(-1,.,n): the host's last n labels (all of them when it has fewer).
+      if (r.host === null || r.host.includes("/")) continue;
+      for (const n of plan.wildcardLabels) {
+        const labels = r.host.split(".").slice(-n).join(".");
+        if (r.host.length <= labels.length) continue;
+        const key = `*.${labels}${r.path ?? ""}`;
+        const hit = lookUp(plan.exact, key, false) ?? lookUp(plan.prefix, `${key}/`, true);
+        if (hit !== undefined) return hit;
+      }
+      continue;
+    }
     let hit: number | undefined;
     if (step.withHost) {
       // A missing txn.gwpath adds nothing to the key (concat).
