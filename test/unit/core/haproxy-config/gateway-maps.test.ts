@@ -27,7 +27,21 @@ describe("Gateway match maps", () => {
   it("hold a host (or none) and a path as key, and a rule's base as value", () => {
     expect(isGatewayMapKey("shop.example/cart/")).toBe(true);
     expect(isGatewayMapKey("/a/%2F:b@c+d=e,f~g")).toBe(true);
-    for (const bad of ["shop.example", "Shop.example/", "/a b", "/a;b", "/a'b", "/a#b", "*.example/", "/a(b)"])
+    // A wildcard's labels after `*.` (map-plan.ts looks them up with the host's last labels).
+    expect(isGatewayMapKey("*.example/")).toBe(true);
+    for (const bad of [
+      "shop.example",
+      "Shop.example/",
+      "/a b",
+      "/a;b",
+      "/a'b",
+      "/a#b",
+      "*example/",
+      "a.*.example/",
+      "*.*.example/",
+      "*/",
+      "/a(b)",
+    ])
       expect(isGatewayMapKey(bad)).toBe(false);
     const prefix = gatewayMapPath(80, "prefix");
     expect(gatewayMapLineError(prefix, "a.example/x/ 1048576")).toBeNull();
