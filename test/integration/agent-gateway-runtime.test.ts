@@ -42,6 +42,14 @@ async function apply(n: Node, agent: Agent, items: unknown[], revision: number) 
   return agent.status().applied;
 }
 
+/** The same HAProxy master as `master`, which has not reloaded, and an agent that counted no reload. */
+async function expectNoReload(n: Node, agent: Agent, master: { pid: number; reloads: number }) {
+  const after = (await showProc(n.masterSocket)).master;
+  expect(after.pid).toBe(master.pid);
+  expect(after.reloads).toBe(master.reloads);
+  expect(await count(agent.metrics.reloads)).toBe(0);
+}
+
 /** Which pods answer `gw.example` over `times` requests. */
 async function answering(n: Node, times = 12): Promise<string[]> {
   const seen = new Set<string>();
@@ -76,10 +84,7 @@ describe("Gateway API backends through the runtime API", () => {
     expect(await apply(n, agent, [...gw, ...svc("web", [A])], 150)).toMatchObject({ how: "runtime" });
     expect(await answering(n)).toEqual(["A"]);
 
-    const after = (await showProc(n.masterSocket)).master;
-    expect(after.pid).toBe(master.pid);
-    expect(after.reloads).toBe(master.reloads);
-    expect(await count(agent.metrics.reloads)).toBe(0);
+    await expectNoReload(n, agent, master);
   });
 
   it("a change of backend weights is applied with 0 reloads, and traffic follows the weights", async () => {
@@ -104,10 +109,7 @@ describe("Gateway API backends through the runtime API", () => {
     });
     expect(await answering(n, 3)).toEqual(["500"]);
 
-    const after = (await showProc(n.masterSocket)).master;
-    expect(after.pid).toBe(master.pid);
-    expect(after.reloads).toBe(master.reloads);
-    expect(await count(agent.metrics.reloads)).toBe(0);
+    await expectNoReload(n, agent, master);
   });
 
   it("a simple route added, pointed at other Services (one taken into a spare backend) and removed is applied with 0 reloads, and traffic follows it", async () => {
@@ -172,10 +174,7 @@ describe("Gateway API backends through the runtime API", () => {
     expect(await apply(n, agent, withOther, 150)).toMatchObject({ how: "runtime" });
     expect(await at("/other")).toBe("B");
 
-    const after = (await showProc(n.masterSocket)).master;
-    expect(after.pid).toBe(master.pid);
-    expect(after.reloads).toBe(master.reloads);
-    expect(await count(agent.metrics.reloads)).toBe(0);
+    await expectNoReload(n, agent, master);
   });
 
   it("a route on a header the frontend already matches on, added, pointed elsewhere and removed, is applied with 0 reloads", async () => {
@@ -229,10 +228,7 @@ describe("Gateway API backends through the runtime API", () => {
     // A value outside the keys' grammar is never looked up: the route after it answers.
     expect(await at("one|gw.example/h/")).toBe("A");
 
-    const after = (await showProc(n.masterSocket)).master;
-    expect(after.pid).toBe(master.pid);
-    expect(after.reloads).toBe(master.reloads);
-    expect(await count(agent.metrics.reloads)).toBe(0);
+    await expectNoReload(n, agent, master);
   });
 
   it("a route under a wildcard hostname, added and removed, is applied with 0 reloads, and the longest wildcard answers", async () => {
@@ -277,9 +273,6 @@ describe("Gateway API backends through the runtime API", () => {
     expect(await apply(n, agent, base, 120)).toMatchObject({ how: "runtime" });
     expect(await at("a.shop.example", "/cart/1")).toBe("B");
 
-    const after = (await showProc(n.masterSocket)).master;
-    expect(after.pid).toBe(master.pid);
-    expect(after.reloads).toBe(master.reloads);
-    expect(await count(agent.metrics.reloads)).toBe(0);
+    await expectNoReload(n, agent, master);
   });
 });
