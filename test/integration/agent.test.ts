@@ -271,7 +271,7 @@ describe("converging and recovering", () => {
     await first.stop();
     const dead = createObjectStore({
       url: `s3://${world.s3.bucket}/${n.prefix}`,
-      endpoint: await deadEndpoint(),
+      endpoint: deadEndpoint(),
       forcePathStyle: true,
       credentials: S3RVER_CREDENTIALS,
       timeoutMs: 500,
@@ -287,7 +287,7 @@ describe("converging and recovering", () => {
     const n = await node();
     const dead = createObjectStore({
       url: `s3://${world.s3.bucket}/${n.prefix}`,
-      endpoint: await deadEndpoint(),
+      endpoint: deadEndpoint(),
       forcePathStyle: true,
       credentials: S3RVER_CREDENTIALS,
       timeoutMs: 500,

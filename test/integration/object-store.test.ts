@@ -323,7 +323,7 @@ describe("store unavailable", () => {
   }
 
   it("fails fast and transiently when nothing listens", async () => {
-    const endpoint = await deadEndpoint();
+    const endpoint = deadEndpoint();
     const store = openStore(newPrefix(), { endpoint });
     await expectTransientFailure(endpoint, () => store.latest());
     await expectTransientFailure(endpoint, () =>

@@ -749,7 +749,7 @@ describe("reconcile function faults", () => {
   });
 
   it("fails with 5xx and pings nobody when the object store is down", async () => {
-    const h = await harness({ SERVICELB_STORE_ENDPOINT: await deadEndpoint() });
+    const h = await harness({ SERVICELB_STORE_ENDPOINT: deadEndpoint() });
     vi.spyOn(console, "error").mockImplementation(() => {});
     expect((await h.send(pingEvent())).status).toBe(500);
     expect(pings()).toEqual([0, 0, 0]);
@@ -760,7 +760,7 @@ describe("reconcile function faults", () => {
     const hanging = await hangingEndpoint();
     try {
       const h = await harness({
-        SERVICELB_AGENTS: `${agents[2]!.url},${await deadEndpoint()},${hanging.endpoint}`,
+        SERVICELB_AGENTS: `${agents[2]!.url},${deadEndpoint()},${hanging.endpoint}`,
         SERVICELB_NOTIFY_TIMEOUT_MS: "300",
       });
       expect((await h.send(pingEvent())).status).toBe(204);

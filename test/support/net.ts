@@ -119,3 +119,10 @@ export async function countingProxy(target: number): Promise<CountingProxy> {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+/**
+ * A loopback port where a connection is refused at once: port 1, privileged, so no test binds it,
+ * and nothing listens there on a machine of this kind. A port closed a moment ago is no such
+ * port: the kernel hands it to the next listen(0), and a CI run met another test's server there.
+ */
+export const REFUSING_PORT = 1;

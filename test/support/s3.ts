@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { makeS3rverWritesAtomic } from "../../shared/dev/s3rver-atomic.js";
+import { REFUSING_PORT } from "./net.js";
 
 // s3rver ships no type declarations; describe the part we use instead of adding a .d.ts.
 interface S3rverInstance {
@@ -91,16 +92,9 @@ export async function startS3(bucket = "servicelb-test"): Promise<TestS3> {
   };
 }
 
-/**
- * An endpoint where nothing listens: "S3 is down". The port was free a moment ago; the
- * kernel does not hand a just-released ephemeral port out again immediately.
- */
-export async function deadEndpoint(): Promise<string> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve, reject) => probe.close((err) => (err ? reject(err) : resolve())));
-  return `http://127.0.0.1:${port}`;
+/** An endpoint where nothing listens: "S3 is down" (net.ts REFUSING_PORT). */
+export function deadEndpoint(): string {
+  return `http://127.0.0.1:${REFUSING_PORT}`;
 }
 
 /** An endpoint that accepts connections and never answers: a hung S3. */

@@ -10,6 +10,7 @@ import {
 import type { HttpError } from "../../../shared/agent/http-error.js";
 import { createLogger } from "../../../shared/adapters/log.js";
 import type { ExporterAddress } from "../../../shared/core/haproxy-config/exporter.js";
+import { REFUSING_PORT } from "../../support/net.js";
 
 // The endpoint against a stand-in for HAProxy's exporter, for what a real HAProxy will not do on
 // demand: hang, send an endless page, fail. test/integration/agent-haproxy-metrics.test.ts runs it
@@ -174,9 +175,7 @@ describe("haproxyMetricsHandler", () => {
       status: 502,
       body: `HAProxy's exporter at http://127.0.0.1:${failing}/metrics answered 500`,
     });
-    const closed = await listen(() => undefined);
-    servers.pop()!.close();
-    expect(await fetchRaw(await agent({ host: "127.0.0.1", port: closed, path: "/metrics" }))).toMatchObject({
+    expect(await fetchRaw(await agent({ host: "127.0.0.1", port: REFUSING_PORT, path: "/metrics" }))).toMatchObject({
       status: 502,
       body: expect.stringContaining("ECONNREFUSED"),
     });
