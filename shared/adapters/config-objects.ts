@@ -169,13 +169,6 @@ export class ConfigObjects {
     return this.verifyMetadata(key, name, metadata, size);
   }
 
-  /**
-   * Fetches a config and verifies its body against its metadata and key. A chunked config takes
-   * the chunks it does not carry inline from the config this reader assembled last, or from
-   * `have` (text of a config the caller holds: an agent's running config), and fetches only the
-   * rest; every chunk must hash to its name, and the whole config to its digest, before it is
-   * returned. Nothing is remembered from a config that does not verify.
-   */
   /** A stable-track config's key: `<prefix>tracks/<sha256>.cfg`, outside the configs' order. */
   isTrack(key: string): boolean {
     return key.startsWith(`${this.blobs.prefix}${TRACKS}`);
@@ -212,6 +205,13 @@ export class ConfigObjects {
     for (const key of doomed) await this.blobs.delete(key);
   }
 
+  /**
+   * Fetches a config and verifies its body against its metadata and key. A chunked config takes
+   * the chunks it does not carry inline from the config this reader assembled last, or from
+   * `have` (text of a config the caller holds: an agent's running config), and fetches only the
+   * rest; every chunk must hash to its name, and the whole config to its digest, before it is
+   * returned. Nothing is remembered from a config that does not verify.
+   */
   async get(key: string, options: { have?: string } = {}): Promise<StoredConfig> {
     if (this.isTrack(key)) return this.getTrack(key);
     const name = this.requireKey(key);

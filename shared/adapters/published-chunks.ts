@@ -18,11 +18,21 @@ const INLINE_MAX = 1024 * 1024;
 const CHUNK_UPLOADS = 8;
 /** Chunk sets of chunked configs a publisher remembers (keys are immutable): the retained history. */
 const MANIFESTS_KEPT = 64;
+/** Config metadata read at once when a prune finds which chunks the retained configs name. */
+const HEADS_AT_ONCE = 8;
+/**
+ * A prune of the chunks runs at most once per this share of the grace: every pass past retention
+ * prunes, and reading every retained config's metadata each time made each pass wait ~50 round
+ * trips before the next could start. A chunk waits at most a tenth longer than its grace.
+ */
+const PRUNE_EVERY_GRACE_SHARE = 0.1;
 
 export class PublishedChunks {
   /** The chunk names of chunked configs, by key: read once per key (keys are never overwritten). */
   private readonly manifests = new Map<string, ReadonlySet<string>>();
   private readonly prefix: string;
+  /** When the last prune of the chunks finished (Date.now()). */
+  private prunedAt = Number.NEGATIVE_INFINITY;
 
   /**
    * `graceMs`: a chunk no retained config names is deleted only once it is this old: a publish
@@ -90,24 +100,38 @@ export class PublishedChunks {
   }
 
   /**
-   * Deletes the chunks no config in `kept` names, once past their grace. A config whose metadata
-   * cannot be read names nothing, as it is skipped by everyone; a store that fails keeps them all.
+   * Deletes the chunks no config in `kept` names, once past their grace; at most once per tenth of
+   * the grace (PRUNE_EVERY_GRACE_SHARE). A config whose metadata cannot be read names nothing, as
+   * it is skipped by everyone; a store that fails keeps them all.
    */
   async prune(kept: readonly string[]): Promise<void> {
+    if (Date.now() - this.prunedAt < this.graceMs * PRUNE_EVERY_GRACE_SHARE) return;
     const listed = await this.objects.blobs.list(this.prefix);
-    if (listed.length === 0) return;
-    const named = new Set<string>();
-    for (const key of kept) {
-      const head = await this.objects.head(key).catch((err: unknown) => {
-        if (err instanceof StoreError && !err.transient) return null;
-        throw err;
-      });
-      if (head) for (const name of await this.namedBy(head)) named.add(name);
+    if (listed.length > 0) {
+      const named = await this.namedByAll(kept);
+      const before = Date.now() - this.graceMs;
+      const doomed = listed
+        .filter((o) => !named.has(o.key.slice(this.prefix.length)) && o.lastModified.getTime() <= before)
+        .map((o) => o.key);
+      await deleteKeys(this.objects.blobs, doomed);
     }
-    const before = Date.now() - this.graceMs;
-    const doomed = listed
-      .filter((o) => !named.has(o.key.slice(this.prefix.length)) && o.lastModified.getTime() <= before)
-      .map((o) => o.key);
-    await deleteKeys(this.objects.blobs, doomed);
+    this.prunedAt = Date.now();
+  }
+
+  /** The chunks any of `keys` names, their metadata read HEADS_AT_ONCE at a time. */
+  private async namedByAll(keys: readonly string[]): Promise<Set<string>> {
+    const named = new Set<string>();
+    let next = 0;
+    const read = async () => {
+      while (next < keys.length) {
+        const head = await this.objects.head(keys[next++]!).catch((err: unknown) => {
+          if (err instanceof StoreError && !err.transient) return null;
+          throw err;
+        });
+        if (head) for (const name of await this.namedBy(head)) named.add(name);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(HEADS_AT_ONCE, keys.length) }, read));
+    return named;
   }
 }
