@@ -21,12 +21,11 @@
  *   node dist/dev/bench/dataplane.js [--rounds 3] [--seconds 8] [--connections 32] [--json]
  */
 
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
-import { runtimeCommand } from "../shared/adapters/haproxy/runtime.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
 import { renderSnapshot } from "../shared/core/render/pipeline.js";
 import { Renderer } from "../shared/core/render/render.js";
@@ -36,12 +35,11 @@ import { list } from "../test/support/fixtures.js";
 import { loopbackOptions, runHaproxy, type RunningHaproxy } from "../test/support/haproxy.js";
 import { freePort, httpGet, waitFor } from "../test/support/net.js";
 import { arg, machine, table } from "./machine.js";
+import { cumConns, PODS, parseWrk, podConfig, requireWrk, wrk } from "./wrk-load.js";
 
 const rounds = arg("--rounds", 3);
 const seconds = arg("--seconds", 8);
 const connections = arg("--connections", 32);
-const PODS = ["127.0.0.2", "127.0.0.3"];
-const WRK = "wrk";
 
 type Variant = "rendered" | "default reuse" | "pool-max-conn 0";
 const VARIANTS: Array<{ key: Variant; label: string }> = [
@@ -87,58 +85,6 @@ function withPoolMaxConn0(config: string): string {
   return lines.join("\n");
 }
 
-/** The pods: one HAProxy that answers every request itself, keeping connections alive. */
-function podConfig(port: number, socket: string): string {
-  const frontends = PODS.map(
-    (host, i) => `frontend pod_${i + 1}
-    bind ${host}:${port}
-    http-request return status 200 content-type text/plain string ok
-`,
-  );
-  return `global
-    nbthread 1
-    stats socket ${socket} mode 600 level admin
-
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    timeout http-request 10s
-    timeout http-keep-alive 60s
-
-${frontends.join("\n")}`;
-}
-
-function parseWrk(out: string): { reqPerSec: number; latencyMs: number; errors: number } {
-  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
-  const lat = /Latency\s+([\d.]+)(us|ms|s)\b/.exec(out);
-  if (!rps || !lat) throw new Error(`cannot read wrk's output:\n${out}`);
-  const scale = { us: 0.001, ms: 1, s: 1000 }[lat[2] as "us" | "ms" | "s"];
-  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
-  const errors = (socket ? socket.slice(1).reduce((s, n) => s + Number(n), 0) : 0) + (non2xx ? Number(non2xx[1]) : 0);
-  return { reqPerSec: Number(rps[1]), latencyMs: Number(lat[1]) * scale, errors };
-}
-
-function wrk(url: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(WRK, ["-t1", `-c${connections}`, `-d${seconds}s`, url], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (out += c.toString()));
-    child.once("error", reject);
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`wrk exited with ${code}:\n${out}`))));
-  });
-}
-
-/** Connections a HAProxy has accepted since it started. */
-async function cumConns(socket: string): Promise<number> {
-  const m = /^CumConns: (\d+)$/m.exec(await runtimeCommand(socket, "show info"));
-  if (!m) throw new Error("no CumConns in the pods' show info");
-  return Number(m[1]);
-}
-
 function timeWaitAt(port: number): number {
   const r = spawnSync("ss", ["-Htan", "state", "time-wait", `( dport = :${port} or sport = :${port} )`], {
     encoding: "utf8",
@@ -153,7 +99,7 @@ const load1 = () => Math.round(loadavg()[0]! * 100) / 100;
 async function main(): Promise<void> {
   const haproxyVersion = await haproxyAvailable();
   if (!haproxyVersion) throw new Error("haproxy is not installed: apt-get install -y haproxy");
-  if (spawnSync(WRK, ["--version"]).error) throw new Error("wrk is not installed: apt-get install -y wrk");
+  requireWrk();
 
   const renderer = new Renderer(loadTemplates());
   const lb = await loopbackOptions();
@@ -207,7 +153,7 @@ async function main(): Promise<void> {
         });
         const load = load1();
         const connsBefore = await cumConns(socket);
-        const result = parseWrk(await wrk(url));
+        const result = parseWrk(await wrk(url, { connections, seconds }));
         const timeWait = timeWaitAt(port);
         const podConnections = (await cumConns(socket)) - connsBefore;
         runs.push({ round, variant, ...result, podConnections, timeWait, load });
