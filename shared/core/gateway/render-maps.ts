@@ -86,10 +86,11 @@ function headerLookupLines(port: number, withHost: boolean, names: readonly stri
   const exact = gatewayMapPath(port, "header-exact");
   const prefix = gatewayMapPath(port, "header-prefix");
   const host = withHost ? `concat(,txn.host,)` : "";
-  const when = `${UNMATCHED}${withHost ? ` ${MAP_HOST}` : ""} { var(txn.gwhv) -m found }`;
+  // The value's condition first: a request without the header stops there, before the host's regex.
+  const when = `{ var(txn.gwhv) -m found } ${UNMATCHED}${withHost ? ` ${MAP_HOST}` : ""}`;
   return names.flatMap((name) => [
     "    http-request unset-var(txn.gwhv)",
-    `    http-request set-var(txn.gwhv) req.fhdr(${name},-1) if ${UNMATCHED} { req.fhdr(${name},-1) -m reg ${haproxyQuote(HEADER_VALUE_PATTERN)} }`,
+    `    http-request set-var(txn.gwhv) req.fhdr(${name},-1) if { req.fhdr(${name},-1) -m reg ${haproxyQuote(HEADER_VALUE_PATTERN)} } ${UNMATCHED}`,
     `    http-request set-var(txn.gwbase) str(${name}=),concat(,txn.gwhv,|),${host ? `${host},` : ""}concat(,txn.gwpath,),map_str_int(${exact}) if ${when}`,
     `    http-request set-var(txn.gwbase) str(${name}=),concat(,txn.gwhv,|),${host ? `${host},` : ""}concat(,txn.gwpath,/),map_beg_int(${prefix}) if ${when}`,
   ]);
