@@ -25,7 +25,6 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
 import { renderSnapshot } from "../shared/core/render/pipeline.js";
 import { Renderer } from "../shared/core/render/render.js";
@@ -35,7 +34,7 @@ import { list } from "../test/support/fixtures.js";
 import { loopbackOptions, runHaproxy, type RunningHaproxy } from "../test/support/haproxy.js";
 import { freePort, httpGet, waitFor } from "../test/support/net.js";
 import { arg, machine, table } from "./machine.js";
-import { cumConns, PODS, parseWrk, podConfig, requireWrk, wrk } from "./wrk-load.js";
+import { cumConns, PODS, load1, parseWrk, podConfig, requireLoadTools, wrk } from "./wrk-load.js";
 
 const rounds = arg("--rounds", 3);
 const seconds = arg("--seconds", 8);
@@ -94,12 +93,8 @@ function timeWaitAt(port: number): number {
   return r.stdout.split("\n").filter((l) => l.trim() !== "").length;
 }
 
-const load1 = () => Math.round(loadavg()[0]! * 100) / 100;
-
 async function main(): Promise<void> {
-  const haproxyVersion = await haproxyAvailable();
-  if (!haproxyVersion) throw new Error("haproxy is not installed: apt-get install -y haproxy");
-  requireWrk();
+  const haproxyVersion = await requireLoadTools();
 
   const renderer = new Renderer(loadTemplates());
   const lb = await loopbackOptions();

@@ -18,7 +18,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { loadTemplates } from "../shared/adapters/templates.js";
 import { snapshotFromDocuments } from "../shared/core/kubernetes/snapshot.js";
 import { renderSnapshot } from "../shared/core/render/pipeline.js";
@@ -30,7 +29,7 @@ import { loopbackOptions, runHaproxy, type RunningHaproxy, writePatternFiles } f
 import { freePort, httpRequest, waitFor } from "../test/support/net.js";
 import { arg, machine, table } from "./machine.js";
 import { cpuBetween, processCpu } from "./process-cpu.js";
-import { PODS, parseWrk, podConfig, requireWrk, type WrkResult, wrk } from "./wrk-load.js";
+import { PODS, load1, parseWrk, podConfig, requireLoadTools, type WrkResult, wrk } from "./wrk-load.js";
 
 const routes = arg("--routes", 200);
 const rounds = arg("--rounds", 3);
@@ -104,12 +103,8 @@ function frontendLines(config: string, port: number): number {
   return frontend.split("\n").filter((l) => l.trim() !== "" && !l.trim().startsWith("#")).length;
 }
 
-const load1 = () => Math.round(loadavg()[0]! * 100) / 100;
-
 async function main(): Promise<void> {
-  const haproxyVersion = await haproxyAvailable();
-  if (!haproxyVersion) throw new Error("haproxy is not installed: apt-get install -y haproxy");
-  requireWrk();
+  const haproxyVersion = await requireLoadTools();
 
   const renderer = new Renderer(loadTemplates());
   const lb = await loopbackOptions();

@@ -4,6 +4,8 @@
  */
 
 import { spawn, spawnSync } from "node:child_process";
+import { loadavg } from "node:os";
+import { haproxyAvailable } from "../shared/adapters/haproxy/check.js";
 import { runtimeCommand } from "../shared/adapters/haproxy/runtime.js";
 
 const WRK = "wrk";
@@ -11,9 +13,16 @@ const WRK = "wrk";
 /** The pods' addresses on loopback (127.0.0.0/8 is all loopback on Linux). */
 export const PODS = ["127.0.0.2", "127.0.0.3"];
 
-export function requireWrk(): void {
+/** HAProxy's version, once HAProxy and wrk are both found installed. */
+export async function requireLoadTools(): Promise<string> {
+  const version = await haproxyAvailable();
+  if (!version) throw new Error("haproxy is not installed: apt-get install -y haproxy");
   if (spawnSync(WRK, ["--version"]).error) throw new Error("wrk is not installed: apt-get install -y wrk");
+  return version;
 }
+
+/** The 1-minute load average, to two decimals. */
+export const load1 = (): number => Math.round(loadavg()[0]! * 100) / 100;
 
 /** The pods: one HAProxy that answers every request itself, keeping connections alive. */
 export function podConfig(port: number, socket: string): string {
