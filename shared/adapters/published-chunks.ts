@@ -23,7 +23,8 @@ const HEADS_AT_ONCE = 8;
 /**
  * A prune of the chunks runs at most once per this share of the grace: every pass past retention
  * prunes, and reading every retained config's metadata each time made each pass wait ~50 round
- * trips before the next could start. A chunk waits at most a tenth longer than its grace.
+ * trips before the next could start. An unnamed chunk still waits out its grace; it is looked for
+ * again at the first prune a tenth of the grace after the last.
  */
 const PRUNE_EVERY_GRACE_SHARE = 0.1;
 
@@ -118,8 +119,12 @@ export class PublishedChunks {
     this.prunedAt = Date.now();
   }
 
-  /** The chunks any of `keys` names, their metadata read HEADS_AT_ONCE at a time. */
-  private async namedByAll(keys: readonly string[]): Promise<Set<string>> {
+  /**
+   * The chunks any of `keys` names, their metadata read HEADS_AT_ONCE at a time. A stable-track
+   * config (a rollout's stable, `tracks/…`) is stored whole and names none.
+   */
+  private async namedByAll(all: readonly string[]): Promise<Set<string>> {
+    const keys = all.filter((key) => !this.objects.isTrack(key));
     const named = new Set<string>();
     let next = 0;
     const read = async () => {

@@ -90,7 +90,7 @@ function headerLookupLines(port: number, withHost: boolean, names: readonly stri
   const when = `{ var(txn.gwhv) -m found } ${UNMATCHED}${withHost ? ` ${MAP_HOST}` : ""}`;
   return names.flatMap((name) => [
     "    http-request unset-var(txn.gwhv)",
-    `    http-request set-var(txn.gwhv) req.fhdr(${name},-1) if { req.fhdr(${name},-1) -m reg ${haproxyQuote(HEADER_VALUE_PATTERN)} } ${UNMATCHED}`,
+    `    http-request set-var(txn.gwhv) req.fhdr(${name},-1) if { req.fhdr(${name},-1) -m found } ${UNMATCHED} { req.fhdr(${name},-1) -m reg ${haproxyQuote(HEADER_VALUE_PATTERN)} }`,
     `    http-request set-var(txn.gwbase) str(${name}=),concat(,txn.gwhv,|),${host ? `${host},` : ""}concat(,txn.gwpath,),map_str_int(${exact}) if ${when}`,
     `    http-request set-var(txn.gwbase) str(${name}=),concat(,txn.gwhv,|),${host ? `${host},` : ""}concat(,txn.gwpath,/),map_beg_int(${prefix}) if ${when}`,
   ]);

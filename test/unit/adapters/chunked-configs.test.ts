@@ -139,6 +139,35 @@ describe("pruning past retention", () => {
     );
     expect(new Set(chunkKeys())).toEqual(named);
   });
+
+  // A rollout's stable config may be a stable-track config (app/rollout-gates.ts), which prune
+  // keeps as it keeps the pinned one: its key is no config key, and reading its metadata as one
+  // threw, failing every pass past retention after its publish.
+  it("keeps a rollout's stable-track config and prunes past it", async () => {
+    const { blobs, publisher, publish } = world();
+    let config = BASE;
+    for (let i = 0; i < 3; i++) {
+      config = changed(config, "endpoint moved", 0.5, i);
+      await publish(config);
+    }
+    const track = await publisher.putTrack(BASE, "100");
+    const newest = (await publisher.latest())!;
+    await publisher.putRollout({
+      version: 1,
+      stable: { key: track.key, sha256: track.sha256 },
+      rollout: null,
+      rejected: [],
+      blocked: null,
+      history: [],
+      updatedAt: new Date().toISOString(),
+    });
+    await publisher.prune({ keep: 1 });
+    const reader = createStore(createMemoryBlobStore({ objects: blobs.objects }));
+    expect((await reader.get(track.key)).config).toBe(BASE);
+    expect((await reader.get(newest.key)).config).toBe(config);
+    const names = new Set(chunksOf(Buffer.from(config, "utf8")).map((c) => `chunks/${c.name}`));
+    expect([...blobs.objects.keys()].filter((k) => k.startsWith("chunks/") && !names.has(k))).toEqual([]);
+  });
 });
 
 describe("a chunk that cannot be had fails the pull with a clear error", () => {
