@@ -2,13 +2,15 @@
  * bench/gateway-dataplane: what a Gateway listener's routing costs the data plane (issue 34). A
  * Gateway with one HTTP listener and `--routes` HTTPRoutes on one host, each a PathPrefix
  * `/r<i>` to the Service `web` (two pods that are not the bottleneck, bench/wrk-load.ts), loaded
- * with `wrk -t1 -c<connections> -d<seconds>s` on the last route's path. Four variants, side by
- * side in one run, their order rotated each round:
+ * with `wrk -t1 -c<connections> -d<seconds>s` on the path of the route the spec's precedence
+ * ranks last (the shortest prefix, then the greatest name: the last of the lines in (d)). Four
+ * variants, side by side in one run, their order rotated each round:
  *   (a) the routes as rendered: simple matches, looked up in the listener port's path maps;
  *   (b) (a) and 8 routes that match a path and one header, each on a header name of its own: the
  *       frontend looks each name up in the header maps before the path maps (the request carries
  *       none of them);
- *   (c) (a) and routes under wildcards of 1, 2 and 3 labels: three more lookups by label count;
+ *   (c) (a) and routes under wildcards of 1, 2 and 3 labels, the request's host under the
+ *       shortest (`x.w.example`): it passes the exact hosts' lookups and the wildcards' three;
  *   (d) the same routes matching `method: GET` too (every request here is a GET): a method match
  *       keeps a route in ACL lines, evaluated in precedence order, as every route was before the
  *       match maps.
@@ -36,6 +38,8 @@ const rounds = arg("--rounds", 3);
 const seconds = arg("--seconds", 8);
 const connections = arg("--connections", 32);
 const HOST = "bench.example";
+/** (c)'s request host: matched by the shortest wildcard, after the longer ones' lookups. */
+const WILDCARD_HOST = "x.w.example";
 const HEADER_NAMES = 8;
 const WILDCARDS = ["*.w.example", "*.a.w.example", "*.b.a.w.example"];
 
@@ -116,7 +120,10 @@ async function main(): Promise<void> {
   const loadBefore = loadavg().map((l) => Math.round(l * 100) / 100);
   const runs: Run[] = [];
   const running: RunningHaproxy[] = [];
-  const path = `/r${routes - 1}/x`;
+  const last = Array.from({ length: routes }, (_, i) => `r${i}`).sort(
+    (a, b) => a.length - b.length || (a < b ? 1 : -1),
+  )[0]!;
+  const path = `/${last}/x`;
 
   try {
     running.push(await runHaproxy(podConfig(podPort, join(podDir, "pods.sock")), podDir));
@@ -135,15 +142,16 @@ async function main(): Promise<void> {
         writePatternFiles(rendered.config, lb.dir);
         const hx = await runHaproxy(rendered.config, lb.dir);
         running.push(hx);
-        await waitFor("the last route served through HAProxy", async () => {
+        const host = variant === "wildcard maps" ? WILDCARD_HOST : HOST;
+        await waitFor("the route served through HAProxy", async () => {
           for (let i = 0; i < 4; i++)
-            if ((await httpRequest(listener, "GET", path, { host: HOST })).status !== 200) return undefined;
+            if ((await httpRequest(listener, "GET", path, { host })).status !== 200) return undefined;
           return true;
         });
         const load = load1();
         const cpuBefore = processCpu(hx.child.pid);
         const result = parseWrk(
-          await wrk(`http://127.0.0.1:${listener}${path}`, { connections, seconds, headers: [`Host: ${HOST}`] }),
+          await wrk(`http://127.0.0.1:${listener}${path}`, { connections, seconds, headers: [`Host: ${host}`] }),
         );
         const cpuMs = cpuBetween(cpuBefore, processCpu(hx.child.pid)).reduce((n, r) => n + r.ms, 0);
         runs.push({
@@ -176,7 +184,7 @@ async function main(): Promise<void> {
   const result = {
     machine: machine(),
     haproxy: haproxyVersion,
-    load: `wrk -t1 -c${connections} -d${seconds}s on ${path} (Host: ${HOST}), ${rounds} rounds, variants rotated each round`,
+    load: `wrk -t1 -c${connections} -d${seconds}s on ${path} (Host: ${HOST}; (c) ${WILDCARD_HOST}), ${rounds} rounds, variants rotated each round`,
     loadAverage: { before: loadBefore, after: loadAfter },
     runs: runs.map((r) => ({
       ...r,
@@ -191,6 +199,11 @@ async function main(): Promise<void> {
   }
 
   const label = (v: Variant) => VARIANTS.find((x) => x.key === v)!.label;
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = sorted.length >> 1;
+    return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  };
   const span = (xs: number[], f: (x: number) => string) => {
     const lo = Math.min(...xs);
     const hi = Math.max(...xs);
@@ -218,19 +231,19 @@ async function main(): Promise<void> {
   console.log("");
   console.log(
     table(
-      ["config", "req/s", "÷ (a), by round", "LB CPU µs/request"],
-      VARIANTS.map(({ key }) => [
-        label(key),
-        span(
-          runs.filter((r) => r.variant === key).map((r) => r.reqPerSec),
-          rps,
-        ),
-        ratios.map((r) => r[key].toFixed(3)).join(", "),
-        span(
-          runs.filter((r) => r.variant === key).map((r) => r.cpuUsPerRequest),
-          (x) => x.toFixed(1),
-        ),
-      ]),
+      ["config", "req/s", "÷ (a), by round", "LB CPU µs/request: median (range)"],
+      VARIANTS.map(({ key }) => {
+        const cpu = runs.filter((r) => r.variant === key).map((r) => r.cpuUsPerRequest);
+        return [
+          label(key),
+          span(
+            runs.filter((r) => r.variant === key).map((r) => r.reqPerSec),
+            rps,
+          ),
+          ratios.map((r) => r[key].toFixed(3)).join(", "),
+          `${median(cpu).toFixed(1)} (${span(cpu, (x) => x.toFixed(1))})`,
+        ];
+      }),
     ),
   );
 }
