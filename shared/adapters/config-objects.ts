@@ -4,6 +4,7 @@
  * write access can make one): its object's metadata (digest, revision, epoch, seq, size) must
  * agree with it, and a body must hash to that digest before anyone uses it.
  */
+import { eachAtMost } from "../core/at-most.js";
 import { isAscii, isUtf8 } from "node:buffer";
 import { gunzipSync } from "node:zlib";
 import { parseChunkedBody } from "../core/publish/chunk-manifest.js";
@@ -292,14 +293,9 @@ export class ConfigObjects {
         else wanted.push(i);
       }
     }
-    let next = 0;
-    const fetchOne = async (): Promise<void> => {
-      while (next < wanted.length) {
-        const i = wanted[next++]!;
-        parts[i] = await this.fetchChunk(key, entries[i]!.name, entries[i]!.size);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(CHUNK_FETCHES, wanted.length) }, fetchOne));
+    await eachAtMost(wanted, CHUNK_FETCHES, async (i) => {
+      parts[i] = await this.fetchChunk(key, entries[i]!.name, entries[i]!.size);
+    });
     const bytes = Buffer.concat(parts, total);
     const chunks = new Map<string, Buffer>();
     at = 0;

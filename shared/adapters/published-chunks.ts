@@ -6,6 +6,7 @@
  */
 
 import { gzipSync } from "node:zlib";
+import { eachAtMost } from "../core/at-most.js";
 import { formatChunkedBody } from "../core/publish/chunk-manifest.js";
 import { type Chunk, chunksOf } from "../core/publish/content-chunks.js";
 import { CHUNKS, type ConfigHead, type ConfigObjects } from "./config-objects.js";
@@ -75,17 +76,9 @@ export class PublishedChunks {
     const fresh = new Map<string, Chunk>();
     for (const c of chunks) if (!there.has(c.name)) fresh.set(c.name, c);
     const uploads = [...fresh.values()];
-    let next = 0;
-    const upload = async () => {
-      while (next < uploads.length) {
-        const c = uploads[next++]!;
-        await blobs.put(`${this.prefix}${c.name}`, c.bytes, {
-          contentType: "application/octet-stream",
-          verifiedBody: true,
-        });
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(CHUNK_UPLOADS, uploads.length) }, upload));
+    await eachAtMost(uploads, CHUNK_UPLOADS, (c) =>
+      blobs.put(`${this.prefix}${c.name}`, c.bytes, { contentType: "application/octet-stream", verifiedBody: true }),
+    );
     const freshBytes = uploads.reduce((n, c) => n + c.bytes.length, 0);
     const inline = freshBytes <= INLINE_MAX ? fresh : new Map<string, Chunk>();
     const carried = new Set<string>();
@@ -126,17 +119,13 @@ export class PublishedChunks {
   private async namedByAll(all: readonly string[]): Promise<Set<string>> {
     const keys = all.filter((key) => !this.objects.isTrack(key));
     const named = new Set<string>();
-    let next = 0;
-    const read = async () => {
-      while (next < keys.length) {
-        const head = await this.objects.head(keys[next++]!).catch((err: unknown) => {
-          if (err instanceof StoreError && !err.transient) return null;
-          throw err;
-        });
-        if (head) for (const name of await this.namedBy(head)) named.add(name);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(HEADS_AT_ONCE, keys.length) }, read));
+    await eachAtMost(keys, HEADS_AT_ONCE, async (key) => {
+      const head = await this.objects.head(key).catch((err: unknown) => {
+        if (err instanceof StoreError && !err.transient) return null;
+        throw err;
+      });
+      if (head) for (const name of await this.namedBy(head)) named.add(name);
+    });
     return named;
   }
 }

@@ -9,6 +9,7 @@
  * Each is read with its schema and refused, with a clear StoreError (not transient), when it is
  * not what its name says.
  */
+import { eachAtMost } from "../core/at-most.js";
 import { z } from "zod";
 import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/model/layout-record.js";
 import { digestSchema } from "../core/publish/config-digest.js";
@@ -163,28 +164,20 @@ export function storeRecords(blobs: BlobStore): StoreRecords {
       .map((o) => o.key)
       .filter((key) => key.endsWith(".json") && isNodeName(key.slice(statusPrefix.length, -".json".length)));
     const read: Array<{ key: string; text: string } | { key: string; error: StoreError } | undefined> = [];
-    const readAll = async (indexes: readonly number[]) => {
-      let next = 0;
-      const reader = async () => {
-        while (next < indexes.length) {
-          const i = indexes[next++]!;
-          const key = keys[i]!;
-          try {
-            const body = await blobs.getBody(key);
-            read[i] = body === null ? undefined : { key, text: body.toString("utf8") };
-          } catch (error) {
-            read[i] = {
-              key,
-              error:
-                error instanceof StoreError
-                  ? error
-                  : new StoreError(errorText(error), { transient: true, cause: error }),
-            };
-          }
+    const readAll = (indexes: readonly number[]) =>
+      eachAtMost(indexes, STATUS_READS, async (i) => {
+        const key = keys[i]!;
+        try {
+          const body = await blobs.getBody(key);
+          read[i] = body === null ? undefined : { key, text: body.toString("utf8") };
+        } catch (error) {
+          read[i] = {
+            key,
+            error:
+              error instanceof StoreError ? error : new StoreError(errorText(error), { transient: true, cause: error }),
+          };
         }
-      };
-      await Promise.all(Array.from({ length: Math.min(STATUS_READS, indexes.length) }, reader));
-    };
+      });
     await readAll(keys.map((_, i) => i));
     // A thousand GETs meet a 503 twice in a row now and then (S3 answers bursts on a prefix with
     // SlowDown): what failed so is read once more, after the others, rather than left unread.
