@@ -62,9 +62,7 @@ function decideRuntime(from: HaproxyConfig, to: HaproxyConfig): ApplyDecision {
   const adds = diff.kind === "runtime" ? diff.adds : [];
   const plan = planRuntime(changes, diff.kind === "runtime" ? diff.spare : new Map(), adds);
   if (plan.kind === "reload") return plan;
-  const emptied = new Set(
-    [...to.backends].filter(([, servers]) => servers.every((s) => !s.enabled)).map(([name]) => name),
-  );
+  const emptied = diff.kind === "runtime" ? diff.emptied : new Set<string>();
   return {
     kind: "runtime",
     socket,

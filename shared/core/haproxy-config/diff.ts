@@ -41,8 +41,17 @@ export interface SpareSlot extends SlotState {
 
 export type ConfigDiff =
   | { kind: "identical" }
-  /** `spare`: for each backend with changes, its slots free before and after (in config order). */
-  | { kind: "runtime"; changes: ServerChange[]; adds: ServerAdd[]; spare: Map<string, SpareSlot[]> }
+  /**
+   * `spare`: for each backend with changes, its slots free before and after (in config order).
+   * `emptied`: the backends with changes or adds that the new config leaves with no enabled server.
+   */
+  | {
+      kind: "runtime";
+      changes: ServerChange[];
+      adds: ServerAdd[];
+      spare: Map<string, SpareSlot[]>;
+      emptied: Set<string>;
+    }
   | { kind: "reload"; reason: string };
 
 /** How much of a differing line a reason quotes. */
@@ -107,11 +116,11 @@ export function diffConfigs(from: HaproxyConfig, to: HaproxyConfig): ConfigDiff 
   if (oldText === newText) return { kind: "identical" };
   const { start, oldEnd, newEnd } = differingSections(oldText, newText);
   // Reasons name lines of the whole config; the lines before the region are counted only for one.
-  const before = lineCount(oldText, start);
+  let before: number | undefined;
   const diff = walkLines(
     oldText.slice(start, oldEnd).split("\n"),
     newText.slice(start, newEnd).split("\n"),
-    (i) => before + i + 1,
+    (i) => (before ??= lineCount(oldText, start)) + i + 1,
     true,
   );
   // Lines added or removed other than a backend's new servers: a reload, whichever line says so.
@@ -135,17 +144,25 @@ function walkLines(
   const changes: ServerChange[] = [];
   const adds: ServerAdd[] = [];
   const spare = new Map<string, SpareSlot[]>();
+  const emptied = new Set<string>();
   // Lines before any difference are identical, so both sides are always in the same section.
   let backend: string | null = null;
   let facts: BackendFacts = { algorithm: null, cookie: false, params: "" };
   // The current backend's free slots; kept only if the backend has changes.
   let spareHere: SpareSlot[] = [];
+  // Whether the current backend has an enabled server in the new config.
+  let enabledHere = false;
   let changesBefore = 0;
+  let addsBefore = 0;
   let previousWasServer = false;
   const closeSection = () => {
     if (backend !== null && changes.length > changesBefore) spare.set(backend, spareHere);
+    if (backend !== null && (changes.length > changesBefore || adds.length > addsBefore) && !enabledHere)
+      emptied.add(backend);
     spareHere = [];
+    enabledHere = false;
     changesBefore = changes.length;
+    addsBefore = adds.length;
   };
   let i = 0;
   let j = 0;
@@ -162,6 +179,8 @@ function walkLines(
         noteFact(facts, oldLine);
         const free = spareOf(oldLine);
         if (free) spareHere.push(free);
+        else if (!enabledHere && oldLine.startsWith(SERVER_PREFIX))
+          enabledHere = parseServer(oldLine)?.enabled === true;
       }
       previousWasServer = oldLine.startsWith(SERVER_PREFIX);
       i++;
@@ -178,6 +197,7 @@ function walkLines(
           kind: "reload",
           reason: `server ${backend}/${added.server} is new and cannot be added at runtime: ${why}`,
         };
+      enabledHere ||= added.enabled;
       adds.push({
         backend: backend!,
         server: added.server,
@@ -216,6 +236,7 @@ function walkLines(
         reason: `line ${lineNo(i)}: server ${backend}/${before.server} parameters changed: ${describeValue(before.params.trim(), 60)} -> ${describeValue(after.params.trim(), 60)}`,
       };
     }
+    enabledHere ||= after.enabled;
     changes.push({
       backend,
       server: after.server,
@@ -227,7 +248,7 @@ function walkLines(
     j++;
   }
   closeSection();
-  return { kind: "runtime", changes, adds, spare };
+  return { kind: "runtime", changes, adds, spare, emptied };
 }
 
 /**

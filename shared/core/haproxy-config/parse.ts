@@ -7,10 +7,12 @@
  * across a reload (server-state.ts) and the metrics' series (agent/service-series.ts) all read
  * this value, never the text again.
  *
- * Every line of the file section is validated while parsing; the rest is read on first use only,
- * once: the global settings (a search of the whole text) and the backends (a walk over every line:
- * 200,000 at 10,000 Services, which an apply through the runtime API never needs). The agent parses each config once (configParser): an apply parses the running
- * config and the new one, and the new one is the running one of the next apply.
+ * Every line of the file section is validated while parsing (unless the config parsed before has
+ * the same section: its files were validated then); the rest is read on first use only, once: the
+ * global settings (a search of the whole text) and the backends (a walk over every line: 200,000
+ * at 10,000 Services, which an apply through the runtime API never needs). The agent parses each
+ * config once (configParser): an apply parses the running config and the new one, and the new one
+ * is the running one of the next apply.
  * Pure: text in, value out.
  */
 
@@ -75,8 +77,8 @@ class Parsed implements HaproxyConfig {
  * The config's value, or why its file section is not one (every path and line is checked); its
  * paths as HAProxy reads them with `env`, the environment it runs with.
  */
-export function parseConfig(text: string, env: HaproxyEnv = {}): ParsedConfig {
-  const split = splitConfig(text);
+export function parseConfig(text: string, env: HaproxyEnv = {}, known?: HaproxyConfig): ParsedConfig {
+  const split = splitConfig(text, known);
   return "error" in split ? { text, error: split.error } : new Parsed(text, split.head, split.files, env);
 }
 
@@ -114,7 +116,9 @@ export function configParser(env: HaproxyEnv): ConfigParser {
   return (text) => {
     const hit = recent.find((r) => r.text === text);
     if (hit) return hit.parsed;
-    const parsed = parseConfig(text, env);
+    // The newest config parsed lends its files when its file section is the same (splitConfig).
+    const known = recent.map((r) => r.parsed).find((p): p is HaproxyConfig => !("error" in p));
+    const parsed = parseConfig(text, env, known);
     recent.unshift({ text, parsed });
     recent.length = Math.min(recent.length, KEPT);
     return parsed;

@@ -72,7 +72,7 @@ export interface SplitConfig {
   /** Everything before the pattern section: the whole config when there is none. */
   head: string;
   /** By path, in the section's order. */
-  files: Map<string, readonly string[]>;
+  files: ReadonlyMap<string, readonly string[]>;
 }
 
 export function patternFilePath(namespace: string, service: string, kind: PatternKind): string {
@@ -133,9 +133,11 @@ export function renderPatternFiles(files: readonly PatternFile[]): string {
  * Splits a published config at its pattern section. Every path must be a pattern file's, every
  * line an address or CIDR in source-ranges.ts's canonical form, each file at most
  * MAX_SOURCE_RANGES lines, no path and no line of a file twice: anything else is an error,
- * never a file.
+ * never a file. `known`: a config split before; when its section is the same bytes, its files are
+ * taken as they are (they were checked then): an endpoint moved changes no file, and checking
+ * every line of the section again is most of what parsing a config costs the agent.
  */
-export function splitConfig(text: string): SplitConfig | { error: string } {
+export function splitConfig(text: string, known?: SplitConfig & { text: string }): SplitConfig | { error: string } {
   let at = 0;
   if (!text.startsWith(`${PATTERN_SECTION}\n`)) {
     const i = text.indexOf(`\n${PATTERN_SECTION}\n`);
@@ -143,6 +145,13 @@ export function splitConfig(text: string): SplitConfig | { error: string } {
     at = i + 1;
   }
   const head = text.slice(0, at);
+  if (
+    known !== undefined &&
+    known.head.length < known.text.length &&
+    text.length - at === known.text.length - known.head.length &&
+    text.slice(at) === known.text.slice(known.head.length)
+  )
+    return { head, files: known.files };
   const lines = text.slice(at + PATTERN_SECTION.length + 1).split("\n");
   if (lines.pop() !== "") return { error: "the pattern section does not end with a newline" };
   const files = new Map<string, string[]>();

@@ -61,6 +61,7 @@ describe("diffConfigs", () => {
       adds: [],
       // The backend's slots free before and after, for make before break (core/haproxy-config/runtime-plan.ts).
       spare: new Map([[web, [free("s2"), free("s4")]]]),
+      emptied: new Set(),
     });
   });
 
@@ -71,6 +72,7 @@ describe("diffConfigs", () => {
       changes: [{ backend: web, server: "s2", from: off, to: on("10.0.0.2", 8080) }],
       adds: [],
       spare: new Map([[web, [free("s4")]]]),
+      emptied: new Set(),
     });
   });
 
@@ -81,6 +83,7 @@ describe("diffConfigs", () => {
       changes: [{ backend: web, server: "s1", from: on("10.0.0.1", 8080), to: off }],
       adds: [],
       spare: new Map([[web, [free("s2"), free("s4")]]]),
+      emptied: new Set(),
     });
   });
 
@@ -98,7 +101,16 @@ describe("diffConfigs", () => {
         [web, [free("s2"), free("s4")]],
         ["shop_api_8080", []],
       ]),
+      emptied: new Set(),
     });
+  });
+
+  it("names a backend the change leaves with no enabled server, and only such a backend", () => {
+    const next = edit("    server s1 10.0.0.1:8080\n", "    server s1 127.0.0.1:1 disabled\n")
+      .replace("    server s3 [fd00::1]:8080\n", "    server s3 127.0.0.1:1 disabled\n")
+      .replace("10.0.1.2:9000", "10.0.1.3:9000");
+    expect(diffConfigs(base, next)).toMatchObject({ kind: "runtime", emptied: new Set([web]) });
+    expect(diffConfigs(next, base)).toMatchObject({ kind: "runtime", emptied: new Set() });
   });
 
   it("an IPv4 slot may move to IPv6 and back", () => {
@@ -134,6 +146,7 @@ describe("diffConfigs", () => {
         { backend: web, server: "s6", to: off, params: "maxconn 50 send-proxy" },
       ],
       spare: new Map(),
+      emptied: new Set(),
     });
   });
 
@@ -385,7 +398,7 @@ function wholeTextWalk(oldText: string, newText: string) {
     });
   }
   closeSection();
-  return { kind: "runtime", changes, adds, spare };
+  return { kind: "runtime", changes, adds, spare, emptied: emptiedOf(newText, [...changes, ...adds]) };
 
   /** Lines added or removed: the first line where an index-by-index pairing stops. */
   function pairWalk(a: string[], b: string[]) {
@@ -411,6 +424,16 @@ function wholeTextWalk(oldText: string, newText: string) {
     }
     throw new Error("configs of different lengths always differ in a line");
   }
+}
+
+/** The backends changed or added to that `text` leaves with no enabled server, read from all of its backends. */
+function emptiedOf(text: string, touched: unknown[]): Set<string> {
+  const backends = parsed(text).backends;
+  return new Set(
+    (touched as Array<{ backend: string }>)
+      .map((t) => t.backend)
+      .filter((name) => backends.get(name)!.every((s) => !s.enabled)),
+  );
 }
 
 /** The backend whose section holds line k. */
@@ -535,6 +558,7 @@ describe("diffConfigs walks only the sections that differ", () => {
       changes: [{ backend: "svc_768_80", server: "s2", from: on("10.3.0.2", 8080), to: on("10.9.9.9", 8080) }],
       adds: [],
       spare: new Map([["svc_768_80", [free("s4")]]]),
+      emptied: new Set(),
     });
   });
 });

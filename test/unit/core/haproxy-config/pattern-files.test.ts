@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   diffPatternFiles,
@@ -32,6 +33,56 @@ describe("pattern files in the published config", () => {
       ]),
     });
     expect(patternFileText(["10.0.0.0/8", "fd00::/8"])).toBe("10.0.0.0/8\nfd00::/8\n");
+  });
+
+  it("takes a config's files from one split before only when its section is the same bytes", () => {
+    const section = renderPatternSection([{ path: "patterns/shop.api.allow", entries: ["10.0.0.0/8"] }]);
+    const text = HEAD + section;
+    const known = { text, ...(splitConfig(text) as { head: string; files: ReadonlyMap<string, readonly string[]> }) };
+    const moved = `${HEAD.replace("backend b", "backend c")}${section}`;
+    expect(splitConfig(moved, known)).toEqual({ head: moved.slice(0, -section.length), files: known.files });
+    expect((splitConfig(moved, known) as { files: unknown }).files).toBe(known.files);
+    // A line of the section changed, to as many bytes: read again.
+    const other = `${HEAD}${section.replace("10.0.0.0/8", "10.0.0.0/9")}`;
+    expect(splitConfig(other, known)).toEqual({
+      head: HEAD,
+      files: new Map([["patterns/shop.api.allow", ["10.0.0.0/9"]]]),
+    });
+    // A line of the section changed: checked again, and refused when it is no address.
+    const bad = `${HEAD}${section.replace("10.0.0.0/8", "10.0.0.0/88")}`;
+    expect(splitConfig(bad, known)).toHaveProperty("error");
+    expect(splitConfig(`${HEAD}${section}${section.slice(PATTERN_SECTION.length + 1)}`, known)).toHaveProperty("error");
+  });
+
+  it("splits alike with or without a config split before (property)", () => {
+    // Each line has a twin of its length: two configs of one shape have sections of one size.
+    const twins: Array<[string, string]> = [
+      ["#> patterns/a.b.allow", "#> patterns/a.c.allow"],
+      ["#| 10.0.0.0/8", "#| 10.0.0.0/9"],
+      ["#| 10.0.0.1", "#| 10.0.0.x"],
+      ["    maxconn 1", "#| 10.0.0.0/1"],
+      [PATTERN_SECTION, PATTERN_SECTION],
+    ];
+    const shape = fc.tuple(
+      fc.constantFrom("", HEAD, `${HEAD}\n`),
+      fc.boolean(),
+      fc.array(fc.nat(twins.length - 1), { maxLength: 6 }),
+    );
+    const configOf = ([head, marked, lines]: [string, boolean, number[]], twin: boolean[]) =>
+      `${head}${marked ? `${PATTERN_SECTION}\n` : ""}${lines.map((l, i) => `${twins[l]![twin[i] ? 1 : 0]}\n`).join("")}`;
+    const twinBits = fc.array(fc.boolean(), { minLength: 6, maxLength: 6 });
+    fc.assert(
+      fc.property(shape, shape, twinBits, twinBits, (a, b, bitsA, bitsB) => {
+        const before = configOf(a, bitsA);
+        const split = splitConfig(before);
+        if ("error" in split) return;
+        const known = { text: before, ...split };
+        // The same shape with other twins, under another head; and a config of another shape.
+        for (const text of [configOf([b[0], a[1], a[2]], bitsB), configOf(b, bitsB)])
+          expect(splitConfig(text, known)).toEqual(splitConfig(text));
+      }),
+      { numRuns: 1000 },
+    );
   });
 
   it("a config without lists is all head, and gains no section", () => {
