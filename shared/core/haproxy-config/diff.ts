@@ -117,10 +117,14 @@ export function diffConfigs(from: HaproxyConfig, to: HaproxyConfig): ConfigDiff 
   const { start, oldEnd, newEnd } = differingSections(oldText, newText);
   // Reasons name lines of the whole config; the lines before the region are counted only for one.
   let before: number | undefined;
+  const lineNo = (i: number) => {
+    before ??= lineCount(oldText, start);
+    return before + i + 1;
+  };
   const diff = walkLines(
     oldText.slice(start, oldEnd).split("\n"),
     newText.slice(start, newEnd).split("\n"),
-    (i) => (before ??= lineCount(oldText, start)) + i + 1,
+    lineNo,
     true,
   );
   // Lines added or removed other than a backend's new servers: a reload, whichever line says so.
