@@ -457,7 +457,6 @@ describe("HaproxyProcess edge cases", () => {
       expect(restarts.map((r) => [r.quickCrashes, r.delayMs])).toEqual(Array(8).fill([0, 0]));
       // No backoff (the delays above are 0); how long each master took to come back is the machine's, not asserted.
       expect(recoveries).toHaveLength(8);
-      for (const ms of recoveries) expect(ms).toBeGreaterThan(0);
       await served(inst, "A");
 
       // Another config, reloaded onto and killed before it served 3 s: that may be the config.

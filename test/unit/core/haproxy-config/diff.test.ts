@@ -525,15 +525,24 @@ describe("diffConfigs walks only the sections that differ", () => {
   it("any edits of lines anywhere: the same verdict as a walk over every line (property)", () => {
     const small = big(40);
     const lines = small.split("\n");
+    let emptiedSeen = 0;
     const edit = fc.record({
       line: fc.nat({ max: lines.length - 1 }),
-      how: fc.constantFrom("address", "free", "take", "params", "delete", "insert", "header", "blank"),
+      how: fc.constantFrom("address", "free", "free backend", "take", "params", "delete", "insert", "header", "blank"),
     });
+    /** Every server line of the section that holds line k, freed: a backend left with none ready. */
+    const freeSection = (out: string[], k: number) => {
+      let from = k;
+      while (from > 0 && sectionOf(out[from]!) === undefined) from--;
+      for (let i = from + 1; i < out.length && sectionOf(out[i]!) === undefined; i++)
+        out[i] = out[i]!.replace(/ 10\.\d+\.\d+\.\d+:\d+$/, " 127.0.0.1:1 disabled");
+    };
     const apply = (text: string[], { line, how }: { line: number; how: string }) => {
       const out = [...text];
       const l = out[line] ?? "";
       if (how === "address") out[line] = l.replace(/ 10\.\d+\.\d+\.\d+:/, " 10.200.200.200:");
       else if (how === "free") out[line] = l.replace(/ 10\.\d+\.\d+\.\d+:\d+$/, " 127.0.0.1:1 disabled");
+      else if (how === "free backend") freeSection(out, line);
       else if (how === "take") out[line] = l.replace(" 127.0.0.1:1 disabled", " 10.1.2.3:8080");
       else if (how === "params") out[line] = `${l} weight 2`;
       else if (how === "delete") out.splice(line, 1);
@@ -545,10 +554,14 @@ describe("diffConfigs walks only the sections that differ", () => {
     fc.assert(
       fc.property(fc.array(edit, { minLength: 1, maxLength: 4 }), (edits) => {
         const next = edits.reduce(apply, lines).join("\n");
-        expect(diffConfigs(small, next)).toEqual(wholeTextWalk(small, next));
+        const diff = diffConfigs(small, next);
+        expect(diff).toEqual(wholeTextWalk(small, next));
+        if (diff.kind === "runtime") emptiedSeen += diff.emptied.size;
       }),
       { numRuns: 300 },
     );
+    // The draws do leave backends with no server ready, so the emptied backends are compared too.
+    expect(emptiedSeen).toBeGreaterThan(0);
   });
 
   it("a runtime change in one backend of thousands reports that backend's changes and free slots only", () => {

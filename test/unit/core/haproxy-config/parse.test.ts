@@ -92,6 +92,21 @@ describe("configParser", () => {
     expect(again).toEqual(first);
   });
 
+  it("takes the files of the config parsed before when the new one's file section is the same", () => {
+    const parse = configParser({});
+    const running = withList(["10.0.0.0/8"]);
+    const moved = running.replace("10.0.0.1:8080", "10.0.0.9:8080");
+    const listed = running.replace("10.0.0.0/8", "10.0.0.0/9");
+    const [a, b, c] = [parse(running), parse(moved), parse(listed)];
+    if ("error" in a || "error" in b || "error" in c) throw new Error("the configs parse");
+    expect(b).toEqual(parseConfig(moved));
+    expect(b.files).toBe(a.files);
+    // Another line in the section: read and checked anew.
+    expect(c).toEqual(parseConfig(listed));
+    expect(c.files).not.toBe(b.files);
+    expect(parse(running.replace("10.0.0.0/8", "10.0.0.0/88"))).toHaveProperty("error");
+  });
+
   it("keeps an error as parseConfig reports it", () => {
     const parse = configParser({});
     const bad = withList(["192.0.2.1"]).replace("192.0.2.1", "not-an-address");
