@@ -14,6 +14,7 @@
  * (400, 401, 403), which the client may still be allowed.
  */
 
+import { setMaxListeners } from "node:events";
 import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { S3Client } from "@aws-sdk/client-s3";
@@ -58,6 +59,9 @@ const RETRY_BASE_MS = 100;
 export function createLeanGet(o: LeanGetOptions): LeanGet {
   const config = o.client.config;
   const closed = new AbortController();
+  // One listener per request in flight, each removed when its request closes: `status` has 128
+  // in flight, and Node would warn of a leak (on the operator's terminal) past 10.
+  setMaxListeners(0, closed.signal);
   const agents = {
     http: new HttpAgent({ keepAlive: true, maxSockets: o.maxSockets }),
     https: new HttpsAgent({ keepAlive: true, maxSockets: o.maxSockets }),

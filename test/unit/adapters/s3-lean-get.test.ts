@@ -147,6 +147,28 @@ describe("a lean GET the store refuses", () => {
   });
 });
 
+describe("many lean GETs at once", () => {
+  it("raise no listener warning (status reads 128 records at a time), and a closed store still refuses", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on("warning", onWarning);
+    try {
+      const client = new S3Client({ region: "us-east-1", credentials, endpoint, forcePathStyle: true });
+      const lean = leanAt(client, endpoint, { maxSockets: 64 });
+      const bodies = await Promise.all(Array.from({ length: 50 }, (_, i) => lean.get(`status/node-${i}.json`)));
+      expect(bodies.map((b) => b?.toString())).toEqual(Array(50).fill("{}"));
+      // A warning is emitted on the next tick.
+      await new Promise((r) => setImmediate(r));
+      expect(warnings).not.toContain("MaxListenersExceededWarning");
+      lean.close();
+      await expect(lean.get("status/node-0.json")).rejects.toMatchObject({ transient: false });
+      client.destroy();
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+});
+
 describe("a lean GET on a closed store", () => {
   it("fails at once, not transient, and sends nothing", async () => {
     const client = new S3Client({ region: "us-east-1", endpoint, forcePathStyle: true, credentials });
