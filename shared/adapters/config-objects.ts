@@ -4,9 +4,9 @@
  * write access can make one): its object's metadata (digest, revision, epoch, seq, size) must
  * agree with it, and a body must hash to that digest before anyone uses it.
  */
-import { eachAtMost } from "../core/at-most.js";
 import { isAscii, isUtf8 } from "node:buffer";
 import { gunzipSync } from "node:zlib";
+import { eachAtMost } from "../core/at-most.js";
 import { parseChunkedBody } from "../core/publish/chunk-manifest.js";
 import { chunkName, chunksOf } from "../core/publish/content-chunks.js";
 import { type DigestKind, digestHex, digestKind, SuccessiveDigests } from "../core/publish/config-digest.js";

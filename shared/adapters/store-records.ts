@@ -9,8 +9,8 @@
  * Each is read with its schema and refused, with a clear StoreError (not transient), when it is
  * not what its name says.
  */
-import { eachAtMost } from "../core/at-most.js";
 import { z } from "zod";
+import { eachAtMost } from "../core/at-most.js";
 import { type BackendLayout, backendLayoutSchema, layoutDigest } from "../core/model/layout-record.js";
 import { digestSchema } from "../core/publish/config-digest.js";
 import { DNS1123_SUBDOMAIN } from "../core/kubernetes/k8s-names.js";

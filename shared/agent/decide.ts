@@ -58,11 +58,11 @@ function decideRuntime(from: HaproxyConfig, to: HaproxyConfig): ApplyDecision {
   if (files.kind === "reload") return files;
   const diff = diffConfigs(from, to);
   if (diff.kind === "reload") return diff;
-  const changes = diff.kind === "runtime" ? diff.changes : [];
-  const adds = diff.kind === "runtime" ? diff.adds : [];
-  const plan = planRuntime(changes, diff.kind === "runtime" ? diff.spare : new Map(), adds);
+  // An identical head: only the files changed.
+  const { changes, adds, spare, emptied } =
+    diff.kind === "runtime" ? diff : { changes: [], adds: [], spare: new Map(), emptied: new Set<string>() };
+  const plan = planRuntime(changes, spare, adds);
   if (plan.kind === "reload") return plan;
-  const emptied = diff.kind === "runtime" ? diff.emptied : new Set<string>();
   return {
     kind: "runtime",
     socket,

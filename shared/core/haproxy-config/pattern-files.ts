@@ -147,7 +147,6 @@ export function splitConfig(text: string, known?: SplitConfig & { text: string }
   const head = text.slice(0, at);
   if (
     known !== undefined &&
-    known.head.length < known.text.length &&
     text.length - at === known.text.length - known.head.length &&
     text.slice(at) === known.text.slice(known.head.length)
   )
